@@ -1,0 +1,3 @@
+from total_recall.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,230 @@
+"""Settings: defaults < $TOTAL_RECALL_HOME/config.toml < TOTAL_RECALL_<SECTION>_<KEY> environment.
+
+Also the runtime paths (home folder, database, spool, status file, socket), so every part of
+the system agrees on where things live.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from total_recall.errors import ConfigError
+
+DEFAULT_HOME = "~/.claude-plugin-total-recall"
+
+# Every key, its default and (from the default) its type. README.md documents each one; a test
+# checks that it does.
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "llm": {
+        "base_url": "",  # OpenAI-compatible endpoint for extraction and HyDE; empty = offline
+        "model": "gpt-4o-mini",
+        "api_key": "",  # falls back to OPENAI_API_KEY
+        "timeout": 120.0,
+        "daily_token_budget": 2_000_000,  # past it: offline extractor until midnight UTC
+        "json_mode": "auto",  # auto | on | off
+        "max_prompt_chars": 60_000,
+    },
+    "embed": {
+        "provider": "local",  # local | openai
+        "base_url": "",  # for provider=openai; empty = https://api.openai.com/v1
+        "model": "",  # empty = provider default
+        "api_key": "",  # falls back to OPENAI_TOKEN_TOTAL_RECALL_EMBEDDINGS, OPENAI_API_KEY
+        "batch_size": 100,
+        "timeout": 60.0,
+    },
+    "daemon": {
+        "batch_window": 5.0,  # seconds to gather a session's new messages into one batch
+        "poll_interval": 2.0,  # safety-net poll when no file event arrives
+        "max_batch_messages": 40,  # messages per extraction call
+        "max_attempts": 5,  # non-transient failures before a queue item is parked
+        "heartbeat": 60.0,
+        "lease_seconds": 600.0,
+        "file_timeout": 60.0,
+    },
+    "db": {
+        "busy_timeout": 30.0,
+        "driver": "",  # force stdlib | sqlean | pysqlite3; empty = first that loads sqlite-vec
+    },
+    "search": {
+        "k": 10,
+        "hyde": "auto",  # auto | on | off
+    },
+    "context": {
+        "enabled": True,  # SessionStart digest injection
+        "budget_chars": 4000,
+    },
+}
+
+
+def home() -> Path:
+    return Path(os.environ.get("TOTAL_RECALL_HOME") or DEFAULT_HOME).expanduser()
+
+
+def claude_config_dir() -> Path:
+    return Path(os.environ.get("CLAUDE_CONFIG_DIR") or "~/.claude").expanduser()
+
+
+def ensure_home() -> Path:
+    """Create the home folder private to the user (0700) and return it."""
+    h = home()
+    h.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(h, 0o700)
+    return h
+
+
+@dataclass(frozen=True)
+class Paths:
+    home: Path
+
+    @property
+    def db(self) -> Path:
+        return self.home / "memory.db"
+
+    @property
+    def config(self) -> Path:
+        return self.home / "config.toml"
+
+    @property
+    def spool(self) -> Path:
+        return self.home / "spool.jsonl"
+
+    @property
+    def status(self) -> Path:
+        return self.home / "daemon.status.json"
+
+    @property
+    def lock(self) -> Path:
+        return self.home / "daemon.lock"
+
+    @property
+    def socket(self) -> Path:
+        return self.home / "daemon.sock"
+
+    @property
+    def log(self) -> Path:
+        return self.home / "daemon.log"
+
+    @property
+    def wake(self) -> Path:
+        """Touched by hooks so the daemon's file watcher wakes at once."""
+        return self.home / "wake"
+
+    @property
+    def digests(self) -> Path:
+        return self.home / "digests"
+
+    @property
+    def archive(self) -> Path:
+        return self.home / "archive"
+
+
+def paths() -> Paths:
+    return Paths(home())
+
+
+@dataclass
+class Settings:
+    values: dict[str, dict[str, Any]] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)  # "llm.base_url" -> default|file|env
+
+    def get(self, section: str, key: str) -> Any:
+        return self.values[section][key]
+
+    def llm_enabled(self) -> bool:
+        return bool(self.get("llm", "base_url"))
+
+    def llm_api_key(self) -> str:
+        return self.get("llm", "api_key") or os.environ.get("OPENAI_API_KEY", "")
+
+    def embed_api_key(self) -> str:
+        return (
+            self.get("embed", "api_key")
+            or os.environ.get("OPENAI_TOKEN_TOTAL_RECALL_EMBEDDINGS", "")
+            or os.environ.get("OPENAI_API_KEY", "")
+        )
+
+    def redacted(self) -> dict[str, dict[str, Any]]:
+        """The settings with secrets masked, for `doctor` and logs."""
+        out = {s: dict(v) for s, v in self.values.items()}
+        for section in out.values():
+            for key in section:
+                if key.endswith("api_key") and section[key]:
+                    section[key] = "***"
+        return out
+
+
+def env_name(section: str, key: str) -> str:
+    return f"TOTAL_RECALL_{section.upper()}_{key.upper()}"
+
+
+def _coerce(raw: Any, default: Any, where: str) -> Any:
+    if isinstance(default, bool):
+        if isinstance(raw, bool):
+            return raw
+        text = str(raw).strip().lower()
+        if text in {"1", "true", "yes", "on"}:
+            return True
+        if text in {"0", "false", "no", "off", ""}:
+            return False
+        raise ConfigError(f"{where}: expected true/false, got {raw!r}")
+    if isinstance(default, (int, float)):
+        try:
+            return type(default)(raw)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where}: expected a number, got {raw!r}") from None
+    return str(raw)
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on 3.10 only
+        import tomli as tomllib
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        return {}
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+
+
+def load(environ: dict[str, str] | None = None, config_path: Path | None = None) -> Settings:
+    environ = os.environ if environ is None else environ
+    file_values = _read_toml(config_path or paths().config)
+    settings = Settings()
+    for section, keys in DEFAULTS.items():
+        file_section = file_values.get(section, {})
+        if not isinstance(file_section, dict):
+            raise ConfigError(f"config.toml: [{section}] must be a table")
+        unknown = set(file_section) - set(keys)
+        if unknown:
+            raise ConfigError(f"config.toml: unknown key(s) in [{section}]: {', '.join(sorted(unknown))}")
+        settings.values[section] = {}
+        for key, default in keys.items():
+            value, source = default, "default"
+            if key in file_section:
+                value, source = _coerce(file_section[key], default, f"config.toml [{section}] {key}"), "file"
+            name = env_name(section, key)
+            if name in environ:
+                value, source = _coerce(environ[name], default, name), "env"
+            settings.values[section][key] = value
+            settings.sources[f"{section}.{key}"] = source
+    return settings
+
+
+def resource_dir(name: str) -> Path:
+    """A folder shipped with the package (hooks, skills, migrations, assets).
+
+    Installed wheels carry them inside the package; a source checkout has them at the
+    repository root (pyproject maps one onto the other).
+    """
+    here = Path(__file__).resolve().parent
+    for candidate in (here / name, here.parent.parent / name):
+        if candidate.is_dir():
+            return candidate
+    raise ConfigError(f"packaged folder {name!r} is missing; reinstall total-recall")

@@ -1,0 +1,288 @@
+"""The one place that opens SQLite: driver choice, settings, migrations, vector tables.
+
+Driver chain (DESIGN.md, "Loading sqlite-vec"): stdlib sqlite3 when it can load extensions,
+else sqlean-py, else pysqlite3; each candidate must pass a vec0 KNN and FTS5 smoke test. When
+none can load sqlite-vec the database still opens (stdlib) and search runs on FTS5 alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import re
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import structlog
+
+from total_recall import config
+from total_recall.errors import MigrationError, SchemaError
+
+log = structlog.get_logger(__name__)
+
+DRIVERS = {"stdlib": "sqlite3", "sqlean": "sqlean", "pysqlite3": "pysqlite3.dbapi2"}
+VEC_FIX_HINT = (
+    "vector search is off: install sqlean-py (pip install sqlean-py) or use a Python whose "
+    "sqlite3 can load extensions; keyword search (FTS5) still works"
+)
+MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+
+
+@dataclass
+class Database:
+    conn: Any
+    dbapi: Any  # the DB-API module that made conn: catch dbapi.Error, not sqlite3.Error
+    path: Path
+    driver: str
+    vec_version: str | None = None
+    vec_error: str | None = None
+    _embed_dim: int | None = field(default=None, repr=False)
+
+    @property
+    def has_vec(self) -> bool:
+        return self.vec_version is not None
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        return self.conn.execute(sql, params)
+
+    def executemany(self, sql: str, rows: Any) -> Any:
+        return self.conn.executemany(sql, rows)
+
+    def one(self, sql: str, params: Any = ()) -> Any:
+        return self.conn.execute(sql, params).fetchone()
+
+    def scalar(self, sql: str, params: Any = (), default: Any = None) -> Any:
+        row = self.conn.execute(sql, params).fetchone()
+        return default if row is None or row[0] is None else row[0]
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[Database]:
+        """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        else:
+            self.conn.execute("COMMIT")
+
+    def get_meta(self, key: str, default: str | None = None) -> str | None:
+        return self.scalar("SELECT value FROM meta WHERE key = ?", (key,), default)
+
+    def set_meta(self, key: str, value: Any) -> None:
+        self.execute(
+            "INSERT INTO meta (key, value) VALUES (?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (key, str(value)),
+        )
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.conn.close()
+
+
+def _load_vec(conn: Any, dbapi: Any) -> str:
+    """Load sqlite-vec and prove it works (vec0 KNN and FTS5); return its version."""
+    import sqlite_vec
+
+    conn.enable_load_extension(True)
+    try:
+        sqlite_vec.load(conn)
+    finally:
+        conn.enable_load_extension(False)
+    version = conn.execute("SELECT vec_version()").fetchone()[0]
+    conn.execute("CREATE VIRTUAL TABLE temp._tr_probe USING vec0(e float[2])")
+    conn.execute("INSERT INTO temp._tr_probe (rowid, e) VALUES (1, '[1, 0]')")
+    conn.execute("SELECT rowid FROM temp._tr_probe WHERE e MATCH '[1, 0]' AND k = 1").fetchall()
+    conn.execute("DROP TABLE temp._tr_probe")
+    return version
+
+
+def _open_raw(path: Path, busy_timeout: float, driver: str) -> Database:
+    """Try the drivers in order; the first that loads sqlite-vec wins."""
+    names = [driver] if driver else list(DRIVERS)
+    errors: list[str] = []
+    for name in names:
+        if name not in DRIVERS:
+            raise SchemaError(f"unknown SQLite driver {name!r}; use one of {', '.join(DRIVERS)}")
+        try:
+            dbapi = importlib.import_module(DRIVERS[name])
+        except ImportError as exc:
+            errors.append(f"{name}: not installed ({exc})")
+            continue
+        conn = dbapi.connect(str(path), isolation_level=None, check_same_thread=False, timeout=busy_timeout)
+        if not hasattr(conn, "enable_load_extension"):
+            errors.append(f"{name}: built without loadable extensions")
+            conn.close()
+            continue
+        try:
+            version = _load_vec(conn, dbapi)
+        except (AttributeError, ImportError, dbapi.Error) as exc:
+            errors.append(f"{name}: {exc}")
+            conn.close()
+            continue
+        return Database(conn, dbapi, path, name, vec_version=version)
+    # Trigger: no driver could load sqlite-vec. Why: memory must keep working without vectors.
+    # Outcome: stdlib connection, FTS5-only search, doctor/stats show the fix.
+    conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=busy_timeout)
+    return Database(conn, sqlite3, path, "stdlib", vec_error="; ".join(errors) or "sqlite-vec unavailable")
+
+
+def _configure(db: Database, busy_timeout: float) -> None:
+    conn = db.conn
+    mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+    if str(mode).lower() != "wal":
+        log.warning("wal_unavailable", journal_mode=mode, path=str(db.path))
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA foreign_keys = ON")
+    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+    conn.execute("PRAGMA mmap_size = 1073741824")
+
+
+def create_private_file(path: Path) -> None:
+    """Create (or tighten) a file readable by the user only."""
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    os.close(fd)
+    os.chmod(path, 0o600)
+
+
+def connect(
+    path: Path | None = None,
+    *,
+    settings: config.Settings | None = None,
+    migrate_to_head: bool = True,
+    migrations_dir: Path | None = None,
+) -> Database:
+    """Open (creating if needed) the memory database with every setting applied."""
+    settings = settings or config.load()
+    if path is None:
+        config.ensure_home()
+        path = config.paths().db
+    path = Path(path)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    create_private_file(path)
+    busy = float(settings.get("db", "busy_timeout"))
+    db = _open_raw(path, busy, settings.get("db", "driver") or os.environ.get("TOTAL_RECALL_DB_DRIVER", ""))
+    try:
+        _configure(db, busy)
+        if migrate_to_head:
+            migrate(db, migrations_dir)
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def migration_files(migrations_dir: Path | None = None) -> list[tuple[int, Path]]:
+    folder = migrations_dir or config.resource_dir("migrations")
+    found = []
+    for p in sorted(folder.glob("*.sql")):
+        m = MIGRATION_NAME.match(p.name)
+        if not m:
+            raise SchemaError(f"migration file {p.name} does not match NNNN_slug.sql")
+        found.append((int(m.group(1)), p))
+    numbers = [n for n, _ in found]
+    if numbers != list(range(1, len(numbers) + 1)):
+        raise SchemaError(f"migration numbers must be 1..N without gaps, found {numbers}")
+    return found
+
+
+def _statements(script: str) -> list[str]:
+    """Split a SQL script into complete statements (trigger bodies stay whole)."""
+    out, buf = [], ""
+    for line in script.splitlines(keepends=True):
+        buf += line
+        if sqlite3.complete_statement(buf):
+            if buf.strip():
+                out.append(buf.strip())
+            buf = ""
+    if buf.strip() and not all(l.strip().startswith("--") or not l.strip() for l in buf.splitlines()):
+        raise SchemaError(f"incomplete SQL statement at end of migration: {buf.strip()[:80]!r}")
+    return out
+
+
+def schema_version(db: Database) -> int:
+    return int(db.scalar("PRAGMA user_version", default=0))
+
+
+def migrate(db: Database, migrations_dir: Path | None = None) -> int:
+    """Apply pending migrations, each in one transaction with its user_version."""
+    files = migration_files(migrations_dir)
+    head = len(files)
+    current = schema_version(db)
+    if current > head:
+        raise SchemaError(
+            f"{db.path} has schema version {current}, newer than this total-recall knows "
+            f"({head}); upgrade total-recall (pip install -U total-recall)"
+        )
+    for number, path in files[current:]:
+        statements = _statements(path.read_text(encoding="utf-8"))
+        db.conn.execute("BEGIN IMMEDIATE")
+        try:
+            for stmt in statements:
+                db.conn.execute(stmt)
+            db.conn.execute(f"PRAGMA user_version = {number}")
+        except db.dbapi.Error as exc:
+            db.conn.execute("ROLLBACK")
+            raise MigrationError(f"migration {path.name} failed and was rolled back: {exc}") from None
+        db.conn.execute("COMMIT")
+        log.info("migrated", version=number, file=path.name)
+    return head
+
+
+def ensure_vector_tables(db: Database, model: str, dim: int) -> bool:
+    """Create the vec0 tables for this model's dimension; report whether vectors are usable.
+
+    A model or dimension different from the one recorded in meta is flagged
+    (`embed_model_mismatch`) and vectors are not written until `total-recall reembed` rebuilds
+    them; keyword search keeps working meanwhile.
+    """
+    if not db.has_vec:
+        return False
+    recorded_model, recorded_dim = db.get_meta("embed_model"), db.get_meta("embed_dim")
+    if recorded_model is not None and (recorded_model != model or int(recorded_dim or 0) != dim):
+        with db.write():
+            db.set_meta("embed_model_mismatch", f"{recorded_model}/{recorded_dim} -> {model}/{dim}")
+        return False
+    with db.write():
+        db.execute(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS idea_embeddings USING vec0("
+            f"idea_id INTEGER PRIMARY KEY, project TEXT PARTITION KEY, embedding float[{dim}])"
+        )
+        db.execute(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS span_embeddings USING vec0("
+            f"span_id INTEGER PRIMARY KEY, project TEXT PARTITION KEY, embedding float[{dim}])"
+        )
+        db.set_meta("embed_model", model)
+        db.set_meta("embed_dim", dim)
+        db.set_meta("embed_version", 1)
+        db.execute("DELETE FROM meta WHERE key = 'embed_model_mismatch'")
+    db._embed_dim = dim
+    return True
+
+
+def drop_vector_tables(db: Database) -> None:
+    """Forget all vectors (before re-embedding with another model)."""
+    with db.write():
+        db.execute("DROP TABLE IF EXISTS idea_embeddings")
+        db.execute("DROP TABLE IF EXISTS span_embeddings")
+        db.execute("UPDATE ideas SET needs_embedding = 1")
+        db.execute("UPDATE spans SET needs_embedding = 1")
+        for key in ("embed_model", "embed_dim", "embed_model_mismatch"):
+            db.execute("DELETE FROM meta WHERE key = ?", (key,))
+
+
+def vector_tables_exist(db: Database) -> bool:
+    return bool(
+        db.scalar("SELECT count(*) FROM sqlite_master WHERE name IN ('idea_embeddings', 'span_embeddings')", default=0)
+        == 2
+    )
+
+
+def now() -> float:
+    return time.time()

@@ -1,0 +1,1 @@
+"""Extraction: the LLM protocol, the offline extractor and the LLM client."""
