@@ -1,0 +1,655 @@
+"""Claude Code transcripts: new complete JSONL lines in, Messages out (substantive, or saying why not).
+
+A transcript is append-only JSONL written while the session runs, so a read starts at a byte
+offset, consumes only complete lines and reports where the next read resumes. Nothing in a
+line's content makes a read fail: bad JSON, bad UTF-8, giant lines and record types newer than
+this code are counted in `ReadResult.counts` and skipped.
+
+One assistant response is written as several lines sharing `message.id` (one content block per
+line); those become one Message. A read stopped by `max_bytes` never ends inside such a
+response, but a read that reaches the end of a file still being written can: the rest of the
+response then comes back from the next read as a second Message with the same `message_id`.
+
+Every user/assistant record becomes a Message; `skip_reason` is None only for text worth
+handing to extraction, else one of: tool_output, acknowledgement, injected_context, meta,
+command, interrupt, compaction_prompt, compact_summary, warmup, headless_summarizer, empty,
+thinking_only, tool_use_only (tool calls and no prose: the text is then only tool descriptors
+like "[tool Bash: git status]"), synthetic (API errors Claude Code wrote itself). Text our own
+hooks injected (inside CONTEXT_MARKER tags) is removed everywhere, so memories are never
+re-indexed as conversation.
+
+`counts` has one key per physical line: its record type, "unknown:<type>", "invalid_json",
+"invalid_record" (JSON, but not an object with a string type), "blank" or "oversized_line";
+plus "invalid_utf8" and "system:<subtype>" as detail on lines already counted.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import structlog
+
+from total_recall.errors import TranscriptError
+
+log = structlog.get_logger(__name__)
+
+CONTEXT_MARKER = "<total-recall-context>"
+HEAD_BYTES = 4096
+CHUNK_BYTES = 1 << 20
+PROFILE_SCAN_BYTES = 4 << 20  # how far into the head we look for the session's first prompt
+TOOL_DESCRIPTOR_CHARS = 120
+TOOL_RESULT_CHARS = 500
+
+# Record types documented for Claude Code up to 2.1.x; anything else counts as "unknown:<type>".
+KNOWN_TYPES = frozenset(
+    "user assistant system summary progress file-history-snapshot queue-operation attachment "
+    "permission-mode mode agent-name custom-title ai-title last-prompt pr-link frame-link "
+    "worktree-state relocated bridge-session attribution-snapshot".split()
+)
+COMMAND_PREFIXES = (
+    "<command-name>", "<command-message>", "<local-command-", "<bash-input>", "<bash-stdout>",
+    "<bash-stderr>",
+)
+INJECTED_PREFIXES = ("<system-reminder>", "<user-prompt-submit-hook>")
+META_PREFIXES = ("<task-notification>",)
+INTERRUPT_PREFIX = "[Request interrupted"
+COMPACTION_PROMPT_PREFIXES = ("Your task is to create a detailed summary of the conversation so far",)
+COMPACT_SUMMARY_PREFIXES = ("This session is being continued from a previous conversation",)
+# `claude -p` runs made by memory tools (e.g. episodic-memory's summariser), not by a person.
+HEADLESS_PROMPT_PREFIXES = ("Summarize this part of a conversation",)
+ACK_WORDS = frozenset(
+    "ok okay k kk yes yep yeah yup y sure thanks thank thx ty you continue go ahead on proceed "
+    "please pls sounds looks good great cool nice perfect awesome lgtm do it that s works fine "
+    "alright right correct done got agreed exactly hi hello hey".split()
+)
+# Which input field best says what a tool call did, in order of preference.
+TOOL_ARG_KEYS = (
+    "command", "file_path", "notebook_path", "pattern", "query", "url", "description", "skill",
+    "path", "prompt",
+)
+
+_CONTEXT_BLOCK = re.compile(r"<total-recall-context>.*?(?:</total-recall-context>|\Z)", re.S)
+_INJECTED_BLOCK = re.compile(r"<(system-reminder|user-prompt-submit-hook)>.*?(?:</\1>|\Z)", re.S)
+_HOOK_PREAMBLE = re.compile(r"[\w:.-]+ hook (?:success|additional context)\s*:", re.I)
+_TAG = re.compile(r"</?[a-z][a-z-]*>")
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_WORD = re.compile(r"[^\W\d_]+|\d+")
+
+
+@dataclass
+class Message:
+    line: int  # 1-based physical JSONL line of the first record of this message
+    last_line: int  # last physical line that contributed (merged assistant lines)
+    end_offset: int  # byte offset just after last_line's newline
+    role: str  # "user" | "assistant"
+    # prompt | response | tool_result | compact_summary | subagent_prompt | subagent_response |
+    # command | meta | interrupt
+    kind: str
+    text: str  # the text to extract from ("" when nothing)
+    timestamp: str | None
+    session_id: str | None
+    cwd: str | None
+    git_branch: str | None
+    uuid: str | None
+    is_sidechain: bool
+    agent_id: str | None
+    skip_reason: str | None  # None = substantive, hand to extraction; else why not
+    message_id: str | None = None  # assistant `message.id`; equal ids = one response cut by a live read
+
+
+@dataclass
+class ReadResult:
+    messages: list[Message]
+    end_offset: int  # byte offset after the last complete line consumed
+    end_line: int  # physical lines consumed in total; the next read starts at end_line + 1
+    counts: collections.Counter = field(default_factory=collections.Counter)
+    head_hash: str = ""  # head_hash(path, min(HEAD_BYTES, end_offset)); pass both to was_rewritten
+
+
+@dataclass
+class _Line:
+    number: int
+    end: int  # byte offset just after this line's newline
+    record: dict[str, Any] | None
+    problems: tuple[str, ...] = ()
+
+
+def read_new(
+    path: Path,
+    offset: int = 0,
+    line: int = 0,
+    *,
+    max_bytes: int | None = None,
+    max_line_bytes: int = 8 * 1024 * 1024,
+) -> ReadResult:
+    """Messages from the complete lines after byte `offset`; line numbers continue from `line`.
+
+    `max_bytes` bounds one call (it stops at a line boundary, possibly earlier so as not to
+    cut a response, or later when one response alone is bigger). A line longer than
+    `max_line_bytes` is streamed past, never held in memory, and counted as "oversized_line".
+    """
+    path = Path(path)
+    try:
+        fh = path.open("rb")
+    except OSError as exc:
+        raise TranscriptError(f"cannot open transcript {path}: {exc.strerror or exc}") from exc
+    reader = _Reader(path, offset, line)
+    try:
+        with fh:
+            if offset > 0:
+                reader.prime(_complete_lines(fh, 0, max_line_bytes), offset)
+            reader.consume(_complete_lines(fh, offset, max_line_bytes), max_bytes)
+            fh.seek(0)
+            head = fh.read(min(HEAD_BYTES, reader.end_offset))
+    except OSError as exc:
+        raise TranscriptError(f"cannot read transcript {path}: {exc.strerror or exc}") from exc
+    digest = hashlib.sha256(head).hexdigest()
+    return ReadResult(reader.messages, reader.end_offset, reader.end_line, reader.counts, digest)
+
+
+def head_hash(path: Path, size: int = HEAD_BYTES) -> str:
+    """sha256 hex of the first min(size, file size) bytes."""
+    try:
+        with Path(path).open("rb") as fh:
+            return hashlib.sha256(fh.read(max(size, 0))).hexdigest()
+    except OSError as exc:
+        raise TranscriptError(f"cannot read transcript {path}: {exc.strerror or exc}") from exc
+
+
+def was_rewritten(path: Path, offset: int, recorded_head_hash: str | None) -> bool:
+    """True when the file shrank below `offset` or its head no longer hashes as recorded.
+
+    `recorded_head_hash` is a ReadResult.head_hash. It covered min(HEAD_BYTES, end_offset) of
+    that read, which may lie past `offset` (a caller committing part of a read), so it is
+    compared with every prefix a read could have hashed: each line end within the first
+    HEAD_BYTES, and HEAD_BYTES. Only identical bytes hash alike, so appending never looks like
+    a rewrite and any change to the bytes that were hashed does.
+    """
+    try:
+        size = Path(path).stat().st_size
+    except FileNotFoundError:
+        size = 0  # a vanished file cannot still hold what was read from it
+    except OSError as exc:
+        raise TranscriptError(f"cannot stat transcript {path}: {exc.strerror or exc}") from exc
+    if size < offset:
+        return True
+    if recorded_head_hash is None:
+        return False
+    try:
+        with Path(path).open("rb") as fh:
+            head = fh.read(HEAD_BYTES)
+    except OSError as exc:
+        raise TranscriptError(f"cannot read transcript {path}: {exc.strerror or exc}") from exc
+    return recorded_head_hash not in _prefix_hashes(head, min(HEAD_BYTES, offset))
+
+
+def _prefix_hashes(head: bytes, offset: int) -> set[str]:
+    ends = {0, offset, len(head)} | {i + 1 for i, byte in enumerate(head) if byte == 10}
+    digest, done, out = hashlib.sha256(), 0, set()
+    for end in sorted(e for e in ends if e <= len(head)):
+        digest.update(head[done:end])
+        done = end
+        out.add(digest.hexdigest())
+    return out
+
+
+def discover(root: Path) -> list[Path]:
+    """Every transcript under a Claude `projects` folder, in all known layouts, sorted."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    found = {p for p in root.glob("*/*.jsonl") if p.is_file()}  # sessions + 2.0.x agent files
+    found.update(p for p in root.glob("*/*/subagents/agent-*.jsonl") if p.is_file())
+    return sorted(found)
+
+
+def session_of(path: Path) -> str:
+    """The session a transcript belongs to: sidechain files map to their parent session."""
+    path = Path(path)
+    if path.parent.name == "subagents" and path.parent.parent.name:
+        return path.parent.parent.name
+    if path.name.startswith("agent-"):
+        # Trigger: 2.0.x layout, agent file next to the sessions. Why: its name does not say
+        # the parent, but every record carries the parent's sessionId. Outcome: first one found.
+        found = _first_session_id(path)
+        if found:
+            return found
+    return path.stem
+
+
+def _first_session_id(path: Path) -> str | None:
+    try:
+        with path.open("rb") as fh:
+            for raw, end in _complete_lines(fh, 0, 1 << 20):
+                record = _parse(raw, 0, end).record
+                if record and isinstance(record.get("sessionId"), str):
+                    return record["sessionId"]
+                if end > 1 << 16:
+                    return None
+    except OSError:
+        return None
+    return None
+
+
+def _complete_lines(
+    fh: IO[bytes], offset: int, max_line_bytes: int
+) -> Iterator[tuple[bytes | None, int]]:
+    """Yield (line without its newline, offset after the newline) from `offset` on.
+
+    A line over `max_line_bytes` is yielded as None once its newline is found; it is streamed
+    past in chunks, never held whole. A last line without newline is not yielded.
+    """
+    fh.seek(offset)
+    buf = bytearray()
+    pos = offset  # file offset of buf[0]
+    skipping = False
+    while chunk := fh.read(CHUNK_BYTES):
+        if skipping:
+            cut = chunk.find(b"\n")
+            if cut < 0:
+                pos += len(chunk)
+                continue
+            pos += cut + 1
+            skipping = False
+            yield None, pos
+            chunk = chunk[cut + 1 :]
+        scan_from, start = len(buf), 0
+        buf += chunk
+        while (cut := buf.find(b"\n", scan_from)) >= 0:
+            yield (None if cut - start > max_line_bytes else bytes(buf[start:cut])), pos + cut + 1
+            start = scan_from = cut + 1
+        del buf[:start]
+        pos += start
+        if len(buf) > max_line_bytes:
+            pos += len(buf)
+            buf.clear()
+            skipping = True
+
+
+def _parse(raw: bytes | None, number: int, end: int) -> _Line:
+    if raw is None:
+        return _Line(number, end, None, ("oversized_line",))
+    if not raw.strip():
+        return _Line(number, end, None, ("blank",))
+    problems: tuple[str, ...] = ()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        problems, text = ("invalid_utf8",), raw.decode("utf-8", "replace")
+    try:
+        record = json.loads(text)
+    except (ValueError, RecursionError):
+        return _Line(number, end, None, problems + ("invalid_json",))
+    if not isinstance(record, dict) or not isinstance(record.get("type"), str):
+        return _Line(number, end, None, problems + ("invalid_record",))
+    return _Line(number, end, record, problems)
+
+
+class _Reader:
+    """State of one read_new call: what was applied, the open response, the session profile."""
+
+    def __init__(self, path: Path, offset: int, line: int) -> None:
+        self.path = path
+        self.agent_file = path.name.startswith("agent-")
+        self.start, self.first_line = offset, line + 1
+        self.end_offset, self.end_line = offset, line
+        self.messages: list[Message] = []
+        self.counts: collections.Counter = collections.Counter()
+        self.pending: list[_Line] = []  # one assistant response (+ records between its lines)
+        self.first_prompt_done = False
+        self.file_skip: str | None = None  # set by the first prompt: headless/warmup sessions
+        self._fallback_session: str | None = None
+
+    # -- driving -------------------------------------------------------------------------
+
+    def prime(self, head: Iterator[tuple[bytes | None, int]], offset: int) -> None:
+        """Learn the session profile (its first prompt) from lines before `offset`."""
+        for raw, end in head:
+            # Trigger: no first prompt within PROFILE_SCAN_BYTES. Why: every later read would
+            # rescan the head. Outcome: the session counts as ordinary (no headless/warmup mark).
+            if end > offset or end > PROFILE_SCAN_BYTES or self.first_prompt_done:
+                return
+            item = _parse(raw, 0, end)
+            if item.record is not None and item.record["type"] == "user":
+                self._user(item.record, item)
+
+    def consume(self, lines: Iterator[tuple[bytes | None, int]], max_bytes: int | None) -> None:
+        number = self.first_line - 1
+        for raw, end in lines:
+            number += 1
+            item = _parse(raw, number, end)
+            if self._stop_before(item, max_bytes):
+                break
+            self._feed(item)
+        self._flush()
+
+    def _stop_before(self, item: _Line, max_bytes: int | None) -> bool:
+        # Trigger: this line would take the read past max_bytes (the first line always goes in).
+        # Why: bound one call without cutting a response in two. Outcome: stop here; or drop
+        # the open response so the next read takes it whole; or, when the response began this
+        # read, go on until it ends.
+        if max_bytes is None or item.number == self.first_line or item.end - self.start <= max_bytes:
+            return False
+        if not self.pending:
+            return True
+        if self.pending[0].number > self.first_line:
+            self.pending.clear()
+            return True
+        return not self._joins_pending(item.record)
+
+    def _feed(self, item: _Line) -> None:
+        if self.pending and self._joins_pending(item.record):
+            self.pending.append(item if _group_key(item.record) else _slim(item))
+            return
+        self._flush()
+        if item.record is not None and _group_key(item.record) is not None:
+            self.pending.append(item)
+        else:
+            self._apply(item)
+
+    def _joins_pending(self, record: dict[str, Any] | None) -> bool:
+        if record is None or record["type"] not in ("user", "assistant"):
+            return True  # structure between a response's lines does not end it
+        return _group_key(record) == _group_key(self.pending[0].record)
+
+    def _flush(self) -> None:
+        if not self.pending:
+            return
+        items, self.pending = self.pending, []
+        parts = [i for i in items if i.record is not None and i.record["type"] == "assistant"]
+        self.messages.append(self._assistant(parts))
+        for item in items:
+            self._count(item)
+
+    def _apply(self, item: _Line) -> None:
+        self._count(item)
+        record = item.record
+        if record is None:
+            return
+        if record["type"] == "user":
+            self.messages.append(self._user(record, item))
+        elif record["type"] == "assistant":
+            self.messages.append(self._assistant([item]))
+
+    def _count(self, item: _Line) -> None:
+        self.end_offset, self.end_line = item.end, item.number
+        for problem in item.problems:
+            self.counts[problem] += 1
+        if "oversized_line" in item.problems:
+            log.warning("transcript.oversized_line", path=str(self.path), line=item.number)
+        record = item.record
+        if record is None:
+            return
+        kind = record["type"]
+        self.counts[kind if kind in KNOWN_TYPES else "unknown:" + kind[:40]] += 1
+        if kind == "system" and isinstance(record.get("subtype"), str):
+            self.counts["system:" + record["subtype"][:40]] += 1
+
+    # -- user records --------------------------------------------------------------------
+
+    def _user(self, record: dict[str, Any], item: _Line) -> Message:
+        content = _content(record)
+        blocks = _blocks(content)
+        env = self._envelope(record)
+        is_result = any(b.get("type") == "tool_result" for b in blocks)
+        if is_result or (isinstance(content, list) and "toolUseResult" in record):
+            text = _tool_result_text(record, blocks)
+            return self._message(item, item, env, "user", "tool_result", text, "tool_output")
+        text = "\n".join(
+            b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str)
+        ).strip()
+        kind, skip, text = self._classify_prompt(record, text, env["is_sidechain"])
+        return self._message(item, item, env, "user", kind, text, skip)
+
+    def _classify_prompt(
+        self, record: dict[str, Any], text: str, sidechain: bool
+    ) -> tuple[str, str | None, str]:
+        base = "subagent_prompt" if sidechain else "prompt"
+        is_meta = record.get("isMeta") is True
+        text, injected_only = _strip_context(text)
+        if record.get("isCompactSummary") is True or text.startswith(COMPACT_SUMMARY_PREFIXES):
+            return "compact_summary", "compact_summary", text
+        if injected_only:
+            return ("meta" if is_meta else base), "injected_context", ""
+        if is_meta:
+            return "meta", "meta", text
+        if text.startswith(COMMAND_PREFIXES):
+            return "command", "command", _command_text(text)
+        if text.startswith(INTERRUPT_PREFIX):
+            return "interrupt", "interrupt", text
+        if text.startswith(INJECTED_PREFIXES):
+            # Trigger: hook output replayed as user text. Why: a person may still have typed
+            # words after it. Outcome: keep those words, or skip when only hook text was there.
+            text = _INJECTED_BLOCK.sub("", text).strip()
+            if not text:
+                return "meta", "injected_context", ""
+        if text.startswith(META_PREFIXES):
+            return "meta", "meta", text
+        return base, self._prompt_skip(record, text, sidechain), text
+
+    def _prompt_skip(self, record: dict[str, Any], text: str, sidechain: bool) -> str | None:
+        if not text:
+            return "empty"
+        first, self.first_prompt_done = not self.first_prompt_done, True
+        if self._is_compaction(record) or text.startswith(COMPACTION_PROMPT_PREFIXES):
+            return "compaction_prompt"
+        if first:
+            self.file_skip = self._session_skip(text, sidechain)
+        if self.file_skip:
+            return self.file_skip
+        if sidechain and text == "Warmup":
+            return "warmup"
+        return "acknowledgement" if _is_acknowledgement(text) else None
+
+    def _session_skip(self, first_prompt: str, sidechain: bool) -> str | None:
+        if not sidechain and first_prompt.startswith(HEADLESS_PROMPT_PREFIXES):
+            return "headless_summarizer"
+        if self.agent_file and first_prompt == "Warmup":
+            return "warmup"
+        return None
+
+    # -- assistant records ---------------------------------------------------------------
+
+    def _assistant(self, items: list[_Line]) -> Message:
+        record = items[0].record or {}
+        env = self._envelope(record)
+        pieces: list[str] = []
+        seen: set[str] = set()
+        for item in items:
+            _response_pieces(_blocks(_content(item.record or {})), env["cwd"], pieces, seen)
+        if self._is_compaction(record):
+            kind, skip = "compact_summary", "compact_summary"
+        else:
+            kind = "subagent_response" if env["is_sidechain"] else "response"
+            skip = self._response_skip(record, seen)
+        message = self._message(items[0], items[-1], env, "assistant", kind, "\n".join(pieces), skip)
+        message.message_id = _group_id(record)
+        return message
+
+    def _response_skip(self, record: dict[str, Any], seen: set[str]) -> str | None:
+        body = record.get("message")
+        model = body.get("model") if isinstance(body, dict) else None
+        if record.get("isApiErrorMessage") is True or model == "<synthetic>":
+            return "synthetic"  # API errors and placeholders Claude Code wrote itself
+        if "text" in seen:
+            return self.file_skip
+        for reason in ("injected_context", "tool_use_only", "thinking_only"):
+            if reason in seen:
+                return reason
+        return "empty"
+
+    # -- shared --------------------------------------------------------------------------
+
+    def _is_compaction(self, record: dict[str, Any]) -> bool:
+        agent = record.get("agentId")
+        return self.path.name.startswith("agent-acompact") or (
+            isinstance(agent, str) and agent.startswith("acompact")
+        )
+
+    def _envelope(self, record: dict[str, Any]) -> dict[str, Any]:
+        agent = _str(record.get("agentId"))
+        if agent is None and self.agent_file:
+            agent = self.path.stem[len("agent-") :]
+        session = _str(record.get("sessionId")) or _str(record.get("session_id"))
+        return {
+            "timestamp": _str(record.get("timestamp")),
+            "session_id": session or self._session_fallback(),
+            "cwd": _str(record.get("cwd")),
+            "git_branch": _str(record.get("gitBranch")),
+            "uuid": _str(record.get("uuid")),
+            "is_sidechain": record.get("isSidechain") is True or self.agent_file,
+            "agent_id": agent,
+        }
+
+    def _session_fallback(self) -> str:
+        if self._fallback_session is None:
+            self._fallback_session = session_of(self.path)
+        return self._fallback_session
+
+    @staticmethod
+    def _message(
+        first: _Line, last: _Line, env: dict[str, Any], role: str, kind: str, text: str, skip: str | None
+    ) -> Message:
+        return Message(
+            line=first.number, last_line=last.number, end_offset=last.end, role=role, kind=kind,
+            text=_clean(text), skip_reason=skip, **env,
+        )
+
+
+def _response_pieces(
+    blocks: list[dict[str, Any]], cwd: str | None, pieces: list[str], seen: set[str]
+) -> None:
+    """Append one response line's text and tool descriptors; note what else it held."""
+    for block in blocks:
+        kind = block.get("type")
+        if kind == "text" and isinstance(block.get("text"), str):
+            text, injected_only = _strip_context(block["text"].strip())
+            if injected_only:
+                seen.add("injected_context")
+            elif text and text != "(no content)":
+                pieces.append(text)
+                seen.add("text")
+        elif kind in ("tool_use", "server_tool_use"):
+            pieces.append(_tool_descriptor(block, cwd))
+            seen.add("tool_use_only")
+        elif kind in ("thinking", "redacted_thinking"):
+            seen.add("thinking_only")
+
+
+def _tool_descriptor(block: dict[str, Any], cwd: str | None) -> str:
+    """One short line saying which tool ran on what, e.g. "[tool Edit: src/app.py]"."""
+    name = _str(block.get("name")) or "?"
+    args = block.get("input") if isinstance(block.get("input"), dict) else {}
+    arg = next((args[k] for k in TOOL_ARG_KEYS if isinstance(args.get(k), str) and args[k].strip()), "")
+    if cwd and arg.startswith(cwd.rstrip("/") + "/"):
+        arg = arg[len(cwd.rstrip("/")) + 1 :]
+    arg = " ".join(arg[: TOOL_DESCRIPTOR_CHARS * 2].split())
+    text = f"[tool {name}: {arg}]" if arg else f"[tool {name}]"
+    return text if len(text) <= TOOL_DESCRIPTOR_CHARS else text[: TOOL_DESCRIPTOR_CHARS - 2] + "…]"
+
+
+def _tool_result_text(record: dict[str, Any], blocks: list[dict[str, Any]]) -> str:
+    parts = []
+    for block in blocks:
+        if block.get("type") == "tool_result":
+            body = _result_body(block.get("content"))[: TOOL_RESULT_CHARS * 2]
+            parts.append(("[error] " if block.get("is_error") is True else "") + body)
+    text = "\n".join(p for p in parts if p).strip()
+    if not text and isinstance(record.get("toolUseResult"), str):
+        text = record["toolUseResult"].strip()
+    text = _strip_context(text[: TOOL_RESULT_CHARS * 2])[0]
+    return text if len(text) <= TOOL_RESULT_CHARS else text[: TOOL_RESULT_CHARS - 1] + "…"
+
+
+def _result_body(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            b["text"] for b in content if isinstance(b, dict) and isinstance(b.get("text"), str)
+        )
+    return ""
+
+
+def _strip_context(text: str) -> tuple[str, bool]:
+    """Remove our own injected context; True when nothing else of substance was there."""
+    if CONTEXT_MARKER not in text:
+        return text, False
+    stripped = _CONTEXT_BLOCK.sub("", text).strip()
+    residue = _HOOK_PREAMBLE.sub("", _TAG.sub("", stripped))
+    if _WORD.search(residue):
+        return stripped, False
+    return "", True
+
+
+def _command_text(text: str) -> str:
+    """A slash command as "/name args"; other command echoes as their text without tags."""
+    name = re.search(r"<command-name>(.*?)</command-name>", text, re.S)
+    if name is None:
+        return _ANSI.sub("", _TAG.sub("", text)).strip()
+    args = re.search(r"<command-args>(.*?)</command-args>", text, re.S)
+    return f"{name.group(1).strip()} {args.group(1).strip() if args else ''}".strip()
+
+
+def _is_acknowledgement(text: str) -> bool:
+    if len(text) > 40:
+        return False
+    words = _WORD.findall(text.lower())
+    return not words or (len(words) <= 4 and all(w in ACK_WORDS for w in words))
+
+
+def _content(record: dict[str, Any]) -> Any:
+    body = record.get("message")
+    return body.get("content") if isinstance(body, dict) else None
+
+
+def _blocks(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if isinstance(content, list):
+        return [b for b in content if isinstance(b, dict)]
+    return []
+
+
+def _group_id(record: dict[str, Any]) -> str | None:
+    body = record.get("message")
+    return _str(body.get("id")) if isinstance(body, dict) else None
+
+
+def _group_key(record: dict[str, Any] | None) -> tuple[str, bool, str | None] | None:
+    """Lines of one assistant response share this key; None for anything that is not one."""
+    if record is None or record["type"] != "assistant":
+        return None
+    ident = _group_id(record)
+    if ident is None:
+        return None
+    return ident, record.get("isSidechain") is True, _str(record.get("agentId"))
+
+
+def _slim(item: _Line) -> _Line:
+    """Keep only what counting needs: an open response can be followed by thousands of
+    progress records (a long Task call), held until the response is known to be complete."""
+    if item.record is None:
+        return item
+    kept = {k: item.record[k] for k in ("type", "subtype") if k in item.record}
+    return _Line(item.number, item.end, kept, item.problems)
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _clean(text: str) -> str:
+    """Text safe to store: JSON escapes can leave lone surrogates that UTF-8 cannot encode."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+    return text

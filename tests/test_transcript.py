@@ -1,0 +1,732 @@
+"""Transcript reader: real Claude Code transcripts plus small hand-written ones."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import Counter
+import tracemalloc
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from total_recall.errors import TranscriptError
+from total_recall.transcript import (
+    CONTEXT_MARKER,
+    Message,
+    ReadResult,
+    discover,
+    head_hash,
+    read_new,
+    session_of,
+    was_rewritten,
+)
+
+CLOSE = "</total-recall-context>"
+SESSION = "11111111-2222-3333-4444-555555555555"
+
+
+# -- building and reading transcripts ------------------------------------------------------
+
+
+def user(content, **extra):
+    envelope = {"sessionId": SESSION, "cwd": "/repo", "timestamp": "2026-01-01T00:00:00.000Z"}
+    return {"type": "user", **envelope, "message": {"role": "user", "content": content}, **extra}
+
+
+def assistant(blocks, msg_id="msg_1", **extra):
+    body = {"id": msg_id, "role": "assistant", "model": "claude-x", "content": blocks}
+    return {"type": "assistant", "sessionId": SESSION, "cwd": "/repo", "message": body, **extra}
+
+
+def text(value):
+    return {"type": "text", "text": value}
+
+
+def tool_use(name, **args):
+    return {"type": "tool_use", "id": "toolu_1", "name": name, "input": args}
+
+
+def tool_result(content, is_error=False):
+    return {"type": "tool_result", "tool_use_id": "toolu_1", "content": content,
+            "is_error": is_error}
+
+
+def encode(lines) -> bytes:
+    out = []
+    for item in lines:
+        if isinstance(item, bytes):
+            out.append(item)
+        elif isinstance(item, str):
+            out.append(item.encode())
+        else:
+            out.append(json.dumps(item, separators=(",", ":")).encode())
+    return b"".join(chunk + b"\n" for chunk in out)
+
+
+def write(path: Path, lines) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(encode(lines))
+    return path
+
+
+def by_line(result: ReadResult) -> dict[int, Message]:
+    return {m.line: m for m in result.messages}
+
+
+def read_chunked(path: Path, max_bytes: int, **kw) -> tuple[list[Message], list[ReadResult]]:
+    offset, line, messages, results = 0, 0, [], []
+    for _ in range(path.stat().st_size + 2):
+        result = read_new(path, offset, line, max_bytes=max_bytes, **kw)
+        if result.end_offset == offset:
+            return messages, results
+        messages += result.messages
+        results.append(result)
+        offset, line = result.end_offset, result.end_line
+    raise AssertionError("read_new made no progress")
+
+
+def read_grown(path: Path, data: bytes, splits: list[int], **kw) -> list[list[Message]]:
+    """Read the file as it grows: its first `split` bytes exist at each read, then all of it."""
+    offset, line, reads = 0, 0, []
+    for size in [*sorted(splits), len(data)]:
+        path.write_bytes(data[:size])
+        result = read_new(path, offset, line, **kw)
+        reads.append(result.messages)
+        offset, line = result.end_offset, result.end_line
+    return reads
+
+
+def same_response(a: Message | None, b: Message) -> bool:
+    if a is None or a.role != "assistant" or b.role != "assistant" or not b.message_id:
+        return False
+    return (a.message_id, a.is_sidechain, a.agent_id) == (b.message_id, b.is_sidechain, b.agent_id)
+
+
+def join_continuations(reads: list[list[Message]]) -> list[tuple[int, int, str]]:
+    """(line, last_line, text) per message, rejoining a response that a read cut in two."""
+    out: list[tuple[int, int, str]] = []
+    previous: Message | None = None
+    for messages in reads:
+        if messages and same_response(previous, messages[0]):
+            line, _, before = out.pop()
+            head = messages[0]
+            out.append((line, head.last_line, "\n".join(t for t in (before, head.text) if t)))
+            messages = messages[1:]
+        out += [(m.line, m.last_line, m.text) for m in messages]
+        previous = messages[-1] if messages else previous
+    return out
+
+
+def lines_consumed(counts) -> int:
+    """Each physical line is counted exactly once under a key without a ':' qualifier."""
+    return sum(v for k, v in counts.items() if k != "invalid_utf8" and not k.startswith("system:"))
+
+
+@pytest.fixture
+def fixture(fixture_transcripts):
+    folder = fixture_transcripts[0].parent
+    return lambda name: folder / name
+
+
+# -- the real transcripts -------------------------------------------------------------------
+
+
+def test_every_fixture_reads_whole_and_in_order(fixture_transcripts):
+    for path in fixture_transcripts:
+        data = path.read_bytes()
+        result = read_new(path)
+        assert result.end_offset == len(data), path.name
+        assert result.end_line == data.count(b"\n")
+        assert lines_consumed(result.counts) == result.end_line
+        assert [m.line for m in result.messages] == sorted(m.line for m in result.messages)
+        offsets = [m.end_offset for m in result.messages]
+        assert offsets == sorted(offsets) and all(data[o - 1 : o] == b"\n" for o in offsets)
+        assert all(m.role in ("user", "assistant") for m in result.messages)
+
+
+def test_response_split_over_lines_becomes_one_message(fixture):
+    path = fixture("marot__spotter__short.jsonl")
+    data = path.read_bytes()
+    result = read_new(path)
+    response = by_line(result)[5]
+    assert (response.role, response.kind, response.skip_reason) == ("assistant", "response", None)
+    assert response.last_line == 10
+    assert response.end_offset == sum(len(x) + 1 for x in data.split(b"\n")[:10])
+    assert response.text == (
+        "Let me check the project structure and try running the server to see the error.\n"
+        "[tool Bash: mix phx.server 2>&1 | head -80]\n"
+        "[tool Glob: mix.exs]"
+    )
+    assert "trouble starting" not in response.text  # thinking is not memory material
+    assert response.message_id == "msg_01MKH1ccEGrZGNPvu8pYiiQa"
+    assert not {6, 7, 8, 9, 10} & set(by_line(result))
+
+
+def test_short_session_prompt_denials_and_interrupt(fixture):
+    result = read_new(fixture("marot__spotter__short.jsonl"))
+    lines = by_line(result)
+    assert (lines[4].kind, lines[4].skip_reason) == ("prompt", None)
+    assert lines[4].text == "mix phx.server doesnt seem to start"
+    assert lines[4].session_id == "55604662-cf2a-4331-851a-ec234028f8ca"
+    assert lines[4].git_branch == "master"
+    for n in (11, 12):
+        assert (lines[n].kind, lines[n].skip_reason) == ("tool_result", "tool_output")
+        assert lines[n].text.startswith("[error] The user doesn't want to proceed")
+    assert (lines[13].kind, lines[13].skip_reason) == ("interrupt", "interrupt")
+    assert result.counts["system:local_command"] == 2 and 14 not in lines  # structure only
+    assert result.counts["progress"] == 3 and result.counts["file-history-snapshot"] == 1
+
+
+def test_tool_only_responses_are_recorded_but_skipped(fixture):
+    lines = by_line(read_new(fixture("marot__spotter__tool_heavy.jsonl")))
+    turn = lines[27]
+    assert (turn.last_line, turn.skip_reason) == (30, "tool_use_only")
+    assert turn.text == (
+        "[tool WebSearch: xterm.js scroll not working embedded page captures scroll events]\n"
+        "[tool Glob: assets/js/**/*.js]"
+    )
+    assert lines[34].text == "[tool Read: assets/js/app.js]"  # paths shown relative to the cwd
+
+
+def test_commands_meta_and_interrupts_are_not_prompts(fixture):
+    lines = by_line(read_new(fixture("marot__spotter__tool_heavy.jsonl")))
+    assert (lines[18].kind, lines[18].skip_reason) == ("interrupt", "interrupt")
+    assert (lines[20].kind, lines[20].skip_reason) == ("meta", "meta")
+    assert (lines[21].kind, lines[21].skip_reason, lines[21].text) == ("command", "command", "/mcp")
+    assert (lines[22].kind, lines[22].text) == ("command", "Reconnected to tidewave.")
+    assert (lines[26].kind, lines[26].skip_reason) == ("prompt", None)
+    assert lines[26].text.startswith("scrolling back in xterm.js")
+
+
+def test_session_with_task_call_reads_each_line_once(fixture):
+    path = fixture("marot__spotter__subagent.jsonl")
+    result = read_new(path)
+    lines = by_line(result)
+    records = [json.loads(x) for x in path.read_bytes().splitlines()]
+    mirrored = {n for n, r in enumerate(records, 1) if r["type"] == "progress"}
+    assert len(mirrored) == result.counts["progress"] == 44
+    assert not mirrored & {n for m in result.messages for n in (m.line, m.last_line)}
+    assert lines[4].kind == "command" and lines[4].text.startswith(
+        "/handgemacht:create-beads websearch to learn how to fastest setup credo"
+    )
+    assert (lines[5].kind, lines[5].skip_reason) == ("meta", "meta")  # the expanded skill body
+    assert lines[35].text == (
+        "Now let me draft the beads.\n[tool Task: Draft beads for linting setup]"
+    )
+    # A tool result arriving between two lines of one response ends the merged message there.
+    assert (lines[17].last_line, lines[22].message_id) == (19, lines[17].message_id)
+    assert (lines[71].kind, lines[71].skip_reason) == ("prompt", None)
+    assert lines[71].text == "create the beads"
+    assert all(not m.is_sidechain for m in result.messages)
+
+
+def test_compaction_agent_file(fixture, tmp_path):
+    source = fixture("marot__spotter__agent-acompact-946d2b.jsonl")
+    layout = tmp_path / "projects" / "-home-u-spotter" / "ae4a77f8-aedd-4bc1-888f-c94edc91af04"
+    path = layout / "subagents" / "agent-acompact-946d2b.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(source.read_bytes())
+    for candidate in (source, path):
+        prompt, answer = read_new(candidate).messages
+        assert (prompt.kind, prompt.skip_reason) == ("subagent_prompt", "compaction_prompt")
+        assert (answer.kind, answer.skip_reason) == ("compact_summary", "compact_summary")
+        assert answer.text.startswith("<analysis>")
+        assert all(m.is_sidechain and m.agent_id == "acompact-946d2b" for m in (prompt, answer))
+    assert session_of(path) == layout.name == read_new(path).messages[0].session_id
+    assert discover(tmp_path / "projects") == [path]
+
+
+def test_summary_records_are_counted_not_messages(fixture):
+    medium = read_new(fixture("obra__episodic-memory__medium-conversation.jsonl"))
+    assert medium.messages == []
+    assert (medium.counts["summary"], medium.counts["file-history-snapshot"]) == (1, 22)
+    tiny = by_line(read_new(fixture("obra__episodic-memory__tiny-conversation.jsonl")))
+    assert tiny[3].text == "What's the right way to fix the instructions?"  # leading NBSP gone
+    assert tiny[4].last_line == 5
+    assert tiny[4].text.endswith("[tool mcp__private-journal__process_thoughts]")
+
+
+def test_headless_summarizer_session_is_skipped(fixture, tmp_path):
+    path = fixture("obra__episodic-memory__short-conversation.jsonl")
+    result = read_new(path)
+    assert result.counts["summary"] == 1
+    assert [(m.kind, m.skip_reason) for m in result.messages] == [
+        ("prompt", "headless_summarizer"),
+        ("response", "headless_summarizer"),
+    ]
+    # A later read still knows what kind of session this is.
+    data = path.read_bytes()
+    after_prompt = data.index(b"\n", data.index(b"\n") + 1) + 1
+    later = read_new(path, after_prompt, 2)
+    assert [(m.line, m.skip_reason) for m in later.messages] == [(3, "headless_summarizer")]
+    # Only a session's first prompt marks it: a person may ask for such a summary later on.
+    asked = "Summarize this part of a conversation please"
+    ordinary = write(tmp_path / "s.jsonl", [user("fix the login bug"), user(asked)])
+    assert [m.skip_reason for m in read_new(ordinary).messages] == [None, None]
+
+
+def test_newer_and_unknown_record_types(fixture):
+    path = fixture("jazzyalex__agent-sessions__small.jsonl")
+    result = read_new(path)
+    lines = by_line(result)
+    records = [json.loads(x) for x in path.read_bytes().splitlines()]
+    attachments = {n for n, r in enumerate(records, 1) if r["type"] == "attachment"}
+    assert result.counts["attachment"] == len(attachments) == 38
+    assert not attachments & set(lines)
+    for kind in ("started", "result", "atis-latch"):
+        assert result.counts[f"unknown:{kind}"] == 1
+    assert result.counts["ai-title"] == 1 and result.counts["system:compact_boundary"] == 2
+    assert (lines[22].kind, lines[22].skip_reason) == ("compact_summary", "compact_summary")
+    assert lines[29].text == "Listing the files.\n[tool Bash: ls]"
+    assert lines[47].skip_reason == "synthetic"
+    assert (lines[77].last_line, lines[77].skip_reason) == (78, "thinking_only")
+
+
+@pytest.mark.parametrize("max_bytes", [1, 700, 5000, 40000])
+def test_max_bytes_chunks_give_the_same_messages(fixture_transcripts, max_bytes):
+    for path in fixture_transcripts:
+        whole = read_new(path)
+        messages, results = read_chunked(path, max_bytes)
+        assert messages == whole.messages, path.name
+        assert sum((r.counts for r in results), start=Counter()) == whole.counts
+
+
+def test_growing_file_read_in_two_parts(fixture_transcripts, tmp_path):
+    """Each fixture as if read while being written, cut at every line end and 13 bytes past it."""
+    for path in fixture_transcripts:
+        data = path.read_bytes()
+        whole = read_new(path).messages
+        expected = [(m.line, m.last_line, m.text) for m in whole]
+        ends = [i + 1 for i, byte in enumerate(data) if byte == 10]
+        cuts = {min(end + extra, len(data)) for end in ends for extra in (0, 13)} | {len(data) // 2}
+        for cut in sorted(cuts):
+            reads = read_grown(tmp_path / path.name, data, [cut])
+            assert join_continuations(reads) == expected, (path.name, cut)
+            if len(reads[0]) + len(reads[1]) == len(whole):  # no response was cut: identical
+                assert reads[0] + reads[1] == whole
+
+
+# -- hand-written transcripts ---------------------------------------------------------------
+
+
+def test_partial_last_line_is_left_for_the_next_read(tmp_path):
+    path = tmp_path / "s.jsonl"
+    first, second = encode([user("first question here"), user("second question here")]).splitlines(True)
+    path.write_bytes(first + second[:20])
+    result = read_new(path)
+    assert (result.end_offset, result.end_line) == (len(first), 1)
+    assert [m.text for m in result.messages] == ["first question here"]
+    path.write_bytes(first + second)
+    later = read_new(path, result.end_offset, result.end_line)
+    assert [(m.line, m.text) for m in later.messages] == [(2, "second question here")]
+    assert read_new(path, later.end_offset, later.end_line).messages == []
+
+
+def test_max_bytes_never_cuts_a_response(tmp_path):
+    path = write(
+        tmp_path / "s.jsonl",
+        [
+            user("how do I run the tests?"),
+            assistant([text("Run pytest.")], "m1"),
+            {"type": "progress", "data": {"type": "bash_progress"}},
+            assistant([tool_use("Bash", command="pytest -q")], "m1"),
+            user([tool_result("3 passed")], toolUseResult={"stdout": "3 passed"}),
+        ],
+    )
+    ends = [i + 1 for i, byte in enumerate(path.read_bytes()) if byte == 10]
+    result = read_new(path, max_bytes=ends[1])  # room for line 2, not for the rest of its response
+    assert (result.end_offset, [m.line for m in result.messages]) == (ends[0], [1])
+    rest = read_new(path, result.end_offset, result.end_line, max_bytes=1)
+    assert [(m.line, m.last_line) for m in rest.messages] == [(2, 4)]
+    assert rest.messages[0].text == "Run pytest.\n[tool Bash: pytest -q]"
+    assert rest.end_line == 4 and rest.counts["progress"] == 1
+
+
+def test_sidechain_layouts(tmp_path):
+    projects = tmp_path / "projects"
+    side = {"isSidechain": True, "agentId": "a1b2c3"}
+    new_layout = write(
+        projects / "p" / SESSION / "subagents" / "agent-a1b2c3.jsonl",
+        [
+            user("Find every caller of parse_config", **side),
+            assistant([text("Three callers: cli.py, daemon.py, hook.py.")], "m9", **side),
+        ],
+    )
+    prompt, answer = read_new(new_layout).messages
+    assert (prompt.kind, prompt.skip_reason, prompt.agent_id) == ("subagent_prompt", None, "a1b2c3")
+    assert (answer.kind, answer.skip_reason, answer.is_sidechain) == ("subagent_response", None, True)
+    inline = write(
+        projects / "p" / "old.jsonl",
+        [
+            user("Refactor the config loader"),
+            user("Search for config usages", isSidechain=True, parentUuid=None),
+            assistant([text("Found two usages.")], "m2", isSidechain=True),
+        ],
+    )
+    main, sub_prompt, sub_answer = read_new(inline).messages
+    assert (main.kind, main.is_sidechain) == ("prompt", False)
+    assert (sub_prompt.kind, sub_prompt.is_sidechain) == ("subagent_prompt", True)
+    assert (sub_prompt.agent_id, sub_answer.kind) == (None, "subagent_response")
+
+
+def test_warmup_sidechains_are_skipped(tmp_path):
+    side = {"isSidechain": True}
+    path = write(
+        tmp_path / "p" / "agent-5e6f7a8b.jsonl",
+        [
+            user("Warmup", **side),
+            assistant([text("I'm ready to help you search the codebase.")], "m1", **side),
+        ],
+    )
+    result = read_new(path)
+    assert [(m.kind, m.skip_reason, m.agent_id) for m in result.messages] == [
+        ("subagent_prompt", "warmup", "5e6f7a8b"),
+        ("subagent_response", "warmup", "5e6f7a8b"),
+    ]
+    after_first = path.read_bytes().index(b"\n") + 1
+    assert [m.skip_reason for m in read_new(path, after_first, 1).messages] == ["warmup"]
+    inline = write(tmp_path / "p" / "s.jsonl", [user("Warmup", **side), user("Warmup")])
+    assert [m.skip_reason for m in read_new(inline).messages] == ["warmup", None]
+
+
+def test_compaction_in_the_main_session(tmp_path):
+    summary = (
+        "This session is being continued from a previous conversation that ran out of context. "
+        "The summary below covers the earlier portion.\n\nThe user chose Postgres."
+    )
+    command = (
+        "<command-name>/compact</command-name>\n<command-message>compact</command-message>\n"
+        "<command-args>and continue</command-args>"
+    )
+    boundary = {"type": "system", "subtype": "compact_boundary", "parentUuid": None,
+                "compactMetadata": {"trigger": "manual", "preTokens": 1000}}
+    path = write(
+        tmp_path / "s.jsonl",
+        [
+            assistant([text("All three tasks are done.")], "m1"),
+            boundary,
+            user(summary, isCompactSummary=True, isVisibleInTranscriptOnly=True),
+            user(command),
+        ],
+    )
+    result = read_new(path)
+    assert result.counts["system:compact_boundary"] == 1
+    assert [(m.line, m.kind, m.skip_reason) for m in result.messages] == [
+        (1, "response", None),
+        (3, "compact_summary", "compact_summary"),
+        (4, "command", "command"),
+    ]
+    assert result.messages[2].text == "/compact and continue"
+
+
+def test_our_injected_context_is_never_handed_on(tmp_path):
+    memory = f"{CONTEXT_MARKER}\nRecent decisions: use Postgres for sessions.\n{CLOSE}"
+    replayed = f"<system-reminder>\nSessionStart:startup hook success: {memory}\n</system-reminder>"
+    other_hook = (
+        "<system-reminder>\nUserPromptSubmit hook additional context: lint is red\n</system-reminder>"
+    )
+    path = write(
+        tmp_path / "s.jsonl",
+        [
+            user(replayed, isMeta=True),
+            user(memory),
+            user(f"{memory}\nWhy does the login test fail on CI?"),
+            {"type": "attachment", "attachment": {"type": "hook_success", "content": memory}},
+            assistant([text(f"As noted: {memory} I will check the CI logs.")], "m1"),
+            user(f"Look at this: {CONTEXT_MARKER} half a block without its end"),
+            user([tool_result(f"cat hook output\n{memory}")], toolUseResult={"stdout": memory}),
+            user(other_hook),
+        ],
+    )
+    lines = by_line(read_new(path))
+    assert (lines[1].kind, lines[1].skip_reason, lines[1].text) == ("meta", "injected_context", "")
+    assert (lines[2].kind, lines[2].skip_reason, lines[2].text) == ("prompt", "injected_context", "")
+    assert (lines[3].skip_reason, lines[3].text) == (None, "Why does the login test fail on CI?")
+    assert 4 not in lines
+    assert lines[5].text == "As noted:  I will check the CI logs."
+    assert lines[6].text == "Look at this:"
+    assert lines[7].text == "cat hook output"
+    assert (lines[8].kind, lines[8].skip_reason) == ("meta", "injected_context")
+    assert not any("Postgres" in m.text for m in lines.values())
+
+
+ACKNOWLEDGEMENTS = ["ok", "Thanks!", "yes please", "go ahead", "sounds good", "👍", "continue",
+                    "OK, thank you."]
+
+
+@pytest.mark.parametrize("said", ACKNOWLEDGEMENTS)
+def test_acknowledgements_are_skipped(tmp_path, said):
+    path = write(tmp_path / "s.jsonl", [user("Add retries to the fetcher"), user(said)])
+    assert [m.skip_reason for m in read_new(path).messages] == [None, "acknowledgement"]
+
+
+@pytest.mark.parametrize("said", ["use postgres", "continue with the migration", "2", "fix it"])
+def test_short_prompts_with_content_are_kept(tmp_path, said):
+    path = write(tmp_path / "s.jsonl", [user("Add retries to the fetcher"), user(said)])
+    assert [m.skip_reason for m in read_new(path).messages] == [None, None]
+
+
+def test_empty_and_image_only_prompts(tmp_path):
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBO"}}
+    path = write(
+        tmp_path / "s.jsonl", [user("   "), user([image]), user([image, text("what is this?")])]
+    )
+    assert [(m.skip_reason, m.text) for m in read_new(path).messages] == [
+        ("empty", ""),
+        ("empty", ""),
+        (None, "what is this?"),
+    ]
+
+
+def test_tool_descriptors_and_results_stay_short(tmp_path):
+    calls = [
+        tool_use("Bash", command="echo " + "x" * 500),
+        tool_use("Edit", file_path="/repo/src/app.py", old_string="a", new_string="b"),
+        tool_use("TodoWrite", todos=[]),
+    ]
+    path = write(
+        tmp_path / "s.jsonl",
+        [assistant(calls, "m1"), user([tool_result("y" * 5000)], toolUseResult={"stdout": "y"})],
+    )
+    lines = by_line(read_new(path))
+    bash, edit, todo = lines[1].text.split("\n")
+    assert bash.startswith("[tool Bash: echo xxx") and len(bash) <= 120 and bash.endswith("…]")
+    assert (edit, todo) == ("[tool Edit: src/app.py]", "[tool TodoWrite]")
+    assert lines[1].skip_reason == "tool_use_only"
+    assert len(lines[2].text) <= 500 and lines[2].text.startswith("yyy")
+
+
+def test_thinking_only_and_synthetic_responses(tmp_path):
+    path = write(
+        tmp_path / "s.jsonl",
+        [
+            assistant([{"type": "thinking", "thinking": "hmm", "signature": "x"}], "m1"),
+            assistant([text("API Error: 529 overloaded")], "m2", isApiErrorMessage=True),
+            assistant([text("\n\n")], "m3"),
+        ],
+    )
+    skips = [m.skip_reason for m in read_new(path).messages]
+    assert skips == ["thinking_only", "synthetic", "empty"]
+
+
+def test_bad_bytes_and_bad_json_are_counted_not_raised(tmp_path):
+    good = encode([user("the cache key includes the branch name")])
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(
+        b'{"type":"user","message":{"content":"caf\xff\xfe is open"}}\n'
+        b"not json at all\n[1, 2]\n\n"
+        b'{"type":"user","message":{"content":"lone \\ud800 surrogate kept"}}\n'
+        b'{"type":"brand-new-thing","x":1}\n' + b"[" * 100_000 + b"\n" + good
+    )
+    result = read_new(path)
+    assert (result.counts["invalid_utf8"], result.counts["invalid_json"]) == (1, 2)
+    assert (result.counts["invalid_record"], result.counts["blank"]) == (1, 1)
+    assert result.counts["unknown:brand-new-thing"] == 1
+    texts = [m.text for m in result.messages]
+    assert texts[0] == "caf\ufffd\ufffd is open"
+    assert texts[-1] == "the cache key includes the branch name"
+    texts[1].encode("utf-8")  # storable
+    assert result.end_line == 8
+
+
+def test_giant_line_is_streamed_past(tmp_path):
+    path = tmp_path / "s.jsonl"
+    with path.open("wb") as fh:
+        fh.write(b'{"type":"user","message":{"content":"' + b"x" * (20 << 20) + b'"}}\n')
+        fh.write(encode([user("after the giant line")]))
+    for limit, budget in ((8 << 20, 16 << 20), (1 << 20, 6 << 20)):
+        tracemalloc.start()
+        try:
+            result = read_new(path, max_line_bytes=limit)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < budget  # well under the 20 MB line: it was never held whole
+        assert result.counts["oversized_line"] == 1
+        assert [(m.line, m.text) for m in result.messages] == [(2, "after the giant line")]
+
+
+def test_line_limit_is_exact(tmp_path):
+    line = encode([user("a prompt of some length")])
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(line * 2)
+    at_limit = read_new(path, max_line_bytes=len(line) - 1)  # the limit excludes the newline
+    assert len(at_limit.messages) == 2 and at_limit.counts["oversized_line"] == 0
+    over = read_new(path, max_line_bytes=len(line) - 2)
+    assert (over.messages, over.counts["oversized_line"], over.end_line) == ([], 2, 2)
+
+
+def test_giant_partial_line_is_not_consumed(tmp_path):
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(encode([user("before it")]) + b'{"type":"user"' + b" " * (3 << 20))
+    result = read_new(path, max_line_bytes=1 << 20)
+    assert (result.end_line, result.counts["oversized_line"]) == (1, 0)
+    assert result.end_offset == len(encode([user("before it")]))
+
+
+def test_unreadable_transcript_raises(tmp_path):
+    with pytest.raises(TranscriptError):
+        read_new(tmp_path / "missing.jsonl")
+    with pytest.raises(TranscriptError):
+        read_new(tmp_path)
+
+
+def test_rewrite_detection(tmp_path):
+    path = write(tmp_path / "s.jsonl", [user("first question here")])
+    path.write_bytes(path.read_bytes() + b'{"type":"user"')  # a line still being written
+    result = read_new(path)
+    assert result.head_hash == head_hash(path, result.end_offset)
+    path.write_bytes(path.read_bytes() + b"}\n" + encode([user("more")]) * 200)  # grows past 4 KB
+    assert not was_rewritten(path, result.end_offset, result.head_hash)
+    later = read_new(path, result.end_offset, result.end_line)
+    assert not was_rewritten(path, later.end_offset, later.head_hash)
+    assert was_rewritten(path, path.stat().st_size + 1, later.head_hash)  # shrank
+    path.write_bytes(b"X" + path.read_bytes()[1:])  # same size, different beginning
+    assert was_rewritten(path, later.end_offset, later.head_hash)
+    assert not was_rewritten(path, later.end_offset, None)
+    path.unlink()
+    assert was_rewritten(path, later.end_offset, later.head_hash)
+
+
+def test_rewrite_detection_for_an_offset_inside_a_read(tmp_path):
+    """A caller may commit the end of one message with the hash of the whole read."""
+    path = write(tmp_path / "s.jsonl", [user(f"question number {i} about caching") for i in range(300)])
+    result = read_new(path)
+    assert result.end_offset > 4096
+    early = result.messages[3].end_offset
+    assert not was_rewritten(path, early, result.head_hash)
+    data = path.read_bytes()
+    changed = early + 50  # past `early` but inside the head that read hashed
+    path.write_bytes(data[:changed] + b"Q" + data[changed + 1 :])
+    assert was_rewritten(path, early, result.head_hash)
+
+
+def test_discover_finds_every_layout(tmp_path):
+    root = tmp_path / "projects"
+    wanted = [
+        root / "-home-u-a" / f"{SESSION}.jsonl",
+        root / "-home-u-a" / "agent-1a2b3c4d.jsonl",
+        root / "-home-u-a" / SESSION / "subagents" / "agent-acompact-946d2b.jsonl",
+        root / "-home-u-b" / "other.jsonl",
+    ]
+    ignored = [
+        root / "-home-u-a" / SESSION / "subagents" / "agent-acompact-946d2b.meta.json",
+        root / "-home-u-a" / SESSION / "tool-results" / "toolu_1.txt",
+        root / "-home-u-a" / SESSION / "tool-results" / "toolu_2.jsonl",
+        root / "-home-u-a" / "memory" / "MEMORY.md",
+        root / "-home-u-a" / "notes.json",
+    ]
+    for path in wanted + ignored:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("{}\n")
+    assert discover(root) == sorted(wanted)
+    assert discover(tmp_path / "nowhere") == []
+
+
+def test_session_of_each_layout(tmp_path):
+    project = tmp_path / "p"
+    assert session_of(project / SESSION / "subagents" / "agent-a1.jsonl") == SESSION
+    old = write(project / "agent-9f8e7d6c.jsonl", [{"type": "summary"}, user("hi", isSidechain=1)])
+    assert session_of(old) == SESSION
+    assert session_of(write(project / "agent-empty.jsonl", [])) == "agent-empty"
+    assert session_of(project / f"{SESSION}.jsonl") == SESSION
+
+
+# -- properties -----------------------------------------------------------------------------
+
+SAMPLE_TEXTS = [
+    "use postgres for the session store", "ok", "", "Warmup", "<command-name>/x</command-name>",
+    "[Request interrupted by user]", "<system-reminder>hook said hi</system-reminder>",
+    f"{CONTEXT_MARKER}a memory{CLOSE}", f"before {CONTEXT_MARKER}a memory{CLOSE} after",
+    "Summarize this part of a conversation", "This session is being continued from a previous",
+    "Your task is to create a detailed summary of the conversation so far", "caf\ud800e",
+]
+TEXTS = st.sampled_from(SAMPLE_TEXTS) | st.text(max_size=12)
+JUNK = st.none() | st.integers() | st.text(max_size=5) | st.lists(st.integers(), max_size=2)
+
+
+def block_of(kind: str, **fields):
+    return st.fixed_dictionaries({"type": st.just(kind), **fields})
+
+
+TOOL_INPUT = st.dictionaries(st.sampled_from(["command", "file_path", "q"]), TEXTS | JUNK, max_size=2)
+BLOCKS = st.one_of(
+    block_of("text", text=TEXTS | JUNK),
+    block_of("thinking", thinking=st.text(max_size=5)),
+    block_of("tool_use", name=st.sampled_from(["Bash", "Edit"]) | JUNK, input=TOOL_INPUT | JUNK),
+    block_of("tool_result", content=TEXTS | st.lists(block_of("text", text=TEXTS), max_size=2) | JUNK),
+    st.dictionaries(st.sampled_from(["type", "text", "x"]), JUNK, max_size=2),
+)
+BODIES = st.fixed_dictionaries(
+    {"content": TEXTS | st.lists(BLOCKS, max_size=3) | JUNK},
+    optional={"id": st.sampled_from(["m1", "m2"]) | JUNK, "model": st.sampled_from(["x", "<synthetic>"])},
+)
+RECORD_TYPES = ["user", "assistant", "assistant", "system", "progress", "summary", "attachment", "new"]
+RECORDS = st.fixed_dictionaries(
+    {"type": st.sampled_from(RECORD_TYPES)},
+    optional={
+        "message": BODIES | JUNK,
+        "isMeta": st.booleans() | JUNK,
+        "isSidechain": st.booleans(),
+        "isCompactSummary": st.booleans(),
+        "isApiErrorMessage": st.booleans(),
+        "agentId": st.sampled_from(["a1", "acompact-1"]) | JUNK,
+        "subtype": st.sampled_from(["compact_boundary"]) | JUNK,
+        "toolUseResult": TEXTS | JUNK,
+        "sessionId": st.just(SESSION) | JUNK,
+        "cwd": st.just("/repo") | JUNK,
+    },
+)
+LINES = st.one_of(
+    RECORDS.map(lambda r: json.dumps(r).encode()),
+    RECORDS.map(lambda r: json.dumps(r).encode()),
+    st.binary(max_size=30).map(lambda b: b.replace(b"\n", b"")),
+    st.sampled_from([b"", b"\xff\xfe{", b"[1]", b'{"type": 3}', b"[[[[[["]),
+)
+TRANSCRIPTS = st.tuples(st.lists(LINES, max_size=14), st.binary(max_size=20)).map(
+    lambda t: b"".join(line + b"\n" for line in t[0]) + t[1].replace(b"\n", b"")
+)
+PROPERTY = settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+@PROPERTY
+@given(data=st.binary(max_size=400) | TRANSCRIPTS, max_line_bytes=st.integers(0, 60) | st.just(1 << 20))
+def test_any_bytes_read_safely(tmp_path, data, max_line_bytes):
+    path = tmp_path / "p.jsonl"
+    path.write_bytes(data)
+    result = read_new(path, max_line_bytes=max_line_bytes)
+    assert result.end_offset == data.rfind(b"\n") + 1 <= len(data)
+    assert result.end_line == data[: result.end_offset].count(b"\n")
+    assert lines_consumed(result.counts) == result.end_line
+    for m in result.messages:
+        m.text.encode("utf-8")
+        assert data[m.end_offset - 1 : m.end_offset] == b"\n" and m.line <= m.last_line
+
+
+@PROPERTY
+@given(data=TRANSCRIPTS, max_bytes=st.integers(1, 600))
+def test_chunked_reads_match_one_read(tmp_path, data, max_bytes):
+    path = tmp_path / "p.jsonl"
+    path.write_bytes(data)
+    whole = read_new(path)
+    messages, results = read_chunked(path, max_bytes)
+    assert list(map(dataclasses.astuple, messages)) == list(map(dataclasses.astuple, whole.messages))
+    assert all(data[r.end_offset - 1 : r.end_offset] == b"\n" for r in results)
+    assert sum((r.counts for r in results), start=Counter()) == whole.counts
+
+
+@PROPERTY
+@given(data=TRANSCRIPTS, cuts=st.lists(st.floats(0, 1), max_size=3))
+def test_growing_file_matches_one_read(tmp_path, data, cuts):
+    path = tmp_path / "p.jsonl"
+    path.write_bytes(data)
+    whole = read_new(path)
+    reads = read_grown(path, data, [int(c * len(data)) for c in cuts])
+    assert join_continuations(reads) == [(m.line, m.last_line, m.text) for m in whole.messages]
