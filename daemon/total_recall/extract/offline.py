@@ -1,0 +1,1026 @@
+"""The offline extractor: the extraction protocol answered with rules, no network.
+
+Recall comes first: every substantive sentence of a new message becomes an item in the user's
+own words (people ask about the facts mentioned in passing), classified by cue phrases and
+sentence form. Rules, in the order they run:
+
+- Sentences: code fences are dropped (a one- or two-line command is kept), markdown noise is
+  stripped, lines and sentences are split; a sentence over ``MAX_ITEM_CHARS`` is split at clause
+  boundaries. Greetings, thanks and acknowledgements are dropped; a fragment of under
+  ``SHORT_WORDS`` words joins the next sentence of its message. A message of ``FALLBACK_WORDS``
+  or more words always keeps at least its longest sentence.
+- Intent: a question by form ("?" or an interrogative opener), else the first intent whose cue
+  phrases match, in the order solution, decision, conclusion, problem, todo; else context.
+- Confidence: 0.7, lowered by hedges ("maybe", "I think"), raised by boosters ("definitely",
+  "confirmed"), kept within [0.3, 0.95].
+- Entities: file paths, code identifiers, a built-in list of technologies, the project name, and
+  capitalised names (a person only with a person cue: vocative, "my friend X", "X said").
+- Relations: supersedes on "instead of / switched from / replaced / no longer / rather than" to the
+  most similar earlier item or known idea of the same family; builds_on on "also / additionally"
+  to the previous message's last item; answers from a solution to the most similar earlier
+  problem and from a reply of the other role to the questions just asked; contradicts on
+  "actually no / that's wrong". Similarity is the embedder's cosine when one is given, else word-set Jaccard.
+- Topic: see ``_topic``. Explicit transition phrases ("let's move on to", "anyway,") open a new
+  topic at that message; "by the way" opens a sub-span. With an embedder, a drop in similarity
+  between the two messages before and the two from a point (below ``SHIFT_SIM``: new topic,
+  below ``SPAN_SIM``: sub-span) does the same. Otherwise the current topic is kept.
+- skip_lines: every new message that yields no item, with the reason.
+
+Deterministic: the same input (and embedder) gives the same output.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from total_recall.errors import TotalRecallError
+
+log = structlog.get_logger(__name__)
+
+MAX_ITEM_CHARS = 400
+SHORT_WORDS = 4  # fragments shorter than this join the next sentence
+FALLBACK_WORDS = 8  # a message this long always leaves at least one item
+MAX_ITEMS_PER_MESSAGE = 60
+MAX_ENTITIES = 12
+BASE_CONFIDENCE = 0.7
+SHIFT_SIM = 0.20  # cosine between message windows below which the topic changed
+SPAN_SIM = 0.35  # below which a sub-span starts
+MIN_WINDOW_WORDS = 8
+JACCARD_MATCH = 0.12  # word-overlap needed to link related items without an embedder
+COSINE_MATCH = 0.45
+JACCARD_ANSWER = 0.45  # a known question counts as answered only on a strong match
+COSINE_ANSWER = 0.65
+
+FAMILY = {
+    "decision": "stance", "solution": "stance", "conclusion": "stance", "context": "stance",
+    "todo": "task", "problem": "issue", "question": "issue",
+}
+
+# ---------------------------------------------------------------------------------------------
+# Vocabulary
+
+STOPWORDS = frozenset(
+    """a about above after again against all also am an and any are aren't as at be because been
+    before being below between both but by can can't cannot could couldn't did didn't do does doesn't
+    doing don't down during each few for from further had hadn't has hasn't have haven't having he
+    he'd he'll he's her here here's hers herself him himself his how how's i i'd i'll i'm i've if in
+    into is isn't it it's its itself just let's me more most mustn't my myself no nor not now of off
+    on once only or other ought our ours ourselves out over own same shan't she she'd she'll she's
+    should shouldn't so some such than that that's the their theirs them themselves then there
+    there's these they they'd they'll they're they've this those through to too under until up very
+    was wasn't we we'd we'll we're we've were weren't what what's when when's where where's which
+    while who who's whom why why's will with won't would wouldn't you you'd you'll you're you've your
+    yours yourself yourselves get got gonna gotta really much many lot lots thing things stuff
+    one ones may might must shall also still even ever yet well way like just im ive youre dont
+    its thats""".split()
+)
+SMALLTALK = frozenset(
+    """hi hey hello hiya yo thanks thank thx ty ok okay k kk sure yes yeah yep yup no nope nah great
+    cool nice awesome wow lol haha hahaha hehe good bye goodbye welcome congrats congratulations glad
+    love amazing totally absolutely agreed perfect sounds exactly right fine np pleasure appreciate
+    appreciated cheers alright oh omg ah aw aww hmm wonderful fantastic incredible super sweet
+    happy fun brilliant excellent true indeed definitely see soon care luck same too please sorry
+    hear hearing glad awesome so cute lovely beautiful proud inspiring mean means done noted
+    understood gotcha""".split()
+)
+COMMON_CAPITALISED = frozenset(
+    """i i'm i've i'd i'll monday tuesday wednesday thursday friday saturday sunday january february
+    march april may june july august september october november december today tomorrow yesterday
+    however also honestly actually unfortunately anyway well first second third finally meanwhile
+    otherwise plus sadly luckily basically overall sure great cool nice wow yes yeah okay ok thanks
+    hey hi hello oh so and but or then now here there this that these those it its my your our
+    their we you they he she what when where why how which who let please maybe perhaps also note
+    todo fixme update edit ps btw english god mom dad mum""".split()
+)
+# Words too generic to name a topic.
+NAME_NOISE = frozenset(
+    """anyway talk talking discuss move moving switch switching topic question next new let lets
+    anything something everything nothing someone anyone everyone time times day days week weeks
+    year years last since made make makes making keep keeps kept take takes taking took feel feels
+    felt want wants wanted know knew think thought going went goes come came say said tell told
+    look looking looked need needs needed try tried trying start started help helps helped able
+    old bad big small little always never often sometimes already again back today tomorrow
+    yesterday recently lately remember quick aside wait okay yeah sure actually also use using used
+    done doing work working worked""".split()
+)
+PLACE_PREPOSITIONS = ("in", "to", "from", "at", "near", "visited", "visit", "around", "across", "via")
+PERSON_BEFORE = re.compile(
+    r"(?:\b(?:with|met|told|asked|tell|ask|thank|thanks|invite|invited|called|texted|married|and)"
+    r"|\bmy (?:friend|wife|husband|partner|boss|colleague|coworker|sister|brother|mom|dad|mother|"
+    r"father|son|daughter|cousin|neighbou?r|mentor|manager|teacher|aunt|uncle|grandma|grandpa|kid))"
+    r"\s*,?\s*$",
+    re.IGNORECASE,
+)
+PERSON_AFTER = re.compile(
+    r"^(?:'s\b|’s\b|\s+(?:said|says|told|thinks|thought|asked|mentioned|wants|wanted|suggested|"
+    r"recommended|agreed|replied|wrote|is my|was my)\b)"
+)
+
+# canonical name -> extra spellings (matched case-insensitively as whole words)
+TECHNOLOGIES: dict[str, tuple[str, ...]] = {
+    "Python": (), "JavaScript": (), "TypeScript": (), "Node.js": ("nodejs",), "Deno": (),
+    "Kotlin": (), "C++": ("cpp",), "C#": ("csharp",), "PHP": (), "Elixir": (), "Erlang": (),
+    "Haskell": (), "Scala": (), "Clojure": (), "Lua": (), "Perl": (), "Zig": (), "Golang": (),
+    "Bash": (), "Zsh": (), "PowerShell": (), "SQL": (), "SQLite": (), "sqlite-vec": (),
+    "PostgreSQL": ("postgres",), "MySQL": (), "MariaDB": (), "MongoDB": ("mongo",), "Redis": (),
+    "Elasticsearch": (), "OpenSearch": (), "Cassandra": (), "DynamoDB": (), "DuckDB": (),
+    "ClickHouse": (), "BigQuery": (), "Supabase": (), "Firebase": (), "Prisma": (),
+    "SQLAlchemy": (), "Alembic": (), "Django": (), "FastAPI": (), "Starlette": (), "Uvicorn": (),
+    "Gunicorn": (), "Pydantic": (), "pytest": (), "NumPy": (), "SciPy": (),
+    "scikit-learn": ("sklearn",), "PyTorch": ("torch",), "TensorFlow": (), "Keras": (), "JAX": (),
+    "ONNX": (), "onnxruntime": (), "Hugging Face": ("huggingface",), "LangChain": (),
+    "LlamaIndex": (), "OpenAI": (), "Anthropic": (), "ChatGPT": (), "GPT-4": ("gpt-4o", "gpt4"),
+    "Ollama": (), "llama.cpp": (), "vLLM": (), "LM Studio": (), "Angular": (), "Svelte": (),
+    "Next.js": ("nextjs",), "Nuxt": (), "Vite": (), "webpack": (), "Babel": (), "esbuild": (),
+    "Tailwind": ("tailwindcss",), "jQuery": (), "Redux": (), "GraphQL": (), "gRPC": (),
+    "WebSocket": ("websockets",), "Docker": (), "docker compose": ("docker-compose",),
+    "Kubernetes": ("k8s",), "Terraform": (), "Ansible": (), "nginx": (), "AWS": (), "GCP": (),
+    "Azure": (), "S3": (), "EC2": (), "Cloudflare": (), "Vercel": (), "Netlify": (), "Heroku": (),
+    "GitHub": (), "GitLab": (), "Bitbucket": (), "GitHub Actions": (), "CircleCI": (), "Git": (),
+    "npm": (), "pnpm": (), "pip": (), "conda": (), "Homebrew": (), "apt-get": (), "Maven": (),
+    "Gradle": (), "CMake": (), "Linux": (), "Ubuntu": (), "Debian": (), "Fedora": (),
+    "macOS": ("osx",), "WSL": (), "iOS": (), "Android": (), "Xcode": (), "VS Code": ("vscode",),
+    "Vim": (), "Neovim": ("nvim",), "Emacs": (), "JetBrains": (), "PyCharm": (), "IntelliJ": (),
+    "tmux": (), "curl": (), "jq": (), "SSH": (), "systemd": (), "launchd": (), "cron": ("crontab",),
+    "Kafka": (), "RabbitMQ": (), "ZeroMQ": (), "MQTT": (), "Prometheus": (), "Grafana": (),
+    "Datadog": (), "OpenTelemetry": (), "Twilio": (), "Jira": (), "Figma": (), "Tauri": (),
+    "Flutter": (), "React Native": (), "OpenAPI": (), "Swagger": (), "JSON": ("jsonl",),
+    "YAML": (), "TOML": (), "Markdown": (), "HTML": (), "CSS": (), "Sass": ("scss",),
+    "WebAssembly": ("wasm",), "LLVM": (), "GCC": (), "Clang": (), "Jupyter": (), "Colab": (),
+    "FAISS": (), "ChromaDB": (), "Pinecone": (), "Qdrant": (), "Weaviate": (), "Milvus": (),
+    "pgvector": (), "FTS5": (), "BM25": (), "MiniLM": (), "HNSW": (), "structlog": (),
+    "tenacity": (), "httpx": (), "aiohttp": (), "asyncio": (), "watchfiles": (), "Selenium": (),
+    "Playwright": (), "Puppeteer": (), "Cypress": (), "Vitest": (), "ESLint": (), "Prettier": (),
+    "Ruff": (), "mypy": (), "Pyright": (), "xterm.js": (), "MCP": (), "Claude Code": (),
+    "Tidewave": (), "HTTP": (), "REST API": (), "OAuth": (), "JWT": (), "TLS": (), "CUDA": (),
+    "LLM": ("llms",), "RAG": (), "Windows": (), "Unix": (), "Tokio": (), "Serde": (),
+}
+# Ordinary words too: matched only with this exact capitalisation and not opening a sentence.
+AMBIGUOUS_TECHNOLOGIES = (
+    "Go", "Rust", "Swift", "Java", "Ruby", "Julia", "Dart", "Flask", "Celery", "Pandas", "Polars",
+    "Snowflake", "React", "Vue", "Remix", "Astro", "Bootstrap", "Apache", "Slack", "Claude", "Poetry",
+    "Cargo", "Jest", "Mocha", "Phoenix", "Bun", "Expo", "Unity", "Spark", "Express", "Chroma",
+    "Electron", "Blender", "Excel", "Notion", "Discord", "Stripe", "Sentry", "Helm", "Caddy",
+    "Jenkins", "Safari", "Chrome", "Firefox", "Spring", "Rails", "Airflow", "Obsidian", "BERT",
+    "Yarn", "Node", "Make", "Hugo", "uv",
+)
+
+FILE_EXTENSIONS = (
+    "py pyi pyx js jsx ts tsx mjs cjs json jsonl toml yaml yml md mdx txt rst sql sh bash zsh fish "
+    "rs go java kt kts rb php c h cpp hpp cc cs swift m mm html htm css scss less vue svelte lock "
+    "cfg ini conf env xml csv tsv ipynb gradle tf lua ex exs erl hs ml jl dart zig nix proto "
+    "graphql db sqlite sqlite3 log pdf png jpg jpeg gif svg wasm onnx parquet plist service "
+    "dockerfile makefile gitignore"
+).split()
+
+# ---------------------------------------------------------------------------------------------
+# Cue phrases (matched against the lowercased sentence)
+
+
+TOKEN = re.compile(r"[a-z0-9](?:[a-z0-9'+#.-]*[a-z0-9+#])?")
+
+
+def tokens_of(lowered: str) -> frozenset[str]:
+    """The words of a lowercased sentence, for the cheap first-word test of ``Cue``."""
+    return frozenset(TOKEN.findall(lowered))
+
+
+class Cue:
+    """Phrases matched as whole words in a lowercased sentence.
+
+    Each phrase starts with a plain word (``'?`` allowed); the rest may use simple regex. The
+    regex only runs when one of those first words occurs in the sentence: most sentences have
+    none, and skipping the scan is what makes thousands of messages per second possible.
+    """
+
+    def __init__(self, *phrases: str, anchored: bool = False) -> None:
+        firsts: set[str] = set()
+        for phrase in phrases:
+            group = re.match(r"\(\?:([^()]*)\)", phrase)  # "(?:we|i) will": a choice of first words
+            alternatives = group.group(1).split("|") if group else [phrase]
+            head = [alternative.split(" ", 1)[0] for alternative in alternatives]
+            for first in head:
+                first = first.split("(?", 1)[0].replace(",?", "").rstrip(",")  # drop a lookahead
+                if not re.fullmatch(r"[a-z0-9'?+#.-]+", first):
+                    raise ValueError(f"cue phrase must start with a plain word: {phrase!r}")
+                firsts |= {first.replace("'?", "'"), first.replace("'?", "")}
+        self.first_words = frozenset(firsts)
+        body = "|".join(phrases)
+        self.pattern = re.compile(rf"^(?:{body})\b" if anchored else rf"\b(?:{body})\b")
+
+    def search(self, lowered: str, tokens: frozenset[str]) -> re.Match[str] | None:
+        if self.first_words.isdisjoint(tokens):
+            return None
+        return self.pattern.search(lowered)
+
+    def count(self, lowered: str, tokens: frozenset[str]) -> int:
+        if self.first_words.isdisjoint(tokens):
+            return 0
+        return len(self.pattern.findall(lowered))
+
+
+CUES: dict[str, Cue] = {
+    "solution": Cue(
+        r"fixed (?:it |this |that |the \w+ )?by", r"the fix (?:was|is)", r"the solution (?:was|is)",
+        r"the trick (?:was|is)", r"fix (?:it|this|that)", "fixes", "fixed", "solved", "resolved",
+        "workaround", "worked around", "works now", "got it working",
+    ),
+    "decision": Cue(
+        "we decided", "i decided", "we've decided", "i've decided", "we have decided", "decided to",
+        "decided on", "decision", "let'?s go with", "let'?s use",
+        r"(?:we'll|i'll|we will|i will) (?:use|go with|stick with|switch to|keep)",
+        "going with", "we chose", "i chose", "chose to", r"opted (?:for|to)", "settled on",
+        r"(?:we're|we are) (?:going to use|switching to|sticking with)",
+        r"switch (?:from|over|to)", r"switched (?:from|over|to)", r"switching (?:from|over|to)",
+        r"agreed (?:to|on)", "the plan is",
+    ),
+    "conclusion": Cue(
+        "key insight", "turns out", "turned out", "it seems", "seems like", "therefore", "in conclusion",
+        r"the reason (?:is|was)", "root cause", "this means", "which means", "that means", "i realized",
+        "i realised", "we learned", "i learned", "lesson", r"that explains", "which explains",
+        "the takeaway", "in short", "in summary",
+    ),
+    "problem": Cue(
+        r"the (?:issue|problem|bug) (?:is|was)", "raises", "raised", "throws", "threw", "error", "errors",
+        "fails", "fail", "failing", "failed", "failure", "broken", "breaks", "bug", "bugs",
+        "doesn'?t work", "does not work", "isn'?t working", "not working", "exception", "exceptions",
+        r"won'?t (?:start|work|run|load|compile|build)",
+        "crash", "crashes", "crashed", "crashing", "traceback", "segfault", "timed out", "timeout",
+        "regression", "hangs", "deadlock", "leak",
+    ),
+    "todo": Cue(
+        "need to", "needs to", "todo", "to-do", r"should(?! (?:have|'ve|be))", r"must(?! (?:have|'ve|be))",
+        "have to", "has to", "remember to", "don'?t forget", "next step", "next steps", "follow-up",
+        "follow up", "let'?s", "i'?ll", "we'?ll", "going to", "plan to", "want to",
+    ),
+}
+INTENT_ORDER = ("solution", "decision", "conclusion", "problem", "todo")
+INTERROGATIVE = re.compile(
+    r"^(?:what|why|how|when|where|who|whom|whose|which|can|could|should|would|will|shall|is|are|am|"
+    r"was|were|do|does|did|have|has|had|may|might|isn't|aren't|doesn't|don't|didn't|won't|wouldn't|"
+    r"anyone|any idea|any thoughts)\b"
+)
+WONDER = Cue(
+    "i wonder", r"i'?m not sure (?:if|whether|how|why|what)", r"not sure (?:if|whether)",
+    r"any idea (?:how|why|what)", r"wondering (?:if|whether|how|why)",
+)
+HEDGES = Cue(
+    "maybe", "might", "probably", "i think", "i guess", "not sure", "perhaps", "possibly", "could be",
+    "i believe", "likely", "unsure", "seem", "seems", "apparently", "kind of", "sort of", "i suppose",
+    "not certain", "unclear",
+)
+BOOSTERS = Cue(
+    "definitely", "confirmed", "always", "we decided", "certainly", "verified", "for sure", "absolutely",
+    "clearly", "guaranteed", "proven", "never", "tested", "works",
+)
+SUPERSEDES = Cue(
+    "instead of", "switch from", "switched from", "switching from", r"switched over from",
+    "changed from", "changing from",
+    r"replace", "replaced", "replacing", "no longer", "rather than", "moved away from",
+    r"migrated (?:from|off)", r"migrating (?:from|off)", r"migrate (?:from|off)", "dropped",
+    "dropping", "not anymore",
+)
+SUPERSEDED_TERM = re.compile(
+    r"\b(?:instead of|from|replac(?:ed|ing|e)|no longer (?:use|using|need)?|rather than|away from|"
+    r"off|dropp(?:ed|ing))\s+([\w.+#-]+)"
+)
+BUILDS_ON = re.compile(
+    r"^(?:also|additionally|furthermore|moreover|in addition|on top of that|building on|plus|and also)\b"
+)
+CONTRADICTS = Cue(
+    "actually,? no", r"that'?s (?:wrong|not right|not true|incorrect|not it|not the case)", "not true",
+    "contrary to", "you'?re wrong", "i was wrong", r"no,? (?:that|it) (?:is|was)n'?t",
+)
+TOPIC_SHIFT = re.compile(
+    r"^(?:let'?s move on|moving on|let'?s switch|switching (?:gears|topics?|to)|next topic|new topic"
+    r"|new question|different (?:topic|question)|chang(?:e|ing) (?:of |the )?subject|on (?:a|another) "
+    r"(?:different|unrelated|other) note|unrelated[,:]|anyway[s]?\b|ok(?:ay)?,? (?:now|next)\b"
+    r"|let'?s talk about|let'?s (?:work on|look at) something else)"
+)
+SUB_SPAN = re.compile(
+    r"^(?:by the way|btw|side note|quick question|one more thing|as an aside|also,? (?:a )?quick "
+    r"question|before i forget|tangent)"
+)
+
+# ---------------------------------------------------------------------------------------------
+# Text splitting
+
+FENCE = re.compile(r"```[^\n]*\n?(.*?)(?:```|\Z)", re.DOTALL)
+URL = re.compile(r"https?://\S+")
+HEADING = re.compile(r"^#{1,6}\s+")
+LIST_MARK = re.compile(r"^(?:[-*+•◦▪]\s+|\d{1,3}[.)]\s+|>\s*)+(?:\[[ xX]\]\s*)?")
+RULE = re.compile(r"^[-*_=]{3,}$")
+TABLE_SEPARATOR = re.compile(r"^\|?[\s:|-]+\|?$")
+BOLD = re.compile(r"(\*\*|__)(.+?)\1")
+ITALIC = re.compile(r"(?<![\w*])\*(?!\s)([^*\n]+?)\*(?![\w*])")
+LINK = re.compile(r"!?\[([^\]\n]*)\]\([^)\s]*\)")
+BACKTICK = re.compile(r"`([^`\n]+)`")
+SPACES = re.compile(r"[ \t]{2,}")
+# Markup tags: hyphenated (Claude Code's <command-name>) or common HTML; not generics like Vec<u8>.
+TAG = re.compile(r"</?(?:[a-z]+-[a-z-]+|br|p|div|span|b|i|em|strong|code|pre|kbd|sup|sub|details|summary)"
+                 r"(?:\s[^<>]*)?/?>")
+SENTENCE_END = re.compile(r"(?<=[.!?…])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9¿¡])")
+ABBREVIATION = re.compile(r"(?:\b(?:e\.g|i\.e|etc|vs|mr|mrs|ms|dr|prof|st|no|approx|fig|cf)\.|\b[A-Z]\.)$",
+                          re.IGNORECASE)
+CLAUSE = re.compile(r"(?<=[;:,])\s+|\s+(?=(?:but|and|so|because|which|while|although|whereas|then)\s)")
+WORD = re.compile(r"[A-Za-z0-9][\w'’.-]*[\w]|[A-Za-z0-9]")
+
+
+def _strip_inline(text: str) -> str:
+    if "<" in text:
+        text = SPACES.sub(" ", TAG.sub(" ", text))
+    text = LINK.sub(r"\1", text)
+    text = BOLD.sub(r"\2", text)
+    text = ITALIC.sub(r"\1", text)
+    return text.strip()
+
+
+def _blocks(content: str) -> list[str]:
+    """Paragraph-like pieces of a message: lines, with soft-wrapped lines joined."""
+    blocks: list[str] = []
+    for raw in content.splitlines():
+        line = raw.strip()
+        if not line or RULE.match(line) or TABLE_SEPARATOR.match(line):
+            if line == "" and blocks and blocks[-1] != "":
+                blocks.append("")
+            continue
+        is_heading = bool(HEADING.match(line))
+        listed = bool(LIST_MARK.match(line))
+        line = LIST_MARK.sub("", HEADING.sub("", line))
+        if line.startswith("|"):
+            line = "; ".join(cell.strip() for cell in line.strip("|").split("|") if cell.strip())
+        if is_heading and len(line.split()) < SHORT_WORDS:
+            continue  # section titles like "## Summary" carry nothing on their own
+        open_line = bool(blocks and blocks[-1]) and blocks[-1][-1] not in ".!?:"
+        soft_wrap = open_line and not listed and line[:1].islower()
+        if soft_wrap:
+            blocks[-1] += " " + line
+        else:
+            blocks.append(line)
+    return [b for b in blocks if b]
+
+
+def sentences(content: str) -> list[str]:
+    """The sentences of a message in order, markdown stripped, none over MAX_ITEM_CHARS.
+
+    Code fences are left out, except a one- or two-line snippet (usually a command), which is
+    kept as one "sentence" with its lines joined by "; ".
+    """
+    out: list[str] = []
+    position = 0
+    for fence in FENCE.finditer(content):
+        out.extend(_prose_sentences(content[position : fence.start()]))
+        lines = [ln.strip() for ln in fence.group(1).splitlines() if ln.strip()]
+        if 0 < len(lines) <= 2 and sum(map(len, lines)) <= 200:
+            out.append("; ".join(lines))
+        position = fence.end()
+    out.extend(_prose_sentences(content[position:]))
+    return out
+
+
+def _prose_sentences(prose: str) -> list[str]:
+    out: list[str] = []
+    for block in _blocks(prose):
+        for sentence in _split_sentences(_strip_inline(block)):
+            out.extend(_split_long(sentence))
+    return out
+
+
+def _split_sentences(block: str) -> list[str]:
+    pieces: list[str] = []
+    for piece in SENTENCE_END.split(block):
+        if pieces and ABBREVIATION.search(pieces[-1]):
+            pieces[-1] += " " + piece
+        elif piece.strip():
+            pieces.append(piece.strip())
+    return pieces
+
+
+def _split_long(sentence: str) -> list[str]:
+    if len(sentence) <= MAX_ITEM_CHARS:
+        return [sentence]
+    parts: list[str] = []
+    for clause in CLAUSE.split(sentence):
+        while len(clause) > MAX_ITEM_CHARS:
+            cut = clause.rfind(" ", 0, MAX_ITEM_CHARS)
+            cut = cut if cut > MAX_ITEM_CHARS // 2 else MAX_ITEM_CHARS
+            parts.append(clause[:cut].strip())
+            clause = clause[cut:].strip()
+        if parts and len(parts[-1]) + 1 + len(clause) <= MAX_ITEM_CHARS:
+            parts[-1] += " " + clause
+        elif clause:
+            parts.append(clause)
+    return [p for p in parts if p]
+
+
+def words_of(text: str) -> list[str]:
+    return WORD.findall(text)
+
+
+def content_words(text: str) -> set[str]:
+    """Lowercased words that carry meaning (no stopwords, light plural folding)."""
+    out = set()
+    for word in words_of(text.lower()):
+        word = word.replace("’", "'").rstrip(".'")
+        if word.endswith("'s"):
+            word = word[:-2]
+        if len(word) > 1 and word not in STOPWORDS:
+            out.add(word[:-1] if len(word) > 4 and word.endswith("s") and not word.endswith("ss") else word)
+    return out
+
+
+def is_smalltalk(text: str) -> bool:
+    """Only greetings, thanks and acknowledgements, perhaps with a name ("Thanks, Mel!")."""
+    names = greeting = False
+    for word in words_of(text):
+        lowered = word.lower().replace("’", "'")
+        if lowered in SMALLTALK:
+            greeting = True
+        elif lowered in STOPWORDS:
+            continue
+        elif word[:1].isupper() and word[1:].islower():
+            names = True
+        else:
+            return False
+    return greeting or not names
+
+
+# ---------------------------------------------------------------------------------------------
+# Entities
+
+_EXT = "|".join(sorted(FILE_EXTENSIONS, key=len, reverse=True))
+FILE_PATH = re.compile(
+    rf"(?<![\w/.~@-])(?:(?:~|\.{{1,2}})?/)?(?:[\w@+-][\w.@+-]*/)*[\w@+-][\w.@+-]*\.(?:{_EXT})(?![\w/-])"
+    r"|(?<![\w/.:~@-])(?:~|\.{1,2})/[\w.@+-]+(?:/[\w.@+-]+)*/?"
+    r"|(?<![\w/.:~@-])/(?:[\w.@+-]+/)+[\w.@+-]*"
+    r"|(?<![\w*/])\*{1,2}(?:/\*{1,2})*(?:/[\w*.-]+)*\.\w+",
+    re.IGNORECASE,
+)
+IDENTIFIER = re.compile(
+    r"(?<![\w./-])(?:[a-z][a-z0-9]*(?:_[a-z0-9]+)+|[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+"
+    r"|[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+|[a-z]+(?:[A-Z][a-z0-9]+)+"
+    r"|[A-Za-z_]\w+(?:\.[A-Za-z_]\w+)+)(?:\(\))?(?![\w/-])"
+)
+CALL = re.compile(r"(?<![\w.])([A-Za-z_]\w{2,})\(\)")
+CAPITALISED = re.compile(r"(?<![\w'’-])[A-Z][a-z]+(?:[ -][A-Z][a-z]+)?(?![\w'’-])")
+
+
+def _tech_index() -> tuple[re.Pattern[str], dict[str, str]]:
+    names: dict[str, str] = {}
+    for canonical, aliases in TECHNOLOGIES.items():
+        for alias in (canonical, *aliases):
+            names[alias.lower()] = canonical
+    for canonical in AMBIGUOUS_TECHNOLOGIES:
+        names[canonical.lower()] = canonical
+    alternation = "|".join(
+        re.escape(n).replace(r"\ ", r"\s+") for n in sorted(names, key=len, reverse=True)
+    )
+    return re.compile(rf"(?<![\w.@/-])(?:{alternation})(?![\w@/+#]|-\w|\.\w)"), names
+
+
+TECH_PATTERN, TECH_NAMES = _tech_index()
+TECH_FIRST_WORDS = frozenset(name.split()[0] for name in TECH_NAMES)
+MAYBE_PATH = re.compile(r"[/*~]|\.[A-Za-z]")
+MAYBE_IDENTIFIER = re.compile(r"[_.][A-Za-z]|[a-z][A-Z]|[A-Z][a-z]+[A-Z]")
+AMBIGUOUS = frozenset(AMBIGUOUS_TECHNOLOGIES)
+
+
+def _technologies(text: str, lowered: str, tokens: frozenset[str]) -> list[tuple[str, int, int]]:
+    """(canonical name, start, end) of each technology named in the text."""
+    if TECH_FIRST_WORDS.isdisjoint(tokens):
+        return []
+    found = []
+    for match in TECH_PATTERN.finditer(lowered):
+        canonical = TECH_NAMES[re.sub(r"\s+", " ", match.group(0))]
+        if canonical in AMBIGUOUS:
+            surface = text[match.start() : match.end()]
+            if surface != canonical or _opens_sentence(text, match.start()):
+                continue
+        found.append((canonical, match.start(), match.end()))
+    return found
+
+
+def _opens_sentence(text: str, start: int) -> bool:
+    before = text[:start].rstrip(" \"'([*_")
+    return not before or before[-1] in ".!?:;…" or before.endswith((" -", " —"))
+
+
+def entities(text: str, project: str = "") -> list[dict]:
+    """Entities named in one sentence (backticks still in it), most specific first."""
+    text = URL.sub(" ", text) if "://" in text else text
+    lowered, tokens = normalise(text)
+    out: dict[str, dict] = {}
+
+    def add(name: str, kind: str) -> None:
+        name = name.strip().rstrip(".,;:!?'\"()`").lstrip("'\"(`")
+        if len(name) > 1 and name.lower() not in out:
+            out[name.lower()] = {"name": name, "type": kind}
+
+    if project and project.lower() in lowered:
+        if re.search(rf"(?<![\w-]){re.escape(project.lower())}(?![\w-])", lowered):
+            add(project, "project")
+    techs = _technologies(text, lowered, tokens)
+    for canonical, _, _ in techs:
+        add(canonical, "technology")
+    if "`" in text:
+        for match in BACKTICK.finditer(text):
+            _add_backticked(match.group(1), add)
+    _code_names(text, add)
+    _proper_nouns(text, techs, add)
+    return list(out.values())[:MAX_ENTITIES]
+
+
+def _code_names(text: str, add: Any) -> None:
+    """File paths and code identifiers; each regex runs only if its tell-tale characters occur."""
+    if MAYBE_PATH.search(text):
+        for match in FILE_PATH.finditer(text):
+            if match.group(0).lower() not in TECH_NAMES:
+                add(match.group(0), "file")
+    if MAYBE_IDENTIFIER.search(text):
+        for match in IDENTIFIER.finditer(text):
+            if match.group(0).lower() not in TECH_NAMES and not FILE_PATH.fullmatch(match.group(0)):
+                add(match.group(0), "concept")
+    if "()" in text:
+        for match in CALL.finditer(text):
+            add(match.group(1) + "()", "concept")
+
+
+def _add_backticked(code: str, add: Any) -> None:
+    code = code.strip()
+    if not code or len(code) > 80 or len(code.split()) > 4:
+        return
+    if code.lower() in TECH_NAMES:
+        add(TECH_NAMES[code.lower()], "technology")
+    elif FILE_PATH.fullmatch(code):
+        add(code, "file")
+    else:
+        add(code, "concept")
+
+
+def _proper_nouns(text: str, techs: list[tuple[str, int, int]], add: Any) -> None:
+    """Capitalised names: persons only with a person cue, places and the rest as concepts."""
+    taken = [(start, end) for _, start, end in techs]
+    for match in CAPITALISED.finditer(text):
+        name, start = match.group(0), match.start()
+        first = name.split()[0].split("-")[0].lower()
+        if first in COMMON_CAPITALISED or first in STOPWORDS or first in SMALLTALK or first.endswith("ly"):
+            continue
+        if any(s <= start < e for s, e in taken) or name.lower() in TECH_NAMES:
+            continue
+        if _opens_sentence(text, start):
+            continue  # a capital that opens a sentence says nothing about the word
+        before, after = text[:start], text[match.end() :]
+        person = bool(PERSON_BEFORE.search(before) or PERSON_AFTER.match(after) or _vocative(before, after))
+        preceding = before.split()[-1].lower() if before.split() else ""
+        add(name, "person" if person and preceding not in PLACE_PREPOSITIONS else "concept")
+
+
+def _vocative(before: str, after: str) -> bool:
+    """'Thanks, Mel!' / 'Wow, Melanie, ...': a name addressed after a greeting or interjection."""
+    words = [w.lower() for w in words_of(before)]
+    if not words or len(words) > 3 or not re.match(r"\s*(?:[,!?.]|$)", after):
+        return False
+    return all(w in SMALLTALK or w in STOPWORDS for w in words)
+
+
+# ---------------------------------------------------------------------------------------------
+# Classification
+
+
+def normalise(sentence: str) -> tuple[str, frozenset[str]]:
+    """The lowercased sentence (straight apostrophes) and its tokens, as the cues expect them."""
+    lowered = sentence.lower().replace("’", "'")
+    return lowered, tokens_of(lowered)
+
+
+def classify(sentence: str, normalised: tuple[str, frozenset[str]] | None = None) -> str:
+    lowered, tokens = normalised or normalise(sentence)
+    if lowered.rstrip(" \"')]*_~").endswith("?") or WONDER.search(lowered, tokens):
+        return "question"
+    opening = INTERROGATIVE.match(lowered)
+    if opening and not re.search(r"[.!]\s*$", sentence) and len(tokens) <= 25:
+        return "question"
+    for intent in INTENT_ORDER:
+        if CUES[intent].search(lowered, tokens):
+            return intent
+        if intent == "problem" and any(t.endswith(("error", "exception")) for t in tokens):
+            return intent  # TypeError, ConnectionResetError, NullPointerException
+    return "context"
+
+
+def confidence(sentence: str, intent: str, normalised: tuple[str, frozenset[str]] | None = None) -> float:
+    lowered, tokens = normalised or normalise(sentence)
+    hedges = HEDGES.count(lowered, tokens)
+    boosts = BOOSTERS.count(lowered, tokens)
+    value = BASE_CONFIDENCE - 0.15 * min(hedges, 2) + 0.1 * min(boosts, 2)
+    if intent == "decision" and not hedges:
+        value += 0.05
+    return round(min(0.95, max(0.3, value)), 2)
+
+
+# ---------------------------------------------------------------------------------------------
+# The extractor
+
+
+@dataclass
+class _Unit:
+    text: str
+    line: int
+    role: str
+    message: int  # index in new_messages
+    intent: str = "context"
+    confidence: float = BASE_CONFIDENCE
+    entities: list[dict] = field(default_factory=list)
+    words: set[str] = field(default_factory=set)
+    normalised: tuple[str, frozenset[str]] = ("", frozenset())
+    answered: bool = False
+
+    def item(self) -> dict:
+        return {
+            "type": self.intent, "content": self.text, "confidence": self.confidence,
+            "source_line": self.line, "entities": self.entities,
+            "answered": self.answered if self.intent == "question" else False,
+        }
+
+
+@dataclass
+class _Known:
+    id: int
+    intent: str
+    text: str
+    words: set[str]
+
+
+class OfflineExtractor:
+    """Rule-based extraction; with an embedder, similarity and topic shifts use its vectors."""
+
+    def __init__(self, embedder: Any = None) -> None:
+        self.embedder = embedder
+
+    def extract(self, input_obj: dict) -> dict:
+        new = list(input_obj.get("new_messages") or [])
+        project = ((input_obj.get("hierarchy") or {}).get("project") or {}).get("name") or ""
+        units, skips = [], []
+        for index, message in enumerate(new):
+            found, reason = self._message_units(index, message, project)
+            units.extend(found)
+            if not found:
+                skips.append({"line": message["line"], "reason": reason})
+        known = [
+            _Known(int(k["id"]), str(k.get("type") or ""), str(k.get("content") or ""),
+                   content_words(str(k.get("content") or "")))
+            for k in input_obj.get("known_ideas") or () if isinstance(k.get("id"), int)
+        ]
+        similar = _Similarity(self.embedder, units, known)
+        relations = _Relations(units, known, similar).build()
+        topic_update, new_span = _topic(input_obj, units, self.embedder)
+        return {
+            "topic_update": topic_update,
+            "new_span": new_span,
+            "items": [u.item() for u in units],
+            "relations": relations,
+            "skip_lines": skips,
+        }
+
+    def _message_units(self, index: int, message: dict, project: str) -> tuple[list[_Unit], str]:
+        content = str(message.get("content") or "")
+        if not content.strip():
+            return [], "empty"
+        parts = sentences(content)
+        texts = _group(parts)
+        if not texts:
+            texts = _fallback(parts, content)
+        if not texts:
+            acknowledgement = bool(parts) and all(map(is_smalltalk, parts))
+            return [], "acknowledgement" if acknowledgement else "no substantive content"
+        units = []
+        seen: set[str] = set()
+        for marked in texts[:MAX_ITEMS_PER_MESSAGE]:
+            text = BACKTICK.sub(r"\1", marked)  # entities read the backticks; content drops them
+            if text.lower() in seen:
+                continue
+            seen.add(text.lower())
+            normalised = normalise(text)
+            intent = classify(text, normalised)
+            units.append(_Unit(
+                text=text, line=message["line"], role=str(message.get("role") or ""), message=index,
+                intent=intent, confidence=confidence(text, intent, normalised),
+                entities=entities(marked, project), words=content_words(text), normalised=normalised,
+            ))
+        return units, ""
+
+
+def _group(parts: list[str]) -> list[str]:
+    """Drop small talk; join fragments under SHORT_WORDS words to the next sentence."""
+    out: list[str] = []
+    pending = ""
+    for part in parts:
+        if is_smalltalk(part):
+            continue
+        text = f"{pending} {part}".strip() if pending else part
+        if len(words_of(text)) < SHORT_WORDS:
+            pending = text
+            continue
+        out.append(text)
+        pending = ""
+    if pending:
+        question = pending.rstrip().endswith("?") and content_words(pending)
+        if out and not question and len(out[-1]) + len(pending) < MAX_ITEM_CHARS:
+            out[-1] = f"{out[-1]} {pending}"
+        elif content_words(pending) or entities(pending):
+            out.append(pending)
+    return out
+
+
+def _fallback(parts: list[str], content: str) -> list[str]:
+    """Trigger: nothing substantive was found in a message of FALLBACK_WORDS+ words.
+    Why: recall matters more than precision; people ask about what was said in passing.
+    Outcome: the longest sentence becomes a context item.
+    """
+    if len(words_of(content)) < FALLBACK_WORDS or not parts:
+        return []
+    longest = max(range(len(parts)), key=lambda i: (len(parts[i]), -i))
+    return [parts[longest][:MAX_ITEM_CHARS]]
+
+
+# ---------------------------------------------------------------------------------------------
+# Similarity and relations
+
+
+class _Similarity:
+    """Cosine over embedder vectors when available, else Jaccard over content words."""
+
+    def __init__(self, embedder: Any, units: list[_Unit], known: list[_Known]) -> None:
+        self.units, self.known = units, known
+        self.vectors = None
+        if embedder is not None and (units or known):
+            self.vectors = _embed(embedder, [u.text for u in units] + [k.text for k in known])
+        self.match = COSINE_MATCH if self.vectors is not None else JACCARD_MATCH
+        self.answer = COSINE_ANSWER if self.vectors is not None else JACCARD_ANSWER
+
+    def unit_unit(self, a: int, b: int) -> float:
+        if self.vectors is not None:
+            return float(self.vectors[a] @ self.vectors[b])
+        return _jaccard(self.units[a].words, self.units[b].words)
+
+    def unit_known(self, a: int, k: int) -> float:
+        if self.vectors is not None:
+            return float(self.vectors[a] @ self.vectors[len(self.units) + k])
+        return _jaccard(self.units[a].words, self.known[k].words)
+
+
+def _embed(embedder: Any, texts: list[str]) -> Any:
+    try:
+        return embedder.embed(texts)
+    except TotalRecallError as exc:  # EmbeddingError, TransientError
+        # Trigger: the embedder failed. Why: extraction must not stop for a similarity hint.
+        # Outcome: this batch uses word overlap (or no shift detection) instead.
+        log.warning("offline_embed_failed", error=str(exc))
+        return None
+
+
+def _jaccard(a: set[str], b: set[str]) -> float:
+    if not a or not b:
+        return 0.0
+    return len(a & b) / len(a | b)
+
+
+_Found = tuple[float, "_Unit | None", "_Known | None"]  # (score, earlier item, known idea)
+
+
+class _Relations:
+    def __init__(self, units: list[_Unit], known: list[_Known], similar: _Similarity) -> None:
+        self.units, self.known, self.similar = units, known, similar
+        self.out: list[dict] = []
+
+    def add(self, source: _Unit, kind: str, *, line: int | None = None, idea: int | None = None) -> None:
+        if line == source.line:
+            return  # both ends on one line: the executor could not tell the ideas apart
+        rel = {"from_line": source.line, "to_idea_id": idea, "to_line": line, "type": kind}
+        if rel not in self.out:
+            self.out.append(rel)
+
+    def build(self) -> list[dict]:
+        for index, unit in enumerate(self.units):
+            lowered, tokens = unit.normalised
+            if SUPERSEDES.search(lowered, tokens):
+                self._supersedes(index, lowered)
+            if CONTRADICTS.search(lowered, tokens):
+                self._contradicts(index)
+            if BUILDS_ON.match(lowered):
+                self._builds_on(index)
+            if unit.intent == "solution":
+                self._solves(index)
+        self._answered_questions()
+        self._known_questions()
+        return self.out
+
+    def _best(self, index: int, want: Any, bonus_term: str = "") -> _Found:
+        """The most similar earlier unit (other line) or known idea accepted by ``want(intent)``."""
+        best: _Found = (0.0, None, None)
+        unit = self.units[index]
+        for j in range(index):
+            other = self.units[j]
+            if other.line != unit.line and want(other.intent):
+                score = self.similar.unit_unit(index, j) + (0.5 if bonus_term in other.words else 0.0)
+                if score >= best[0]:  # later wins ties: the most recent mention
+                    best = (score, other, None)
+        for k, idea in enumerate(self.known):
+            if want(idea.intent):
+                score = self.similar.unit_known(index, k) + (0.5 if bonus_term in idea.words else 0.0)
+                if score > best[0]:
+                    best = (score, None, idea)
+        return best
+
+    def _link(self, index: int, kind: str, found: _Found, floor: float) -> bool:
+        score, other, idea = found
+        if score < floor or (other is None and idea is None):
+            return False
+        if other is not None:
+            self.add(self.units[index], kind, line=other.line)
+        else:
+            self.add(self.units[index], kind, idea=idea.id)
+        return True
+
+    def _supersedes(self, index: int, lowered: str) -> None:
+        term = SUPERSEDED_TERM.search(lowered)
+        old = next(iter(content_words(term.group(1))), "") if term else ""
+        family = FAMILY[self.units[index].intent]
+        found = self._best(index, lambda intent: FAMILY.get(intent) == family, old)
+        self._link(index, "supersedes", found, self.similar.match)
+
+    def _contradicts(self, index: int) -> None:
+        found = self._best(index, lambda intent: intent != "question")
+        if self._link(index, "contradicts", found, self.similar.match):
+            return
+        # Trigger: no clearly similar target. Why: "that's wrong" is usually about what was just
+        # said. Outcome: link to the last item of the previous message, if there is one.
+        previous = self._previous_message_unit(index)
+        if previous is not None:
+            self.add(self.units[index], "contradicts", line=previous.line)
+
+    def _builds_on(self, index: int) -> None:
+        previous = self._previous_message_unit(index)
+        if previous is not None:
+            self.add(self.units[index], "builds_on", line=previous.line)
+
+    def _previous_message_unit(self, index: int) -> _Unit | None:
+        unit = self.units[index]
+        earlier = [u for u in self.units[:index] if u.message < unit.message]
+        return earlier[-1] if earlier else None
+
+    def _solves(self, index: int) -> None:
+        unit = self.units[index]
+        problems = [
+            (self.similar.unit_unit(index, j), j)
+            for j, other in enumerate(self.units[:index])
+            if other.intent == "problem" and other.line != unit.line
+        ]
+        if problems:
+            _, j = max(problems)  # most similar; among equals the most recent
+            self.add(unit, "answers", line=self.units[j].line)
+            return
+        found = self._best(index, lambda intent: intent == "problem")
+        self._link(index, "answers", found, self.similar.match)
+
+    def _answered_questions(self) -> None:
+        """A question is answered by the next message of the other role that states something."""
+        for index, unit in enumerate(self.units):
+            if unit.intent != "question":
+                continue
+            for later in self.units[index + 1 :]:
+                if later.message == unit.message:
+                    continue
+                if later.role == unit.role:
+                    break  # the asker went on; the question stays open
+                if later.intent != "question":
+                    unit.answered = True
+                    self.add(later, "answers", line=unit.line)
+                    break
+
+    def _known_questions(self) -> None:
+        for k, idea in enumerate(self.known):
+            if idea.intent != "question":
+                continue
+            scored = [
+                (self.similar.unit_known(i, k), i) for i, u in enumerate(self.units) if u.intent != "question"
+            ]
+            if scored:
+                score, i = max(scored, key=lambda s: (s[0], -s[1]))
+                if score >= self.similar.answer:
+                    self.add(self.units[i], "answers", idea=idea.id)
+
+
+# ---------------------------------------------------------------------------------------------
+# Topics
+
+
+def _topic(input_obj: dict, units: list[_Unit], embedder: Any) -> tuple[dict, dict | None]:
+    """topic_update and new_span for the batch.
+
+    Rule: an explicit transition phrase opening a new message ("let's move on to", "anyway,")
+    starts a new topic there; "by the way", "quick question" start a sub-span. Failing that, with
+    an embedder: the lowest cosine between the two messages before a new message and the two from
+    it, below SHIFT_SIM a new topic, below SPAN_SIM a sub-span. Without a shift the current topic
+    keeps its name (and gets a summary if it had none); with no current topic the batch names one.
+    """
+    current = (input_obj.get("hierarchy") or {}).get("topic") or None
+    new = list(input_obj.get("new_messages") or [])
+    shift = _explicit_shift(new) or _embedding_shift(input_obj, embedder)
+    if not units:
+        # Trigger: nothing extracted. Why: there is nothing to name or summarise.
+        # Outcome: an empty update, which keeps the current topic.
+        return {"name": "", "summary": ""}, None
+    if shift and shift[0] == "topic":
+        name, summary = _describe([u for u in units if u.line >= shift[1]] or units)
+        return {"name": name, "summary": summary, "start_line": shift[1]}, None
+    if current and current.get("name"):
+        summary = current.get("summary") or _describe(units)[1]
+        update = {"name": current["name"], "summary": summary}
+    else:
+        name, summary = _describe(units)
+        update = {"name": name, "summary": summary}
+    if shift:
+        name, _ = _describe([u for u in units if u.line >= shift[1]] or units)
+        return update, {"name": name, "reason": shift[2], "start_line": shift[1]}
+    return update, None
+
+
+def _explicit_shift(new: list[dict]) -> tuple[str, int, str] | None:
+    for message in new:
+        opening = _strip_inline(str(message.get("content") or "").strip()[:120]).lower().replace("’", "'")
+        if TOPIC_SHIFT.match(opening):
+            return ("topic", message["line"], "explicit topic change")
+        if SUB_SPAN.match(opening):
+            return ("span", message["line"], "aside: " + SUB_SPAN.match(opening).group(0))
+    return None
+
+
+def _embedding_shift(input_obj: dict, embedder: Any) -> tuple[str, int, str] | None:
+    if embedder is None:
+        return None
+    recent = list(input_obj.get("recent_messages") or [])[-2:]
+    new = list(input_obj.get("new_messages") or [])
+    sequence = [str(m.get("content") or "") for m in recent + new]
+    pairs = []
+    for position in range(max(1, len(recent)), len(sequence)):
+        left = " ".join(sequence[max(0, position - 2) : position])
+        right = " ".join(sequence[position : position + 2])
+        if len(words_of(left)) >= MIN_WINDOW_WORDS and len(words_of(right)) >= MIN_WINDOW_WORDS:
+            pairs.append((position, left, right))
+    if not pairs:
+        return None
+    vectors = _embed(embedder, [text for _, left, right in pairs for text in (left, right)])
+    if vectors is None:
+        return None
+    scored = [(float(vectors[2 * i] @ vectors[2 * i + 1]), pos) for i, (pos, _, _) in enumerate(pairs)]
+    sim, position = min(scored)
+    line = new[position - len(recent)]["line"]
+    if sim < SHIFT_SIM:
+        return ("topic", line, f"similarity {sim:.2f} between neighbouring messages")
+    if sim < SPAN_SIM:
+        return ("span", line, f"similarity {sim:.2f} between neighbouring messages")
+    return None
+
+
+def _describe(units: list[_Unit]) -> tuple[str, str]:
+    """(name, summary) of a run of items, both extractive.
+
+    Name: the 3-4 heaviest content words (entities weigh double) in order of first appearance.
+    Summary: the one or two statements whose words carry most of that weight.
+    """
+    if not units:
+        return "", ""
+    weights: dict[str, list] = {}  # word -> [weight, surface form, first position]
+    keys_of: list[set[str]] = []
+    for unit in units:
+        named = {e["name"].lower(): e["name"] for e in unit.entities if e["type"] != "file"}
+        keys: set[str] = set()
+        for surface in words_of(unit.text):
+            key = surface.lower().replace("’", "'").rstrip(".'")
+            if key in STOPWORDS or key in SMALLTALK or key in NAME_NOISE or len(key) < 3 or key.isdigit():
+                continue
+            entry = weights.setdefault(key, [0.0, named.get(key, surface.rstrip(".")), len(weights)])
+            entry[0] += 2.0 if key in named else 1.0
+            keys.add(key)
+        keys_of.append(keys)
+    top = sorted(weights.items(), key=lambda kv: (-kv[1][0], kv[1][2]))[:4]
+    name = " ".join(entry[1] for _, entry in sorted(top, key=lambda kv: kv[1][2]))
+    if not name:
+        # Trigger: no content word qualifies (numbers, very short words). Why: a topic needs a
+        # name. Outcome: the first item's opening words.
+        name = " ".join(units[0].text.split()[:6])
+    name = (name[:1].upper() + name[1:])[:80]
+
+    def centrality(i: int) -> float:
+        return sum(weights[k][0] for k in keys_of[i]) / (1 + len(words_of(units[i].text))) ** 0.5
+
+    candidates = [i for i, u in enumerate(units) if u.intent != "question"] or list(range(len(units)))
+    ranked = sorted(candidates, key=lambda i: (-centrality(i), i))
+    best = [ranked[0]] + [i for i in ranked[1:2] if units[i].text != units[ranked[0]].text]
+    summary = " ".join(units[i].text for i in sorted(best))[:MAX_ITEM_CHARS]
+    return name, summary

@@ -1,0 +1,416 @@
+"""The offline extractor: items, intents, confidence, entities, relations, topics, skips."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pytest
+from conftest import LOCOMO_DEV
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from total_recall.extract.offline import FALLBACK_WORDS, MAX_ITEM_CHARS, OfflineExtractor, sentences, words_of
+from total_recall.extract.protocol import build_input, validate_output
+
+
+def conversation(*turns, topic=None, known=(), recent=(), first_line=10) -> dict:
+    """A protocol input from (role, content) pairs; lines count up from first_line."""
+    new = [
+        {"role": role, "content": content, "timestamp": "2024-05-01T10:00:00Z", "line": first_line + i}
+        for i, (role, content) in enumerate(turns)
+    ]
+    hierarchy = {"project": {"name": "total-recall", "summary": ""}, "topic": topic, "span": None}
+    return build_input(hierarchy, list(recent), new, (), list(known))
+
+
+def extract(obj: dict, embedder=None) -> dict:
+    out = OfflineExtractor(embedder).extract(obj)
+    lines = {m["line"] for m in obj["new_messages"]}
+    validated = validate_output(out, lines, {k["id"] for k in obj["known_ideas"]})
+    assert validated.dropped == 0, validated.problems
+    assert validated.output == out  # already schema-conforming, nothing to repair
+    return out
+
+
+def only_item(text: str, role: str = "user") -> dict:
+    items = extract(conversation((role, text)))["items"]
+    assert len(items) == 1, items
+    return items[0]
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    try:
+        from total_recall.embed import LocalEmbedder
+
+        return LocalEmbedder()
+    except Exception as exc:  # noqa: BLE001 - any failure to load the model means "not available here"
+        pytest.skip(f"local embedding model not available: {exc}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Items and intents
+
+
+def test_fact_stated_in_passing_becomes_an_item():
+    out = extract(conversation(("user", "Ugh, long week. I moved to Lisbon in May, so the commute changed.")))
+    lisbon = [i for i in out["items"] if "Lisbon" in i["content"]]
+    assert len(lisbon) == 1
+    assert lisbon[0]["source_line"] == 10
+    assert lisbon[0]["type"] == "context"
+    assert lisbon[0]["content"].endswith("I moved to Lisbon in May, so the commute changed.")
+
+
+@pytest.mark.parametrize(
+    ("text", "intent"),
+    [
+        ("We decided to store vectors in sqlite-vec.", "decision"),
+        ("Let's go with FastAPI for the local server.", "decision"),
+        ("We'll use structlog for every module.", "decision"),
+        ("Going with the int8 model for the embedder.", "decision"),
+        ("I chose Postgres over MongoDB for the catalogue.", "decision"),
+        ("The issue is that the daemon never releases its lock.", "problem"),
+        ("Running the migration raises a TypeError on Python 3.10.", "problem"),
+        ("The importer fails on empty transcripts.", "problem"),
+        ("Search is broken after the upgrade.", "problem"),
+        ("The retry loop doesn't work with streaming responses.", "problem"),
+        ("It was fixed by pinning numpy below version two.", "solution"),
+        ("The fix was to open the database in WAL mode.", "solution"),
+        ("I solved the encoding problem with surrogateescape.", "solution"),
+        ("The workaround is to restart the daemon after sleep.", "solution"),
+        ("We need to add a migration test for the entities table.", "todo"),
+        ("TODO: document the config keys in the README.", "todo"),
+        ("We should cap the prompt at sixty thousand characters.", "todo"),
+        ("Remember to bump the version before the release.", "todo"),
+        ("The next step is wiring the hook into settings.json.", "todo"),
+        ("Should the daemon retry on HTTP 429?", "question"),
+        ("How do we detect a rewritten transcript", "question"),
+        ("I wonder whether FTS5 ranks short documents too high.", "question"),
+        ("So the key insight is that batching beats streaming here.", "conclusion"),
+        ("Turns out the slowdown came from the N+1 query.", "conclusion"),
+        ("Therefore the queue has to be drained before shutdown.", "conclusion"),
+        ("In conclusion, the offline extractor is good enough for recall.", "conclusion"),
+        ("The reason is that macOS throttles background processes.", "conclusion"),
+        ("My sister has two cats called Pixel and Byte.", "context"),
+    ],
+)
+def test_intent_from_cue_phrases(text, intent):
+    item = only_item(text)
+    assert item["type"] == intent
+    assert item["content"] == text
+
+
+def test_hedging_lowers_and_certainty_raises_confidence():
+    plain = only_item("The cache layer uses Redis for sessions.")["confidence"]
+    hedged = only_item("I think the cache layer probably uses Redis for sessions.")["confidence"]
+    sure = only_item("The cache layer definitely uses Redis for sessions, confirmed in prod.")["confidence"]
+    assert 0.3 <= hedged < plain < sure <= 0.95
+    very_unsure = only_item("Maybe it might perhaps possibly be Redis, I guess, not sure.")["confidence"]
+    assert very_unsure >= 0.3
+
+
+def test_every_substantive_sentence_of_a_message_is_kept():
+    text = (
+        "Thanks! The indexer reads transcripts in batches of forty messages. "
+        "Each batch gets one extraction call. Embeddings are computed afterwards in groups of a hundred."
+    )
+    contents = [i["content"] for i in extract(conversation(("assistant", text)))["items"]]
+    assert contents == [
+        "The indexer reads transcripts in batches of forty messages.",
+        "Each batch gets one extraction call.",
+        "Embeddings are computed afterwards in groups of a hundred.",
+    ]
+
+
+def test_short_fragments_join_the_next_sentence():
+    contents = [i["content"] for i in extract(conversation(("user", "Good news. The build passes on Windows now.")))["items"]]
+    assert contents == ["Good news. The build passes on Windows now."]
+
+
+def test_markdown_and_code_are_cleaned():
+    text = (
+        "## Plan\n"
+        "- **Store** vectors in [sqlite-vec](https://github.com/asg017/sqlite-vec) tables.\n"
+        "- Keep `config.toml` as the only settings file.\n"
+        "```python\nimport sqlite_vec\nconn.enable_load_extension(True)\nsqlite_vec.load(conn)\n```\n"
+        "Install it with:\n```bash\npip install sqlite-vec\n```"
+    )
+    contents = [i["content"] for i in extract(conversation(("assistant", text)))["items"]]
+    assert "Store vectors in sqlite-vec tables." in contents
+    assert "Keep config.toml as the only settings file." in contents
+    assert "Install it with: pip install sqlite-vec" in contents
+    assert not any("enable_load_extension" in c or "##" in c or "**" in c for c in contents)
+
+
+def test_long_sentences_are_split_at_clause_boundaries():
+    clause = "step {} reads the transcript from the last committed offset and batches the new messages"
+    text = "; ".join(clause.format(i) for i in range(12)) + "."
+    items = extract(conversation(("assistant", text)))["items"]
+    assert len(items) > 1
+    assert all(len(i["content"]) <= MAX_ITEM_CHARS for i in items)
+    assert sum(len(words_of(i["content"])) for i in items) == len(words_of(text))
+
+
+def test_sentence_splitting_respects_abbreviations_and_file_names():
+    assert sentences("Use e.g. config.py for this. Then run it.") == ["Use e.g. config.py for this.", "Then run it."]
+
+
+# ---------------------------------------------------------------------------------------------
+# Entities
+
+
+def entity_map(text: str) -> dict[str, str]:
+    return {e["name"]: e["type"] for e in only_item(text)["entities"]}
+
+
+def test_file_path_entities():
+    found = entity_map("Edit daemon/total_recall/db.py, ./setup.sh, ~/notes/todo.md and all *.ts files.")
+    assert found["daemon/total_recall/db.py"] == "file"
+    assert found["./setup.sh"] == "file"
+    assert found["~/notes/todo.md"] == "file"
+    assert found["*.ts"] == "file"
+
+
+def test_code_identifier_entities():
+    found = entity_map("Call split_for_budget from IndexWorker and pass os.path.join output to `load_model`.")
+    assert {"split_for_budget", "IndexWorker", "os.path.join", "load_model"} <= set(found)
+
+
+def test_technology_entities_are_canonical_and_whole_word():
+    found = entity_map("We run postgres and Redis on kubernetes with docker, plus onnx models in FastAPI.")
+    assert {k: v for k, v in found.items() if v == "technology"} == {
+        "PostgreSQL": "technology", "Redis": "technology", "Kubernetes": "technology",
+        "Docker": "technology", "ONNX": "technology", "FastAPI": "technology",
+    }
+    assert "Go" not in entity_map("Go ahead and react to the review comments, then we go home.")
+    assert "React" in entity_map("The frontend is written in React with hooks.")
+
+
+def test_person_entities_are_conservative():
+    found = entity_map("My friend Ana said the Lisbon office opens in May.")
+    assert found["Ana"] == "person"
+    assert found.get("Lisbon") != "person"
+    assert "May" not in found
+    assert "Yesterday" not in entity_map("Yesterday the tests passed on the first try.")
+
+
+def test_project_entity_from_the_hierarchy():
+    assert entity_map("total-recall now indexes transcripts in the background.")["total-recall"] == "project"
+
+
+# ---------------------------------------------------------------------------------------------
+# Relations
+
+
+def test_question_answered_by_the_other_role():
+    out = extract(conversation(
+        ("user", "Which embedding model does the daemon use by default?"),
+        ("assistant", "It uses the packaged MiniLM model through onnxruntime."),
+    ))
+    question = next(i for i in out["items"] if i["type"] == "question")
+    assert question["answered"] is True
+    assert {"from_line": 11, "to_idea_id": None, "to_line": 10, "type": "answers"} in out["relations"]
+
+
+def test_question_stays_open_when_the_asker_continues():
+    out = extract(conversation(
+        ("user", "Which embedding model does the daemon use by default?"),
+        ("user", "Also I want the status file to show the queue depth."),
+    ))
+    question = next(i for i in out["items"] if i["type"] == "question")
+    assert question["answered"] is False
+    assert not [r for r in out["relations"] if r["type"] == "answers"]
+
+
+def test_switching_supersedes_the_known_decision():
+    known = [
+        {"id": 41, "type": "todo", "content": "Write the README for the installer."},
+        {"id": 42, "type": "decision", "content": "We use MySQL for the application database."},
+    ]
+    out = extract(conversation(("user", "We switched from MySQL to Postgres last week."), known=known))
+    assert out["items"][0]["type"] == "decision"
+    assert out["relations"] == [{"from_line": 10, "to_idea_id": 42, "to_line": None, "type": "supersedes"}]
+
+
+def test_switching_supersedes_an_earlier_item_of_the_batch():
+    out = extract(conversation(
+        ("user", "Let's use MySQL for the application database."),
+        ("assistant", "Sounds good."),
+        ("user", "Actually we switched from MySQL to Postgres for the application database."),
+    ))
+    assert {"from_line": 12, "to_idea_id": None, "to_line": 10, "type": "supersedes"} in out["relations"]
+
+
+def test_solution_answers_the_problem():
+    out = extract(conversation(
+        ("user", "The daemon crashes with a database locked error under load."),
+        ("assistant", "Fixed it by setting busy_timeout to thirty seconds."),
+    ))
+    assert [i["type"] for i in out["items"]] == ["problem", "solution"]
+    assert {"from_line": 11, "to_idea_id": None, "to_line": 10, "type": "answers"} in out["relations"]
+
+
+def test_builds_on_and_contradicts():
+    out = extract(conversation(
+        ("assistant", "The hook shim records the transcript path and the byte offset."),
+        ("user", "Also it should record the session id for every event."),
+        ("assistant", "The hook shim waits for the daemon to finish indexing."),
+        ("user", "That's wrong, the hook shim never waits for the daemon."),
+    ))
+    assert {"from_line": 11, "to_idea_id": None, "to_line": 10, "type": "builds_on"} in out["relations"]
+    contradicts = [r for r in out["relations"] if r["type"] == "contradicts"]
+    assert contradicts == [{"from_line": 13, "to_idea_id": None, "to_line": 12, "type": "contradicts"}]
+
+
+# ---------------------------------------------------------------------------------------------
+# Topics and skips
+
+
+def test_no_shift_keeps_the_current_topic():
+    topic = {"name": "Storage engine", "summary": "Choosing the storage engine."}
+    out = extract(conversation(("user", "SQLite with WAL handles our write load fine."), topic=topic))
+    assert out["topic_update"] == {"name": "Storage engine", "summary": "Choosing the storage engine."}
+    assert out["new_span"] is None
+
+
+def test_without_a_topic_the_batch_is_named():
+    out = extract(conversation(
+        ("user", "The embedder loads the MiniLM model from the package assets."),
+        ("assistant", "The MiniLM model is checked against its sha256 before loading."),
+    ))
+    assert "MiniLM" in out["topic_update"]["name"]
+    assert out["topic_update"]["summary"]
+    assert "start_line" not in out["topic_update"]
+
+
+def test_explicit_transition_starts_a_new_topic():
+    topic = {"name": "Storage engine", "summary": "Choosing the storage engine."}
+    out = extract(conversation(
+        ("user", "SQLite with WAL handles our write load fine."),
+        ("user", "Let's move on to the installer: it must register the hooks in settings.json."),
+        ("assistant", "The installer merges the hooks into settings.json without touching other keys."),
+        topic=topic,
+    ))
+    update = out["topic_update"]
+    assert update["start_line"] == 11
+    assert update["name"] and update["name"] != "Storage engine"
+    assert "installer" in (update["name"] + update["summary"]).lower()
+
+
+def test_by_the_way_opens_a_sub_span():
+    topic = {"name": "Storage engine", "summary": "Choosing the storage engine."}
+    out = extract(conversation(
+        ("user", "SQLite with WAL handles our write load fine."),
+        ("user", "By the way, the CI runners moved to Ubuntu 24.04 yesterday."),
+        topic=topic,
+    ))
+    assert out["topic_update"]["name"] == "Storage engine"
+    assert out["new_span"]["start_line"] == 11 and out["new_span"]["name"]
+
+
+def test_messages_without_substance_are_skipped_with_a_reason():
+    out = extract(conversation(
+        ("user", "The queue table is drained oldest first."),
+        ("assistant", "Thanks!"),
+        ("user", "   "),
+        ("user", "ok cool, sounds good"),
+    ))
+    assert [i["source_line"] for i in out["items"]] == [10]
+    assert out["skip_lines"] == [
+        {"line": 11, "reason": "acknowledgement"},
+        {"line": 12, "reason": "empty"},
+        {"line": 13, "reason": "acknowledgement"},
+    ]
+
+
+def test_deterministic():
+    obj = conversation(
+        ("user", "We switched from MySQL to Postgres. Should we keep the old dumps?"),
+        ("assistant", "Keep them for a month, then delete them. The import fails on enums though."),
+        ("user", "By the way, Ana fixed the enum import by casting to text."),
+        known=[{"id": 7, "type": "decision", "content": "Use MySQL."}],
+    )
+    first = json.dumps(OfflineExtractor().extract(obj), sort_keys=True)
+    assert json.dumps(OfflineExtractor().extract(obj), sort_keys=True) == first
+    assert json.dumps(OfflineExtractor().extract(json.loads(json.dumps(obj))), sort_keys=True) == first
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["user", "assistant"]), st.text(max_size=300)), min_size=1, max_size=6))
+def test_any_text_gives_valid_output(turns):
+    extract(conversation(*turns))
+
+
+# ---------------------------------------------------------------------------------------------
+# With the local embedding model
+
+
+def test_embedding_drop_marks_a_topic_shift(embedder):
+    topic = {"name": "SQLite locking", "summary": ""}
+    obj = conversation(
+        ("user", "The SQLite database locks up when two writers commit at the same time."),
+        ("assistant", "Enable WAL mode and set busy_timeout so concurrent writers wait instead of failing."),
+        ("user", "WAL mode fixed the locking errors in the write path of the database."),
+        ("assistant", "Good, keep the busy timeout at thirty seconds for the daemon connection."),
+        ("user", "My grandmother's lasagna recipe needs fresh basil, ricotta and a slow tomato sauce."),
+        ("assistant", "Simmer the tomato sauce for two hours and layer the ricotta between the pasta sheets."),
+        topic=topic,
+    )
+    assert extract(obj)["topic_update"]["name"] == "SQLite locking"  # no embedder: no shift
+    update = extract(obj, embedder)["topic_update"]
+    assert update["start_line"] == 14
+    assert {"lasagna", "ricotta", "tomato", "sauce"} & set(update["name"].lower().split())
+
+
+def test_embedding_similarity_answers_a_known_question(embedder):
+    known = [
+        {"id": 5, "type": "question", "content": "Which port does the local web server listen on?"},
+        {"id": 6, "type": "question", "content": "How long are archived transcripts kept?"},
+    ]
+    out = extract(conversation(("assistant", "The local web server listens on port 8765 by default."), known=known),
+                  embedder)
+    assert {"from_line": 10, "to_idea_id": 5, "to_line": None, "type": "answers"} in out["relations"]
+    assert not [r for r in out["relations"] if r["to_idea_id"] == 6]
+
+
+# ---------------------------------------------------------------------------------------------
+# LoCoMo: real conversational turns
+
+
+def locomo_sessions() -> list[list[dict]]:
+    if not LOCOMO_DEV.is_file():
+        pytest.skip("LoCoMo dev file not present")
+    sessions = []
+    for sample in json.loads(LOCOMO_DEV.read_text()):
+        conv = sample["conversation"]
+        for key in sorted((k for k in conv if re.fullmatch(r"session_\d+", k)), key=lambda k: int(k[8:])):
+            sessions.append([
+                {"role": "user" if turn["speaker"] == conv["speaker_a"] else "assistant",
+                 "content": turn["text"], "timestamp": None, "line": i + 1}
+                for i, turn in enumerate(conv[key])
+            ])
+    return sessions
+
+
+def test_locomo_every_non_trivial_turn_yields_an_item():
+    sessions = locomo_sessions()
+    extractor = OfflineExtractor()
+    turns = missing = items = 0
+    started = time.perf_counter()
+    for session in sessions:
+        for start in range(0, len(session), 10):
+            batch = session[start : start + 10]
+            obj = build_input({"project": {"name": "locomo"}}, session[max(0, start - 4) : start], batch)
+            out = extractor.extract(obj)
+            assert validate_output(out, {m["line"] for m in batch}).dropped == 0
+            covered = {i["source_line"] for i in out["items"]}
+            non_trivial = [m for m in batch if len(words_of(m["content"])) >= FALLBACK_WORDS]
+            missing += sum(m["line"] not in covered for m in non_trivial)
+            turns += len(batch)
+            items += len(out["items"])
+    elapsed = time.perf_counter() - started
+    print(f"\nLoCoMo: {turns} turns -> {items} items in {elapsed:.2f} s ({turns / elapsed:,.0f} turns/s)")
+    assert turns > 500
+    assert missing == 0

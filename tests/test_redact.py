@@ -1,0 +1,120 @@
+"""Secrets planted in ordinary text disappear; the text around them, and plain prose, stay."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from total_recall.redact import redact, redact_count
+
+OPENAI = "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"
+GITHUB = "ghp_" + "aB3" * 12
+
+PLANTED = [
+    # (kind, text with the secret, the secret)
+    ("openai_key", f"my key is {OPENAI} okay", OPENAI),
+    ("openai_key", "old style sk-Ab3dEf6hIj9kLm2nOp5qRs8t in the env", "sk-Ab3dEf6hIj9kLm2nOp5qRs8t"),
+    ("anthropic_key", "use sk-ant-api03-Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2 for claude", "sk-ant-api03-Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2"),
+    ("github_token", f"push with {GITHUB} please", GITHUB),
+    ("github_token", "pat github_pat_11ABCDEFG0123456789_abcdefghijKLMNOP here", "github_pat_11ABCDEFG0123456789_abcdefghijKLMNOP"),
+    ("aws_access_key", "the id AKIAIOSFODNN7EXAMPLE is set", "AKIAIOSFODNN7EXAMPLE"),
+    ("aws_secret", "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\nregion", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"),
+    ("slack_token", "bot xoxb-123456789012-abcdefghijKL posts", "xoxb-123456789012-abcdefghijKL"),
+    ("google_api_key", "maps AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q done", "AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q"),
+    ("jwt", "cookie eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTYifQ.dBjftJeZ4CVPmB92K27uhbUJU1p1r end",
+     "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTYifQ.dBjftJeZ4CVPmB92K27uhbUJU1p1r"),
+    ("bearer_token", "curl -H 'Authorization: Bearer abc123DEF456ghi789JKL' url", "abc123DEF456ghi789JKL"),
+    ("authorization", "Authorization: Basic dXNlcjpwYXNzd29yZA== sent", "dXNlcjpwYXNzd29yZA=="),
+    ("password", "connect to postgres://admin:s3cr3t-pw@db.example.com:5432/app now", "s3cr3t-pw"),
+    ("password", "DB_PASSWORD=hunter2 and more", "hunter2"),
+    ("password", "mysql --password hunter2 --user bob", "hunter2"),
+    ("password", "mysql --password=hunter2 --user bob", "hunter2"),
+    ("password", "Password: hunter2", "hunter2"),
+    ("password", "db:\n  passwd: 'correct horse'\n  host: x", "correct horse"),
+    ("api_key", 'config {"api_key": "abc123xyz", "model": "m"}', "abc123xyz"),
+    ("api_key", "STRIPE_APIKEY=rk_live_51Habc", "rk_live_51Habc"),
+    ("secret", "client_secret: abcDEF123", "abcDEF123"),
+    ("secret", "SECRET_KEY = 'django-insecure-xyz'", "django-insecure-xyz"),
+    ("token", "export HF_TOKEN=hfabc123", "hfabc123"),
+    ("access_key", "MINIO_ACCESS_KEY=minio123key", "minio123key"),
+    ("private_key", "SSH_PRIVATE_KEY=abc123", "abc123"),
+    ("credentials", "GOOGLE_CREDENTIALS='{json}'", "{json}"),
+]
+
+
+@pytest.mark.parametrize(("kind", "text", "secret"), PLANTED, ids=[f"{k}-{i}" for i, (k, _, _) in enumerate(PLANTED)])
+def test_planted_secret_is_replaced_and_the_rest_kept(kind, text, secret):
+    out, count = redact_count(text)
+    assert secret not in out
+    assert f"[REDACTED:{kind}]" in out
+    assert count == 1
+    before, _, after = text.partition(secret)
+    assert out == before + f"[REDACTED:{kind}]" + after
+
+
+def test_private_key_block_is_removed_whole():
+    body = "MIIEowIBAAKCAQEA7bq\nQ2x5c2VjcmV0\n"
+    text = f"here:\n-----BEGIN RSA PRIVATE KEY-----\n{body}-----END RSA PRIVATE KEY-----\nthanks"
+    out = redact(text)
+    assert out == "here:\n[REDACTED:private_key]\nthanks"
+
+
+def test_unterminated_private_key_block_is_removed_to_the_end():
+    text = "pasted -----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA"
+    assert redact(text) == "pasted [REDACTED:private_key]"
+
+
+def test_basic_auth_url_keeps_the_user():
+    assert redact("https://alice:pa55w0rd@example.com/x") == "https://alice:[REDACTED:password]@example.com/x"
+
+
+def test_key_inside_an_assignment_is_counted_once():
+    out, count = redact_count(f"OPENAI_API_KEY={OPENAI}\nGITHUB_TOKEN='{GITHUB}'")
+    assert out == "OPENAI_API_KEY=[REDACTED:openai_key]\nGITHUB_TOKEN='[REDACTED:github_token]'"
+    assert count == 2
+
+
+def test_several_secrets_in_one_text():
+    text = f"a {OPENAI} b AKIAIOSFODNN7EXAMPLE c DB_PASSWORD=x1 d"
+    out, count = redact_count(text)
+    assert count == 3
+    assert out == "a [REDACTED:openai_key] b [REDACTED:aws_access_key] c DB_PASSWORD=[REDACTED:password] d"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the password policy is weak",
+        "Rotate the secret every month; the token: it expires after an hour.",
+        "We set max_tokens=100 and prompt_tokens = 12 in the request.",
+        "A task-specific-configuration-options-list is not a key.",
+        "The bearer of bad news called.",
+        "api_key = os.environ['OPENAI_API_KEY']",
+        "password = getpass()",
+        "TOKEN=$GITHUB_TOKEN",
+        "if token == 'abc': pass",
+        "Authorization header: see docs at https://example.com/auth",
+        "visit http://localhost:8080/path and mail me@example.com",
+        "I moved to Lisbon in May and the secret sauce was patience.",
+    ],
+)
+def test_ordinary_text_is_unchanged(text):
+    assert redact_count(text) == (text, 0)
+
+
+def test_empty_text():
+    assert redact_count("") == ("", 0)
+
+
+@given(st.text(alphabet=st.characters(codec="utf-8"), max_size=300))
+def test_redaction_is_idempotent(text):
+    once = redact(text)
+    assert redact(once) == once
+
+
+@given(st.lists(st.sampled_from(["the", "password", "policy", "token", "is", "weak", "secret", "api", "key", "."]),
+                max_size=60))
+def test_sentences_made_of_words_are_never_touched(words):
+    text = " ".join(words)
+    assert redact(text) == text
