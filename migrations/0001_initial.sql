@@ -70,7 +70,8 @@ CREATE TABLE spans (
     name             TEXT    NOT NULL,
     summary          TEXT    NOT NULL DEFAULT '',
     start_line       INTEGER NOT NULL,
-    end_line         INTEGER,                     -- NULL while the span is open
+    end_line         INTEGER NOT NULL,            -- last line covered so far (grows while open)
+    closed           INTEGER NOT NULL DEFAULT 0,  -- 1 once a later topic/span replaced it
     started_at       TEXT,                        -- conversation time of start_line
     ended_at         TEXT,
     created_at       REAL    NOT NULL,
@@ -78,7 +79,7 @@ CREATE TABLE spans (
     needs_embedding  INTEGER NOT NULL DEFAULT 1,
     activation       REAL    NOT NULL DEFAULT 0
 );
-CREATE INDEX spans_session ON spans (session_id, depth, start_line);
+CREATE INDEX spans_session ON spans (session_id, depth, closed, start_line);
 CREATE INDEX spans_parent ON spans (parent_id);
 
 CREATE TABLE ideas (

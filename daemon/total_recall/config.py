@@ -130,6 +130,7 @@ def paths() -> Paths:
 class Settings:
     values: dict[str, dict[str, Any]] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)  # "llm.base_url" -> default|file|env
+    environ: Any = field(default_factory=lambda: os.environ, repr=False)
 
     def get(self, section: str, key: str) -> Any:
         return self.values[section][key]
@@ -138,13 +139,13 @@ class Settings:
         return bool(self.get("llm", "base_url"))
 
     def llm_api_key(self) -> str:
-        return self.get("llm", "api_key") or os.environ.get("OPENAI_API_KEY", "")
+        return self.get("llm", "api_key") or self.environ.get("OPENAI_API_KEY", "")
 
     def embed_api_key(self) -> str:
         return (
             self.get("embed", "api_key")
-            or os.environ.get("OPENAI_TOKEN_TOTAL_RECALL_EMBEDDINGS", "")
-            or os.environ.get("OPENAI_API_KEY", "")
+            or self.environ.get("OPENAI_TOKEN_TOTAL_RECALL_EMBEDDINGS", "")
+            or self.environ.get("OPENAI_API_KEY", "")
         )
 
     def redacted(self) -> dict[str, dict[str, Any]]:
@@ -196,7 +197,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
 def load(environ: dict[str, str] | None = None, config_path: Path | None = None) -> Settings:
     environ = os.environ if environ is None else environ
     file_values = _read_toml(config_path or paths().config)
-    settings = Settings()
+    settings = Settings(environ=environ)
     for section, keys in DEFAULTS.items():
         file_section = file_values.get(section, {})
         if not isinstance(file_section, dict):
@@ -215,6 +216,15 @@ def load(environ: dict[str, str] | None = None, config_path: Path | None = None)
             settings.values[section][key] = value
             settings.sources[f"{section}.{key}"] = source
     return settings
+
+
+def write_private(path: Path, text: str) -> None:
+    """Atomically replace a small file with one readable by the user only (0600)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
 
 
 def resource_dir(name: str) -> Path:

@@ -1,0 +1,344 @@
+"""The `total-recall` command: each subcommand parses options and calls one library function.
+
+Domain errors become one line on stderr and a non-zero exit; no tracebacks for user errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from total_recall import __version__, config
+from total_recall.errors import TotalRecallError
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
+
+
+def command(name: str):
+    def register(fn):
+        COMMANDS[name] = fn
+        return fn
+
+    return register
+
+
+def _db():
+    from total_recall import db
+
+    return db.connect(settings=config.load())
+
+
+def _print(data: Any, as_json: bool, render: Callable[[Any], str] | None = None) -> None:
+    if as_json or render is None:
+        print(json.dumps(data, indent=None if as_json else 2, ensure_ascii=False, default=str))
+    else:
+        print(render(data))
+
+
+def _kv(data: dict, indent: str = "") -> str:
+    lines = []
+    for key, value in data.items():
+        if isinstance(value, dict) and value:
+            lines.append(f"{indent}{key}:")
+            lines.append(_kv(value, indent + "  "))
+        else:
+            lines.append(f"{indent}{key}: {value}")
+    return "\n".join(lines)
+
+
+@command("init")
+def cmd_init(args) -> int:
+    from total_recall import setup
+
+    _print(setup.init(), args.json, _kv)
+    return 0
+
+
+@command("up")
+def cmd_up(args) -> int:
+    from total_recall import setup
+
+    _print(setup.up(backfill=not args.no_backfill, service=not args.no_service), args.json, _kv)
+    return 0
+
+
+@command("doctor")
+def cmd_doctor(args) -> int:
+    from total_recall import report
+
+    database = _db()
+    _print(report.doctor(database, config.load(), load_embedder=not args.fast), args.json, _kv)
+    return 0
+
+
+@command("stats")
+def cmd_stats(args) -> int:
+    from total_recall import report
+
+    _print(report.stats(_db()), args.json, _kv)
+    return 0
+
+
+@command("status")
+def cmd_status(args) -> int:
+    from total_recall import report
+
+    _print(report.status(_db()), args.json, _kv)
+    return 0
+
+
+@command("topics")
+def cmd_topics(args) -> int:
+    from total_recall import render, report
+
+    _print(report.topics(_db(), args.session), args.json, render.topics_markdown)
+    return 0
+
+
+@command("daemon")
+def cmd_daemon(args) -> int:
+    from total_recall import daemon, log
+
+    log.configure(args.log_level)
+    return daemon.run_daemon(once=args.once)
+
+
+@command("install")
+def cmd_install(args) -> int:
+    from total_recall import install
+
+    result = install.install()
+    _print(result.__dict__, args.json, _kv)
+    return 0
+
+
+@command("uninstall")
+def cmd_uninstall(args) -> int:
+    from total_recall import install
+
+    result = install.uninstall()
+    _print(result.__dict__, args.json, _kv)
+    return 0
+
+
+@command("service")
+def cmd_service(args) -> int:
+    from total_recall import service
+
+    actions = {"install": service.install_service, "uninstall": service.uninstall_service,
+               "status": service.service_status}
+    result = actions[args.action]()
+    _print(result if isinstance(result, dict) else result.__dict__, args.json, _kv)
+    return 0
+
+
+@command("backfill")
+def cmd_backfill(args) -> int:
+    from total_recall import backfill
+
+    result = backfill.backfill(args.path, all_transcripts=args.all, session=args.session, wait=args.wait,
+                               progress=sys.stderr.isatty() and not args.json)
+    _print(result, args.json, _kv)
+    return 0
+
+
+@command("retry")
+def cmd_retry(args) -> int:
+    from total_recall import queue
+
+    _print({"requeued": queue.retry_parked(_db())}, args.json, _kv)
+    return 0
+
+
+@command("reembed")
+def cmd_reembed(args) -> int:
+    from total_recall import backfill
+
+    _print(backfill.reembed(_db(), config.load()), args.json, _kv)
+    return 0
+
+
+@command("search")
+def cmd_search(args) -> int:
+    from total_recall import render, search
+
+    if args.queries:
+        for line in search.run_queries_file(Path(args.queries), all_projects=args.all_projects, k=args.k):
+            print(json.dumps(line, ensure_ascii=False, default=str))
+        return 0
+    if not args.query:
+        raise TotalRecallError("search needs a QUERY or --queries FILE")
+    results = search.search_cli(" ".join(args.query), k=args.k, project=args.project, all_projects=args.all_projects,
+                                hyde=args.hyde)
+    _print(results, args.json, render.results_markdown)
+    return 0
+
+
+@command("pin")
+def cmd_pin(args) -> int:
+    from total_recall import memory
+
+    _print(memory.pin(_db(), args.id, True), args.json, _kv)
+    return 0
+
+
+@command("unpin")
+def cmd_unpin(args) -> int:
+    from total_recall import memory
+
+    _print(memory.pin(_db(), args.id, False), args.json, _kv)
+    return 0
+
+
+@command("edit")
+def cmd_edit(args) -> int:
+    from total_recall import memory
+
+    _print(memory.edit(_db(), args.id, args.text), args.json, _kv)
+    return 0
+
+
+@command("forget")
+def cmd_forget(args) -> int:
+    from total_recall import memory
+
+    _print(memory.forget(_db(), args.id, session=args.session, project=args.project, before=args.before),
+           args.json, _kv)
+    return 0
+
+
+@command("review")
+def cmd_review(args) -> int:
+    from total_recall import memory, render
+
+    database = _db()
+    if args.apply or args.reject:
+        _print(memory.decide(database, args.apply or args.reject, apply=bool(args.apply)), args.json, _kv)
+    else:
+        _print(memory.proposals(database), args.json, render.proposals_markdown)
+    return 0
+
+
+@command("digest")
+def cmd_digest(args) -> int:
+    from total_recall import digest, search
+
+    database = _db()
+    projects = search.resolve_projects(database, args.project, False, None)
+    if not projects:
+        raise TotalRecallError("not inside an indexed project; name one: total-recall digest PROJECT")
+    text = "\n".join(digest.project_digest(database, p, args.branch) for p in projects)
+    _print({"projects": projects, "digest": text}, args.json, lambda d: d["digest"])
+    return 0
+
+
+@command("recent")
+def cmd_recent(args) -> int:
+    from total_recall import digest, render, search
+
+    database = _db()
+    projects = None if args.all_projects else search.resolve_projects(database, args.project, False, None)
+    _print(digest.recent(database, days=args.days, projects=projects), args.json, render.recent_markdown)
+    return 0
+
+
+@command("maintain")
+def cmd_maintain(args) -> int:
+    from total_recall import memory
+
+    _print(memory.maintain(_db(), config.load()), args.json, _kv)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="total-recall", description="Long-term memory for Claude Code.")
+    parser.add_argument("--version", action="version", version=f"total-recall {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    def add(name: str, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("--json", action="store_true", help="print JSON instead of text")
+        return p
+
+    add("init", "create the home folder, config.toml and the database")
+    p = add("up", "set everything up on the embedded default: init, hooks, skills, service, backfill")
+    p.add_argument("--no-backfill", action="store_true", help="do not queue existing transcripts")
+    p.add_argument("--no-service", action="store_true", help="start no background daemon")
+    p = add("doctor", "check SQLite, FTS5, sqlite-vec, the embedder, the endpoint, hooks and the daemon")
+    p.add_argument("--fast", action="store_true", help="do not load the embedding model")
+    add("stats", "counts of memories, queue, LLM usage and database size")
+    add("status", "whether the daemon runs, its queue and last error")
+    p = add("topics", "the span tree (topics) of one session or of recent sessions")
+    p.add_argument("session", nargs="?", help="a session id (default: recent sessions)")
+    p = add("daemon", "run the indexing daemon in the foreground")
+    p.add_argument("--once", action="store_true", help="drain the queue and exit")
+    p.add_argument("--log-level", default="info", help="debug, info, warning or error")
+    add("install", "add the hooks to Claude Code's settings.json and install the skills")
+    add("uninstall", "remove exactly what install added")
+    p = add("service", "manage the systemd user service / launchd agent that runs the daemon")
+    p.add_argument("action", choices=("install", "uninstall", "status"))
+    p = add("backfill", "queue transcripts for indexing: the current session, a file, a folder or --all")
+    p.add_argument("path", nargs="?", help="a transcript file or a folder of transcripts")
+    p.add_argument("--all", action="store_true", help="every transcript under $CLAUDE_CONFIG_DIR/projects")
+    p.add_argument("--session", help="the transcript of this session id")
+    p.add_argument("--wait", action="store_true", help="wait until indexed (drains in-process without a daemon)")
+    add("retry", "put parked queue items back in the queue")
+    add("reembed", "rebuild every vector with the configured embedding model (resumable)")
+    p = add("search", "search the memory (what /remember uses)")
+    p.add_argument("query", nargs="*", help="what to look for")
+    p.add_argument("-k", type=int, default=None, help="how many results (default from settings)")
+    p.add_argument("--project", help="a project directory or its short name (default: the current directory's)")
+    p.add_argument("--all-projects", action="store_true", help="search every project")
+    p.add_argument("--hyde", action="store_true", help="also search a hypothetical answer written by the LLM")
+    p.add_argument("--queries", help="a JSONL file of {query, project, k}; prints one JSON line per query")
+    p = add("pin", "pin a memory: core tier, never changed by the extractor, listed first at session start")
+    p.add_argument("id", type=int)
+    p = add("unpin", "unpin a memory")
+    p.add_argument("id", type=int)
+    p = add("edit", "correct the text of a memory (the change is logged)")
+    p.add_argument("id", type=int)
+    p.add_argument("text")
+    p = add("forget", "remove memories from every index; a tombstone keeps re-indexing from restoring them")
+    p.add_argument("id", type=int, nargs="?", help="one memory")
+    p.add_argument("--session", help="every memory of this session")
+    p.add_argument("--project", help="every memory of this project (directory or short name)")
+    p.add_argument("--before", help="every memory said before this date (YYYY-MM-DD)")
+    p = add("review", "list changes the extractor proposed to pinned memories; apply or reject them")
+    p.add_argument("--apply", type=int, metavar="ID", help="apply proposal ID")
+    p.add_argument("--reject", type=int, metavar="ID", help="reject proposal ID")
+    p = add("digest", "print the readable digest of a project: decisions, conventions, open questions, fixes")
+    p.add_argument("project", nargs="?", help="directory or short name (default: the current directory's)")
+    p.add_argument("--branch", help="only memories from this git branch")
+    p = add("recent", "what happened per project and day (a standup), in local time")
+    p.add_argument("--days", type=int, default=7)
+    p.add_argument("--project", help="directory or short name (default: the current directory's)")
+    p.add_argument("--all-projects", action="store_true")
+    add("maintain", "merge duplicates, refresh summaries, embed what lacks vectors, check and optimise, archive")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help()
+        return 2
+    from total_recall import log
+
+    log.configure("warning")  # stdout carries results only; the daemon reconfigures for itself
+    try:
+        return COMMANDS[args.command](args)
+    except TotalRecallError as exc:
+        print(f"total-recall: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        if type(exc).__name__ in {"OperationalError", "DatabaseError"}:  # any DB-API driver's
+            print(f"total-recall: database error: {exc}", file=sys.stderr)
+            return 1
+        raise

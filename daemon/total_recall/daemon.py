@@ -1,0 +1,281 @@
+"""The long-running worker: drain the spool, claim queued transcripts, index them.
+
+Signal handlers only set a flag; the loop finishes the current batch and exits. A flock on
+daemon.lock makes it single-instance per home folder. A small status file lets `status` answer
+without talking to the daemon.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from total_recall import config, queue
+from total_recall.db import Database
+from total_recall.errors import DaemonRunning, TotalRecallError, TransientError
+from total_recall.indexer import Indexer
+
+log = structlog.get_logger(__name__)
+
+MAINTAIN_EVERY = 7 * 86400.0
+
+
+@dataclass
+class Status:
+    pid: int = field(default_factory=os.getpid)
+    started: float = field(default_factory=time.time)
+    state: str = "starting"
+    queue: dict = field(default_factory=dict)
+    last_error: str | None = None
+    last_batch: dict | None = None
+    batches: int = 0
+    updated: float = 0.0
+
+
+def write_json_private(path: Path, data: dict) -> None:
+    config.write_private(path, json.dumps(data, default=str))
+
+
+def read_status(paths: config.Paths) -> dict | None:
+    try:
+        data = json.loads(paths.status.read_text())
+    except (OSError, ValueError):
+        return None
+    data["alive"] = pid_alive(int(data.get("pid", 0)))
+    return data
+
+
+def pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class InstanceLock:
+    """flock on daemon.lock; the kernel releases it when the process dies, even by SIGKILL."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.fd: int | None = None
+
+    def acquire(self) -> None:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise DaemonRunning(
+                f"another total-recall daemon (pid {holder}) is already running for {self.path.parent}"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self.fd = fd
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def is_transient(exc: BaseException, db: Database) -> bool:
+    if isinstance(exc, TransientError) or isinstance(exc, OSError):
+        return True
+    if isinstance(exc, db.dbapi.OperationalError):
+        text = str(exc).lower()
+        return any(w in text for w in ("locked", "busy", "disk", "full", "i/o"))
+    return False
+
+
+class Daemon:
+    def __init__(self, db: Database, settings: config.Settings, paths: config.Paths, *, indexer: Indexer | None = None):
+        self.db = db
+        self.settings = settings
+        self.paths = paths
+        self.indexer = indexer or Indexer(db, settings)
+        self.stop = threading.Event()
+        self.wake = threading.Event()
+        self.status = Status()
+        self._last_heartbeat = 0.0
+        self._last_decay: float | None = None
+
+    def setting(self, key: str) -> Any:
+        return self.settings.get("daemon", key)
+
+    def install_signal_handlers(self) -> None:
+        def handler(signum, _frame):
+            log.info("signal", signal=signal.Signals(signum).name)
+            self.stop.set()
+            self.wake.set()
+
+        signal.signal(signal.SIGTERM, handler)
+        signal.signal(signal.SIGINT, handler)
+
+    def start_watcher(self) -> threading.Thread:
+        """Wake the loop at once when a hook touches `wake` or appends to the spool."""
+
+        def run() -> None:
+            try:
+                import watchfiles
+
+                names = {self.paths.wake.name, self.paths.spool.name}
+                for changes in watchfiles.watch(self.paths.home, stop_event=self.stop, rust_timeout=1000,
+                                                yield_on_timeout=True, debounce=50, recursive=False):
+                    if any(Path(p).name in names for _, p in changes):
+                        self.wake.set()
+            except Exception as exc:  # the poll below still runs every poll_interval seconds
+                log.warning("watcher_stopped", error=str(exc))
+
+        thread = threading.Thread(target=run, name="watcher", daemon=True)
+        thread.start()
+        return thread
+
+    def step(self, *, now: float | None = None, immediate: bool = False) -> bool:
+        """Do one unit of work; return whether there was any."""
+        now = time.time() if now is None else now
+        queue.drain_spool(self.db, self.paths.spool)
+        claim = queue.claim_next(self.db, now=now, window=float(self.setting("batch_window")),
+                                 lease=float(self.setting("lease_seconds")), immediate=immediate)
+        if claim is None:
+            return False
+        self._run_claim(claim)
+        return True
+
+    def _run_claim(self, claim: queue.Claim) -> None:
+        started = time.time()
+        bound = log.bind(file=claim.transcript_path, rows=len(claim.row_ids), attempt=claim.attempts + 1)
+        try:
+            report = self.indexer.process(claim.transcript_path, session_hint=claim.session_id, cwd_hint=claim.cwd)
+        except Exception as exc:  # loop boundary: log with traceback, retry or park, never drop
+            transient = is_transient(exc, self.db)
+            state = queue.fail(self.db, claim, f"{type(exc).__name__}: {exc}", transient=transient,
+                               max_attempts=int(self.setting("max_attempts")), now=time.time())
+            self.status.last_error = f"{claim.transcript_path}: {type(exc).__name__}: {exc}"
+            bound.error("batch_failed", outcome=state, transient=transient, error=str(exc),
+                        traceback=traceback.format_exc(limit=8))
+            return
+        queue.complete(self.db, claim, "transcript missing" if report.missing else None)
+        self._refresh_digest(claim.transcript_path)
+        self.status.batches += 1
+        self.status.last_batch = {**report.__dict__, "seconds": round(time.time() - started, 3), "at": time.time()}
+        bound.info("indexed", lines=report.lines, messages=report.messages, batches=report.batches,
+                   ideas=report.ideas_added, llm_calls=report.llm_calls, rewritten=report.rewritten,
+                   missing=report.missing, seconds=round(time.time() - started, 3))
+
+    def _refresh_digest(self, transcript_path: str) -> None:
+        """Keep the SessionStart digest of the transcript's project current (read by the hook)."""
+        from total_recall import digest
+
+        project = self.db.scalar("SELECT project FROM index_state WHERE source_file = ?", (transcript_path,))
+        if project:
+            try:
+                digest.write_digests(self.db, [project])
+            except OSError as exc:  # a full disk must not fail the batch that was already committed
+                log.warning("digest_write_failed", project=project, error=str(exc))
+
+    def housekeeping(self, now: float) -> None:
+        """Heartbeat chores: prune old queue rows, repair vectors, decay working memory, weekly maintain."""
+        from total_recall import memory
+
+        queue.prune_done(self.db, now=now)
+        self.indexer.embed_pending()
+        memory.decay_activation(self.db, now - (self._last_decay or now))
+        self._last_decay = now
+        last = float(self.db.get_meta("last_maintain") or 0)
+        if now - last > MAINTAIN_EVERY:
+            log.info("maintenance", report=memory.maintain(self.db, self.settings))
+
+    def heartbeat(self, *, force: bool = False) -> None:
+        now = time.time()
+        if not force and now - self._last_heartbeat < float(self.setting("heartbeat")):
+            return
+        self._last_heartbeat = now
+        self.status.queue = queue.depth(self.db)
+        self.status.updated = now
+        write_json_private(self.paths.status, self.status.__dict__)
+        if not force:
+            self.housekeeping(now)
+            log.info("heartbeat", state=self.status.state, queue=self.status.queue, batches=self.status.batches)
+
+    def run(self, *, once: bool = False) -> int:
+        self.status.state = "running"
+        self.heartbeat(force=True)
+        while not self.stop.is_set():
+            try:
+                worked = self.step(immediate=once)
+            except Exception as exc:  # e.g. database locked by another writer for > busy_timeout
+                self.status.last_error = f"{type(exc).__name__}: {exc}"
+                log.warning("step_failed", error=str(exc))
+                worked = False
+                if not self.stop.wait(queue.backoff(3)):
+                    continue
+            self.heartbeat(force=worked and once)
+            if once and not worked:
+                break
+            if not worked:
+                self._sleep()
+        self.status.state = "stopped"
+        self.heartbeat(force=True)
+        return 0
+
+    def _sleep(self) -> None:
+        wait = float(self.setting("poll_interval"))
+        try:
+            ready = queue.next_ready_in(self.db, now=time.time(), window=float(self.setting("batch_window")))
+        except Exception:
+            ready = None
+        if ready is not None:
+            wait = min(wait, max(0.05, ready))
+        self.wake.wait(wait)
+        self.wake.clear()
+
+
+def run_daemon(*, once: bool = False, settings: config.Settings | None = None) -> int:
+    """Entry point of `total-recall daemon`: lock, open, loop, clean up."""
+    from total_recall import db as dbmod
+
+    os.umask(0o077)
+    settings = settings or config.load()
+    config.ensure_home()
+    paths = config.paths()
+    lock = InstanceLock(paths.lock)
+    lock.acquire()
+    database = dbmod.connect(paths.db, settings=settings)
+    try:
+        daemon = Daemon(database, settings, paths)
+        if not once:
+            daemon.install_signal_handlers()
+            daemon.start_watcher()
+            from total_recall import server
+
+            server.start(daemon)
+        log.info("daemon_started", pid=os.getpid(), home=str(paths.home), driver=database.driver,
+                 vec=database.vec_version, llm=settings.llm_enabled())
+        return daemon.run(once=once)
+    finally:
+        daemon_stop = locals().get("daemon")
+        if daemon_stop is not None:
+            daemon_stop.stop.set()
+        database.close()
+        lock.release()
+
+
+def drain_in_process(settings: config.Settings | None = None) -> int:
+    """Index everything queued without a running daemon (backfill --wait, tests)."""
+    return run_daemon(once=True, settings=settings)

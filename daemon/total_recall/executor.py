@@ -1,0 +1,353 @@
+"""Apply one batch's validated extraction output to the database.
+
+Runs inside the caller's write transaction, together with the transcript offset, so a batch is
+either wholly indexed or not at all. Idempotent: ideas are unique on (source_file, source_line,
+content_hash), relations and entity links on their natural keys.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from total_recall.db import Database
+
+WORD = re.compile(r"[a-z0-9]+")
+
+
+def normalise(text: str) -> str:
+    """Case-, space- and punctuation-folded text: equal meaning-preserving variants hash alike."""
+    text = unicodedata.normalize("NFKC", text).lower()
+    return " ".join(WORD.findall(text))
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(normalise(text).encode()).hexdigest()[:32]
+
+
+def span_text(name: str, summary: str) -> str:
+    return f"{name}. {summary}".strip(". ") if summary else name
+
+
+@dataclass
+class BatchContext:
+    source_file: str
+    session_id: str
+    project: str
+    git_branch: str | None
+    line_times: dict[int, str | None]  # source line -> conversation timestamp
+    first_line: int
+    last_line: int
+    cause: str  # e.g. "extract:offline"
+    now: float
+
+
+@dataclass
+class ApplyReport:
+    ideas_added: list[int] = field(default_factory=list)
+    ideas_existing: int = 0
+    relations_added: int = 0
+    spans_touched: set[int] = field(default_factory=set)
+    lines_with_items: set[int] = field(default_factory=set)
+
+
+def event(db: Database, kind: str, object_id: int | None, action: str, old: Any, new: Any, cause: str, now: float) -> None:
+    db.execute(
+        "INSERT INTO memory_events (at, kind, object_id, action, old, new, cause) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (
+            now,
+            kind,
+            object_id,
+            action,
+            None if old is None else json.dumps(old, ensure_ascii=False),
+            None if new is None else json.dumps(new, ensure_ascii=False),
+            cause,
+        ),
+    )
+
+
+def _open_span(db: Database, ctx: BatchContext, depth: int, parent: int | None) -> tuple | None:
+    return db.one(
+        "SELECT id, name, summary, start_line FROM spans WHERE session_id = ? AND source_file = ? "
+        "AND depth = ? AND closed = 0 AND parent_id = ? ORDER BY id DESC LIMIT 1",
+        (ctx.session_id, ctx.source_file, depth, parent),
+    )
+
+
+def _insert_span(db: Database, ctx: BatchContext, depth: int, parent: int | None, name: str, summary: str, start: int) -> int:
+    cur = db.execute(
+        "INSERT INTO spans (parent_id, session_id, project, git_branch, source_file, depth, name, summary, "
+        "start_line, end_line, started_at, ended_at, created_at, updated_at, activation) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1.0)",
+        (
+            parent, ctx.session_id, ctx.project, ctx.git_branch, ctx.source_file, depth, name[:200],
+            summary[:2000], start, max(start, ctx.last_line), ctx.line_times.get(start),
+            ctx.line_times.get(ctx.last_line), ctx.now, ctx.now,
+        ),
+    )
+    span_id = int(cur.lastrowid)
+    event(db, "span", span_id, "insert", None, {"name": name, "summary": summary, "depth": depth}, ctx.cause, ctx.now)
+    return span_id
+
+
+def _close_span(db: Database, ctx: BatchContext, span_id: int, end_line: int) -> None:
+    db.execute(
+        "UPDATE spans SET closed = 1, end_line = max(start_line, ?), ended_at = ?, updated_at = ?, "
+        "needs_embedding = 1 WHERE id = ?",
+        (end_line, ctx.line_times.get(end_line), ctx.now, span_id),
+    )
+    event(db, "span", span_id, "update", None, {"closed": True, "end_line": end_line}, ctx.cause, ctx.now)
+
+
+def session_span(db: Database, ctx: BatchContext) -> int:
+    row = db.one("SELECT id FROM spans WHERE session_id = ? AND depth = 0", (ctx.session_id,))
+    if row:
+        return int(row[0])
+    name = f"session {ctx.session_id[:8]}"
+    return _insert_span(db, ctx, 0, None, name, "", ctx.first_line)
+
+
+def _same_topic(a: str, b: str) -> bool:
+    """Renames that keep half the words are refinements, not topic shifts."""
+    wa, wb = set(WORD.findall(a.lower())), set(WORD.findall(b.lower()))
+    if not wa or not wb:
+        return True
+    return len(wa & wb) / min(len(wa), len(wb)) >= 0.5
+
+
+def apply_topic(db: Database, ctx: BatchContext, root: int, update: dict, new_span: dict | None) -> tuple[int, int | None]:
+    """Move the span tree along: returns (topic id, sub-span id or None) for this batch."""
+    name, summary = (update.get("name") or "").strip(), (update.get("summary") or "").strip()
+    start = int(update.get("start_line") or ctx.first_line)
+    current = _open_span(db, ctx, 1, root)
+    if current is None:
+        topic = _insert_span(db, ctx, 1, root, name or "conversation", summary, ctx.first_line)
+    elif name and not _same_topic(current[1], name):
+        _close_span(db, ctx, current[0], max(current[3], start - 1))
+        topic = _insert_span(db, ctx, 1, root, name, summary, max(start, ctx.first_line))
+    else:
+        topic = current[0]
+        if name or summary:
+            old = {"name": current[1], "summary": current[2]}
+            new = {"name": name or current[1], "summary": summary or current[2]}
+            if new != old:
+                db.execute(
+                    "UPDATE spans SET name = ?, summary = ?, updated_at = ?, needs_embedding = 1 WHERE id = ?",
+                    (new["name"][:200], new["summary"][:2000], ctx.now, topic),
+                )
+                event(db, "span", topic, "update", old, new, ctx.cause, ctx.now)
+    sub = _open_span(db, ctx, 2, topic)
+    if new_span and (new_span.get("name") or "").strip():
+        sub_start = int(new_span.get("start_line") or ctx.first_line)
+        if sub:
+            _close_span(db, ctx, sub[0], max(sub[3], sub_start - 1))
+        sub = (_insert_span(db, ctx, 2, topic, new_span["name"].strip(), new_span.get("reason") or "", sub_start),)
+    return topic, (sub[0] if sub else None)
+
+
+def extend_spans(db: Database, ctx: BatchContext, span_ids: Iterable[int | None]) -> None:
+    for span_id in {s for s in span_ids if s}:
+        db.execute(
+            "UPDATE spans SET end_line = max(end_line, ?), ended_at = coalesce(?, ended_at), updated_at = ?, "
+            "activation = activation + 1.0 WHERE id = ?",
+            (ctx.last_line, ctx.line_times.get(ctx.last_line), ctx.now, span_id),
+        )
+
+
+def upsert_entity(db: Database, name: str, etype: str) -> int:
+    db.execute("INSERT INTO entities (name, type) VALUES (?, ?) ON CONFLICT (name) DO NOTHING", (name[:200], etype))
+    return int(db.scalar("SELECT id FROM entities WHERE name = ?", (name[:200],)))
+
+
+# Calibrated on MiniLM pairs (DESIGN.md, "Duplicates"): rewordings of one fact score 0.93-0.99, but so
+# does "limit is 100/min" vs "limit is 120/min" (0.966) - embeddings barely see numbers. So a near
+# vector only merges when the numbers are identical and most content words are shared.
+DUPLICATE_COSINE = 0.92
+DUPLICATE_L2 = (2 - 2 * DUPLICATE_COSINE) ** 0.5  # vec0 distance on unit vectors
+DUPLICATE_JACCARD = 0.5
+NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
+FILLER = frozenset("a an the is are was were be to of in on for and or with that this it we i you".split())
+
+
+def same_fact(a: str, b: str) -> bool:
+    """The guard on a near-vector match: same numbers, mostly the same content words."""
+    if sorted(NUMBER.findall(a)) != sorted(NUMBER.findall(b)):
+        return False
+    wa, wb = set(normalise(a).split()) - FILLER, set(normalise(b).split()) - FILLER
+    return bool(wa and wb) and len(wa & wb) / len(wa | wb) >= DUPLICATE_JACCARD
+
+
+def tombstoned(db: Database, ctx: BatchContext, line: int, chash: str) -> bool:
+    return bool(db.scalar(
+        "SELECT 1 FROM tombstones WHERE (kind = 'content' AND project IS ? AND content_hash = ?) "
+        "OR (kind = 'line' AND source_file = ? AND source_line = ?) LIMIT 1",
+        (ctx.project, chash, ctx.source_file, line), 0))
+
+
+def _add_source(db: Database, ctx: BatchContext, idea_id: int, line: int) -> bool:
+    cur = db.execute(
+        "INSERT OR IGNORE INTO idea_sources (idea_id, source_file, source_line, session_id, message_time) "
+        "VALUES (?, ?, ?, ?, ?)", (idea_id, ctx.source_file, line, ctx.session_id, ctx.line_times.get(line)))
+    return bool(cur.rowcount)
+
+
+def _duplicate_of(db: Database, ctx: BatchContext, item: dict, chash: str, vector: bytes | None) -> int | None:
+    """An existing idea of this project saying the same thing with the same intent, if any."""
+    row = db.one("SELECT id FROM ideas WHERE project IS ? AND intent = ? AND content_hash = ? ORDER BY id LIMIT 1",
+                 (ctx.project, item["type"], chash))
+    if row:
+        return int(row[0])
+    if vector is None:
+        return None
+    near = db.execute(
+        "SELECT v.idea_id, i.content FROM (SELECT idea_id, distance FROM idea_embeddings WHERE embedding MATCH ? "
+        "AND k = 3 AND project = ?) v JOIN ideas i ON i.id = v.idea_id WHERE i.intent = ? AND v.distance <= ? "
+        "ORDER BY v.distance", (vector, ctx.project or "", item["type"], DUPLICATE_L2)).fetchall()
+    return next((int(r[0]) for r in near if same_fact(item["content"], r[1])), None)
+
+
+def merge_mention(db: Database, ctx: BatchContext, idea_id: int, item: dict, line: int) -> None:
+    """One more mention of a known idea: count it, raise confidence (not for pinned ones), keep the source."""
+    if not _add_source(db, ctx, idea_id, line):
+        return  # this very line was merged before: re-running a batch changes nothing
+    old = db.one("SELECT mention_count, confidence, pinned FROM ideas WHERE id = ?", (idea_id,))
+    confidence = old[1] if old[2] else min(1.0, max(old[1], float(item["confidence"])) + (1 - old[1]) * 0.3)
+    db.execute(
+        "UPDATE ideas SET mention_count = mention_count + 1, confidence = ?, last_seen = ?, updated_at = ?, "
+        "activation = activation + 1.0 WHERE id = ?", (confidence, ctx.line_times.get(line), ctx.now, idea_id))
+    event(db, "idea", idea_id, "merge", {"mention_count": old[0], "confidence": old[1]},
+          {"mention_count": old[0] + 1, "confidence": confidence, "source": f"{ctx.source_file}:{line}"},
+          ctx.cause, ctx.now)
+
+
+def insert_idea(db: Database, ctx: BatchContext, item: dict, span_id: int | None,
+                vector: bytes | None = None) -> tuple[int | None, bool]:
+    """Insert one idea, or merge it into the idea it duplicates; return (id, created).
+
+    None when the user forgot this memory (a tombstone) - forgotten things stay forgotten.
+    """
+    content = item["content"].strip()
+    chash = content_hash(content)
+    line = int(item["source_line"])
+    if tombstoned(db, ctx, line, chash):
+        return None, False
+    existing = db.one(
+        "SELECT id FROM ideas WHERE source_file = ? AND source_line = ? AND content_hash = ?",
+        (ctx.source_file, line, chash),
+    )
+    if existing:
+        return int(existing[0]), False
+    duplicate = _duplicate_of(db, ctx, item, chash, vector)
+    if duplicate is not None:
+        merge_mention(db, ctx, duplicate, item, line)
+        return duplicate, False
+    cur = db.execute(
+        "INSERT INTO ideas (span_id, content, content_hash, intent, confidence, answered, source_file, source_line, "
+        "session_id, project, git_branch, message_time, last_seen, created_at, updated_at, activation) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1.0)",
+        (
+            span_id, content, chash, item["type"], float(item["confidence"]), int(bool(item.get("answered"))),
+            ctx.source_file, line, ctx.session_id, ctx.project, ctx.git_branch, ctx.line_times.get(line),
+            ctx.line_times.get(line), ctx.now, ctx.now,
+        ),
+    )
+    idea_id = int(cur.lastrowid)
+    _add_source(db, ctx, idea_id, line)
+    event(db, "idea", idea_id, "insert", None, {"content": content, "intent": item["type"]}, ctx.cause, ctx.now)
+    for ent in item.get("entities") or ():
+        entity_id = upsert_entity(db, ent["name"], ent["type"])
+        db.execute("INSERT OR IGNORE INTO idea_entities (idea_id, entity_id) VALUES (?, ?)", (idea_id, entity_id))
+    if vector is not None:
+        store_vectors(db, "idea_embeddings", "idea_id", [(idea_id, ctx.project, vector)])
+    return idea_id, True
+
+
+def propose(db: Database, ctx: BatchContext, kind: str, target: int, new_id: int) -> None:
+    """Pinned memories are the core tier: changes to them wait for `total-recall review`."""
+    if db.scalar("SELECT 1 FROM proposals WHERE kind = ? AND target_id = ? AND new_idea_id = ?",
+                 (kind, target, new_id), 0):
+        return
+    cur = db.execute("INSERT INTO proposals (kind, target_id, new_idea_id, created_at, cause) VALUES (?, ?, ?, ?, ?)",
+                     (kind, target, new_id, ctx.now, ctx.cause))
+    event(db, "proposal", int(cur.lastrowid), "insert", None, {"kind": kind, "target": target, "new": new_id},
+          ctx.cause, ctx.now)
+
+
+def insert_relation(db: Database, ctx: BatchContext, from_id: int, to_id: int, rtype: str) -> bool:
+    if from_id == to_id:
+        return False
+    if rtype in ("supersedes", "contradicts") and db.scalar("SELECT pinned FROM ideas WHERE id = ?", (to_id,), 0):
+        propose(db, ctx, rtype, to_id, from_id)
+        return False
+    cur = db.execute(
+        "INSERT OR IGNORE INTO relations (from_id, to_id, relation_type, created_at) VALUES (?, ?, ?, ?)",
+        (from_id, to_id, rtype, ctx.now),
+    )
+    if cur.rowcount:
+        event(db, "relation", int(cur.lastrowid), "insert", None, {"from": from_id, "to": to_id, "type": rtype}, ctx.cause, ctx.now)
+        if rtype == "answers":
+            db.execute("UPDATE ideas SET answered = 1, updated_at = ? WHERE id = ? AND intent = 'question'", (ctx.now, to_id))
+    return bool(cur.rowcount)
+
+
+def apply_relations(db: Database, ctx: BatchContext, relations: list[dict], by_line: dict[int, list[int]]) -> int:
+    added = 0
+    for rel in relations:
+        sources = by_line.get(int(rel["from_line"]), [])
+        if rel.get("to_idea_id") is not None:
+            targets = [int(rel["to_idea_id"])]
+        else:
+            targets = by_line.get(int(rel.get("to_line") or -1), [])[:1]
+        if not sources or not targets:
+            continue
+        exists = db.scalar("SELECT count(*) FROM ideas WHERE id = ?", (targets[0],), 0)
+        if exists:
+            added += insert_relation(db, ctx, sources[-1], targets[0], rel["type"])
+    return added
+
+
+def pick_span(spans: list[tuple[int, int]], line: int, default: int) -> int:
+    """The deepest span (listed shallow to deep with their start lines) that has begun by `line`."""
+    chosen = default
+    for span_id, start in spans:
+        if start <= line:
+            chosen = span_id
+    return chosen
+
+
+def apply_output(db: Database, ctx: BatchContext, output: dict, vectors: dict[str, bytes] | None = None) -> ApplyReport:
+    report = ApplyReport()
+    root = session_span(db, ctx)
+    topic, sub = apply_topic(db, ctx, root, output.get("topic_update") or {}, output.get("new_span"))
+    span_starts = [(topic, 0)]
+    if sub:
+        span_starts.append((sub, int(db.scalar("SELECT start_line FROM spans WHERE id = ?", (sub,), 0))))
+    by_line: dict[int, list[int]] = {}
+    for item in output.get("items", []):
+        span_id = pick_span(span_starts, int(item["source_line"]), topic)
+        idea_id, created = insert_idea(db, ctx, item, span_id, (vectors or {}).get(item["content"].strip()))
+        if idea_id is None:
+            continue
+        by_line.setdefault(int(item["source_line"]), []).append(idea_id)
+        report.lines_with_items.add(int(item["source_line"]))
+        if created:
+            report.ideas_added.append(idea_id)
+        else:
+            report.ideas_existing += 1
+    report.relations_added = apply_relations(db, ctx, output.get("relations", []), by_line)
+    extend_spans(db, ctx, (root, topic, sub))
+    report.spans_touched = {s for s in (root, topic, sub) if s}
+    return report
+
+
+def store_vectors(db: Database, table: str, key: str, rows: list[tuple[int, str, bytes]]) -> None:
+    """Replace the vectors of (id, project, blob) rows and clear their needs_embedding mark."""
+    owner = "ideas" if table == "idea_embeddings" else "spans"
+    for object_id, project, blob in rows:
+        db.execute(f"DELETE FROM {table} WHERE {key} = ?", (object_id,))
+        db.execute(f"INSERT INTO {table} ({key}, project, embedding) VALUES (?, ?, ?)", (object_id, project or "", blob))
+        db.execute(f"UPDATE {owner} SET needs_embedding = 0 WHERE id = ?", (object_id,))

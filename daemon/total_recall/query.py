@@ -1,0 +1,126 @@
+"""Query analysis: temporal qualifiers, intent filters, entity mentions, safe FTS5 terms."""
+
+from __future__ import annotations
+
+import calendar
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+
+MAX_QUERY_CHARS = 4000
+MAX_TERMS = 32
+WORD = re.compile(r"\w+", re.UNICODE)
+STOPWORDS = frozenset("""
+a about above after again against all am an and any are as at be because been before being below between both
+but by can could did do does doing down during each few for from further had has have having he her here hers
+herself him himself his how i if in into is it its itself just me more most my myself no nor not now of off on
+once only or other our ours ourselves out over own same she should so some such than that the their theirs them
+themselves then there these they this those through to too under until up very was we were what when where which
+while who whom why will with would you your yours yourself yourselves did does what's whats tell remember recall
+know anything something thing things ever
+""".split())
+MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
+MONTHS.update({name.lower(): i for i, name in enumerate(calendar.month_abbr) if name})
+INTENT_PATTERNS = [
+    (re.compile(r"\b(open|unanswered|unresolved|pending) questions?\b", re.I), "question", True),
+    (re.compile(r"\bdecisions?\b|\bwhat did we decide\b|\bdecided\b", re.I), "decision", False),
+    (re.compile(r"\bquestions\b", re.I), "question", False),
+    (re.compile(r"\b(problems?|issues|bugs|errors)\b( with| about| in)?", re.I), "problem", False),
+    (re.compile(r"\b(todos?|to-dos?|to do list|action items|next steps)\b", re.I), "todo", False),
+    (re.compile(r"\b(solutions?|fixes|how did we fix|workarounds?)\b", re.I), "solution", False),
+    (re.compile(r"\bconclusions?\b|\blearnings?\b|\binsights?\b", re.I), "conclusion", False),
+]
+
+
+@dataclass
+class Query:
+    text: str
+    terms: list[str]
+    since: datetime | None = None
+    until: datetime | None = None
+    intents: set[str] = field(default_factory=set)
+    boost_intents: set[str] = field(default_factory=set)
+    unanswered_only: bool = False
+    time_sensitive: bool = False
+
+    def fts(self) -> str | None:
+        """An FTS5 expression in which every user word is a quoted literal: no syntax survives."""
+        if not self.terms:
+            return None
+        return " OR ".join('"' + t.replace('"', '""') + '"' for t in self.terms)
+
+
+def clean(text: str) -> str:
+    """Drop control characters and cap the length; queries are data, never syntax."""
+    text = "".join(ch if unicodedata.category(ch)[0] != "C" else " " for ch in text[:MAX_QUERY_CHARS])
+    return " ".join(text.split())
+
+
+def terms_of(text: str) -> list[str]:
+    seen: dict[str, None] = {}
+    for word in WORD.findall(text.lower()):
+        if word not in STOPWORDS and (len(word) > 1 or word.isdigit()):
+            seen.setdefault(word, None)
+    return list(seen)[:MAX_TERMS]
+
+
+def _day(dt: datetime) -> datetime:
+    return dt.replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def temporal(text: str, now: datetime) -> tuple[datetime | None, datetime | None]:
+    """Relative and absolute time qualifiers -> a UTC [since, until) range."""
+    t = text.lower()
+    today = _day(now)
+    if m := re.search(r"\bsince (\d{4}-\d{2}-\d{2})\b", t):
+        return datetime.fromisoformat(m.group(1)).replace(tzinfo=timezone.utc), None
+    if m := re.search(r"\bbefore (\d{4}-\d{2}-\d{2})\b", t):
+        return None, datetime.fromisoformat(m.group(1)).replace(tzinfo=timezone.utc)
+    if m := re.search(r"\b(?:in the )?(?:last|past) (\d+) (day|week|month)s?\b", t):
+        days = int(m.group(1)) * {"day": 1, "week": 7, "month": 30}[m.group(2)]
+        return now - timedelta(days=days), None
+    if re.search(r"\byesterday\b", t):
+        return today - timedelta(days=1), today
+    if re.search(r"\btoday\b", t):
+        return today, None
+    if re.search(r"\b(last|past) week\b", t):
+        return now - timedelta(days=7), None
+    if re.search(r"\bthis week\b", t):
+        return today - timedelta(days=today.weekday()), None
+    if re.search(r"\b(last|past) month\b", t):
+        return now - timedelta(days=31), None
+    if m := re.search(r"\b(?:in|during|since) (" + "|".join(MONTHS) + r")\b(?: (\d{4}))?", t):
+        month = MONTHS[m.group(1)]
+        year = int(m.group(2)) if m.group(2) else (now.year if month <= now.month else now.year - 1)
+        start = datetime(year, month, 1, tzinfo=timezone.utc)
+        if t[m.start():].startswith("since"):
+            return start, None
+        end = datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=timezone.utc)
+        return start, end
+    return None, None
+
+
+def analyze(text: str, now: datetime | None = None) -> Query:
+    now = now or datetime.now(timezone.utc)
+    text = clean(text)
+    since, until = temporal(text, now)
+    q = Query(text=text, terms=terms_of(text), since=since, until=until)
+    q.time_sensitive = since is not None or until is not None or bool(re.search(r"\b(latest|recent|last|current)\b", text, re.I))
+    for pattern, intent, unanswered in INTENT_PATTERNS:
+        m = pattern.search(text)
+        if not m:
+            continue
+        # An intent phrase that opens the query ("open questions", "decisions about X") is a
+        # filter; one inside a question ("what problems did she face") only boosts.
+        lead = text[: m.start()].lower().split()
+        if all(w in FILTER_LEAD_WORDS for w in lead):
+            q.intents.add(intent)
+            q.unanswered_only = unanswered
+        else:
+            q.boost_intents.add(intent)
+        break
+    return q
+
+
+FILTER_LEAD_WORDS = frozenset("show list find all any the our my me what are were which give recent latest".split())

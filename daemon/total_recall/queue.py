@@ -1,0 +1,224 @@
+"""The durable work queue: what the hooks recorded, claimed by the daemon under a lease.
+
+A queue row says "transcript T has grown to at least N bytes". Rows for the same transcript
+are claimed together; the work itself (read from the stored offset to the end) is idempotent,
+so a row processed twice costs time, never a duplicate memory.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+from total_recall.db import Database
+
+log = structlog.get_logger(__name__)
+
+IMMEDIATE_EVENTS = ("backfill", "SessionEnd", "PreCompact")
+BACKOFF_START, BACKOFF_CAP = 1.0, 10.0
+SPOOL_KEYS = ("transcript_path", "session_id", "cwd", "event", "size_seen", "enqueued_at")
+
+
+@dataclass
+class Claim:
+    transcript_path: str
+    row_ids: list[int]
+    session_id: str | None
+    cwd: str | None
+    attempts: int
+
+
+def enqueue(
+    db: Database,
+    transcript_path: str,
+    *,
+    session_id: str | None = None,
+    cwd: str | None = None,
+    event: str = "backfill",
+    size_seen: int | None = None,
+    now: float | None = None,
+) -> int:
+    with db.write():
+        cur = db.execute(
+            "INSERT INTO work_queue (transcript_path, session_id, cwd, event, size_seen, enqueued_at) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (transcript_path, session_id, cwd, event, size_seen, now or time.time()),
+        )
+    return int(cur.lastrowid)
+
+
+def _spool_record(line: bytes) -> tuple | None:
+    try:
+        rec = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(rec, dict) or not isinstance(rec.get("transcript_path"), str):
+        return None
+    size = rec.get("size_seen")
+    when = rec.get("enqueued_at")
+    return (
+        rec["transcript_path"],
+        rec.get("session_id") if isinstance(rec.get("session_id"), str) else None,
+        rec.get("cwd") if isinstance(rec.get("cwd"), str) else None,
+        str(rec.get("event") or "spool"),
+        size if isinstance(size, int) else None,
+        float(when) if isinstance(when, (int, float)) else time.time(),
+    )
+
+
+def drain_spool(db: Database, spool: Path) -> int:
+    """Move records the hook could not write to the database into the queue.
+
+    Holds the same flock the hook takes to append, so no line is lost or read half-written.
+    The spool is truncated only after the rows are committed; a crash in between re-inserts
+    them next time, which is harmless (queue rows are idempotent work).
+    """
+    try:
+        fd = os.open(spool, os.O_RDWR)
+    except FileNotFoundError:
+        return 0
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        data = b""
+        while chunk := os.read(fd, 1 << 20):
+            data += chunk
+        records = [r for r in map(_spool_record, data.splitlines()) if r]
+        bad = len([l for l in data.splitlines() if l.strip()]) - len(records)
+        if records:
+            with db.write():
+                db.executemany(
+                    "INSERT INTO work_queue (transcript_path, session_id, cwd, event, size_seen, enqueued_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    records,
+                )
+        os.ftruncate(fd, 0)
+        if bad:
+            log.warning("spool_bad_lines", count=bad)
+        return len(records)
+    finally:
+        os.close(fd)
+
+
+def claim_next(
+    db: Database, *, now: float, window: float, lease: float, immediate: bool = False
+) -> Claim | None:
+    """Claim every pending row of the transcript that has waited longest and is ready.
+
+    Ready: its oldest pending row is `window` seconds old (so a session's messages arriving
+    within the window form one batch), or it was enqueued by an event that should not wait,
+    or `immediate` (daemon --once). Expired leases (a crashed daemon) count as pending.
+    """
+    with db.write():
+        db.execute(
+            "UPDATE work_queue SET state = 'pending', lease_expires = NULL "
+            "WHERE state = 'claimed' AND lease_expires < ?",
+            (now,),
+        )
+        placeholders = ",".join("?" * len(IMMEDIATE_EVENTS))
+        row = db.one(
+            "SELECT transcript_path FROM work_queue WHERE state = 'pending' "
+            "AND (not_before IS NULL OR not_before <= ?) "
+            f"AND (? OR event IN ({placeholders}) OR enqueued_at <= ?) "
+            "ORDER BY enqueued_at LIMIT 1",
+            (now, int(immediate), *IMMEDIATE_EVENTS, now - window),
+        )
+        if row is None:
+            return None
+        path = row[0]
+        rows = db.execute(
+            "SELECT id, session_id, cwd, attempts FROM work_queue "
+            "WHERE transcript_path = ? AND state = 'pending' AND (not_before IS NULL OR not_before <= ?) "
+            "ORDER BY id",
+            (path, now),
+        ).fetchall()
+        ids = [r[0] for r in rows]
+        db.execute(
+            f"UPDATE work_queue SET state = 'claimed', lease_expires = ? WHERE id IN ({','.join('?' * len(ids))})",
+            (now + lease, *ids),
+        )
+    session = next((r[1] for r in reversed(rows) if r[1]), None)
+    cwd = next((r[2] for r in reversed(rows) if r[2]), None)
+    return Claim(path, ids, session, cwd, max(r[3] for r in rows))
+
+
+def _in(ids: list[int]) -> str:
+    return ",".join("?" * len(ids))
+
+
+def complete(db: Database, claim: Claim, note: str | None = None) -> None:
+    with db.write():
+        db.execute(
+            f"UPDATE work_queue SET state = 'done', lease_expires = NULL, last_error = ? WHERE id IN ({_in(claim.row_ids)})",
+            (note, *claim.row_ids),
+        )
+
+
+def backoff(attempts: int) -> float:
+    return min(BACKOFF_CAP, BACKOFF_START * (2 ** max(0, attempts - 1)))
+
+
+def fail(db: Database, claim: Claim, error: str, *, transient: bool, max_attempts: int, now: float) -> str:
+    """Put the rows back with backoff; park them after max_attempts non-transient failures.
+
+    Trigger: processing raised. Why: transient faults (locked db, endpoint down, disk full) heal
+    by themselves, others need a person. Outcome: 'retry' (pending, not before now+backoff) or
+    'parked' (visible in status/stats until `total-recall retry`).
+    """
+    attempts = claim.attempts + 1
+    parked = not transient and attempts >= max_attempts
+    state = "parked" if parked else "pending"
+    with db.write():
+        db.execute(
+            f"UPDATE work_queue SET state = ?, attempts = ?, last_error = ?, lease_expires = NULL, not_before = ? "
+            f"WHERE id IN ({_in(claim.row_ids)})",
+            (state, attempts, error[:2000], now + backoff(attempts), *claim.row_ids),
+        )
+    return state
+
+
+def extend_lease(db: Database, claim: Claim, *, now: float, lease: float) -> None:
+    with db.write():
+        db.execute(
+            f"UPDATE work_queue SET lease_expires = ? WHERE id IN ({_in(claim.row_ids)})",
+            (now + lease, *claim.row_ids),
+        )
+
+
+def retry_parked(db: Database) -> int:
+    with db.write():
+        cur = db.execute(
+            "UPDATE work_queue SET state = 'pending', attempts = 0, not_before = NULL WHERE state = 'parked'"
+        )
+    return cur.rowcount
+
+
+def prune_done(db: Database, *, now: float, keep_seconds: float = 86400.0) -> int:
+    with db.write():
+        cur = db.execute("DELETE FROM work_queue WHERE state = 'done' AND enqueued_at < ?", (now - keep_seconds,))
+    return cur.rowcount
+
+
+def depth(db: Database) -> dict[str, int]:
+    rows = db.execute("SELECT state, count(*) FROM work_queue GROUP BY state").fetchall()
+    out = {"pending": 0, "claimed": 0, "done": 0, "parked": 0}
+    out.update({r[0]: r[1] for r in rows})
+    return out
+
+
+def next_ready_in(db: Database, *, now: float, window: float) -> float | None:
+    """Seconds until some pending row becomes ready (None when the queue is empty)."""
+    placeholders = ",".join("?" * len(IMMEDIATE_EVENTS))
+    row = db.one(
+        f"SELECT min(max(coalesce(not_before, 0), CASE WHEN event IN ({placeholders}) "
+        "THEN 0 ELSE enqueued_at + ? END)) FROM work_queue WHERE state = 'pending'",
+        (*IMMEDIATE_EVENTS, window),
+    )
+    if row is None or row[0] is None:
+        return None
+    return max(0.0, row[0] - now)

@@ -1,0 +1,89 @@
+"""Markdown for Claude and people: search results grouped by topic, and the topic tree."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+
+def _date(stamp: str | None) -> str:
+    return (stamp or "")[:10] or "undated"
+
+
+def _source(r: dict) -> str:
+    if r["kind"] == "idea":
+        return f"{r['source_file']}:{r['source_line']}"
+    return f"{r['source_file']}:{r['start_line']}-{r['end_line']}"
+
+
+def results_markdown(results: list[dict]) -> str:
+    if not results:
+        return "No memories found."
+    groups: OrderedDict[str, list[dict]] = OrderedDict()
+    for r in results:
+        key = r["span"]["name"] if r.get("span") else (r.get("name") if r["kind"] == "span" else "other")
+        groups.setdefault(key, []).append(r)
+    out = []
+    for topic, items in groups.items():
+        first = items[0]
+        out.append(f"## {topic}  \n_session {str(first['session'])[:8]} · {_date(first['timestamp'])} · "
+                   f"project {first['project'] or '?'}_")
+        for r in items:
+            out.append(_line(r))
+    return "\n".join(out)
+
+
+def _line(r: dict) -> str:
+    if r["kind"] == "span":
+        return f"- **topic** {r['name']}: {r['summary']}  \n  `{_source(r)}`"
+    flags = []
+    if r["superseded_by"]:
+        flags.append(f"superseded by #{r['superseded_by'][0]}")
+    if r["intent"] == "question":
+        flags.append("answered" if r["answered"] else "open")
+    extra = f" ({', '.join(flags)})" if flags else ""
+    text = f"- **{r['intent']}** ({r['confidence']:.2f}) {r['content']}{extra}  \n  `{_source(r)}` · {_date(r['timestamp'])} · #{r['id']}"
+    return ("  " + text.replace("\n", "\n  ")) if r["superseded_by"] else text
+
+
+def topics_markdown(sessions: list[dict]) -> str:
+    if not sessions:
+        return "No topics indexed yet."
+    out = []
+
+    def walk(node: dict, depth: int) -> None:
+        pad = "  " * depth
+        summary = f": {node['summary']}" if node["summary"] else ""
+        out.append(f"{pad}- {node['name']} (lines {node['start_line']}-{node['end_line']}, "
+                   f"{node['ideas']} ideas){summary}")
+        for child in node["children"]:
+            walk(child, depth + 1)
+
+    for s in sessions:
+        out.append(f"## session {s['session']}")
+        for node in s["spans"]:
+            walk(node, 0)
+    return "\n".join(out)
+
+
+def proposals_markdown(items: list[dict]) -> str:
+    if not items:
+        return "No proposals waiting for review."
+    out = []
+    for p in items:
+        out.append(f"- proposal {p['id']}: #{p['new_idea_id']} {p['kind']} pinned #{p['target_id']}\n"
+                   f"  pinned: {p['target']}\n  new:    {p['new']}\n"
+                   f"  apply: total-recall review --apply {p['id']} · reject: total-recall review --reject {p['id']}")
+    return "\n".join(out)
+
+
+def recent_markdown(days: list[dict]) -> str:
+    if not days:
+        return "Nothing recorded in that period."
+    out = []
+    for d in days:
+        out.append(f"## {d['day']} · {d['name'] or d['project']}")
+        if d["topics"]:
+            out.append("topics: " + "; ".join(d["topics"][:8]))
+        for idea in d["ideas"][:12]:
+            out.append(f"- {idea['intent']}: {idea['content']} (#{idea['id']})")
+    return "\n".join(out)

@@ -1,0 +1,144 @@
+"""What `doctor`, `stats`, `status` and `topics` report: plain dicts, rendered by the CLI."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from total_recall import config, queue
+from total_recall.db import Database, VEC_FIX_HINT, schema_version
+from total_recall.indexer import today_start_utc
+
+INTENTS = ("decision", "conclusion", "question", "problem", "solution", "todo", "context")
+
+
+def _fts5_ok(db: Database) -> bool:
+    try:
+        db.execute("CREATE VIRTUAL TABLE temp._tr_fts USING fts5(x)")
+        db.execute("DROP TABLE temp._tr_fts")
+        return True
+    except db.dbapi.Error:
+        return False
+
+
+def _embedder_info(settings: config.Settings, load: bool) -> dict:
+    info: dict[str, Any] = {"provider": settings.get("embed", "provider"), "model": settings.get("embed", "model")}
+    if not load:
+        return info
+    try:
+        from total_recall.embed import get_embedder
+
+        embedder = get_embedder(settings)
+        started = time.perf_counter()
+        embedder.embed(["doctor probe"])
+        info.update(ok=True, model=embedder.model_id, dim=embedder.dim,
+                    load_seconds=round(time.perf_counter() - started, 3))
+    except Exception as exc:  # doctor reports every failure instead of raising
+        info.update(ok=False, error=f"{type(exc).__name__}: {exc}")
+    return info
+
+
+def doctor(db: Database, settings: config.Settings, *, load_embedder: bool = True) -> dict:
+    from total_recall import daemon, install
+
+    paths = config.paths()
+    status = daemon.read_status(paths)
+    return {
+        "home": str(paths.home),
+        "database": str(db.path),
+        "sqlite_version": db.scalar("SELECT sqlite_version()"),
+        "sqlite_driver": db.driver,
+        "fts5": _fts5_ok(db),
+        "sqlite_vec": {"loaded": db.has_vec, "version": db.vec_version,
+                       "error": None if db.has_vec else f"{db.vec_error}; {VEC_FIX_HINT}"},
+        "schema_version": schema_version(db),
+        "embedder": _embedder_info(settings, load_embedder),
+        "embed_model_recorded": db.get_meta("embed_model"),
+        "embed_model_mismatch": db.get_meta("embed_model_mismatch"),
+        "llm": {"enabled": settings.llm_enabled(), "base_url": settings.get("llm", "base_url") or None,
+                "model": settings.get("llm", "model") if settings.llm_enabled() else None,
+                "extractor": "llm" if settings.llm_enabled() else "offline"},
+        "daemon": {"running": bool(status and status.get("alive") and status.get("state") == "running"),
+                   "pid": status.get("pid") if status else None},
+        "queue": queue.depth(db),
+        "hooks_installed": install.hooks_installed(),
+        "permissions": {"home": oct(os.stat(paths.home).st_mode & 0o777), "database": oct(os.stat(db.path).st_mode & 0o777)},
+    }
+
+
+def stats(db: Database) -> dict:
+    by_intent = dict(db.execute("SELECT intent, count(*) FROM ideas GROUP BY intent").fetchall())
+    now = time.time()
+    today = today_start_utc(now)
+    calls = db.one(
+        "SELECT count(*), coalesce(sum(prompt_tokens), 0), coalesce(sum(completion_tokens), 0) "
+        "FROM llm_calls WHERE extractor = 'llm' AND at >= ?", (today,))
+    fallbacks = db.scalar("SELECT count(*) FROM llm_calls WHERE extractor = 'fallback' AND at >= ?", (today,), 0)
+    parked = db.execute(
+        "SELECT transcript_path, attempts, last_error FROM work_queue WHERE state = 'parked' ORDER BY id").fetchall()
+    size = sum(os.path.getsize(p) for p in (str(db.path), f"{db.path}-wal") if os.path.exists(p))
+    from total_recall.indexer import Indexer  # budget logic lives with the indexer
+
+    return {
+        "ideas": sum(by_intent.values()),
+        "ideas_by_intent": {i: by_intent.get(i, 0) for i in INTENTS},
+        "spans": db.scalar("SELECT count(*) FROM spans", default=0),
+        "entities": db.scalar("SELECT count(*) FROM entities", default=0),
+        "relations": db.scalar("SELECT count(*) FROM relations", default=0),
+        "sessions": db.scalar("SELECT count(DISTINCT session_id) FROM spans", default=0),
+        "projects": db.scalar("SELECT count(DISTINCT project) FROM ideas", default=0),
+        "transcripts_indexed": db.scalar("SELECT count(*) FROM index_state", default=0),
+        "transcripts_pending": db.scalar(
+            "SELECT count(DISTINCT transcript_path) FROM work_queue WHERE state IN ('pending', 'claimed')", default=0),
+        "messages": db.scalar("SELECT count(*) FROM messages", default=0),
+        "messages_skipped": dict(db.execute(
+            "SELECT skip_reason, count(*) FROM messages WHERE skip_reason IS NOT NULL GROUP BY skip_reason").fetchall()),
+        "queue": queue.depth(db),
+        "parked": [{"transcript": p[0], "attempts": p[1], "error": p[2]} for p in parked],
+        "without_vectors": {
+            "ideas": db.scalar("SELECT count(*) FROM ideas WHERE needs_embedding = 1", default=0),
+            "spans": db.scalar("SELECT count(*) FROM spans WHERE needs_embedding = 1", default=0),
+        },
+        "vector_search": db.has_vec,
+        "llm_today": {"calls": calls[0], "prompt_tokens": calls[1], "completion_tokens": calls[2],
+                      "fallbacks_to_offline": fallbacks,
+                      "budget_exhausted": Indexer(db, config.load()).budget_exhausted()},
+        "database_bytes": size,
+    }
+
+
+def status(db: Database | None) -> dict:
+    from total_recall import daemon
+
+    paths = config.paths()
+    data = daemon.read_status(paths) or {}
+    running = bool(data.get("alive") and data.get("state") == "running")
+    out = {"running": running, "pid": data.get("pid"), "started": data.get("started"),
+           "last_error": data.get("last_error"), "last_batch": data.get("last_batch"),
+           "status_updated": data.get("updated")}
+    if db is not None:
+        out["queue"] = queue.depth(db)
+    return out
+
+
+def topics(db: Database, session: str | None = None, limit: int = 50) -> list[dict]:
+    """The span tree per session: names, summaries, line ranges and idea counts."""
+    where, params = ("WHERE s.session_id = ?", (session,)) if session else ("", ())
+    roots = db.execute(
+        f"SELECT DISTINCT s.session_id FROM spans s {where} ORDER BY s.created_at DESC LIMIT ?", (*params, limit)
+    ).fetchall()
+    out = []
+    for (sid,) in roots:
+        rows = db.execute(
+            "SELECT s.id, s.parent_id, s.depth, s.name, s.summary, s.start_line, s.end_line, s.source_file, "
+            "s.project, s.started_at, (SELECT count(*) FROM ideas i WHERE i.span_id = s.id) "
+            "FROM spans s WHERE s.session_id = ? ORDER BY s.depth, s.start_line, s.id", (sid,)).fetchall()
+        nodes = {r[0]: {"id": r[0], "depth": r[2], "name": r[3], "summary": r[4], "start_line": r[5],
+                        "end_line": r[6], "source_file": r[7], "project": r[8], "started_at": r[9],
+                        "ideas": r[10], "children": []} for r in rows}
+        tree = []
+        for r in rows:
+            (nodes[r[1]]["children"] if r[1] in nodes else tree).append(nodes[r[0]])
+        out.append({"session": sid, "spans": tree})
+    return out

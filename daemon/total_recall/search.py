@@ -1,0 +1,541 @@
+"""Hybrid retrieval: vector + BM25 + entity lookup, fused with Reciprocal Rank Fusion.
+
+Then filters (intent, time), confidence and recency weighting, graph expansion over relations,
+evolution chains for superseded ideas, and parent spans for context. The daemon answers over
+its socket with a warm model; the CLI falls back to the same function in-process.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable
+
+import structlog
+
+from total_recall import config, query as querymod
+from total_recall.db import Database, VEC_FIX_HINT, vector_tables_exist
+from total_recall.errors import EmbeddingError, ExtractionError, TotalRecallError, TransientError
+
+log = structlog.get_logger(__name__)
+
+RRF_K = 60
+POOL = 60  # candidates per strategy
+# Strategy weights (bench/recall.py measures the effect of changing them).
+WEIGHTS = {
+    "idea_vec": 1.0,
+    "idea_bm25": 0.6,
+    "entity": 0.4,
+    "hyde": 0.8,
+    "span_vec": 0.35,
+    "span_bm25": 0.25,
+    "time": 0.3,
+}
+MAX_SPAN_RESULTS = 2
+SUPERSEDED_FACTOR = 0.5
+INTENT_BOOST = 1.25
+PINNED_BOOST = 1.2
+
+
+@dataclass
+class Candidate:
+    kind: str  # idea | span
+    id: int
+    score: float = 0.0
+    strategies: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class SearchContext:
+    db: Database
+    embedder: Any = None
+    settings: config.Settings | None = None
+    notes: list[str] = field(default_factory=list)
+    _qvec_cache: dict[str, bytes] = field(default_factory=dict)
+
+    def vectors_ready(self) -> bool:
+        if not self.db.has_vec:
+            self._note(f"{VEC_FIX_HINT} ({self.db.vec_error})")
+            return False
+        if not vector_tables_exist(self.db) or self.embedder is None:
+            return False
+        if self.db.get_meta("embed_model") != self.embedder.model_id:
+            self._note("vectors were made by another embedding model; run `total-recall reembed`")
+            return False
+        return True
+
+    def _note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
+    def qvec(self, text: str) -> bytes | None:
+        if text not in self._qvec_cache:
+            from total_recall.embed import to_blob
+
+            try:
+                self._qvec_cache[text] = to_blob(self.embedder.embed([text])[0])
+            except (EmbeddingError, TransientError) as exc:
+                self._note(f"embedding the query failed ({exc}); keyword search only")
+                return None
+        return self._qvec_cache[text]
+
+
+# -- project scoping ------------------------------------------------------------------------
+def resolve_projects(db: Database, project: str | None, all_projects: bool, cwd: str | None) -> list[str] | None:
+    """None = every project. A directory or a short name picks the projects it names."""
+    if all_projects:
+        return None
+    known = [r[0] for r in db.execute("SELECT DISTINCT project FROM ideas UNION SELECT DISTINCT project FROM spans")]
+    if project:
+        as_path = os.path.abspath(os.path.expanduser(project))
+        hits = [p for p in known if p == as_path or p == project or Path(p).name.lower() == project.lower()]
+        if not hits:
+            raise TotalRecallError(f"no indexed project matches {project!r}; try --all-projects")
+        return hits
+    here = os.path.abspath(cwd or os.getcwd())
+    inside = [p for p in known if p and (here == p or here.startswith(p.rstrip("/") + "/"))]
+    if inside:
+        return [max(inside, key=len)]
+    return None  # not inside any indexed project: search everything
+
+
+def _project_sql(projects: list[str] | None, column: str) -> tuple[str, tuple]:
+    if projects is None:
+        return "", ()
+    return f" AND {column} IN ({','.join('?' * len(projects))})", tuple(projects)
+
+
+# -- strategies -----------------------------------------------------------------------------
+def _knn(ctx: SearchContext, table: str, key: str, blob: bytes, projects: list[str] | None) -> list[int]:
+    partitions: Iterable[str | None] = projects if projects is not None else [None]
+    scored: list[tuple[float, int]] = []
+    for part in partitions:
+        sql = f"SELECT {key}, distance FROM {table} WHERE embedding MATCH ? AND k = ?"
+        params: tuple = (blob, POOL)
+        if part is not None:
+            sql, params = sql + " AND project = ?", params + (part or "",)
+        scored += [(r[1], r[0]) for r in ctx.db.execute(sql, params)]
+    return [i for _, i in sorted(scored)[:POOL]]
+
+
+def _bm25(ctx: SearchContext, fts: str, owner: str, match: str, projects: list[str] | None, extra: str = "") -> list[int]:
+    psql, pparams = _project_sql(projects, "o.project")
+    rows = ctx.db.execute(
+        f"SELECT o.id FROM {fts} f JOIN {owner} o ON o.id = f.rowid WHERE {fts} MATCH ?{psql}{extra} "
+        f"ORDER BY f.rank LIMIT ?", (match, *pparams, POOL)).fetchall()
+    return [r[0] for r in rows]
+
+
+def _entity_ideas(ctx: SearchContext, q: querymod.Query, projects: list[str] | None) -> list[int]:
+    words = q.terms
+    names = set(words) | {f"{a} {b}" for a, b in zip(words, words[1:])}
+    raw = {w.lower() for w in querymod.WORD.findall(q.text)}
+    names |= {t for t in q.text.replace(",", " ").split() if "/" in t or "." in t or "_" in t} | raw
+    if not names:
+        return []
+    marks = ",".join("?" * len(names))
+    psql, pparams = _project_sql(projects, "i.project")
+    rows = ctx.db.execute(
+        f"SELECT i.id FROM entities e JOIN idea_entities ie ON ie.entity_id = e.id JOIN ideas i ON i.id = ie.idea_id "
+        f"WHERE lower(e.name) IN ({marks}) AND e.type != 'project'{psql} ORDER BY i.id DESC LIMIT ?",
+        (*[n.lower() for n in names], *pparams, POOL)).fetchall()
+    return [r[0] for r in rows]
+
+
+def _time_window_ideas(ctx: SearchContext, q: querymod.Query, projects: list[str] | None) -> list[int]:
+    psql, pparams = _project_sql(projects, "project")
+    tsql, tparams = _time_sql(q, "message_time")
+    rows = ctx.db.execute(
+        f"SELECT id FROM ideas WHERE 1 = 1{psql}{tsql} ORDER BY message_time DESC LIMIT ?",
+        (*pparams, *tparams, POOL)).fetchall()
+    return [r[0] for r in rows]
+
+
+def _time_sql(q: querymod.Query, column: str) -> tuple[str, tuple]:
+    sql, params = "", ()
+    if q.since:
+        sql, params = sql + f" AND substr({column}, 1, 19) >= ?", params + (q.since.strftime("%Y-%m-%dT%H:%M:%S"),)
+    if q.until:
+        sql, params = sql + f" AND substr({column}, 1, 19) < ?", params + (q.until.strftime("%Y-%m-%dT%H:%M:%S"),)
+    return sql, params
+
+
+def gather(ctx: SearchContext, q: querymod.Query, projects: list[str] | None, hyde_text: str | None) -> dict:
+    """Run every strategy; return {(kind, id): Candidate} with RRF scores."""
+    ranked: dict[str, tuple[str, list[int]]] = {}
+    match = q.fts()
+    if ctx.vectors_ready() and q.text:
+        if (blob := ctx.qvec(q.text)) is not None:
+            ranked["idea_vec"] = ("idea", _knn(ctx, "idea_embeddings", "idea_id", blob, projects))
+            ranked["span_vec"] = ("span", _knn(ctx, "span_embeddings", "span_id", blob, projects))
+        if hyde_text and (hblob := ctx.qvec(hyde_text)) is not None:
+            ranked["hyde"] = ("idea", _knn(ctx, "idea_embeddings", "idea_id", hblob, projects))
+    if match:
+        ranked["idea_bm25"] = ("idea", _bm25(ctx, "ideas_fts", "ideas", match, projects))
+        ranked["span_bm25"] = ("span", _bm25(ctx, "spans_fts", "spans", match, projects, " AND o.depth > 0"))
+    ranked["entity"] = ("idea", _entity_ideas(ctx, q, projects))
+    if q.since or q.until:
+        ranked["time"] = ("idea", _time_window_ideas(ctx, q, projects))
+    return fuse(ranked)
+
+
+def fuse(ranked: dict[str, tuple[str, list[int]]]) -> dict:
+    pool: dict[tuple[str, int], Candidate] = {}
+    for strategy, (kind, ids) in ranked.items():
+        weight = WEIGHTS[strategy]
+        for rank, object_id in enumerate(ids):
+            cand = pool.setdefault((kind, object_id), Candidate(kind, object_id))
+            cand.score += weight / (RRF_K + rank + 1)
+            cand.strategies[strategy] = rank + 1
+    return pool
+
+
+# -- details, filters, weighting ------------------------------------------------------------
+IDEA_COLUMNS = ("id", "content", "intent", "confidence", "answered", "source_file", "source_line", "session_id",
+                "project", "message_time", "span_id", "created_at", "mention_count", "pinned")
+SPAN_COLUMNS = ("id", "name", "summary", "depth", "start_line", "end_line", "source_file", "session_id",
+                "project", "started_at", "parent_id")
+
+
+def _rows(db: Database, table: str, columns: tuple, ids: list[int]) -> dict[int, dict]:
+    if not ids:
+        return {}
+    rows = db.execute(f"SELECT {', '.join(columns)} FROM {table} WHERE id IN ({','.join('?' * len(ids))})", ids)
+    return {r[0]: dict(zip(columns, r)) for r in rows}
+
+
+def _passes(row: dict, q: querymod.Query, time_key: str) -> bool:
+    if q.intents and row.get("intent") not in q.intents:
+        return False
+    if q.unanswered_only and row.get("answered"):
+        return False
+    stamp = (row.get(time_key) or "")[:19]
+    if q.since and (not stamp or stamp < q.since.strftime("%Y-%m-%dT%H:%M:%S")):
+        return False
+    if q.until and (not stamp or stamp >= q.until.strftime("%Y-%m-%dT%H:%M:%S")):
+        return False
+    return True
+
+
+def _age_days(stamp: str | None, now: datetime) -> float:
+    if not stamp:
+        return 365.0
+    try:
+        when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return 365.0
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0.0, (now - when).total_seconds() / 86400)
+
+
+def superseded_by(db: Database, ids: list[int]) -> dict[int, list[int]]:
+    """For each idea, the ideas that supersede it (newest first)."""
+    if not ids:
+        return {}
+    rows = db.execute(
+        f"SELECT to_id, from_id FROM relations WHERE relation_type = 'supersedes' "
+        f"AND to_id IN ({','.join('?' * len(ids))}) ORDER BY from_id DESC", ids).fetchall()
+    out: dict[int, list[int]] = {}
+    for to_id, from_id in rows:
+        out.setdefault(to_id, []).append(from_id)
+    return out
+
+
+def weigh(pool: dict, ideas: dict[int, dict], spans: dict[int, dict], q: querymod.Query, now: datetime,
+          successors: dict[int, list[int]]) -> list[Candidate]:
+    kept = []
+    for cand in pool.values():
+        row = ideas.get(cand.id) if cand.kind == "idea" else spans.get(cand.id)
+        if row is None:
+            continue
+        if cand.kind == "idea":
+            if not _passes(row, q, "message_time"):
+                continue
+            cand.score *= 0.75 + 0.25 * float(row["confidence"])
+            if row["intent"] in q.boost_intents:
+                cand.score *= INTENT_BOOST
+            if row["pinned"]:
+                cand.score *= PINNED_BOOST
+            if cand.id in successors:
+                cand.score *= SUPERSEDED_FACTOR
+            stamp = row["message_time"]
+        else:
+            if q.intents or not _passes(row, q, "started_at"):
+                continue
+            stamp = row["started_at"]
+        if q.time_sensitive:
+            cand.score *= 0.6 + 0.4 * math.exp(-_age_days(stamp, now) / 30)
+        kept.append(cand)
+    return sorted(kept, key=lambda c: -c.score)
+
+
+def expand(db: Database, top: list[Candidate], pool_ids: set[int]) -> list[Candidate]:
+    """Graph expansion: ideas that supersede / build on / answer the top ideas join the results."""
+    ids = [c.id for c in top if c.kind == "idea"]
+    if not ids:
+        return []
+    marks = ",".join("?" * len(ids))
+    rows = db.execute(
+        f"SELECT from_id, to_id, relation_type FROM relations WHERE to_id IN ({marks}) "
+        f"AND relation_type IN ('supersedes', 'builds_on', 'answers')", ids).fetchall()
+    score_of = {c.id: c.score for c in top if c.kind == "idea"}
+    added: dict[int, Candidate] = {}
+    for from_id, to_id, rtype in rows:
+        if from_id in pool_ids or from_id in added:
+            continue
+        factor = 1.05 if rtype == "supersedes" else 0.5
+        added[from_id] = Candidate("idea", from_id, score_of[to_id] * factor, {f"graph:{rtype}": 1})
+    return list(added.values())
+
+
+# -- the whole search -----------------------------------------------------------------------
+def search(
+    ctx: SearchContext,
+    text: str,
+    *,
+    k: int = 10,
+    project: str | None = None,
+    all_projects: bool = False,
+    cwd: str | None = None,
+    hyde_text: str | None = None,
+    now: datetime | None = None,
+) -> list[dict]:
+    now = now or datetime.now(timezone.utc)
+    q = querymod.analyze(text, now)
+    projects = resolve_projects(ctx.db, project, all_projects, cwd)
+    pool = gather(ctx, q, projects, hyde_text)
+    ranked = _rank(ctx, pool, q, now)
+    top = _select(ranked, k)
+    extra = expand(ctx.db, top, {c.id for c in ranked if c.kind == "idea"})
+    if extra:
+        extra_rows = _rows(ctx.db, "ideas", IDEA_COLUMNS, [c.id for c in extra])
+        extra = [c for c in extra if c.id in extra_rows and _passes(extra_rows[c.id], q, "message_time")]
+        top = _select(sorted(top + extra, key=lambda c: -c.score), k)
+    return [r for r in build_results(ctx.db, order_chains(ctx.db, top))]
+
+
+def _rank(ctx: SearchContext, pool: dict, q: querymod.Query, now: datetime) -> list[Candidate]:
+    idea_ids = [c.id for c in pool.values() if c.kind == "idea"]
+    span_ids = [c.id for c in pool.values() if c.kind == "span"]
+    ideas = _rows(ctx.db, "ideas", IDEA_COLUMNS, idea_ids)
+    spans = _rows(ctx.db, "spans", SPAN_COLUMNS, span_ids)
+    return weigh(pool, ideas, spans, q, now, superseded_by(ctx.db, idea_ids))
+
+
+def _select(ranked: list[Candidate], k: int) -> list[Candidate]:
+    out, spans = [], 0
+    for cand in ranked:
+        if cand.kind == "span":
+            if spans >= MAX_SPAN_RESULTS:
+                continue
+            spans += 1
+        out.append(cand)
+        if len(out) >= k:
+            break
+    return out
+
+
+def order_chains(db: Database, top: list[Candidate]) -> list[Candidate]:
+    """Evolution chains: a superseded idea is listed right after the idea that replaced it."""
+    successors = superseded_by(db, [c.id for c in top if c.kind == "idea"])
+    present = {c.id for c in top if c.kind == "idea"}
+    held = {c.id: c for c in top if c.kind == "idea" and any(s in present for s in successors.get(c.id, []))}
+    out: list[Candidate] = []
+    placed: set[int] = set()
+
+    def place(c: Candidate) -> None:
+        if c.kind == "idea" and c.id in placed:
+            return
+        out.append(c)
+        if c.kind == "idea":
+            placed.add(c.id)
+            for old_id, succ in successors.items():
+                if c.id in succ and old_id in held:
+                    place(held[old_id])
+
+    for cand in top:
+        if cand.kind == "idea" and cand.id in held:
+            continue
+        place(cand)
+    out += [c for c in held.values() if c.id not in placed]
+    return out
+
+
+def build_results(db: Database, cands: list[Candidate]) -> list[dict]:
+    ideas = _rows(db, "ideas", IDEA_COLUMNS, [c.id for c in cands if c.kind == "idea"])
+    spans = _rows(db, "spans", SPAN_COLUMNS, [c.id for c in cands if c.kind == "span"])
+    span_ids = {r["span_id"] for r in ideas.values() if r["span_id"]}
+    parents = _rows(db, "spans", SPAN_COLUMNS, list(span_ids))
+    ents = _entities(db, list(ideas))
+    rels = _relations(db, list(ideas))
+    succ = superseded_by(db, list(ideas))
+    sources = _sources(db, list(ideas))
+    results = []
+    for c in cands:
+        if c.kind == "idea":
+            r = ideas[c.id]
+            span = parents.get(r["span_id"])
+            results.append({
+                "kind": "idea", "id": c.id, "content": r["content"], "intent": r["intent"],
+                "confidence": round(float(r["confidence"]), 3), "answered": bool(r["answered"]),
+                "score": round(c.score, 6), "session": r["session_id"], "project": r["project"],
+                "timestamp": r["message_time"], "source_file": r["source_file"], "source_line": r["source_line"],
+                "span": {"id": span["id"], "name": span["name"], "start_line": span["start_line"],
+                         "end_line": span["end_line"]} if span else None,
+                "entities": ents.get(c.id, []), "relations": rels.get(c.id, []),
+                "superseded_by": succ.get(c.id, []), "matched_by": sorted(c.strategies),
+                "mention_count": r["mention_count"], "pinned": bool(r["pinned"]),
+                "sources": sources.get(c.id, [{"source_file": r["source_file"], "source_line": r["source_line"]}]),
+            })
+        else:
+            r = spans[c.id]
+            results.append({
+                "kind": "span", "id": c.id, "name": r["name"], "summary": r["summary"], "content": r["summary"],
+                "intent": None, "confidence": None, "score": round(c.score, 6), "session": r["session_id"],
+                "project": r["project"], "timestamp": r["started_at"], "source_file": r["source_file"],
+                "start_line": r["start_line"], "end_line": r["end_line"], "depth": r["depth"], "span": None,
+                "entities": [], "relations": [], "superseded_by": [], "matched_by": sorted(c.strategies),
+            })
+    return results
+
+
+def _sources(db: Database, ids: list[int]) -> dict[int, list[dict]]:
+    """Every place an idea was said (merged duplicates keep all of them)."""
+    if not ids:
+        return {}
+    rows = db.execute(
+        f"SELECT idea_id, source_file, source_line, message_time FROM idea_sources "
+        f"WHERE idea_id IN ({','.join('?' * len(ids))}) ORDER BY message_time, source_line", ids).fetchall()
+    out: dict[int, list[dict]] = {}
+    for idea_id, source_file, line, when in rows:
+        out.setdefault(idea_id, []).append({"source_file": source_file, "source_line": line, "timestamp": when})
+    return out
+
+
+def _entities(db: Database, ids: list[int]) -> dict[int, list[str]]:
+    if not ids:
+        return {}
+    rows = db.execute(
+        f"SELECT ie.idea_id, e.name FROM idea_entities ie JOIN entities e ON e.id = ie.entity_id "
+        f"WHERE ie.idea_id IN ({','.join('?' * len(ids))}) ORDER BY e.name", ids).fetchall()
+    out: dict[int, list[str]] = {}
+    for idea_id, name in rows:
+        out.setdefault(idea_id, []).append(name)
+    return out
+
+
+def _relations(db: Database, ids: list[int]) -> dict[int, list[dict]]:
+    if not ids:
+        return {}
+    marks = ",".join("?" * len(ids))
+    rows = db.execute(
+        f"SELECT r.from_id, r.to_id, r.relation_type, f.content, t.content FROM relations r "
+        f"JOIN ideas f ON f.id = r.from_id JOIN ideas t ON t.id = r.to_id "
+        f"WHERE r.from_id IN ({marks}) OR r.to_id IN ({marks})", ids + ids).fetchall()
+    out: dict[int, list[dict]] = {}
+    wanted = set(ids)
+    for from_id, to_id, rtype, from_text, to_text in rows:
+        if from_id in wanted:
+            out.setdefault(from_id, []).append({"type": rtype, "direction": "out", "id": to_id, "content": to_text})
+        if to_id in wanted:
+            out.setdefault(to_id, []).append({"type": rtype, "direction": "in", "id": from_id, "content": from_text})
+    return out
+
+
+# -- entry points used by the CLI and the daemon ---------------------------------------------
+def wants_hyde(settings: config.Settings, text: str, forced: bool) -> bool:
+    if not settings.llm_enabled():
+        return False
+    mode = settings.get("search", "hyde")
+    if forced or mode == "on":
+        return True
+    return mode == "auto" and len(querymod.terms_of(text)) <= 3
+
+
+def hyde_for(settings: config.Settings, text: str, notes: list[str]) -> str | None:
+    from total_recall.extract import llm
+
+    try:
+        return llm.hyde(settings, text)
+    except (ExtractionError, TotalRecallError) as exc:
+        notes.append(f"HyDE skipped: {exc}")
+        return None
+
+
+def run(db: Database, settings: config.Settings, embedder: Any, request: dict) -> dict:
+    """One search request (CLI or socket): {query, k, project, all_projects, cwd, hyde}."""
+    ctx = SearchContext(db, embedder, settings)
+    text = str(request.get("query") or "")
+    k = int(request.get("k") or settings.get("search", "k"))
+    hyde_text = hyde_for(settings, text, ctx.notes) if wants_hyde(settings, text, bool(request.get("hyde"))) else None
+    results = search(ctx, text, k=k, project=request.get("project"), all_projects=bool(request.get("all_projects")),
+                     cwd=request.get("cwd"), hyde_text=hyde_text)
+    return {"results": results, "notes": ctx.notes}
+
+
+def local_embedder(settings: config.Settings) -> Any:
+    try:
+        from total_recall.embed import get_embedder
+
+        return get_embedder(settings)
+    except (EmbeddingError, TotalRecallError) as exc:
+        log.warning("embedder_unavailable", error=str(exc))
+        return None
+
+
+def search_cli(text: str, *, k: int | None, project: str | None, all_projects: bool, hyde: bool) -> list[dict]:
+    """The CLI path: ask the daemon over its socket, else search in-process."""
+    from total_recall import server
+
+    request = {"query": text, "k": k, "project": project, "all_projects": all_projects, "cwd": os.getcwd(),
+               "hyde": hyde}
+    answer = server.ask(config.paths().socket, {"op": "search", **request})
+    if answer is None:
+        answer = _in_process(request)
+    if answer.get("error"):
+        raise TotalRecallError(answer["error"])
+    for note in answer.get("notes", []):
+        print(f"total-recall: note: {note}", file=sys.stderr)
+    return answer["results"]
+
+
+def _in_process(request: dict) -> dict:
+    from total_recall import db as dbmod
+
+    settings = config.load()
+    database = dbmod.connect(settings=settings)
+    try:
+        return run(database, settings, local_embedder(settings), request)
+    finally:
+        database.close()
+
+
+def run_queries_file(path: Path, *, all_projects: bool, k: int | None) -> Iterable[dict]:
+    """`search --queries FILE`: one JSON object per line in, one {query, results} line out, same order."""
+    from total_recall import db as dbmod
+
+    settings = config.load()
+    database = dbmod.connect(settings=settings)
+    embedder = local_embedder(settings)
+    try:
+        with path.open(encoding="utf-8") as fh:
+            for number, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    req = json.loads(line)
+                except ValueError:
+                    raise TotalRecallError(f"{path}:{number}: not a JSON object") from None
+                req = req if isinstance(req, dict) else {"query": str(req)}
+                req.setdefault("all_projects", all_projects or not req.get("project"))
+                req["k"] = req.get("k") or k
+                answer = run(database, settings, embedder, req)
+                yield {"query": req.get("query"), "results": answer["results"]}
+    finally:
+        database.close()

@@ -1,0 +1,104 @@
+"""The daemon's local search socket: one JSON line in, one JSON line out.
+
+A Unix socket in the private home folder, chmod 0600, so only the user can connect. The CLI asks
+here first (warm model, no start-up cost) and searches in-process when nobody answers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import socketserver
+import threading
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+log = structlog.get_logger(__name__)
+
+MAX_REQUEST = 1 << 20
+CONNECT_TIMEOUT = 0.5
+ANSWER_TIMEOUT = 60.0
+
+
+def ask(path: Path, request: dict) -> dict | None:
+    """Send one request; None when no daemon listens (the caller then works in-process)."""
+    if not path.exists():
+        return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(CONNECT_TIMEOUT)
+        sock.connect(str(path))
+        sock.settimeout(ANSWER_TIMEOUT)
+        sock.sendall(json.dumps(request).encode() + b"\n")
+        data = b""
+        while not data.endswith(b"\n"):
+            chunk = sock.recv(1 << 16)
+            if not chunk:
+                break
+            data += chunk
+        return json.loads(data) if data.strip() else None
+    except (OSError, ValueError):
+        # Trigger: stale socket, daemon stopping, or a broken answer. Why: searching must not
+        # depend on the daemon. Outcome: the caller searches in-process with the same code.
+        return None
+    finally:
+        sock.close()
+
+
+class _Handler(socketserver.StreamRequestHandler):
+    def handle(self) -> None:
+        line = self.rfile.readline(MAX_REQUEST)
+        try:
+            request = json.loads(line)
+            answer = self.server.dispatch(request)  # type: ignore[attr-defined]
+        except Exception as exc:  # boundary: one bad request never stops the server
+            log.warning("socket_request_failed", error=str(exc))
+            answer = {"error": f"{type(exc).__name__}: {exc}"}
+        self.wfile.write(json.dumps(answer, default=str).encode() + b"\n")
+
+
+class SearchServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+    def __init__(self, path: Path, daemon: Any):
+        self.daemon_ref = daemon
+        self._local = threading.local()
+        super().__init__(str(path), _Handler)
+        os.chmod(path, 0o600)
+
+    def _db(self):
+        from total_recall import db as dbmod
+
+        if getattr(self._local, "db", None) is None:
+            self._local.db = dbmod.connect(self.daemon_ref.db.path, settings=self.daemon_ref.settings)
+        return self._local.db
+
+    def dispatch(self, request: dict) -> dict:
+        from total_recall import search
+
+        op = request.get("op")
+        if op == "ping":
+            return {"ok": True, "pid": os.getpid()}
+        if op == "search":
+            d = self.daemon_ref
+            embedder = d.indexer.embedder if d.indexer.vectors_ok() else None
+            return search.run(self._db(), d.settings, embedder, request)
+        return {"error": f"unknown op {op!r}"}
+
+
+def start(daemon: Any) -> SearchServer | None:
+    path = daemon.paths.socket
+    if len(str(path)) > 100:
+        log.warning("socket_path_too_long", path=str(path))
+        return None
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass
+    server = SearchServer(path, daemon)
+    thread = threading.Thread(target=server.serve_forever, name="search-socket", daemon=True)
+    thread.start()
+    return server

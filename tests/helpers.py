@@ -1,0 +1,92 @@
+"""Test helpers: write Claude Code-shaped transcripts, run the CLI, the hook and the daemon as processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Iterable
+
+REPO = Path(__file__).resolve().parents[1]
+HOOK = REPO / "hooks" / "enqueue.py"
+
+
+def record(role: str, text: str, *, session: str, cwd: str, when: datetime, msg_id: str | None = None,
+           branch: str = "main") -> dict:
+    base = {"parentUuid": None, "isSidechain": False, "userType": "external", "cwd": cwd, "sessionId": session,
+            "version": "2.1.39", "gitBranch": branch, "uuid": str(uuid.uuid4()),
+            "timestamp": when.strftime("%Y-%m-%dT%H:%M:%S.000Z")}
+    if role == "user":
+        return {**base, "type": "user", "message": {"role": "user", "content": text}}
+    return {**base, "type": "assistant", "message": {
+        "id": msg_id or f"msg_{uuid.uuid4().hex[:12]}", "type": "message", "role": "assistant",
+        "model": "claude-test", "content": [{"type": "text", "text": text}], "stop_reason": None}}
+
+
+def write_transcript(path: Path, turns: Iterable[tuple[str, str]], *, session: str | None = None,
+                     cwd: str = "/home/dev/projects/demo", start: datetime | None = None, append: bool = False,
+                     step: timedelta = timedelta(minutes=1)) -> Path:
+    """turns: (role, text) pairs -> one JSONL line each."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    session = session or path.stem
+    when = start or datetime(2026, 3, 2, 10, 0, tzinfo=timezone.utc)
+    with path.open("a" if append else "w", encoding="utf-8") as fh:
+        for i, (role, text) in enumerate(turns):
+            fh.write(json.dumps(record(role, text, session=session, cwd=cwd, when=when + i * step)) + "\n")
+    return path
+
+
+def env() -> dict:
+    e = dict(os.environ)
+    e["PYTHONUNBUFFERED"] = "1"
+    return e
+
+
+def cli(*args: str, check: bool = True, timeout: float = 180, cwd: str | None = None) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "total_recall", *args], capture_output=True, text=True,
+                          env=env(), timeout=timeout, cwd=cwd)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"total-recall {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")
+    return proc
+
+
+def cli_json(*args: str, **kw):
+    return json.loads(cli(*args, "--json", **kw).stdout)
+
+
+def hook(payload: dict | str) -> subprocess.CompletedProcess:
+    data = payload if isinstance(payload, str) else json.dumps(payload)
+    return subprocess.run([sys.executable, "-I", "-S", str(HOOK)], input=data, capture_output=True, text=True,
+                          env=env(), timeout=30)
+
+
+def start_daemon(log_path: Path) -> subprocess.Popen:
+    fh = log_path.open("ab")
+    return subprocess.Popen([sys.executable, "-m", "total_recall", "daemon", "--log-level", "debug"],
+                            stdout=fh, stderr=fh, env=env())
+
+
+def wait_for(predicate, timeout: float = 60.0, interval: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout}s")
+
+
+def db_rows(sql: str, params=()) -> list[tuple]:
+    """Read the test home's database with a fresh connection that has sqlite-vec loaded."""
+    from total_recall import config, db
+
+    conn = db.connect(config.paths().db, migrate_to_head=False)
+    try:
+        return conn.execute(sql, params).fetchall()
+    finally:
+        conn.close()

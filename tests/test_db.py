@@ -1,0 +1,159 @@
+"""Schema, migrations and the connection factory, on real SQLite files."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import stat
+
+import pytest
+
+from total_recall import config, db
+from total_recall.errors import MigrationError, SchemaError
+
+
+def dump(database: db.Database) -> list[str]:
+    """Schema and rows of every table, read through the stdlib module (works for any driver's file)."""
+    database.close()
+    plain = sqlite3.connect(database.path)
+    try:
+        return list(plain.iterdump())
+    finally:
+        plain.close()
+
+
+def test_blank_database_migrates_to_head(tmp_path):
+    database = db.connect(tmp_path / "m.db")
+    head = len(db.migration_files())
+    assert db.schema_version(database) == head
+    names = {r[0] for r in database.execute("SELECT name FROM sqlite_master")}
+    for table in ("spans", "ideas", "entities", "idea_entities", "relations", "ideas_fts", "spans_fts",
+                  "index_state", "work_queue", "memory_events", "meta", "messages", "llm_calls"):
+        assert table in names
+
+
+def test_migration_numbers_are_unique_and_contiguous():
+    files = db.migration_files()
+    numbers = [n for n, _ in files]
+    assert numbers == list(range(1, len(numbers) + 1))
+    assert len({p.name[:4] for _, p in files}) == len(files)
+
+
+def test_gap_in_migration_numbers_is_refused(tmp_path):
+    folder = tmp_path / "migrations"
+    shutil.copytree(config.resource_dir("migrations"), folder)
+    (folder / "0009_gap.sql").write_text("CREATE TABLE gap (x);\n")
+    with pytest.raises(SchemaError, match="without gaps"):
+        db.migration_files(folder)
+
+
+def test_failed_migration_leaves_database_unchanged(tmp_path):
+    path = tmp_path / "m.db"
+    database = db.connect(path)
+    database.execute("INSERT INTO meta (key, value) VALUES ('probe', 'kept')")
+    version = db.schema_version(database)
+    before = dump(database)
+
+    folder = tmp_path / "migrations"
+    shutil.copytree(config.resource_dir("migrations"), folder)
+    broken = folder / f"{version + 1:04d}_broken.sql"
+    broken.write_text(
+        "CREATE TABLE half_done (x INTEGER);\n"
+        "INSERT INTO half_done VALUES (1);\n"
+        "ALTER TABLE ideas ADD COLUMN doomed TEXT;\n"
+        "INSERT INTO no_such_table VALUES (1);\n"
+    )
+    with pytest.raises(MigrationError, match="rolled back"):
+        db.connect(path, migrations_dir=folder)
+    again = db.connect(path, migrate_to_head=False)
+    assert db.schema_version(again) == version
+    after = dump(again)
+    assert after == before
+    assert "doomed" not in " ".join(before)
+
+
+def test_database_newer_than_code_is_refused(tmp_path):
+    path = tmp_path / "m.db"
+    database = db.connect(path)
+    database.execute("PRAGMA user_version = 999")
+    database.close()
+    with pytest.raises(SchemaError, match="newer than this total-recall"):
+        db.connect(path)
+
+
+def test_older_database_with_data_migrates_to_head(tmp_path):
+    """Each earlier schema version (a database made by the first N migrations) reaches head with data kept."""
+    head = len(db.migration_files())
+    for upto in range(1, head + 1):
+        folder = tmp_path / f"m{upto}"
+        folder.mkdir()
+        for number, path in db.migration_files():
+            if number <= upto:
+                shutil.copy(path, folder / path.name)
+        path = tmp_path / f"v{upto}.db"
+        old = db.connect(path, migrations_dir=folder)
+        assert db.schema_version(old) == upto
+        old.execute(
+            "INSERT INTO work_queue (transcript_path, event, enqueued_at) VALUES ('/t/a.jsonl', 'Stop', 1.0)")
+        old.close()
+        new = db.connect(path)
+        assert db.schema_version(new) == head
+        assert new.scalar("SELECT transcript_path FROM work_queue") == "/t/a.jsonl"
+        new.close()
+
+
+def test_home_and_database_are_private(isolated_home):
+    database = db.connect()
+    database.close()
+    assert stat.S_IMODE(os.stat(isolated_home).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(isolated_home / "memory.db").st_mode) == 0o600
+
+
+def test_connection_settings(tmp_path):
+    database = db.connect(tmp_path / "s.db")
+    assert database.scalar("PRAGMA journal_mode") == "wal"
+    assert database.scalar("PRAGMA foreign_keys") == 1
+    assert database.scalar("PRAGMA synchronous") == 1  # NORMAL
+    assert database.scalar("PRAGMA busy_timeout") == 30000
+
+
+def test_sqlite_vec_loads_and_vector_tables_follow_the_model(tmp_path):
+    database = db.connect(tmp_path / "v.db")
+    assert database.has_vec, database.vec_error
+    assert db.ensure_vector_tables(database, "model-a", 4)
+    database.execute("INSERT INTO idea_embeddings (idea_id, project, embedding) VALUES (1, 'p', '[1, 0, 0, 0]')")
+    # Another model is detected and vectors are held back until reembed.
+    assert not db.ensure_vector_tables(database, "model-b", 8)
+    assert "model-a" in database.get_meta("embed_model_mismatch")
+    db.drop_vector_tables(database)
+    assert db.ensure_vector_tables(database, "model-b", 8)
+    assert database.get_meta("embed_model_mismatch") is None
+
+
+def test_without_sqlite_vec_everything_else_works(tmp_path, monkeypatch):
+    """A Python whose sqlite3 cannot load extensions and no fallback driver: FTS5 still works."""
+    monkeypatch.setenv("TOTAL_RECALL_DB_DRIVER", "stdlib")
+    probe = sqlite3.connect(":memory:")
+    if hasattr(probe, "enable_load_extension"):
+        pytest.skip("this Python's sqlite3 can load extensions; the degraded path is not reachable")
+    database = db.connect(tmp_path / "d.db")
+    assert not database.has_vec
+    assert "enable_load_extension" in database.vec_error or "extensions" in database.vec_error
+    assert not db.ensure_vector_tables(database, "m", 4)
+    database.execute(
+        "INSERT INTO ideas (content, content_hash, intent, confidence, source_file, source_line, created_at, "
+        "updated_at) VALUES ('we chose sqlite', 'h', 'decision', 0.9, '/t', 1, 0, 0)")
+    assert database.scalar("SELECT rowid FROM ideas_fts WHERE ideas_fts MATCH 'sqlite'") == 1
+
+
+def test_fts_triggers_follow_updates_and_deletes(tmp_path):
+    database = db.connect(tmp_path / "f.db")
+    database.execute(
+        "INSERT INTO ideas (content, content_hash, intent, confidence, source_file, source_line, created_at, "
+        "updated_at) VALUES ('use postgres', 'h', 'decision', 0.9, '/t', 1, 0, 0)")
+    database.execute("UPDATE ideas SET content = 'use mysql' WHERE id = 1")
+    assert database.scalar("SELECT count(*) FROM ideas_fts WHERE ideas_fts MATCH 'postgres'") == 0
+    assert database.scalar("SELECT count(*) FROM ideas_fts WHERE ideas_fts MATCH 'mysql'") == 1
+    database.execute("DELETE FROM ideas")
+    assert database.scalar("SELECT count(*) FROM ideas_fts WHERE ideas_fts MATCH 'mysql'") == 0

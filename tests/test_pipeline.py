@@ -1,0 +1,159 @@
+"""The whole path with real processes: hook -> queue -> daemon -> database -> search."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import pytest
+
+from helpers import cli, cli_json, db_rows, hook, start_daemon, wait_for, write_transcript
+
+PROJECT = "/home/dev/projects/demo"
+
+CONVERSATION = [
+    ("user", "We need a cache in front of the pricing API because every page load calls it three times."),
+    ("assistant", "Two options: Redis as a shared cache, or an in-process LRU cache per worker. "
+                  "Redis adds an operational dependency."),
+    ("user", "We decided to go with Redis for the pricing cache, with a 5 minute TTL."),
+    ("assistant", "Good. I will add the client in src/pricing/cache.py and configure REDIS_URL."),
+    ("user", "The issue is that the checkout tests fail with ConnectionRefusedError when Redis is not running."),
+    ("assistant", "Fixed by starting a throwaway Redis in the pytest fixture redis_server_fixture."),
+    ("user", "Should we also cache the tax rates?"),
+    ("assistant", "Yes, the tax rates change only once a day, so caching them for an hour is safe."),
+    ("user", "TODO: add a metric for the cache hit ratio before the release."),
+    ("user", "thanks"),
+]
+
+
+def transcript_path(claude_dir, session="sess-0001"):
+    return claude_dir / "projects" / "-home-dev-projects-demo" / f"{session}.jsonl"
+
+
+@pytest.fixture
+def claude_dir(tmp_path):
+    return tmp_path / "claude"
+
+
+def counts() -> dict:
+    return {t: db_rows(f"SELECT count(*) FROM {t}")[0][0]
+            for t in ("ideas", "spans", "entities", "relations", "messages", "idea_entities", "memory_events")}
+
+
+def test_backfill_indexes_every_line_once_and_is_idempotent(claude_dir):
+    path = write_transcript(transcript_path(claude_dir), CONVERSATION, cwd=PROJECT)
+    result = cli_json("backfill", str(path), "--wait")
+    assert result["queued"] == 1
+    state = db_rows("SELECT byte_offset, line_number, project, session_id FROM index_state")
+    assert state == [(path.stat().st_size, len(CONVERSATION), PROJECT, "sess-0001")]
+    # Every line with content is either an idea's source or a recorded skip with a reason.
+    lines_with_ideas = {r[0] for r in db_rows("SELECT DISTINCT source_line FROM ideas")}
+    skipped = dict(db_rows("SELECT source_line, skip_reason FROM messages WHERE skip_reason IS NOT NULL"))
+    for line in range(1, len(CONVERSATION) + 1):
+        assert line in lines_with_ideas or line in skipped, line
+    assert skipped.get(10) == "acknowledgement"
+    # Every idea knows where it came from and when it was said.
+    for source_file, line, session, project, when in db_rows(
+            "SELECT source_file, source_line, session_id, project, message_time FROM ideas"):
+        assert source_file == str(path) and 1 <= line <= len(CONVERSATION)
+        assert session == "sess-0001" and project == PROJECT and when.startswith("2026-03-02T")
+    before = counts()
+    assert before["ideas"] >= 8
+    again = cli_json("backfill", str(path), "--wait")
+    assert again["queued"] == 0 and again["already_indexed"] == 1
+    # Forcing a re-read of the same lines (offset lost) adds nothing either.
+    db_rows("SELECT 1")
+    import sqlite3
+
+    from total_recall import config
+
+    conn = sqlite3.connect(config.paths().db)
+    conn.execute("UPDATE index_state SET byte_offset = 0, line_number = 0")
+    conn.commit()
+    conn.close()
+    cli_json("backfill", str(path), "--wait")
+    after = counts()
+    assert {k: after[k] for k in ("ideas", "spans", "entities", "relations", "messages")} == \
+           {k: before[k] for k in ("ideas", "spans", "entities", "relations", "messages")}
+
+
+def test_hook_then_daemon_once_indexes_only_new_lines(claude_dir):
+    path = write_transcript(transcript_path(claude_dir), CONVERSATION[:4], cwd=PROJECT)
+    cli("init")
+    payload = {"session_id": "sess-0001", "transcript_path": str(path), "cwd": PROJECT, "hook_event_name": "Stop"}
+    assert hook(payload).returncode == 0
+    cli("daemon", "--once")
+    first = db_rows("SELECT max(source_line) FROM ideas")[0][0]
+    assert first == 4 or first == 3
+    n_ideas = counts()["ideas"]
+    write_transcript(path, CONVERSATION[4:], cwd=PROJECT, append=True,
+                     start=__import__("datetime").datetime(2026, 3, 2, 11, 0, tzinfo=__import__("datetime").timezone.utc))
+    assert hook(payload).returncode == 0
+    cli("daemon", "--once")
+    lines = [r[0] for r in db_rows("SELECT source_line FROM ideas ORDER BY id")]
+    assert counts()["ideas"] > n_ideas
+    assert min(lines[n_ideas:]) >= 5  # the second run only extracted the appended lines
+    assert db_rows("SELECT state, count(*) FROM work_queue GROUP BY state") == [("done", 2)]
+
+
+def test_search_finds_by_paraphrase_identifier_and_entity(claude_dir):
+    path = write_transcript(transcript_path(claude_dir), CONVERSATION, cwd=PROJECT)
+    cli("backfill", str(path), "--wait")
+
+    def top(query, k=3, **kw):
+        results = cli_json("search", query, "-k", str(k), "--project", "demo")
+        return [r for r in results if r["kind"] == "idea"]
+
+    paraphrase = top("which shared store did we pick for caching prices?")
+    assert any("Redis for the pricing cache" in r["content"] for r in paraphrase)
+    identifier = top("redis_server_fixture", k=1)
+    assert identifier and "redis_server_fixture" in identifier[0]["content"]
+    by_entity = top("src/pricing/cache.py", k=3)
+    assert any("src/pricing/cache.py" in r["content"] for r in by_entity)
+    hit = paraphrase[0]
+    # --json points at the right file and line.
+    line = json.loads(path.read_text().splitlines()[hit["source_line"] - 1])
+    text = line["message"]["content"]
+    text = text if isinstance(text, str) else text[0]["text"]
+    assert hit["source_file"] == str(path) and hit["content"][:20] in text
+
+
+def test_daemon_process_serves_searches_identical_to_in_process(claude_dir, tmp_path):
+    path = write_transcript(transcript_path(claude_dir), CONVERSATION, cwd=PROJECT)
+    cli("init")
+    proc = start_daemon(tmp_path / "daemon.log")
+    try:
+        from total_recall import config
+
+        wait_for(lambda: config.paths().socket.exists(), timeout=60)
+        payload = {"session_id": "sess-0001", "transcript_path": str(path), "cwd": PROJECT,
+                   "hook_event_name": "SessionEnd"}
+        assert hook(payload).returncode == 0
+        wait_for(lambda: db_rows("SELECT count(*) FROM work_queue WHERE state = 'done'")[0][0] == 1, timeout=90)
+        status = cli_json("status")
+        assert status["running"] and status["pid"] == proc.pid
+        served = cli_json("search", "pricing cache decision", "--all-projects")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    assert not cli_json("status")["running"]
+    in_process = cli_json("search", "pricing cache decision", "--all-projects")
+    assert served and [r["id"] for r in served] == [r["id"] for r in in_process]
+    assert [r["score"] for r in served] == [r["score"] for r in in_process]
+
+
+def test_second_daemon_exits_with_a_clear_message(tmp_path):
+    cli("init")
+    proc = start_daemon(tmp_path / "daemon.log")
+    try:
+        from total_recall import config
+
+        wait_for(lambda: config.paths().socket.exists(), timeout=60)
+        second = cli("daemon", check=False, timeout=60)
+        assert second.returncode == 1
+        assert "already running" in second.stderr and str(proc.pid) in second.stderr
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
