@@ -1,0 +1,204 @@
+"""Memory that stays true: dedup, supersede, pin/forget/review, session-start context, digests."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+
+from conftest import REPO
+from helpers import cli, cli_json, db_rows, write_transcript
+
+PROJECT = "/home/dev/projects/shop"
+DAY = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
+
+
+def session(claude_dir, name, turns, day_offset=0):
+    path = claude_dir / "projects" / "-home-dev-projects-shop" / f"{name}.jsonl"
+    write_transcript(path, turns, cwd=PROJECT, start=DAY + timedelta(days=day_offset))
+    cli("backfill", str(path), "--wait")
+    return path
+
+
+def ideas_like(text):
+    return db_rows("SELECT id, content, mention_count, confidence, pinned FROM ideas WHERE content LIKE ?",
+                   (f"%{text}%",))
+
+
+def test_same_fact_in_three_sessions_is_one_idea_mentioned_three_times(tmp_path):
+    claude = tmp_path / "claude"
+    fact = "The staging database runs on port 5433."
+    first = session(claude, "s1", [("user", fact), ("assistant", "Noted, I will use that port.")], 0)
+    confidence_once = ideas_like("port 5433")[0][3]
+    session(claude, "s2", [("user", "Reminder: the staging database runs on port 5433!")], 1)
+    session(claude, "s3", [("user", fact)], 2)
+    rows = ideas_like("port 5433")
+    assert len(rows) == 1, rows
+    idea_id, _, mentions, confidence, _ = rows[0]
+    assert mentions == 3
+    assert confidence > confidence_once
+    sources = db_rows("SELECT source_file FROM idea_sources WHERE idea_id = ? ORDER BY source_file", (idea_id,))
+    assert len(sources) == 3 and sources[0][0] == str(first)
+    result = cli_json("search", "staging database port", "--project", "shop")
+    hit = next(r for r in result if r["id"] == idea_id)
+    assert hit["mention_count"] == 3 and len(hit["sources"]) == 3
+    # Re-indexing the sessions does not count them again.
+    cli("backfill", str(first.parent), "--wait")
+    assert ideas_like("port 5433")[0][2] == 3
+
+
+def test_switch_from_x_to_y_supersedes_and_search_shows_y_first(tmp_path):
+    claude = tmp_path / "claude"
+    session(claude, "s1", [("user", "We decided to use MySQL for the orders database.")], 0)
+    session(claude, "s2", [("user", "We switched from MySQL to Postgres for the orders database.")], 3)
+    old = ideas_like("use MySQL")[0][0]
+    new = ideas_like("switched from MySQL to Postgres")[0][0]
+    assert db_rows("SELECT from_id, to_id FROM relations WHERE relation_type = 'supersedes'") == [(new, old)]
+    results = [r for r in cli_json("search", "which database for orders", "--project", "shop") if r["kind"] == "idea"]
+    ids = [r["id"] for r in results]
+    assert ids.index(new) < ids.index(old)
+    assert ids.index(old) == ids.index(new) + 1  # the history sits right under its successor
+    old_hit = next(r for r in results if r["id"] == old)
+    assert old_hit["superseded_by"] == [new]
+    assert {"type": "supersedes", "direction": "in", "id": new} .items() <= {
+        **next(x for x in old_hit["relations"] if x["type"] == "supersedes")}.items()
+    text = cli("search", "which database for orders", "--project", "shop").stdout
+    assert text.index("Postgres") < text.index("use MySQL")
+
+
+def test_forget_removes_from_every_index_and_backfill_does_not_restore(tmp_path):
+    claude = tmp_path / "claude"
+    path = session(claude, "s1", [("user", "The vault passphrase hint is the name of the first office cat."),
+                                  ("user", "We decided to deploy on Fridays only before noon.")])
+    idea_id = ideas_like("passphrase hint")[0][0]
+    out = cli_json("forget", str(idea_id))
+    assert out["forgotten"] == 1
+    assert ideas_like("passphrase hint") == []
+    assert db_rows("SELECT count(*) FROM ideas_fts WHERE ideas_fts MATCH 'passphrase'")[0][0] == 0
+    assert db_rows("SELECT count(*) FROM idea_sources WHERE idea_id = ?", (idea_id,))[0][0] == 0
+    events = db_rows("SELECT action, old FROM memory_events WHERE object_id = ? AND kind = 'idea' ORDER BY id",
+                     (idea_id,))
+    assert events[-1][0] == "forget" and "passphrase" in events[-1][1]
+    results = cli_json("search", "office cat passphrase", "--all-projects")
+    assert not [r for r in results if r["kind"] == "idea" and r["id"] == idea_id]
+    assert all("passphrase" not in (r["content"] or "") + (r.get("name") or "") for r in results)
+    assert db_rows("SELECT count(*) FROM spans_fts WHERE spans_fts MATCH 'passphrase'")[0][0] == 0
+    assert db_rows("SELECT count(*) FROM messages WHERE content LIKE '%passphrase%'")[0][0] == 0
+    # Re-index from scratch: the tombstone keeps it out.
+    import sqlite3
+
+    from total_recall import config
+
+    conn = sqlite3.connect(config.paths().db)
+    conn.execute("DELETE FROM index_state")
+    conn.execute("DELETE FROM messages")
+    conn.commit()
+    conn.close()
+    cli("backfill", str(path), "--wait")
+    assert ideas_like("passphrase hint") == []
+    assert ideas_like("deploy on Fridays")  # the rest is back
+
+
+def test_forget_scope_vector_rows_go_too(tmp_path):
+    claude = tmp_path / "claude"
+    session(claude, "s1", [("user", "The build server is called hydra and lives in rack 4.")])
+    session(claude, "s2", [("user", "The release train leaves every second Tuesday.")], 1)
+    assert db_rows("SELECT count(*) FROM idea_embeddings")[0][0] >= 2
+    cli_json("forget", "--session", "s1")
+    remaining = [r[0] for r in db_rows("SELECT content FROM ideas")]
+    assert remaining and all("hydra" not in c for c in remaining)
+    ids = {r[0] for r in db_rows("SELECT id FROM ideas")}
+    vec_ids = {r[0] for r in db_rows("SELECT idea_id FROM idea_embeddings")}
+    assert vec_ids == ids
+    assert db_rows("SELECT count(*) FROM messages WHERE session_id = 's1'")[0][0] == 0
+
+
+def test_pinned_memory_change_waits_for_review(tmp_path):
+    claude = tmp_path / "claude"
+    session(claude, "s1", [("user", "We decided to use MySQL for the orders database.")], 0)
+    old = ideas_like("use MySQL")[0][0]
+    assert cli_json("pin", str(old))["pinned"] is True
+    session(claude, "s2", [("user", "We switched from MySQL to Postgres for the orders database.")], 3)
+    new = ideas_like("switched from MySQL")[0][0]
+    assert db_rows("SELECT count(*) FROM relations WHERE to_id = ?", (old,))[0][0] == 0
+    pending = cli_json("review")
+    assert [(p["target_id"], p["new_idea_id"], p["kind"]) for p in pending] == [(old, new, "supersedes")]
+    assert ideas_like("use MySQL")[0][4] == 1  # still pinned, unchanged
+    cli_json("review", "--apply", str(pending[0]["id"]))
+    assert db_rows("SELECT from_id, to_id FROM relations WHERE relation_type = 'supersedes'") == [(new, old)]
+    assert ideas_like("use MySQL")[0][4] == 0 and ideas_like("switched from MySQL")[0][4] == 1
+    assert cli_json("review") == []
+
+
+def test_edit_and_pin_are_logged(tmp_path):
+    claude = tmp_path / "claude"
+    session(claude, "s1", [("user", "The API rate limit is 100 requests per minute.")])
+    idea_id = ideas_like("rate limit")[0][0]
+    cli_json("edit", str(idea_id), "The API rate limit is 120 requests per minute.")
+    assert ideas_like("120 requests")[0][0] == idea_id
+    assert db_rows("SELECT count(*) FROM ideas_fts WHERE ideas_fts MATCH '120'")[0][0] == 1
+    old, new = db_rows("SELECT old, new FROM memory_events WHERE action = 'edit' AND object_id = ?", (idea_id,))[0]
+    assert "100 requests" in json.loads(old)["content"] and "120 requests" in json.loads(new)["content"]
+    cli_json("pin", str(idea_id))
+    cli_json("unpin", str(idea_id))
+    actions = [r[0] for r in db_rows("SELECT action FROM memory_events WHERE object_id = ? ORDER BY id", (idea_id,))]
+    assert actions[-3:] == ["edit", "pin", "unpin"]
+    bad = cli("edit", "999999", "x", check=False)
+    assert bad.returncode == 1 and "no memory with id 999999" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def run_session_start(payload, env_extra=None):
+    import os
+
+    env = dict(os.environ, **(env_extra or {}))
+    return subprocess.run([sys.executable, "-I", "-S", str(REPO / "hooks" / "session_start.py")],
+                          input=json.dumps(payload), capture_output=True, text=True, env=env, timeout=30)
+
+
+def test_session_start_lists_an_earlier_open_question_within_budget(tmp_path):
+    claude = tmp_path / "claude"
+    session(claude, "s1", [("user", "Should we shard the events table by tenant or by month?"),
+                           ("user", "We decided to keep the API versioned in the URL path.")])
+    pinned = ideas_like("versioned in the URL")[0][0]
+    cli("pin", str(pinned))
+    session(claude, "s2", [("user", "TODO: write the migration guide for v2 clients.")], 1)
+    payload = {"session_id": "s3", "cwd": PROJECT, "hook_event_name": "SessionStart", "source": "startup"}
+    out = run_session_start(payload).stdout
+    assert out.startswith("<total-recall-context>") and out.rstrip().endswith("</total-recall-context>")
+    assert "shard the events table" in out  # the open question from an earlier session
+    assert "versioned in the URL" in out and "migration guide" in out
+    assert out.index("versioned in the URL") < out.index("shard the events table")  # pinned first
+    small = run_session_start(payload, {"TOTAL_RECALL_CONTEXT_BUDGET_CHARS": "200"}).stdout
+    body = small.split("<total-recall-context>\n", 1)[1].rsplit("</total-recall-context>", 1)[0]
+    assert 0 < len(body) <= 200
+    assert run_session_start(payload, {"TOTAL_RECALL_CONTEXT_ENABLED": "0"}).stdout == ""
+
+
+def test_digest_key_matches_the_hook():
+    sys.path.insert(0, str(REPO / "hooks"))
+    try:
+        import session_start
+    finally:
+        sys.path.pop(0)
+    from total_recall import digest
+
+    for path in ("/home/a b/c.d_e", "/tmp/ünï/x", "C:\\work\\repo", "/x/" + "y" * 300):
+        assert digest.digest_key(path) == session_start.digest_key(path)
+
+
+def test_digest_recent_and_maintain(tmp_path):
+    claude = tmp_path / "claude"
+    session(claude, "s1", [("user", "The checkout page crashes with a KeyError on empty carts."),
+                           ("assistant", "Fixed by defaulting the cart to an empty list in cart_view."),
+                           ("user", "We always use UTC timestamps in the database.")])
+    text = cli("digest", "shop").stdout
+    for heading in ("# shop", "## Conventions", "## Known problems and their fixes"):
+        assert heading in text
+    assert "KeyError" in text and "cart_view" in text and f"{claude}" in text  # sources shown
+    branch_digest = cli("digest", "shop", "--branch", "main").stdout
+    assert "# shop @ main" in branch_digest
+    days = cli_json("recent", "--days", "100000", "--all-projects")
+    assert days and days[0]["name"] == "shop" and days[0]["ideas"]
+    report = cli_json("maintain")
+    assert report["integrity"] == "ok" and report["duplicates_merged"] == 0
