@@ -117,11 +117,26 @@ def test_every_substantive_sentence_of_a_message_is_kept():
         "Each batch gets one extraction call. Embeddings are computed afterwards in groups of a hundred."
     )
     contents = [i["content"] for i in extract(conversation(("assistant", text)))["items"]]
+    # Adjacent plain statements of one message form one self-contained idea; the greeting goes.
     assert contents == [
-        "The indexer reads transcripts in batches of forty messages.",
-        "Each batch gets one extraction call.",
+        "The indexer reads transcripts in batches of forty messages. Each batch gets one extraction call. "
         "Embeddings are computed afterwards in groups of a hundred.",
     ]
+
+
+def test_typed_sentences_stay_separate_and_merged_ideas_stay_short():
+    text = ("I'm lucky to have my friends. They have been there through everything. "
+            "We decided to move the standup to 10am. Should we invite the design team too?")
+    items = extract(conversation(("user", text)))["items"]
+    assert [(i["type"], i["content"]) for i in items] == [
+        ("context", "I'm lucky to have my friends. They have been there through everything."),
+        ("decision", "We decided to move the standup to 10am."),
+        ("question", "Should we invite the design team too?"),
+    ]
+    long_text = " ".join(f"Fact number {n} is about the {w} subsystem of the service." for n, w in
+                         enumerate(["billing", "search", "auth", "upload", "export", "mail", "audit"]))
+    for item in extract(conversation(("user", long_text)))["items"]:
+        assert len(item["content"]) <= 320
 
 
 def test_short_fragments_join_the_next_sentence():

@@ -390,3 +390,45 @@ def get_embedder(settings: config.Settings) -> Embedder:
                               batch_size=int(settings.get("embed", "batch_size")),
                               timeout=float(settings.get("embed", "timeout")))
     raise ConfigError(f"embed.provider={provider!r} is not one of: local, openai")
+
+
+class CachedEmbedder:
+    """Remembers recent texts' vectors, so one batch never embeds the same text twice.
+
+    The offline extractor embeds a batch's items to find relations; the indexer stores the same
+    items' vectors; the next batch sees the previous messages again as context. One cache serves all.
+    """
+
+    def __init__(self, inner: Embedder, maxsize: int = 8192):
+        self.inner = inner
+        self.maxsize = maxsize
+        self._cache: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def model_id(self) -> str:
+        return self.inner.model_id
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def embed(self, texts: list[str]) -> "np.ndarray":
+        import numpy as np
+
+        with self._lock:
+            missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
+        if missing:
+            vectors = self.inner.embed(missing)
+            with self._lock:
+                if len(self._cache) + len(missing) > self.maxsize:
+                    self._cache.clear()  # cheap reset; the working set is one batch or two
+                self._cache.update(zip(missing, vectors))
+                found = {t: self._cache[t] for t in texts if t in self._cache}
+            found.update(zip(missing, vectors))
+        else:
+            with self._lock:
+                found = {t: self._cache[t] for t in texts}
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([found[t] for t in texts]).astype(np.float32, copy=False)

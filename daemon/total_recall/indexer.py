@@ -27,6 +27,7 @@ log = structlog.get_logger(__name__)
 READ_CHUNK_BYTES = 4 * 1024 * 1024
 RECENT_MESSAGES = 8
 KNOWN_IDEAS = 15
+CONTEXT_QUERY_CHARS = 600  # the batch's opening is enough to find related topics; longer costs embedding time
 
 
 @dataclass
@@ -81,6 +82,10 @@ class Indexer:
             from total_recall.embed import get_embedder
 
             self._embedder = get_embedder(self.settings)
+        if not hasattr(self._embedder, "inner"):
+            from total_recall.embed import CachedEmbedder
+
+            self._embedder = CachedEmbedder(self._embedder)
         return self._embedder
 
     def vectors_ok(self) -> bool:
@@ -301,7 +306,7 @@ class Indexer:
         known = self.db.execute(
             "SELECT id, intent, content FROM ideas WHERE project = ? ORDER BY id DESC LIMIT ?",
             (project, KNOWN_IDEAS)).fetchall()
-        related, similar = self._similar(project, session, " ".join(m["content"] for m in new)[:2000])
+        related, similar = self._similar(project, session, " ".join(m["content"] for m in new)[:CONTEXT_QUERY_CHARS])
         known_ids = {k[0] for k in known}
         known += [s for s in similar if s[0] not in known_ids]
         return {

@@ -29,14 +29,16 @@ POOL = 60  # candidates per strategy
 # Strategy weights (bench/recall.py measures the effect of changing them).
 WEIGHTS = {
     "idea_vec": 1.0,
-    "idea_bm25": 0.6,
-    "entity": 0.4,
+    "idea_bm25": 0.35,  # below vectors: equal weights let lexically similar but wrong ideas win
+    "entity": 0.15,  # exact names and paths; a tie-breaker, not a ranking of its own
     "hyde": 0.8,
     "span_vec": 0.35,
-    "span_bm25": 0.25,
+    "span_bm25": 0.175,
     "time": 0.3,
 }
 MAX_SPAN_RESULTS = 2
+MAX_PER_MESSAGE = 1
+ENTITY_MAX_LINKS = 15  # entities linked to more memories than this are too common to rank by
 SUPERSEDED_FACTOR = 0.5
 INTENT_BOOST = 1.25
 PINNED_BOOST = 1.2
@@ -48,6 +50,7 @@ class Candidate:
     id: int
     score: float = 0.0
     strategies: dict[str, int] = field(default_factory=dict)
+    origin: tuple | None = None  # (source_file, source_line) of an idea, for diversity
 
 
 @dataclass
@@ -139,11 +142,19 @@ def _entity_ideas(ctx: SearchContext, q: querymod.Query, projects: list[str] | N
     if not names:
         return []
     marks = ",".join("?" * len(names))
+    # An entity linked to a large share of the memories (the user's own name, the project's
+    # main technology) does not discriminate; only the rarer ones take part.
+    usable = [r[0] for r in ctx.db.execute(
+        f"SELECT e.id FROM entities e JOIN idea_entities ie ON ie.entity_id = e.id WHERE lower(e.name) IN ({marks}) "
+        f"AND e.type != 'project' GROUP BY e.id HAVING count(*) <= ?",
+        (*[n.lower() for n in names], ENTITY_MAX_LINKS))]
+    if not usable:
+        return []
     psql, pparams = _project_sql(projects, "i.project")
     rows = ctx.db.execute(
-        f"SELECT i.id FROM entities e JOIN idea_entities ie ON ie.entity_id = e.id JOIN ideas i ON i.id = ie.idea_id "
-        f"WHERE lower(e.name) IN ({marks}) AND e.type != 'project'{psql} ORDER BY i.id DESC LIMIT ?",
-        (*[n.lower() for n in names], *pparams, POOL)).fetchall()
+        f"SELECT i.id FROM idea_entities ie JOIN ideas i ON i.id = ie.idea_id "
+        f"WHERE ie.entity_id IN ({','.join('?' * len(usable))}){psql} ORDER BY i.id DESC LIMIT ?",
+        (*usable, *pparams, POOL)).fetchall()
     return [r[0] for r in rows]
 
 
@@ -265,6 +276,7 @@ def weigh(pool: dict, ideas: dict[int, dict], spans: dict[int, dict], q: querymo
             if cand.id in successors:
                 cand.score *= SUPERSEDED_FACTOR
             stamp = row["message_time"]
+            cand.origin = (row["source_file"], row["source_line"])
         else:
             if q.intents or not _passes(row, q, "started_at"):
                 continue
@@ -329,12 +341,20 @@ def _rank(ctx: SearchContext, pool: dict, q: querymod.Query, now: datetime) -> l
 
 
 def _select(ranked: list[Candidate], k: int) -> list[Candidate]:
-    out, spans = [], 0
+    """The top k, with at most MAX_SPAN_RESULTS spans and MAX_PER_MESSAGE ideas from one message.
+
+    Several fragments of one message say one thing; showing distinct memories is more useful.
+    """
+    out, spans, per_origin = [], 0, {}
     for cand in ranked:
         if cand.kind == "span":
             if spans >= MAX_SPAN_RESULTS:
                 continue
             spans += 1
+        elif cand.origin is not None:
+            if per_origin.get(cand.origin, 0) >= MAX_PER_MESSAGE:
+                continue
+            per_origin[cand.origin] = per_origin.get(cand.origin, 0) + 1
         out.append(cand)
         if len(out) >= k:
             break

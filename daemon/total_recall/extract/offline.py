@@ -49,6 +49,7 @@ MAX_ENTITIES = 12
 BASE_CONFIDENCE = 0.7
 SHIFT_SIM = 0.20  # cosine between message windows below which the topic changed
 SPAN_SIM = 0.35  # below which a sub-span starts
+WINDOW_CHARS = 600  # a message's opening carries its topic; longer texts cost time, not accuracy
 MIN_WINDOW_WORDS = 8
 JACCARD_MATCH = 0.12  # word-overlap needed to link related items without an embedder
 COSINE_MATCH = 0.45
@@ -433,8 +434,47 @@ def content_words(text: str) -> set[str]:
     return out
 
 
+LEADING_VOCATIVE = re.compile(r"^\s*(?:(?P<interjection>\w+)\s*[,!]?\s+)?(?P<name>[A-Z][a-z]+)\s*[,!]\s*")
+TRAILING_VOCATIVE = re.compile(r"\s*,\s*(?P<name>[A-Z][a-z]+)\s*(?P<end>[.!?…]*)\s*$")
+
+
+def _is_person_like(name: str) -> bool:
+    low = name.lower()
+    return low not in COMMON_CAPITALISED and low not in STOPWORDS and low not in TECH_FIRST_WORDS
+
+
+def strip_vocative(text: str) -> str:
+    """Drop a name the speaker addresses ("Thanks, Mel!", "Caroline, glad you came").
+
+    Who a remark was said to is not what it says; left in, the name makes every such remark match
+    any question about that person. Lists ("Python, Rust and Go") and technologies stay.
+    """
+    out = text
+    m = TRAILING_VOCATIVE.search(out)
+    if m and _is_person_like(m.group("name")) and "," not in out[: m.start()].rsplit(" and ", 1)[-1][-1:]:
+        out = out[: m.start()] + (m.group("end") or ".")
+    m = LEADING_VOCATIVE.match(out)
+    if m and _is_person_like(m.group("name")):
+        interjection = m.group("interjection")
+        if interjection is None or interjection.lower() in SMALLTALK | {"woah", "woohoo", "whoa", "yay"}:
+            rest = out[m.end():]
+            out = rest[:1].upper() + rest[1:]
+    return out.strip() or text
+
+
 def is_smalltalk(text: str) -> bool:
-    """Only greetings, thanks and acknowledgements, perhaps with a name ("Thanks, Mel!")."""
+    """Only greetings, thanks and acknowledgements, perhaps with a name ("Thanks, Mel!").
+
+    Also a remark addressed to someone by name that says next to nothing ("I totally agree,
+    Caroline.", "Wow, Mel, way to go!"): the name would make it match every question about that
+    person, so it is small talk, not a memory.
+    """
+    stripped = strip_vocative(text)
+    if stripped != text:
+        substantive = [w for w in words_of(stripped)
+                       if w.lower().replace("’", "'") not in STOPWORDS | SMALLTALK and len(w) > 2]
+        if len(substantive) <= 1:
+            return True
     names = greeting = False
     for word in words_of(text):
         lowered = word.lower().replace("’", "'")
@@ -700,6 +740,7 @@ class OfflineExtractor:
         units = []
         seen: set[str] = set()
         for marked in texts[:MAX_ITEMS_PER_MESSAGE]:
+            marked = strip_vocative(marked)
             text = BACKTICK.sub(r"\1", marked)  # entities read the backticks; content drops them
             if text.lower() in seen:
                 continue
@@ -711,7 +752,33 @@ class OfflineExtractor:
                 intent=intent, confidence=confidence(text, intent, normalised),
                 entities=entities(marked, project), words=content_words(text), normalised=normalised,
             ))
-        return units, ""
+        # Only prose paragraphs merge; lists and separate lines were written as separate points.
+        return (units if "\n" in content.strip() else _merge_context(units)), ""
+
+
+MERGE_CHARS = 320  # a merged context idea stays one readable statement
+
+
+def _merge_context(units: list[_Unit]) -> list[_Unit]:
+    """Join adjacent plain-context sentences of one message into one self-contained idea.
+
+    "I'm lucky to have them." alone has lost who "them" is; with its neighbour sentence it is a
+    memory. Typed sentences (decisions, problems, questions, todos, ...) stay separate.
+    """
+    out: list[_Unit] = []
+    for unit in units:
+        prev = out[-1] if out else None
+        if (prev is not None and prev.intent == unit.intent == "context"
+                and len(prev.text) + len(unit.text) < MERGE_CHARS):
+            prev.text = f"{prev.text} {unit.text}"
+            prev.words |= unit.words
+            prev.confidence = min(prev.confidence, unit.confidence)
+            known = {e["name"].lower() for e in prev.entities}
+            prev.entities += [e for e in unit.entities if e["name"].lower() not in known]
+            prev.normalised = normalise(prev.text)
+            continue
+        out.append(unit)
+    return out
 
 
 def _group(parts: list[str]) -> list[str]:
@@ -930,7 +997,7 @@ def _topic(input_obj: dict, units: list[_Unit], embedder: Any) -> tuple[dict, di
     """
     current = (input_obj.get("hierarchy") or {}).get("topic") or None
     new = list(input_obj.get("new_messages") or [])
-    shift = _explicit_shift(new) or _embedding_shift(input_obj, embedder)
+    shift = _explicit_shift(new) or _embedding_shift(input_obj, embedder, units)
     if not units:
         # Trigger: nothing extracted. Why: there is nothing to name or summarise.
         # Outcome: an empty update, which keeps the current topic.
@@ -960,24 +1027,40 @@ def _explicit_shift(new: list[dict]) -> tuple[str, int, str] | None:
     return None
 
 
-def _embedding_shift(input_obj: dict, embedder: Any) -> tuple[str, int, str] | None:
+def _embedding_shift(input_obj: dict, embedder: Any, units: list[_Unit]) -> tuple[str, int, str] | None:
+    """Lowest similarity between the two messages before a point and the two from it.
+
+    A new message's vector is the mean of its items' vectors (already embedded for relations, so
+    this costs no model call); the two context messages before the batch are embedded directly.
+    """
     if embedder is None:
         return None
     recent = list(input_obj.get("recent_messages") or [])[-2:]
     new = list(input_obj.get("new_messages") or [])
-    sequence = [str(m.get("content") or "") for m in recent + new]
-    pairs = []
-    for position in range(max(1, len(recent)), len(sequence)):
-        left = " ".join(sequence[max(0, position - 2) : position])
-        right = " ".join(sequence[position : position + 2])
-        if len(words_of(left)) >= MIN_WINDOW_WORDS and len(words_of(right)) >= MIN_WINDOW_WORDS:
-            pairs.append((position, left, right))
-    if not pairs:
-        return None
-    vectors = _embed(embedder, [text for _, left, right in pairs for text in (left, right)])
+    texts = [str(m.get("content") or "")[:WINDOW_CHARS] for m in recent]
+    vectors = _embed(embedder, texts + [u.text for u in units])
     if vectors is None:
         return None
-    scored = [(float(vectors[2 * i] @ vectors[2 * i + 1]), pos) for i, (pos, _, _) in enumerate(pairs)]
+    dim = vectors.shape[1]
+    import numpy as np
+
+    sequence = [vectors[i] for i in range(len(recent))]
+    for index in range(len(new)):
+        rows = [len(recent) + j for j, u in enumerate(units) if u.message == index]
+        sequence.append(vectors[rows].sum(axis=0) if rows else np.zeros(dim, dtype=np.float32))
+    words = [len(words_of(str(m.get("content") or ""))) for m in recent + new]
+
+    def window(lo: int, hi: int):
+        v = np.sum(sequence[max(0, lo):hi], axis=0)
+        return v / (float(np.linalg.norm(v)) or 1.0)
+
+    scored = []
+    for position in range(max(1, len(recent)), len(sequence)):
+        if sum(words[max(0, position - 2):position]) >= MIN_WINDOW_WORDS and \
+                sum(words[position:position + 2]) >= MIN_WINDOW_WORDS:
+            scored.append((float(window(position - 2, position) @ window(position, position + 2)), position))
+    if not scored:
+        return None
     sim, position = min(scored)
     line = new[position - len(recent)]["line"]
     if sim < SHIFT_SIM:
@@ -1022,5 +1105,5 @@ def _describe(units: list[_Unit]) -> tuple[str, str]:
     candidates = [i for i, u in enumerate(units) if u.intent != "question"] or list(range(len(units)))
     ranked = sorted(candidates, key=lambda i: (-centrality(i), i))
     best = [ranked[0]] + [i for i in ranked[1:2] if units[i].text != units[ranked[0]].text]
-    summary = " ".join(units[i].text for i in sorted(best))[:MAX_ITEM_CHARS]
+    summary = " ".join(units[i].text for i in sorted(best))[:MAX_ITEM_CHARS].strip()
     return name, summary
