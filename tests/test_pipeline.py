@@ -157,3 +157,74 @@ def test_second_daemon_exits_with_a_clear_message(tmp_path):
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
+
+
+def _llm_answer(request: dict) -> str:
+    """A well-behaved extraction model: one context item per new message, a topic named after the batch."""
+    user = request["messages"][-1]["content"]
+    obj = json.loads(user[user.index("{"):])
+    return json.dumps({
+        "topic_update": {"name": "pricing cache", "summary": "caching the pricing API"},
+        "new_span": None,
+        "items": [{"type": "context", "content": f"LLM: {m['content'][:60]}", "confidence": 0.8,
+                   "source_line": m["line"], "entities": [{"name": "Redis", "type": "technology"}]}
+                  for m in obj["new_messages"]],
+        "relations": [], "skip_lines": [],
+    })
+
+
+def test_llm_extraction_makes_one_call_per_batch_and_falls_back_offline(claude_dir, monkeypatch):
+    from fake_openai import FakeOpenAI
+
+    with FakeOpenAI(chat=_llm_answer) as srv:
+        monkeypatch.setenv("TOTAL_RECALL_LLM_BASE_URL", srv.base_url)
+        monkeypatch.setenv("TOTAL_RECALL_LLM_MODEL", "extractor-test")
+        path = write_transcript(transcript_path(claude_dir), CONVERSATION[:9], cwd=PROJECT)
+        cli("backfill", str(path), "--wait")
+        calls = srv.requests_to("/chat/completions")
+        assert len(calls) == 1  # nine messages, one batch, one call
+        body = calls[0]["json"]
+        assert body["model"] == "extractor-test" and body["messages"][0]["role"] == "system"
+        user = body["messages"][1]["content"]
+        sent = json.loads(user[user.index("{"):])
+        assert set(sent) >= {"hierarchy", "recent_messages", "new_messages", "related_topics"}
+        assert [m["line"] for m in sent["new_messages"]] == list(range(1, 10))
+        assert sent["new_messages"][2]["content"].startswith("We decided to go with Redis")
+        ideas = db_rows("SELECT content FROM ideas ORDER BY source_line")
+        assert len(ideas) == 9 and all(c.startswith("LLM: ") for (c,) in ideas)
+        row = db_rows("SELECT extractor, model, messages, prompt_tokens > 0, ok FROM llm_calls WHERE extractor = 'llm'")
+        assert row == [("llm", "extractor-test", 9, 1, 1)]
+        stats = cli_json("stats")
+        assert stats["llm_today"]["calls"] == 1 and stats["llm_today"]["prompt_tokens"] > 0
+
+        # An endpoint that refuses (non-transient) sends the batch through the offline extractor.
+        srv.queue_chat({"status": 400, "error": "model not loaded"})
+        write_transcript(path, CONVERSATION[9:] + [("user", "We also need to cache the currency rates.")],
+                         cwd=PROJECT, append=True)
+        cli("backfill", str(path), "--wait")
+        assert len(srv.requests_to("/chat/completions")) == 2
+        offline = db_rows("SELECT content FROM ideas WHERE source_line = 11")
+        assert offline and not offline[0][0].startswith("LLM: ")
+        assert cli_json("stats")["llm_today"]["fallbacks_to_offline"] == 1
+        assert db_rows("SELECT count(*) FROM messages")[0][0] == 11
+
+
+def test_every_fixture_transcript_indexes_offline_with_ideas_or_reasons(fixture_transcripts, tmp_path):
+    """No endpoint: every real transcript indexes, every content line yields an idea or a recorded skip."""
+    folder = tmp_path / "claude" / "projects" / "-fixtures"
+    folder.mkdir(parents=True)
+    import shutil
+
+    for src in fixture_transcripts:
+        shutil.copy(src, folder / src.name)
+    cli("backfill", str(folder), "--wait")
+    assert db_rows("SELECT count(*) FROM work_queue WHERE state != 'done'") == [(0,)]
+    indexed = {r[0] for r in db_rows("SELECT source_file FROM index_state")}
+    assert indexed == {str(folder / src.name) for src in fixture_transcripts}
+    for source_file, size in db_rows("SELECT source_file, byte_offset FROM index_state"):
+        assert size == (folder / source_file.rsplit("/", 1)[1]).stat().st_size
+    unexplained = db_rows(
+        "SELECT m.source_file, m.source_line FROM messages m WHERE m.skip_reason IS NULL AND NOT EXISTS "
+        "(SELECT 1 FROM idea_sources s WHERE s.source_file = m.source_file AND s.source_line = m.source_line)")
+    assert unexplained == []
+    assert db_rows("SELECT count(*) FROM ideas")[0][0] > 50

@@ -624,6 +624,9 @@ def test_discover_finds_every_layout(tmp_path):
         path.write_text("{}\n")
     assert discover(root) == sorted(wanted)
     assert discover(tmp_path / "nowhere") == []
+    # One project folder (what `backfill DIR` is most often given) works the same way.
+    project = root / "-home-u-a"
+    assert discover(project) == sorted(p for p in wanted if project in p.parents)
 
 
 def test_session_of_each_layout(tmp_path):

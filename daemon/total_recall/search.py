@@ -278,7 +278,8 @@ def weigh(pool: dict, ideas: dict[int, dict], spans: dict[int, dict], q: querymo
             stamp = row["message_time"]
             cand.origin = (row["source_file"], row["source_line"])
         else:
-            if q.intents or not _passes(row, q, "started_at"):
+            # Session spans (depth 0) are containers with no text of their own, never results.
+            if row["depth"] == 0 or q.intents or not _passes(row, q, "started_at"):
                 continue
             stamp = row["started_at"]
         if q.time_sensitive:

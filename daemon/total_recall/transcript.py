@@ -28,7 +28,9 @@ from __future__ import annotations
 import collections
 import hashlib
 import json
+import os
 import re
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,10 +138,7 @@ def read_new(
     `max_line_bytes` is streamed past, never held in memory, and counted as "oversized_line".
     """
     path = Path(path)
-    try:
-        fh = path.open("rb")
-    except OSError as exc:
-        raise TranscriptError(f"cannot open transcript {path}: {exc.strerror or exc}") from exc
+    fh = _open_regular(path)
     reader = _Reader(path, offset, line)
     try:
         with fh:
@@ -157,14 +156,31 @@ def read_new(
 def head_hash(path: Path, size: int = HEAD_BYTES) -> str:
     """sha256 hex of the first min(size, file size) bytes."""
     try:
-        with Path(path).open("rb") as fh:
+        with _open_regular(Path(path)) as fh:
             return hashlib.sha256(fh.read(max(size, 0))).hexdigest()
     except OSError as exc:
         raise TranscriptError(f"cannot read transcript {path}: {exc.strerror or exc}") from exc
 
 
+def _open_regular(path: Path) -> IO[bytes]:
+    """Open a transcript for reading, refusing anything but a regular file.
+
+    O_NONBLOCK: opening a FIFO without a writer would otherwise block forever, and a path can
+    be swapped for one between a caller's is_file() check and this open.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise TranscriptError(f"cannot open transcript {path}: {exc.strerror or exc}") from exc
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise TranscriptError(f"cannot open transcript {path}: not a regular file")
+    return os.fdopen(fd, "rb")
+
+
 def was_rewritten(path: Path, offset: int, recorded_head_hash: str | None) -> bool:
-    """True when the file shrank below `offset` or its head no longer hashes as recorded.
+    """True when the file shrank below `offset`, no newline precedes `offset`, or its head no
+    longer hashes as recorded.
 
     `recorded_head_hash` is a ReadResult.head_hash. It covered min(HEAD_BYTES, end_offset) of
     that read, which may lie past `offset` (a caller committing part of a read), so it is
@@ -180,13 +196,20 @@ def was_rewritten(path: Path, offset: int, recorded_head_hash: str | None) -> bo
         raise TranscriptError(f"cannot stat transcript {path}: {exc.strerror or exc}") from exc
     if size < offset:
         return True
-    if recorded_head_hash is None:
-        return False
     try:
-        with Path(path).open("rb") as fh:
+        with _open_regular(Path(path)) as fh:
             head = fh.read(HEAD_BYTES)
+            fh.seek(max(offset - 1, 0))
+            before = fh.read(1) if offset else b"\n"
     except OSError as exc:
         raise TranscriptError(f"cannot read transcript {path}: {exc.strerror or exc}") from exc
+    if before != b"\n":
+        # Trigger: the byte before the offset is not a newline. Why: every offset a read returns
+        # follows one, so another file took this name even if it shares the hashed head (a copy
+        # that forked after the first kilobytes). Outcome: read again from the start.
+        return True
+    if recorded_head_hash is None:
+        return False
     return recorded_head_hash not in _prefix_hashes(head, min(HEAD_BYTES, offset))
 
 
@@ -200,13 +223,22 @@ def _prefix_hashes(head: bytes, offset: int) -> set[str]:
     return out
 
 
+SKIPPED_FOLDERS = frozenset({"tool-results", "memory", "file-history", "plans"})
+
+
 def discover(root: Path) -> list[Path]:
-    """Every transcript under a Claude `projects` folder, in all known layouts, sorted."""
+    """Every transcript under a folder, sorted: a `projects` root, one project folder, or any tree.
+
+    Covers sessions, 2.0.x `agent-*.jsonl` files beside them and 2.1.x `<session>/subagents/`;
+    spilled tool output and other non-transcript folders are passed over.
+    """
     root = Path(root)
     if not root.is_dir():
         return []
-    found = {p for p in root.glob("*/*.jsonl") if p.is_file()}  # sessions + 2.0.x agent files
-    found.update(p for p in root.glob("*/*/subagents/agent-*.jsonl") if p.is_file())
+    found = {
+        p for p in root.rglob("*.jsonl")
+        if p.is_file() and not SKIPPED_FOLDERS.intersection(p.relative_to(root).parts[:-1])
+    }
     return sorted(found)
 
 
@@ -226,14 +258,14 @@ def session_of(path: Path) -> str:
 
 def _first_session_id(path: Path) -> str | None:
     try:
-        with path.open("rb") as fh:
+        with _open_regular(path) as fh:
             for raw, end in _complete_lines(fh, 0, 1 << 20):
                 record = _parse(raw, 0, end).record
                 if record and isinstance(record.get("sessionId"), str):
                     return record["sessionId"]
                 if end > 1 << 16:
                     return None
-    except OSError:
+    except (OSError, TranscriptError):
         return None
     return None
 

@@ -1,0 +1,142 @@
+"""Retrieval and the skills that expose it: time filters, --queries, SKILL.md validity."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from conftest import REPO
+from helpers import cli, cli_json, write_transcript
+from total_recall import cli as cli_module
+
+PROJECT = "/home/dev/projects/atlas"
+NOW = datetime.now(timezone.utc).replace(microsecond=0)
+
+
+def index(claude_dir, name, turns, start):
+    path = claude_dir / "projects" / "-home-dev-projects-atlas" / f"{name}.jsonl"
+    write_transcript(path, turns, cwd=PROJECT, start=start)
+    cli("backfill", str(path), "--wait")
+    return path
+
+
+@pytest.fixture
+def two_sessions(tmp_path):
+    claude = tmp_path / "claude"
+    old = index(claude, "old", [("user", "We decided to deploy the atlas API with Docker Compose.")],
+                NOW - timedelta(days=40))
+    new = index(claude, "new", [("user", "We decided to deploy the atlas API with Kubernetes Helm charts.")],
+                NOW - timedelta(hours=30))
+    return old, new
+
+
+def test_time_filter_excludes_older_sessions(two_sessions):
+    old, new = two_sessions
+    everything = cli_json("search", "how do we deploy the atlas API", "--project", "atlas")
+    assert {r["source_file"] for r in everything if r["kind"] == "idea"} == {str(old), str(new)}
+    recent = cli_json("search", "how do we deploy the atlas API last week", "--project", "atlas")
+    assert recent and {r["source_file"] for r in recent} == {str(new)}
+    since = (NOW - timedelta(days=10)).strftime("%Y-%m-%d")
+    assert {r["source_file"] for r in cli_json("search", f"deploy since {since}", "--project", "atlas")} == {str(new)}
+    before = cli_json("search", f"deploy before {since}", "--project", "atlas")
+    assert before and {r["source_file"] for r in before} == {str(old)}
+
+
+def test_session_spans_are_never_results(two_sessions):
+    for query in ("deploy", "atlas API", "session"):
+        assert all(r.get("depth", 1) > 0 for r in cli_json("search", query, "--all-projects") if r["kind"] == "span")
+
+
+def test_intent_filter_and_project_scope(two_sessions, tmp_path):
+    claude = tmp_path / "claude"
+    other = claude / "projects" / "-home-dev-projects-zephyr" / "z.jsonl"
+    write_transcript(other, [("user", "We decided to deploy zephyr with Docker Compose too.")],
+                     cwd="/home/dev/projects/zephyr")
+    cli("backfill", str(other), "--wait")
+    scoped = cli_json("search", "decisions about deploying", "--project", "atlas")
+    assert scoped and all(r["intent"] == "decision" and r["project"] == PROJECT for r in scoped)
+    everywhere = cli_json("search", "Docker Compose deployment", "--all-projects")
+    assert {r["project"] for r in everywhere} == {PROJECT, "/home/dev/projects/zephyr"}
+    missing = cli("search", "x", "--project", "no-such-project", check=False)
+    assert missing.returncode == 1 and "no indexed project matches" in missing.stderr
+
+
+def test_queries_file_answers_each_line_in_order(two_sessions, tmp_path):
+    queries = tmp_path / "q.jsonl"
+    queries.write_text("\n".join(json.dumps(q) for q in [
+        {"query": "Kubernetes Helm charts", "project": PROJECT, "k": 1},
+        {"query": "Docker Compose", "project": "atlas", "k": 2},
+        {"query": "nothing like this was ever said zzzqqq", "project": PROJECT, "k": 3},
+    ]) + "\n")
+    lines = [json.loads(l) for l in cli("search", "--queries", str(queries), "--json").stdout.splitlines()]
+    assert [l["query"] for l in lines] == ["Kubernetes Helm charts", "Docker Compose",
+                                          "nothing like this was ever said zzzqqq"]
+    assert len(lines[0]["results"]) == 1 and "Helm" in lines[0]["results"][0]["content"]
+    assert "Compose" in lines[1]["results"][0]["content"]
+    for line in lines:
+        for r in line["results"]:
+            assert r["source_file"].startswith("/")
+            lines_of = [r["source_line"]] if r["kind"] == "idea" else [r["start_line"], r["end_line"]]
+            assert all(isinstance(n, int) and n >= 1 for n in lines_of)
+
+
+def test_hostile_queries_return_results_or_nothing(two_sessions):
+    for query in ['"unbalanced', "deploy*", "NEAR(deploy atlas)", "content:deploy", "deploy AND OR NOT",
+                  "(((", "'; DROP TABLE ideas; --", "\x07deploy\x1b[31m\x7f", "x" * 100_000]:
+        proc = cli("search", "--json", "--all-projects", "--", query, check=False)
+        assert proc.returncode == 0, (query[:40], proc.stderr)
+        assert isinstance(json.loads(proc.stdout), list)
+    # A NUL byte cannot travel in argv; it can in a --queries file.
+    queries = two_sessions[0].parent / "hostile.jsonl"
+    queries.write_text(json.dumps({"query": "\x00deploy\x00 \"*( NEAR", "project": PROJECT}) + "\n")
+    assert len(cli("search", "--queries", str(queries)).stdout.splitlines()) == 1
+    assert cli_json("search", "Kubernetes", "--all-projects")  # tables intact
+
+
+def _frontmatter(text: str) -> dict:
+    match = re.match(r"^---\n(.*?)\n---\n(.*)$", text, re.S)
+    assert match, "SKILL.md must start with a YAML frontmatter block"
+    fields = {}
+    for line in match.group(1).splitlines():
+        key, _, value = line.partition(":")
+        assert re.fullmatch(r"[a-z][a-z-]*", key), f"bad frontmatter key {key!r}"
+        fields[key] = value.strip().strip('"')
+    fields["_body"] = match.group(2)
+    return fields
+
+
+KNOWN_FIELDS = {"name", "description", "when_to_use", "argument-hint", "arguments", "allowed-tools",
+                "disable-model-invocation", "user-invocable", "model", "effort", "context", "agent",
+                "background", "hooks", "paths", "shell", "license", "compatibility", "metadata"}
+
+
+def test_skills_are_valid_and_call_commands_that_exist():
+    skills = sorted((REPO / "skills").glob("*/SKILL.md"))
+    assert {p.parent.name for p in skills} == {"remember", "memory-backfill", "memory-stats", "memory-topics"}
+    commands = set(cli_module.COMMANDS)
+    for path in skills:
+        fields = _frontmatter(path.read_text())
+        assert set(fields) - {"_body"} <= KNOWN_FIELDS, path
+        assert fields["name"] == path.parent.name
+        assert 20 < len(fields["description"]) <= 1024
+        assert fields.get("context", "fork") == "fork"
+        used = re.findall(r"total-recall ([a-z-]+)", fields["_body"] + fields.get("allowed-tools", ""))
+        assert used, f"{path} calls no total-recall command"
+        assert set(used) <= commands, f"{path} calls unknown commands {set(used) - commands}"
+        for tool in re.findall(r"Bash\(([^)]*)\)", fields.get("allowed-tools", "")):
+            assert shlex.split(tool)[0] == "total-recall"
+    assert _frontmatter((REPO / "skills/remember/SKILL.md").read_text())["context"] == "fork"
+
+
+def test_every_skill_command_line_parses():
+    """The exact command lines the skills tell Claude to run are accepted by the CLI parser."""
+    parser = cli_module.build_parser()
+    for path in (REPO / "skills").glob("*/SKILL.md"):
+        for line in re.findall(r"`(total-recall [^`]+)`", path.read_text()):
+            argv = [a for a in shlex.split(line.replace("$ARGUMENTS", "query").replace(
+                "${CLAUDE_SESSION_ID}", "abc"))[1:]]
+            parser.parse_args(argv)  # raises SystemExit on an unknown option
