@@ -41,7 +41,7 @@ class IndexReport:
     fallbacks: int = 0
     rewritten: bool = False
     missing: bool = False
-    vectors_added: int = 0
+    interrupted: bool = False  # stopped between batches (shutdown); the rest stays queued
 
 
 @dataclass
@@ -119,7 +119,8 @@ class Indexer:
         return self._llm
 
     # -- the work ---------------------------------------------------------------------------
-    def process(self, path: str, *, session_hint: str | None = None, cwd_hint: str | None = None) -> IndexReport:
+    def process(self, path: str, *, session_hint: str | None = None, cwd_hint: str | None = None,
+                should_stop=lambda: False) -> IndexReport:
         report = IndexReport(path)
         state = self._state(path)
         p = Path(path)
@@ -139,6 +140,11 @@ class Indexer:
             report.lines += result.end_line - line
             ident = self._identity(path, state, result, session_hint, cwd_hint)
             for chunk in self._chunks(path, result):
+                if should_stop():
+                    # Trigger: SIGTERM/SIGINT. Why: shutdown should wait for one batch, not a
+                    # whole backfill. Outcome: committed batches stay, the rest is read next time.
+                    report.interrupted = True
+                    return report
                 self._index_chunk(path, ident, chunk, result.head_hash, report)
             offset, line = result.end_offset, result.end_line
             self.embed_pending()

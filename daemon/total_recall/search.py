@@ -42,6 +42,9 @@ ENTITY_MAX_LINKS = 15  # entities linked to more memories than this are too comm
 SUPERSEDED_FACTOR = 0.5
 INTENT_BOOST = 1.25
 PINNED_BOOST = 1.2
+# A question-shaped query resembles stored questions more than the answers it wants; stored
+# questions rank lower unless the query asks for questions ("open questions about ...").
+QUESTION_FACTOR = 0.8
 
 
 @dataclass
@@ -271,6 +274,8 @@ def weigh(pool: dict, ideas: dict[int, dict], spans: dict[int, dict], q: querymo
             cand.score *= 0.75 + 0.25 * float(row["confidence"])
             if row["intent"] in q.boost_intents:
                 cand.score *= INTENT_BOOST
+            elif row["intent"] == "question" and "question" not in q.intents:
+                cand.score *= QUESTION_FACTOR
             if row["pinned"]:
                 cand.score *= PINNED_BOOST
             if cand.id in successors:
