@@ -168,7 +168,7 @@ def cmd_search(args) -> int:
 
     if args.queries:
         for line in search.run_queries_file(Path(args.queries), all_projects=args.all_projects, k=args.k):
-            print(json.dumps(line, ensure_ascii=False, default=str))
+            print(json.dumps(line, default=str))  # ASCII escapes: any query text survives stdout
         return 0
     if not args.query:
         raise TotalRecallError("search needs a QUERY or --queries FILE")

@@ -12,6 +12,7 @@ import importlib
 import os
 import re
 import sqlite3
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,9 +104,25 @@ def _load_vec(conn: Any, dbapi: Any) -> str:
     return version
 
 
-def _open_raw(path: Path, busy_timeout: float, driver: str) -> Database:
-    """Try the drivers in order; the first that loads sqlite-vec wins."""
-    names = [driver] if driver else list(DRIVERS)
+_DRIVER_CHOICE: dict[str, tuple[str, Any, str | None, str | None]] = {}
+_DRIVER_LOCK = threading.Lock()
+
+
+def choose_driver(forced: str = "") -> tuple[str, Any, str | None, str | None]:
+    """(name, dbapi module, sqlite-vec version, error), probed once per process on ":memory:".
+
+    The probe never touches the real file: opening and closing it with a driver we then reject
+    would drop this process's POSIX locks on it, and another process's close could then
+    checkpoint and delete the live WAL under us.
+    """
+    with _DRIVER_LOCK:
+        if forced not in _DRIVER_CHOICE:
+            _DRIVER_CHOICE[forced] = _probe_drivers(forced)
+        return _DRIVER_CHOICE[forced]
+
+
+def _probe_drivers(forced: str) -> tuple[str, Any, str | None, str | None]:
+    names = [forced] if forced else list(DRIVERS)
     errors: list[str] = []
     for name in names:
         if name not in DRIVERS:
@@ -115,22 +132,30 @@ def _open_raw(path: Path, busy_timeout: float, driver: str) -> Database:
         except ImportError as exc:
             errors.append(f"{name}: not installed ({exc})")
             continue
-        conn = dbapi.connect(str(path), isolation_level=None, check_same_thread=False, timeout=busy_timeout)
-        if not hasattr(conn, "enable_load_extension"):
-            errors.append(f"{name}: built without loadable extensions")
-            conn.close()
-            continue
+        conn = dbapi.connect(":memory:", isolation_level=None, check_same_thread=False)
         try:
-            version = _load_vec(conn, dbapi)
+            if not hasattr(conn, "enable_load_extension"):
+                errors.append(f"{name}: built without loadable extensions")
+                continue
+            return name, dbapi, _load_vec(conn, dbapi), None
         except (AttributeError, ImportError, dbapi.Error) as exc:
             errors.append(f"{name}: {exc}")
+        finally:
             conn.close()
-            continue
-        return Database(conn, dbapi, path, name, vec_version=version)
     # Trigger: no driver could load sqlite-vec. Why: memory must keep working without vectors.
-    # Outcome: stdlib connection, FTS5-only search, doctor/stats show the fix.
-    conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=busy_timeout)
-    return Database(conn, sqlite3, path, "stdlib", vec_error="; ".join(errors) or "sqlite-vec unavailable")
+    # Outcome: stdlib connections, FTS5-only search, doctor/stats show the fix.
+    return "stdlib", sqlite3, None, "; ".join(errors) or "sqlite-vec unavailable"
+
+
+def _open_raw(path: Path, busy_timeout: float, driver: str) -> Database:
+    name, dbapi, version, error = choose_driver(driver)
+    conn = dbapi.connect(str(path), isolation_level=None, check_same_thread=False, timeout=busy_timeout)
+    if version is not None:
+        try:
+            _load_vec(conn, dbapi)
+        except (AttributeError, ImportError, dbapi.Error) as exc:  # worked on the probe; report, don't fail
+            version, error = None, f"{name}: {exc}"
+    return Database(conn, dbapi, path, name, vec_version=version, vec_error=error)
 
 
 def _configure(db: Database, busy_timeout: float) -> None:
@@ -145,9 +170,17 @@ def _configure(db: Database, busy_timeout: float) -> None:
 
 
 def create_private_file(path: Path) -> None:
-    """Create (or tighten) a file readable by the user only."""
-    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
-    os.close(fd)
+    """Create (or tighten) a file readable by the user only.
+
+    An existing file is never opened here: closing any descriptor of the database file drops
+    every POSIX lock this process holds on it (SQLite's included), after which another process
+    may checkpoint and delete the live WAL. chmod works on the path without opening it.
+    """
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+        os.close(fd)
+    except FileExistsError:
+        pass
     os.chmod(path, 0o600)
 
 

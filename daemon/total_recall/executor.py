@@ -173,11 +173,30 @@ NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
 FILLER = frozenset("a an the is are was were be to of in on for and or with that this it we i you".split())
 
 
+TOKEN = re.compile(r"[\w.'-]+")
+
+
+def salient(text: str) -> set[str]:
+    """Names, identifiers and numbers (not the sentence's first word): the words that make a fact this fact."""
+    tokens = TOKEN.findall(text)
+    return {
+        normalise(t) for t in tokens[1:]
+        if t[:1].isupper() or any(c.isdigit() for c in t) or "_" in t or "." in t.strip(".")
+    } - {""}
+
+
 def same_fact(a: str, b: str) -> bool:
-    """The guard on a near-vector match: same numbers, mostly the same content words."""
+    """The guard on a near-vector match: same numbers, no differing name, mostly the same words.
+
+    "We chose Meilisearch ..." and "We chose Typesense ..." share nearly every word and vector
+    direction, yet say different things.
+    """
     if sorted(NUMBER.findall(a)) != sorted(NUMBER.findall(b)):
         return False
     wa, wb = set(normalise(a).split()) - FILLER, set(normalise(b).split()) - FILLER
+    names = {w for s in salient(a) | salient(b) for w in s.split()}
+    if (wa ^ wb) & names:
+        return False
     return bool(wa and wb) and len(wa & wb) / len(wa | wb) >= DUPLICATE_JACCARD
 
 

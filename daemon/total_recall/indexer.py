@@ -27,6 +27,7 @@ log = structlog.get_logger(__name__)
 READ_CHUNK_BYTES = 4 * 1024 * 1024
 RECENT_MESSAGES = 8
 KNOWN_IDEAS = 15
+VECTOR_RETRY_SECONDS = 15.0
 CONTEXT_QUERY_CHARS = 600  # the batch's opening is enough to find related topics; longer costs embedding time
 
 
@@ -71,6 +72,7 @@ class Indexer:
         self.clock = clock
         self._embedder = embedder
         self._vectors_ok: bool | None = None
+        self._vectors_retry_at = 0.0
         self._offline = None
         self._llm = None
         self._pending_calls: list[dict] = []
@@ -90,7 +92,7 @@ class Indexer:
 
     def vectors_ok(self) -> bool:
         """Whether vectors can be written now (sqlite-vec loaded, model matches the database)."""
-        if self._vectors_ok is None:
+        if self._vectors_ok is None and self.clock() >= self._vectors_retry_at:
             from total_recall import db as dbmod
 
             try:
@@ -98,11 +100,15 @@ class Indexer:
                     self.db, self.embedder.model_id, self.embedder.dim
                 )
             except (EmbeddingError, TransientError) as exc:
-                # Trigger: the embedding backend cannot start. Why: indexing must go on.
-                # Outcome: memories are stored with needs_embedding = 1 for the repair pass.
+                # Trigger: the embedding backend cannot start (e.g. the endpoint is down while
+                # its dimension is probed). Why: indexing must go on, and the outage may end.
+                # Outcome: memories keep needs_embedding = 1; we ask again in a minute.
                 log.warning("embedder_unavailable", error=str(exc))
-                self._vectors_ok = False
-        return self._vectors_ok
+                self._vectors_retry_at = self.clock() + VECTOR_RETRY_SECONDS
+                return False
+            if self._vectors_ok:
+                self._offline = None  # rebuilt with the embedder for similarity and topic shifts
+        return bool(self._vectors_ok)
 
     def offline(self):
         if self._offline is None:
@@ -124,7 +130,7 @@ class Indexer:
         report = IndexReport(path)
         state = self._state(path)
         p = Path(path)
-        if not p.is_file():
+        if not os.path.isfile(path):  # also False for names the OS refuses (ENAMETOOLONG)
             report.missing = True
             return report
         offset, line = state["byte_offset"], state["line_number"]
@@ -365,7 +371,9 @@ class Indexer:
         )
 
     def _write_calls(self, now: float) -> None:
-        calls, self._pending_calls = self._pending_calls, []
+        # Copy and clear in place: the LLM extractor holds a reference to this very list.
+        calls = list(self._pending_calls)
+        self._pending_calls.clear()
         self.db.executemany(
             "INSERT INTO llm_calls (at, extractor, model, messages, prompt_tokens, completion_tokens, ok, error) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
