@@ -202,3 +202,13 @@ def test_digest_recent_and_maintain(tmp_path):
     assert days and days[0]["name"] == "shop" and days[0]["ideas"]
     report = cli_json("maintain")
     assert report["integrity"] == "ok" and report["duplicates_merged"] == 0
+
+
+def test_near_duplicate_guard_merges_rewordings_not_different_facts():
+    from total_recall.executor import same_fact
+
+    assert same_fact("The staging database runs on port 5433.", "Reminder: the staging database runs on port 5433!")
+    assert same_fact("We decided to use Redis for caching.", "We decided to use Redis as the cache.")
+    assert not same_fact("We chose Meilisearch for the catalogue search.", "We chose Typesense for the catalogue search.")
+    assert not same_fact("The API rate limit is 100 requests per minute.", "The API rate limit is 120 requests per minute.")
+    assert not same_fact("Call fetch_rows() in export.py.", "Call fetch_all() in export.py.")

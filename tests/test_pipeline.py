@@ -228,3 +228,29 @@ def test_every_fixture_transcript_indexes_offline_with_ideas_or_reasons(fixture_
         "(SELECT 1 FROM idea_sources s WHERE s.source_file = m.source_file AND s.source_line = m.source_line)")
     assert unexplained == []
     assert db_rows("SELECT count(*) FROM ideas")[0][0] > 50
+
+
+def test_sigterm_stops_between_batches_and_the_rest_stays_queued(claude_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("TOTAL_RECALL_DAEMON_MAX_BATCH_MESSAGES", "5")
+    turns = [("user" if i % 2 == 0 else "assistant",
+              f"Note {i}: the {w} service keeps its state in the {w}_store table, replicated nightly.")
+             for i, w in enumerate(["billing", "search", "auth", "upload", "export", "mail"] * 40)]
+    path = write_transcript(transcript_path(claude_dir), turns, cwd=PROJECT)
+    cli("init")
+    proc = start_daemon(tmp_path / "daemon.log")
+    try:
+        from total_recall import config
+
+        wait_for(lambda: config.paths().socket.exists(), timeout=60)
+        hook({"session_id": "sess-0001", "transcript_path": str(path), "cwd": PROJECT, "hook_event_name": "SessionEnd"})
+        wait_for(lambda: (db_rows("SELECT line_number FROM index_state") or [(0,)])[0][0] >= 5, timeout=90,
+                 interval=0.02)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    line = db_rows("SELECT line_number FROM index_state")[0][0]
+    assert 5 <= line < len(turns)  # stopped after a batch, long before the end
+    assert db_rows("SELECT state FROM work_queue") == [("pending",)]  # the rest is still queued
+    cli("daemon", "--once")
+    assert db_rows("SELECT line_number FROM index_state")[0][0] == len(turns)
+    assert db_rows("SELECT count(DISTINCT source_line) FROM messages")[0][0] == len(turns)

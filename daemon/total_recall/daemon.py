@@ -16,7 +16,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import structlog
 
@@ -114,6 +114,7 @@ class Daemon:
         self.status = Status()
         self._last_heartbeat = 0.0
         self._last_decay: float | None = None
+        self._unrecorded: list[Callable[[], Any]] = []  # queue updates the database refused
 
     def setting(self, key: str) -> Any:
         return self.settings.get("daemon", key)
@@ -149,6 +150,9 @@ class Daemon:
     def step(self, *, now: float | None = None, immediate: bool = False) -> bool:
         """Do one unit of work; return whether there was any."""
         now = time.time() if now is None else now
+        while self._unrecorded:  # raises while the database still refuses them: step_failed, backoff
+            self._unrecorded[0]()
+            self._unrecorded.pop(0)
         queue.drain_spool(self.db, self.paths.spool)
         claim = queue.claim_next(self.db, now=now, window=float(self.setting("batch_window")),
                                  lease=float(self.setting("lease_seconds")), immediate=immediate)
@@ -161,22 +165,43 @@ class Daemon:
         started = time.time()
         bound = log.bind(file=claim.transcript_path, rows=len(claim.row_ids), attempt=claim.attempts + 1)
         try:
-            report = self.indexer.process(claim.transcript_path, session_hint=claim.session_id, cwd_hint=claim.cwd)
+            report = self.indexer.process(claim.transcript_path, session_hint=claim.session_id, cwd_hint=claim.cwd,
+                                          should_stop=self.stop.is_set)
         except Exception as exc:  # loop boundary: log with traceback, retry or park, never drop
             transient = is_transient(exc, self.db)
-            state = queue.fail(self.db, claim, f"{type(exc).__name__}: {exc}", transient=transient,
-                               max_attempts=int(self.setting("max_attempts")), now=time.time())
-            self.status.last_error = f"{claim.transcript_path}: {type(exc).__name__}: {exc}"
-            bound.error("batch_failed", outcome=state, transient=transient, error=str(exc),
-                        traceback=traceback.format_exc(limit=8))
+            error = f"{type(exc).__name__}: {exc}"
+            self.status.last_error = f"{claim.transcript_path}: {error}"
+            bound.error("batch_failed", transient=transient, error=str(exc), traceback=traceback.format_exc(limit=8))
+            state = self._record(lambda: queue.fail(self.db, claim, error, transient=transient,
+                                                    max_attempts=int(self.setting("max_attempts")), now=time.time()))
+            bound.info("batch_requeued", outcome=state)
             return
-        queue.complete(self.db, claim, "transcript missing" if report.missing else None)
+        if report.interrupted:
+            self._record(lambda: queue.release(self.db, claim))
+            bound.info("stopped_between_batches", batches=report.batches, ideas=report.ideas_added)
+            return
+        self._record(lambda: queue.complete(self.db, claim, "transcript missing" if report.missing else None))
         self._refresh_digest(claim.transcript_path)
         self.status.batches += 1
         self.status.last_batch = {**report.__dict__, "seconds": round(time.time() - started, 3), "at": time.time()}
         bound.info("indexed", lines=report.lines, messages=report.messages, batches=report.batches,
                    ideas=report.ideas_added, llm_calls=report.llm_calls, rewritten=report.rewritten,
                    missing=report.missing, seconds=round(time.time() - started, 3))
+
+    def _record(self, update: Callable[[], Any]) -> Any:
+        """Apply a queue update now, or keep it for the next step if the database refuses it.
+
+        Trigger: the disk is full or the database stays locked past busy_timeout. Why: the rows
+        would otherwise stay 'claimed' until their lease expires (10 min by default) although
+        this daemon is alive and the fault may clear in seconds. Outcome: `step` applies the kept
+        updates before claiming anything new.
+        """
+        try:
+            return update()
+        except Exception as exc:
+            if is_transient(exc, self.db):  # anything else is left to the lease, not retried here
+                self._unrecorded.append(update)
+            raise
 
     def _refresh_digest(self, transcript_path: str) -> None:
         """Keep the SessionStart digest of the transcript's project current (read by the hook)."""
@@ -206,12 +231,19 @@ class Daemon:
         if not force and now - self._last_heartbeat < float(self.setting("heartbeat")):
             return
         self._last_heartbeat = now
-        self.status.queue = queue.depth(self.db)
-        self.status.updated = now
-        write_json_private(self.paths.status, self.status.__dict__)
-        if not force:
-            self.housekeeping(now)
-            log.info("heartbeat", state=self.status.state, queue=self.status.queue, batches=self.status.batches)
+        try:
+            self.status.queue = queue.depth(self.db)
+            self.status.updated = now
+            write_json_private(self.paths.status, self.status.__dict__)
+            if not force:
+                self.housekeeping(now)
+                log.info("heartbeat", state=self.status.state, queue=self.status.queue, batches=self.status.batches)
+        except Exception as exc:  # loop boundary for chores
+            # Trigger: the disk is full (status file), the database stays locked past busy_timeout
+            # (pruning, decay), or the repair pass fails. Why: chores must never stop indexing.
+            # Outcome: logged with its traceback, tried again at the next heartbeat.
+            self.status.last_error = f"heartbeat: {type(exc).__name__}: {exc}"
+            log.warning("heartbeat_failed", error=str(exc), traceback=traceback.format_exc(limit=8))
 
     def run(self, *, once: bool = False) -> int:
         self.status.state = "running"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -53,22 +54,40 @@ def enqueue(
     return int(cur.lastrowid)
 
 
+def _text(value: object) -> str | None:
+    """A string SQLite can store as TEXT, else None (lone surrogates cannot be UTF-8 encoded)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    return value
+
+
 def _spool_record(line: bytes) -> tuple | None:
+    """The queue row of one spool line, or None when the line cannot be stored.
+
+    Trigger: a line that is not a record, or whose values SQLite would refuse (a path with lone
+    surrogates, an integer past 64 bits, NaN). Why: one refused row would fail the whole insert
+    on every step, and the daemon would never index anything again. Outcome: counted as bad.
+    """
     try:
         rec = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
-    if not isinstance(rec, dict) or not isinstance(rec.get("transcript_path"), str):
+    path = _text(rec.get("transcript_path")) if isinstance(rec, dict) else None
+    if not path:
         return None
     size = rec.get("size_seen")
     when = rec.get("enqueued_at")
     return (
-        rec["transcript_path"],
-        rec.get("session_id") if isinstance(rec.get("session_id"), str) else None,
-        rec.get("cwd") if isinstance(rec.get("cwd"), str) else None,
-        str(rec.get("event") or "spool"),
-        size if isinstance(size, int) else None,
-        float(when) if isinstance(when, (int, float)) else time.time(),
+        path,
+        _text(rec.get("session_id")),
+        _text(rec.get("cwd")),
+        _text(rec.get("event")) or "spool",
+        size if isinstance(size, int) and not isinstance(size, bool) and 0 <= size < 2**63 else None,
+        float(when) if isinstance(when, (int, float)) and math.isfinite(when) else time.time(),
     )
 
 
@@ -159,6 +178,15 @@ def complete(db: Database, claim: Claim, note: str | None = None) -> None:
         )
 
 
+def release(db: Database, claim: Claim) -> None:
+    """Give claimed rows back untouched (shutdown between batches): no attempt is counted."""
+    with db.write():
+        db.execute(
+            f"UPDATE work_queue SET state = 'pending', lease_expires = NULL WHERE id IN ({_in(claim.row_ids)})",
+            claim.row_ids,
+        )
+
+
 def backoff(attempts: int) -> float:
     return min(BACKOFF_CAP, BACKOFF_START * (2 ** max(0, attempts - 1)))
 
@@ -177,7 +205,8 @@ def fail(db: Database, claim: Claim, error: str, *, transient: bool, max_attempt
         db.execute(
             f"UPDATE work_queue SET state = ?, attempts = ?, last_error = ?, lease_expires = NULL, not_before = ? "
             f"WHERE id IN ({_in(claim.row_ids)})",
-            (state, attempts, error[:2000], now + backoff(attempts), *claim.row_ids),
+            (state, attempts, error[:2000].encode("utf-8", "replace").decode("utf-8"), now + backoff(attempts),
+             *claim.row_ids),
         )
     return state
 

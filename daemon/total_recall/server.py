@@ -11,6 +11,7 @@ import os
 import socket
 import socketserver
 import threading
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +56,7 @@ class _Handler(socketserver.StreamRequestHandler):
             request = json.loads(line)
             answer = self.server.dispatch(request)  # type: ignore[attr-defined]
         except Exception as exc:  # boundary: one bad request never stops the server
-            log.warning("socket_request_failed", error=str(exc))
+            log.warning("socket_request_failed", error=str(exc), traceback=traceback.format_exc(limit=8))
             answer = {"error": f"{type(exc).__name__}: {exc}"}
         self.wfile.write(json.dumps(answer, default=str).encode() + b"\n")
 

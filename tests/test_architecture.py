@@ -1,0 +1,167 @@
+"""Import boundaries (issue 7), pinned with `ast` and checked again in fresh interpreters.
+
+- hooks/*.py: standard library only, nothing of total_recall (they run on every prompt, under
+  `python -I -S`, and must work while the package is missing or mid-upgrade);
+- storage (db, queue, executor, transcript) never imports the LLM client;
+- heavy modules are imported inside the functions that need them, never at module level, so
+  the CLI and the hooks start fast.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from total_recall import config
+
+PACKAGE = Path(__import__("total_recall").__file__).resolve().parent
+HOOKS = config.resource_dir("hooks")
+HEAVY = ("openai", "numpy", "onnxruntime", "tokenizers", "sqlite_vec", "watchfiles", "tenacity", "httpx")
+STORAGE = ("db", "queue", "executor", "transcript")
+LLM_CLIENT = ("openai", "total_recall.extract.llm")
+
+
+def modules() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def imported_names(node: ast.AST, package: str = "total_recall") -> list[tuple[str, int]]:
+    """(absolute dotted name, line) of every import under node; relative imports resolved."""
+    out = []
+    for child in ast.walk(node):
+        if isinstance(child, ast.Import):
+            out += [(alias.name, child.lineno) for alias in child.names]
+        elif isinstance(child, ast.ImportFrom):
+            base = child.module or ""
+            if child.level:
+                base = ".".join([package] + ([base] if base else []))
+            out += [(base, child.lineno)] + [(f"{base}.{alias.name}", child.lineno) for alias in child.names]
+    return out
+
+
+def is_type_checking(node: ast.stmt) -> bool:
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and (
+        (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
+        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"))
+
+
+def module_level(body: list[ast.stmt]) -> list[ast.stmt]:
+    """Statements that run at import: the module body, class bodies and the blocks of top-level
+    if/try/with (but not `if TYPE_CHECKING:`, which never runs), never function bodies."""
+    out = []
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or is_type_checking(node):
+            continue
+        if isinstance(node, (ast.If, ast.Try, ast.With, ast.For, ast.While, ast.ClassDef)):
+            blocks = [node.body, getattr(node, "orelse", []), getattr(node, "finalbody", [])]
+            blocks += [h.body for h in getattr(node, "handlers", [])]
+            out += [stmt for block in blocks for stmt in module_level(block)]
+        else:
+            out.append(node)
+    return out
+
+
+def top(name: str) -> str:
+    return name.split(".")[0]
+
+
+def fresh(code: str) -> dict:
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+# --- hooks --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("hook", sorted(HOOKS.glob("*.py")), ids=lambda p: p.name)
+def test_hooks_import_only_the_standard_library(hook):
+    names = imported_names(ast.parse(hook.read_text(encoding="utf-8")))
+    foreign = [(n, line) for n, line in names
+               if top(n) not in sys.stdlib_module_names and top(n) != "__future__"]
+    assert not foreign
+    assert not [n for n, _ in names if top(n) == "total_recall"]
+
+
+def test_the_hook_at_runtime_loads_nothing_but_the_standard_library(tmp_path):
+    """Run the shim the way Claude Code does, with input it accepts, and list what got loaded."""
+    transcript = tmp_path / "s.jsonl"
+    transcript.write_text("{}\n")
+    payload = json.dumps({"session_id": "s", "transcript_path": str(transcript), "hook_event_name": "Stop"})
+    code = (
+        "import io, json, os, runpy, sys\n"
+        "r, w = os.pipe(); os.write(w, sys.argv[2].encode()); os.close(w); os.dup2(r, 0)\n"
+        "try:\n    runpy.run_path(sys.argv[1], run_name='__main__')\nexcept SystemExit:\n    pass\n"
+        "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))\n"
+    )
+    done = subprocess.run([sys.executable, "-I", "-S", "-c", code, str(HOOKS / "enqueue.py"), payload],
+                          capture_output=True, text=True, timeout=60,
+                          env={"TOTAL_RECALL_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin"})
+    loaded = set(json.loads(done.stdout.splitlines()[-1]))
+    assert not {m for m in loaded if m not in sys.stdlib_module_names and m not in sys.builtin_module_names
+                and not m.startswith("_")}
+    assert (tmp_path / "home" / "spool.jsonl").exists()  # it did its work (no database yet: the spool)
+
+
+# --- storage never reaches for the LLM ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", STORAGE)
+def test_storage_modules_never_import_the_llm_client(name):
+    """Anywhere in the file, including inside functions."""
+    names = imported_names(ast.parse((PACKAGE / f"{name}.py").read_text(encoding="utf-8")))
+    assert not [(n, line) for n, line in names if n in LLM_CLIENT or top(n) == "openai"
+                or n.startswith("total_recall.extract.llm")]
+
+
+def test_storage_modules_load_no_llm_client_at_runtime():
+    code = ("import json, sys\n"
+            + "".join(f"import total_recall.{m}\n" for m in STORAGE)
+            + f"print(json.dumps(sorted(m for m in sys.modules if m in {list(LLM_CLIENT)!r})))")
+    assert fresh(code) == []
+
+
+# --- heavy modules only inside functions ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_heavy_import_at_module_level(path):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    heavy = [(n, line) for stmt in module_level(tree.body) for n, line in imported_names(stmt)
+             if top(n) in HEAVY]
+    assert not heavy, f"import inside the function that needs it: {heavy}"
+
+
+def test_the_checker_sees_what_it_must():
+    """The rule above would catch a heavy import hidden in a top-level try, and allow the rest."""
+    source = (
+        "import os\n"
+        "try:\n    import numpy as np\nexcept ImportError:\n    np = None\n"
+        "if TYPE_CHECKING:\n    import openai\n"
+        "def f():\n    import onnxruntime\n"
+        "class C:\n    from sqlite_vec import load\n"
+    )
+    found = {n for stmt in module_level(ast.parse(source).body) for n, _ in imported_names(stmt)}
+    assert found == {"os", "numpy", "sqlite_vec", "sqlite_vec.load"}
+
+
+HEAVY_LOADED = f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {list(HEAVY)!r})))"
+
+
+def test_importing_the_cli_loads_no_heavy_module():
+    assert fresh(f"import json, sys\nimport total_recall.cli\n{HEAVY_LOADED}") == []
+
+
+def test_cli_help_loads_no_heavy_module():
+    code = ("import contextlib, io, json, sys\nimport total_recall.cli as cli\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    for argv in (['--help'], ['search', '--help'], ['daemon', '--help']):\n"
+            "        try:\n            cli.main(argv)\n        except SystemExit:\n            pass\n"
+            f"{HEAVY_LOADED}")
+    assert fresh(code) == []
