@@ -96,7 +96,7 @@ def resolve_projects(db: Database, project: str | None, all_projects: bool, cwd:
     """None = every project. A directory or a short name picks the projects it names."""
     if all_projects:
         return None
-    known = [r[0] for r in db.execute("SELECT DISTINCT project FROM ideas UNION SELECT DISTINCT project FROM spans")]
+    known = known_projects(db)
     if project:
         as_path = os.path.abspath(os.path.expanduser(project))
         hits = [p for p in known if p == as_path or p == project or Path(p).name.lower() == project.lower()]
@@ -108,6 +108,16 @@ def resolve_projects(db: Database, project: str | None, all_projects: bool, cwd:
     if inside:
         return [max(inside, key=len)]
     return None  # not inside any indexed project: search everything
+
+
+def known_projects(db: Database) -> list[str]:
+    """Every project with memories: a loose index scan (one seek per project, not a scan of all ideas)."""
+    rows = db.execute(
+        "WITH RECURSIVE p(x) AS (SELECT min(project) FROM ideas UNION ALL "
+        "SELECT (SELECT min(project) FROM ideas WHERE project > x) FROM p WHERE x IS NOT NULL) "
+        "SELECT x FROM p WHERE x IS NOT NULL UNION SELECT DISTINCT project FROM index_state WHERE project IS NOT NULL"
+    ).fetchall()
+    return [r[0] for r in rows]
 
 
 def _project_sql(projects: list[str] | None, column: str) -> tuple[str, tuple]:
@@ -148,7 +158,7 @@ def _entity_ideas(ctx: SearchContext, q: querymod.Query, projects: list[str] | N
     # An entity linked to a large share of the memories (the user's own name, the project's
     # main technology) does not discriminate; only the rarer ones take part.
     usable = [r[0] for r in ctx.db.execute(
-        f"SELECT e.id FROM entities e JOIN idea_entities ie ON ie.entity_id = e.id WHERE lower(e.name) IN ({marks}) "
+        f"SELECT e.id FROM entities e JOIN idea_entities ie ON ie.entity_id = e.id WHERE e.name IN ({marks}) "
         f"AND e.type != 'project' GROUP BY e.id HAVING count(*) <= ?",
         (*[n.lower() for n in names], ENTITY_MAX_LINKS))]
     if not usable:
