@@ -38,3 +38,16 @@ def fixture_transcripts():
     if not FIXTURE_TRANSCRIPTS.is_dir():
         pytest.skip("shared transcript fixtures not present")
     return sorted(FIXTURE_TRANSCRIPTS.glob("*.jsonl"))
+
+
+@pytest.fixture
+def fake(tmp_path, monkeypatch):
+    """The fake OpenAI server as a process, serving embeddings (fast, deterministic) to every
+    daemon and CLI run of the test."""
+    from fake_openai import FakeOpenAIProcess
+
+    with FakeOpenAIProcess(tmp_path / "fake") as srv:
+        monkeypatch.setenv("TOTAL_RECALL_EMBED_PROVIDER", "openai")
+        monkeypatch.setenv("TOTAL_RECALL_EMBED_BASE_URL", srv.base_url)
+        monkeypatch.setenv("TOTAL_RECALL_EMBED_MODEL", "fake-embed")
+        yield srv

@@ -62,16 +62,6 @@ def transcript_path(tmp_path: Path, session: str, project: str = "-home-dev-proj
     return tmp_path / "claude" / "projects" / project / f"{session}.jsonl"
 
 
-@pytest.fixture
-def fake(tmp_path, monkeypatch):
-    """The fake OpenAI server as a process, serving embeddings to every daemon and CLI run."""
-    with FakeOpenAIProcess(tmp_path / "fake") as srv:
-        monkeypatch.setenv("TOTAL_RECALL_EMBED_PROVIDER", "openai")
-        monkeypatch.setenv("TOTAL_RECALL_EMBED_BASE_URL", srv.base_url)
-        monkeypatch.setenv("TOTAL_RECALL_EMBED_MODEL", "fake-embed")
-        yield srv
-
-
 @contextlib.contextmanager
 def daemon_process(log_path: Path):
     """A `total-recall daemon` subprocess, stopped with SIGTERM (killed if that hangs)."""

@@ -21,7 +21,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fake_openai import FakeOpenAIProcess
 from helpers import cli, db_rows, env, hook, start_daemon, wait_for, write_transcript
 
 from total_recall import config
@@ -36,16 +35,6 @@ TALK = [
     ("assistant", "The problem is that the audit export job runs out of memory on large tenants."),
     ("assistant", "Fixed by streaming the audit export with a server-side cursor in audit/export.py."),
 ]
-
-
-@pytest.fixture
-def fake(tmp_path, monkeypatch):
-    """The fake OpenAI server as a process, serving embeddings (fast and deterministic)."""
-    with FakeOpenAIProcess(tmp_path / "fake") as srv:
-        monkeypatch.setenv("TOTAL_RECALL_EMBED_PROVIDER", "openai")
-        monkeypatch.setenv("TOTAL_RECALL_EMBED_BASE_URL", srv.base_url)
-        monkeypatch.setenv("TOTAL_RECALL_EMBED_MODEL", "fake-embed")
-        yield srv
 
 
 def projects(tmp_path: Path) -> Path:

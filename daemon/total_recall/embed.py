@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
 import structlog
 
-from total_recall import config
+from total_recall import config, retry
 from total_recall.errors import ConfigError, EmbeddingError, TransientError
 
 if TYPE_CHECKING:
@@ -36,7 +36,6 @@ OPENAI_KNOWN_DIMS = {
     "text-embedding-3-large": 3072,
     "text-embedding-ada-002": 1536,
 }
-RETRY_AFTER_CAP = 60.0  # seconds; a longer Retry-After is better handled by the queue's own retry
 
 
 class Embedder(Protocol):
@@ -234,25 +233,6 @@ def _pool(outputs: list[Any], mask: "np.ndarray") -> "np.ndarray":
 # OpenAI-compatible endpoint
 
 
-def _retry_after(exc: BaseException) -> float | None:
-    response = getattr(exc, "response", None)
-    value = response.headers.get("retry-after") if response is not None else None
-    try:
-        return min(max(float(value), 0.0), RETRY_AFTER_CAP) if value is not None else None
-    except ValueError:
-        return None  # an HTTP-date Retry-After: fall back to exponential backoff
-
-
-def _is_transient(exc: BaseException) -> bool:
-    import openai
-
-    if isinstance(exc, openai.APIConnectionError):  # includes timeouts
-        return True
-    if isinstance(exc, openai.APIStatusError):
-        return exc.status_code in (408, 409, 429) or exc.status_code >= 500
-    return False
-
-
 class OpenAIEmbedder:
     """Any OpenAI-compatible /v1/embeddings endpoint.
 
@@ -314,8 +294,8 @@ class OpenAIEmbedder:
         # fail the whole batch. Outcome: a single space is embedded in its place.
         inputs = [t if t and t.strip() else " " for t in texts]
         retrying = tenacity.Retrying(
-            retry=tenacity.retry_if_exception(_is_transient),
-            wait=self._wait,
+            retry=tenacity.retry_if_exception(retry.is_transient_api_error),
+            wait=retry.wait_seconds,
             stop=tenacity.stop_after_attempt(self.max_attempts),
             sleep=self._sleep,
             before_sleep=self._log_retry,
@@ -329,20 +309,13 @@ class OpenAIEmbedder:
             raise EmbeddingError(f"unreadable embeddings response from {self.base_url}: {exc}") from exc
         return self._check(response, len(texts))
 
-    def _wait(self, state: Any) -> float:
-        # Trigger: a transient failure. Why: endpoints recover or rate limits reset. Outcome: wait
-        # Retry-After when the server sent one, else 1s, 2s, 4s ... capped at 10s.
-        exc = state.outcome.exception() if state.outcome else None
-        hinted = _retry_after(exc) if exc is not None else None
-        return hinted if hinted is not None else min(10.0, 2.0 ** (state.attempt_number - 1))
-
     def _log_retry(self, state: Any) -> None:
         exc = state.outcome.exception() if state.outcome else None
         log.warning("embed_retry", endpoint=self.base_url, attempt=state.attempt_number,
                     error=type(exc).__name__, wait=round(state.upcoming_sleep, 2))
 
     def _as_domain_error(self, exc: Exception) -> Exception:
-        if _is_transient(exc):
+        if retry.is_transient_api_error(exc):
             return TransientError(
                 f"embedding endpoint {self.base_url} still failing after {self.max_attempts} attempts: {exc}"
             )

@@ -16,14 +16,13 @@ from typing import Any, Callable
 
 import structlog
 
+from total_recall import retry
 from total_recall.errors import ExtractionError
 from total_recall.extract.protocol import SYSTEM_PROMPT, parse_json_content, user_message
 from total_recall.redact import redact
 
 log = structlog.get_logger(__name__)
 
-RETRY_AFTER_CAP = 60.0  # seconds; a longer wait is better left to the queue's own backoff
-MAX_BACKOFF = 10.0
 HYDE_ATTEMPTS = 2  # HyDE runs while a user waits for search results
 HYDE_MAX_TOKENS = 300
 
@@ -51,32 +50,7 @@ class _BadContent(Exception):
 
 
 def _is_transient(exc: BaseException) -> bool:
-    import openai
-
-    if isinstance(exc, _BadContent):
-        return True
-    if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
-        return True
-    if isinstance(exc, openai.APIStatusError):
-        return exc.status_code in (408, 409, 429) or exc.status_code >= 500
-    return False
-
-
-def _retry_after(exc: BaseException | None) -> float | None:
-    response = getattr(exc, "response", None)
-    value = response.headers.get("retry-after") if response is not None else None
-    try:
-        return min(max(float(value), 0.0), RETRY_AFTER_CAP) if value is not None else None
-    except ValueError:
-        return None  # an HTTP-date Retry-After: fall back to exponential backoff
-
-
-def _wait(state: Any) -> float:
-    # Trigger: a transient failure. Why: endpoints recover and rate limits reset. Outcome: wait
-    # what Retry-After asks, else 1 s, 2 s, 4 s ... capped at MAX_BACKOFF.
-    exc = state.outcome.exception() if state.outcome else None
-    hinted = _retry_after(exc)
-    return hinted if hinted is not None else min(MAX_BACKOFF, 2.0 ** (state.attempt_number - 1))
+    return isinstance(exc, _BadContent) or retry.is_transient_api_error(exc)
 
 
 def _log_retry(state: Any) -> None:
@@ -90,7 +64,7 @@ def _retrying(sleep: Callable[[float], None], attempts: int) -> Any:
 
     return tenacity.Retrying(
         retry=tenacity.retry_if_exception(_is_transient),
-        wait=_wait,
+        wait=retry.wait_seconds,
         stop=tenacity.stop_after_attempt(max(1, attempts)),
         sleep=sleep,
         before_sleep=_log_retry,
