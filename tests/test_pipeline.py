@@ -254,3 +254,40 @@ def test_sigterm_stops_between_batches_and_the_rest_stays_queued(claude_dir, tmp
     cli("daemon", "--once")
     assert db_rows("SELECT line_number FROM index_state")[0][0] == len(turns)
     assert db_rows("SELECT count(DISTINCT source_line) FROM messages")[0][0] == len(turns)
+
+
+@pytest.mark.slow
+def test_200_concurrent_hooks_while_the_daemon_writes_lose_nothing(claude_dir, tmp_path, monkeypatch):
+    """Hooks fire while the daemon is busy writing a large backfill: every turn still gets indexed."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    monkeypatch.setenv("TOTAL_RECALL_DAEMON_BATCH_WINDOW", "0.2")
+    big = write_transcript(transcript_path(claude_dir, "big"), [
+        ("user" if i % 2 == 0 else "assistant", f"Step {i}: the {w} worker writes its checkpoint to {w}_ckpt.")
+        for i, w in enumerate(["ingest", "resize", "notify", "audit"] * 150)], cwd=PROJECT)
+    small = [write_transcript(transcript_path(claude_dir, f"s{i:03d}"),
+                              [("user", f"Ticket {i}: the flaky test is test_upload_{i} on the CI runner.")], cwd=PROJECT)
+             for i in range(200)]
+    cli("init")
+    proc = start_daemon(tmp_path / "daemon.log")
+    try:
+        from total_recall import config
+
+        wait_for(lambda: config.paths().socket.exists(), timeout=60)
+        hook({"session_id": "big", "transcript_path": str(big), "cwd": PROJECT, "hook_event_name": "SessionEnd"})
+        wait_for(lambda: (db_rows("SELECT line_number FROM index_state") or [(0,)])[0][0] > 0, timeout=60,
+                 interval=0.02)  # the daemon is now writing the backfill
+        payloads = [{"session_id": p.stem, "transcript_path": str(p), "cwd": PROJECT, "hook_event_name": "Stop"}
+                    for p in small]
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            results = list(pool.map(hook, payloads))
+        assert [(r.returncode, r.stdout) for r in results] == [(0, "")] * 200
+        wait_for(lambda: db_rows("SELECT count(*) FROM index_state WHERE byte_offset > 0")[0][0] == 201,
+                 timeout=300, interval=0.5)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    indexed = {r[0] for r in db_rows("SELECT DISTINCT source_file FROM messages")}
+    assert indexed == {str(p) for p in small} | {str(big)}
+    assert db_rows("SELECT count(*) FROM work_queue WHERE state != 'done'") == [(0,)]
+    assert db_rows("PRAGMA integrity_check") == [("ok",)]
