@@ -1,0 +1,104 @@
+"""Run every benchmark, print each one's figures, then a summary against the targets of issue 6.
+
+    python bench/run_all.py [--quick] [--only hook,indexing,latency,recall,footprint]
+
+Defaults are each script's defaults; --quick shrinks the sizes (hook 50 runs, indexing 800
+messages, latency at 10k ideas only, footprint 400 messages) for a smoke run of a few minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import footprint  # noqa: E402
+import harness  # noqa: E402
+import hook_cost  # noqa: E402
+import indexing  # noqa: E402
+import locomo  # noqa: E402
+import query_latency  # noqa: E402
+import recall  # noqa: E402
+
+ALL = ("hook", "indexing", "latency", "recall", "footprint")
+
+
+def run_hook(quick: bool) -> tuple[str, list[list[str]]]:
+    r = hook_cost.measure(50 if quick else 200)
+    ratio = r["hook"][0] / r["floor"][0]
+    return hook_cost.render(r), [["hook p50 / interpreter floor", f"{ratio:.2f}x", "<= 1.30x", _met(ratio <= 1.3)]]
+
+
+def run_indexing(quick: bool, data: Path) -> tuple[str, list[list[str]]]:
+    samples = locomo.load(data)
+    messages = 800 if quick else 10_000
+    off, llm = indexing.offline_run(samples, messages, 2 if quick else 5), indexing.llm_run(samples, messages)
+    per20 = llm["calls_per_message"] * 20
+    return indexing.render(off, llm), [
+        ["indexing / bare embedding throughput", f"{off['ratio']:.1%}", ">= 70%", _met(off["ratio"] >= 0.7)],
+        ["LLM calls per 20 messages", f"{per20:.2f}", "<= 1", _met(per20 <= 1)]]
+
+
+def run_latency(quick: bool) -> tuple[str, list[list[str]]]:
+    sizes = (10_000,) if quick else (10_000, 100_000)
+    results = [query_latency.measure_size(n, 20 if quick else 40, 5 if quick else 15) for n in sizes]
+    biggest = results[-1]
+    rows = []
+    for scope, t in biggest["warm"].items():
+        ratio = statistics.median(t["socket"]) / statistics.median(t["floor"])
+        rows.append([f"warm p50 / floor at {biggest['ideas']:,} ideas ({scope}, socket)", f"{ratio:.2f}x",
+                     "<= 2x", _met(ratio <= 2)])
+    return query_latency.render(results), rows
+
+
+def run_recall(quick: bool, data: Path) -> tuple[str, list[list[str]]]:
+    report = recall.evaluate(data, [1, 5, 10])
+    ours = report["figures"]["total-recall"]["overall"]["recall@10"]
+    bm25 = report["figures"]["BM25 raw turns"]["overall"]["recall@10"]
+    return recall.render(report), [
+        ["recall@10 overall", f"{ours:.3f}", ">= 0.80", _met(ours >= 0.8)],
+        ["recall@10 - BM25 raw turns", f"{ours - bm25:+.3f}", ">= +0.15", _met(ours - bm25 >= 0.15)]]
+
+
+def run_footprint(quick: bool, data: Path) -> tuple[str, list[list[str]]]:
+    r = footprint.measure(locomo.load(data), 400 if quick else 800)
+    return footprint.render(r), [["database bytes per message", f"{r['db_bytes'] / max(1, r['messages']):,.0f}",
+                                  "(no target)", "-"]]
+
+
+def _met(ok: bool) -> str:
+    return "met" if ok else "MISSED"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="reduced sizes for a smoke run")
+    parser.add_argument("--only", default=",".join(ALL), help=f"comma-separated subset of {','.join(ALL)}")
+    parser.add_argument("--data", type=Path, default=harness.DEFAULT_LOCOMO, help="a LoCoMo-format JSON file")
+    args = parser.parse_args(argv)
+    harness.quiet()
+    chosen = [name.strip() for name in args.only.split(",") if name.strip()]
+    runners: dict[str, Callable[[], tuple[str, list[list[str]]]]] = {
+        "hook": lambda: run_hook(args.quick), "indexing": lambda: run_indexing(args.quick, args.data),
+        "latency": lambda: run_latency(args.quick), "recall": lambda: run_recall(args.quick, args.data),
+        "footprint": lambda: run_footprint(args.quick, args.data)}
+    harness.print_machine()
+    summary: list[list[Any]] = []
+    for name in chosen:
+        started = time.perf_counter()
+        text, rows = runners[name]()
+        print(f"\n{text}\n({name}: {time.perf_counter() - started:.0f} s)", flush=True)
+        summary += rows
+    print("\n## summary against the targets\n" + harness.table(["figure", "value", "target", "status"], summary))
+    print(f"load average at the end (1, 5, 15 min): {[round(v, 2) for v in os.getloadavg()]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,183 @@
+"""The recall benchmark's conversion and scoring, on a tiny hand-made LoCoMo-format file."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+
+import locomo  # noqa: E402
+
+TINY = [{
+    "sample_id": "tiny-1",
+    "conversation": {
+        "speaker_a": "Ana",
+        "speaker_b": "Ben",
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [
+            {"speaker": "Ana", "dia_id": "D1:1", "text": "Hi Ben! I adopted a greyhound named Pixel last weekend."},
+            {"speaker": "Ben", "dia_id": "D1:2", "text": "Congrats! I started learning the cello in March."},
+            {"speaker": "Ana", "dia_id": "D1:3", "text": "Pixel loves the beach near Porto.",
+             "img_url": ["https://example.org/dog.jpg"], "blip_caption": "a dog running on a beach"},
+            {"speaker": "Ben", "dia_id": "D1:4", "text": "My cello teacher is called Marta and she lives in Lisbon."},
+        ],
+        "session_2_date_time": "10:37 am on 27 June, 2023",
+        "session_2": [
+            {"speaker": "Ana", "dia_id": "D2:1", "text": "I signed up for a pottery class on Tuesdays."},
+            {"speaker": "Ben", "dia_id": "D2:2", "text": "I played my first cello recital yesterday."},
+            {"speaker": "Ana", "dia_id": "D2:3", "text": "The pottery studio is above the old bakery."},
+            {"speaker": "Ben", "dia_id": "D2:4", "text": "Marta said the recital went really well."},
+        ],
+        "session_3_date_time": "9:00 am on 1 July, 2023",  # a date without turns: no transcript
+    },
+    "qa": [
+        {"question": "What kind of dog did Ana adopt?", "answer": "a greyhound", "evidence": ["D1:1"], "category": 4},
+        {"question": "When did Ben play his first cello recital?", "answer": "26 June 2023", "evidence": ["D2:2"],
+         "category": 2},
+        {"question": "Who is Ben's cello teacher and what did she say about the recital?", "answer": "Marta",
+         "evidence": ["D1:4; D2:4"], "category": 1},
+        {"question": "What does Ben's dog like?", "adversarial_answer": "the beach", "evidence": ["D1:3"],
+         "category": 5},
+    ],
+}]
+
+
+@pytest.fixture
+def tiny_file(tmp_path) -> Path:
+    path = tmp_path / "tiny-locomo.json"
+    path.write_text(json.dumps(TINY))
+    return path
+
+
+@pytest.fixture
+def corpus(tmp_path, tiny_file) -> locomo.Corpus:
+    return locomo.convert(locomo.load(tiny_file), tmp_path / "transcripts")
+
+
+def line_of(path: str, number: int) -> dict:
+    return json.loads(Path(path).read_text().splitlines()[number - 1])
+
+
+def test_each_session_becomes_one_transcript_with_dia_ids_mapped_to_lines(corpus, tmp_path):
+    assert len(corpus.files) == 2
+    session_1 = corpus.turns[("tiny-1", "D1:1")].file
+    assert {corpus.turns[("tiny-1", f"D1:{i}")].file for i in range(1, 5)} == {session_1}
+    assert corpus.turns[("tiny-1", "D2:3")].file != session_1
+    assert [corpus.turns[("tiny-1", f"D2:{i}")].line for i in range(1, 5)] == [1, 2, 3, 4]
+    assert Path(session_1).parent.name == "-locomo-tiny-1"  # Claude Code's folder for cwd /locomo/tiny-1
+    assert corpus.projects == {"tiny-1": "/locomo/tiny-1"}
+    record = line_of(session_1, 4)
+    assert record["message"]["content"][0]["text"] == "My cello teacher is called Marta and she lives in Lisbon."
+    assert record["type"] == "assistant" and record["cwd"] == "/locomo/tiny-1"
+    assert record["sessionId"] == Path(session_1).stem
+    assert line_of(session_1, 1)["message"] == {"role": "user",
+                                                "content": "Hi Ben! I adopted a greyhound named Pixel last weekend."}
+
+
+def test_captions_are_appended_to_the_turn_text(corpus):
+    turn = corpus.turns[("tiny-1", "D1:3")]
+    expected = "Pixel loves the beach near Porto. [shared an image: a dog running on a beach]"
+    assert turn.text == expected
+    assert line_of(turn.file, 3)["message"]["content"] == expected
+
+
+def test_timestamps_come_from_the_session_date_one_minute_per_turn(corpus):
+    s1, s2 = corpus.turns[("tiny-1", "D1:1")].file, corpus.turns[("tiny-1", "D2:1")].file
+    assert [line_of(s1, i)["timestamp"] for i in (1, 4)] == ["2023-05-08T13:56:00.000Z", "2023-05-08T13:59:00.000Z"]
+    assert line_of(s2, 2)["timestamp"] == "2023-06-27T10:38:00.000Z"
+
+
+def test_session_dates_parse_including_midnight_and_noon():
+    assert locomo.parse_session_time("12:09 am on 13 September, 2023") == datetime(2023, 9, 13, 0, 9,
+                                                                                    tzinfo=timezone.utc)
+    assert locomo.parse_session_time("12:30 pm on 1 Jan, 2024") == datetime(2024, 1, 1, 12, 30, tzinfo=timezone.utc)
+    assert locomo.parse_session_time("sometime in spring") is None
+
+
+def test_evidence_ids_survive_malformed_strings():
+    assert locomo.evidence_ids(["D8:6; D9:17"]) == ["D8:6", "D9:17"]
+    assert locomo.evidence_ids(["D1:3 D1:5", "D1:3"]) == ["D1:3", "D1:5"]
+    assert locomo.evidence_ids([]) == []
+
+
+def test_questions_keep_categories_1_to_4_and_leave_out_category_5(tiny_file, corpus):
+    qs, left_out = locomo.questions(locomo.load(tiny_file), corpus)
+    assert [q.category for q in qs] == [4, 2, 1]
+    assert qs[2].evidence == ("D1:4", "D2:4")
+    assert left_out == {"other_category": 1, "no_evidence": 0}
+
+
+def test_scoring_of_hand_made_results(tiny_file, corpus):
+    qs, _ = locomo.questions(locomo.load(tiny_file), corpus)
+    evidence = locomo.evidence_locations(qs[2], corpus)  # D1:4 and D2:4
+    s1, s2 = corpus.turns[("tiny-1", "D1:1")].file, corpus.turns[("tiny-1", "D2:1")].file
+    results = [
+        {"kind": "idea", "source_file": s2, "source_line": 1},  # a turn that is not evidence
+        {"kind": "idea", "source_file": s1, "source_line": 4},  # D1:4
+        {"kind": "span", "source_file": s2, "start_line": 3, "end_line": 4},  # covers D2:4
+        {"kind": "idea", "source_file": s2, "source_line": 4},  # D2:4 again: no extra credit
+    ]
+    scores = locomo.score_question(results, evidence, [1, 2, 3])
+    assert scores == {"recall@1": 0.0, "hit@1": 0.0, "recall@2": 0.5, "hit@2": 1.0, "recall@3": 1.0,
+                      "hit@3": 1.0, "mrr": 0.5}
+    ideas_only = locomo.score_question(results, evidence, [3, 4], ideas_only=True)
+    assert ideas_only == {"recall@3": 0.5, "hit@3": 1.0, "recall@4": 1.0, "hit@4": 1.0, "mrr": 0.5}
+    # Line 4 of a file that is not the evidence's, and a span of the wrong file, point to nothing.
+    misses = [{"kind": "idea", "source_file": s1 + ".other", "source_line": 4},
+              {"kind": "span", "source_file": s1, "start_line": 1, "end_line": 3}]
+    assert locomo.score_question(misses, evidence, [2]) == {"recall@2": 0.0, "hit@2": 0.0, "mrr": 0.0}
+
+
+def test_aggregate_averages_per_category_and_overall():
+    rows = [(4, {"recall@1": 1.0, "mrr": 1.0}), (4, {"recall@1": 0.0, "mrr": 0.5}), (2, {"recall@1": 0.5, "mrr": 0.25})]
+    out = locomo.aggregate(rows)
+    assert out["single-hop"] == {"recall@1": 0.5, "mrr": 0.75, "n": 2}
+    assert out["temporal"] == {"recall@1": 0.5, "mrr": 0.25, "n": 1}
+    assert out["overall"] == {"recall@1": 0.5, "mrr": pytest.approx(1.75 / 3), "n": 3}
+
+
+def test_bm25_baseline_ranks_raw_turns_within_one_conversation(tmp_path, corpus):
+    other = [dict(TINY[0], sample_id="tiny-2")]
+    locomo.convert(other, tmp_path / "transcripts", corpus=corpus)
+    index = locomo.TurnIndex(corpus)
+    try:
+        top = index.search("tiny-1", "Where does Marta, the cello teacher, live?", 2)
+        assert all(r["source_file"].split("/")[-2] == "-locomo-tiny-1" for r in top)
+        teacher = corpus.turns[("tiny-1", "D1:4")]
+        assert (top[0]["source_file"], top[0]["source_line"]) == (teacher.file, teacher.line)
+        assert index.search("tiny-1", "the of and", 5) == []  # stopwords only: nothing to match
+    finally:
+        index.close()
+
+
+def test_variant_copies_change_every_sentence_but_keep_their_shape():
+    vary = locomo.variant(2, ["harbour", "violin", "meadow"])
+    text = "I played my first cello recital yesterday. Marta said it went well! Thanks!"
+    copy = vary(text)
+    sentences = [s for s in copy.split(". ") if s]
+    assert copy != text and vary(text) == copy  # deterministic
+    assert sentences[0] != "I played my first cello recital yesterday"
+    assert "Marta said it went well!" not in copy
+    assert copy.count(" ") == text.count(" ")
+
+
+def test_recall_tool_runs_end_to_end_on_the_tiny_file(tiny_file, tmp_path):
+    save = tmp_path / "figures.json"
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "recall.py"), "--data", str(tiny_file), "-k", "1,5",
+                           "--save", str(save)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for heading in ("## total-recall", "## ideas only", "## BM25 raw turns", "overall recall@5"):
+        assert heading in proc.stdout
+    report = json.loads(save.read_text())
+    assert report["questions"] == 3 and report["index"]["turns"] == 8
+    bm25 = report["figures"]["BM25 raw turns"]["overall"]
+    assert bm25["n"] == 3 and 0.0 <= bm25["recall@5"] <= 1.0
+    ours = report["figures"]["total-recall"]["overall"]
+    assert ours["n"] == 3 and report["index"]["ideas"] > 0
