@@ -81,12 +81,13 @@ def _open_span(db: Database, ctx: BatchContext, depth: int, parent: int | None) 
 def _insert_span(db: Database, ctx: BatchContext, depth: int, parent: int | None, name: str, summary: str, start: int) -> int:
     cur = db.execute(
         "INSERT INTO spans (parent_id, session_id, project, git_branch, source_file, depth, name, summary, "
-        "start_line, end_line, started_at, ended_at, created_at, updated_at, activation) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1.0)",
+        "start_line, end_line, started_at, ended_at, created_at, updated_at, activation, needs_embedding) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1.0, ?)",
         (
             parent, ctx.session_id, ctx.project, ctx.git_branch, ctx.source_file, depth, name[:200],
             summary[:2000], start, max(start, ctx.last_line), ctx.line_times.get(start),
             ctx.line_times.get(ctx.last_line), ctx.now, ctx.now,
+            int(depth > 0),  # a session span is a container, never searched by vector
         ),
     )
     span_id = int(cur.lastrowid)

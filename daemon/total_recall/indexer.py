@@ -415,9 +415,10 @@ class Indexer:
             ("idea_embeddings", "ideas", "idea_id", "content"),
             ("span_embeddings", "spans", "span_id", "name || '. ' || summary"),
         ):
+            only = " AND depth > 0" if owner == "spans" else ""
             while True:
                 rows = self.db.execute(
-                    f"SELECT id, project, {text_sql} FROM {owner} WHERE needs_embedding = 1 ORDER BY id LIMIT ?",
+                    f"SELECT id, project, {text_sql} FROM {owner} WHERE needs_embedding = 1{only} ORDER BY id LIMIT ?",
                     (limit,)).fetchall()
                 if not rows:
                     break

@@ -17,6 +17,8 @@ from typing import Any
 
 import structlog
 
+from total_recall.errors import TotalRecallError
+
 log = structlog.get_logger(__name__)
 
 MAX_REQUEST = 1 << 20
@@ -66,16 +68,18 @@ class SearchServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
 
     def __init__(self, path: Path, daemon: Any):
         self.daemon_ref = daemon
-        self._local = threading.local()
+        self._conn = None
+        self._conn_lock = threading.Lock()  # one warm connection, searches take turns
         super().__init__(str(path), _Handler)
         os.chmod(path, 0o600)
 
     def _db(self):
+        """The server's one connection, opened on first use (each request runs in its own thread)."""
         from total_recall import db as dbmod
 
-        if getattr(self._local, "db", None) is None:
-            self._local.db = dbmod.connect(self.daemon_ref.db.path, settings=self.daemon_ref.settings)
-        return self._local.db
+        if self._conn is None:
+            self._conn = dbmod.connect(self.daemon_ref.db.path, settings=self.daemon_ref.settings)
+        return self._conn
 
     def dispatch(self, request: dict) -> dict:
         from total_recall import search
@@ -85,8 +89,14 @@ class SearchServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
             return {"ok": True, "pid": os.getpid()}
         if op == "search":
             d = self.daemon_ref
-            embedder = d.indexer.embedder if d.indexer.vectors_ok() else None
-            return search.run(self._db(), d.settings, embedder, request)
+            # The daemon's warm embedder; whether vectors are usable is checked by the search on
+            # this server's own connection (never the main loop's, which another thread is using).
+            try:
+                embedder = d.indexer.embedder
+            except TotalRecallError:
+                embedder = None
+            with self._conn_lock:
+                return search.run(self._db(), d.settings, embedder, request)
         return {"error": f"unknown op {op!r}"}
 
 
