@@ -139,6 +139,8 @@ class Indexer:
             offset, line, report.rewritten = 0, 0, True
         while True:
             result = transcript.read_new(p, offset, line, max_bytes=READ_CHUNK_BYTES)
+            for msg in result.messages:  # once, here: nothing below sees, stores or sends a secret
+                msg.text = redact(msg.text)
             if result.end_offset <= offset:
                 if report.rewritten:
                     self._save_offset_only(path, result, state)
@@ -181,7 +183,7 @@ class Indexer:
         chunks, current = [], Chunk([], 0, 0)
         for msg in result.messages:
             current.messages.append(msg)
-            if msg.skip_reason is None and (msg.line, executor.content_hash(redact(msg.text))) not in known:
+            if msg.skip_reason is None and (msg.line, executor.content_hash(msg.text)) not in known:
                 current.fresh.append(msg)
             if len(current.fresh) >= limit:
                 current.end_offset, current.end_line = msg.end_offset, msg.last_line
@@ -206,7 +208,7 @@ class Indexer:
         forgotten = {r[0] for r in self.db.execute(
             "SELECT source_line FROM tombstones WHERE kind = 'line' AND source_file = ? AND source_line BETWEEN ? AND ?",
             (path, messages[0].line, messages[-1].last_line))}
-        known |= {(m.line, executor.content_hash(redact(m.text))) for m in messages if m.line in forgotten}
+        known |= {(m.line, executor.content_hash(m.text)) for m in messages if m.line in forgotten}
         return known
 
     def _index_chunk(self, path: str, ident: dict, chunk: Chunk, head_hash: str, report: IndexReport) -> None:
@@ -262,7 +264,7 @@ class Indexer:
         from total_recall.extract import protocol
 
         new = [
-            {"role": m.role, "content": redact(m.text), "timestamp": m.timestamp, "line": m.line} for m in fresh
+            {"role": m.role, "content": m.text, "timestamp": m.timestamp, "line": m.line} for m in fresh
         ]
         context = self._context(path, ident, new)
         max_chars = int(self.settings.get("llm", "max_prompt_chars"))
@@ -356,14 +358,13 @@ class Indexer:
         fresh_lines = {m.line for m in chunk.fresh}
         rows = []
         for m in chunk.messages:
-            text = redact(m.text)
             reason = m.skip_reason
             if reason is None and m.line not in fresh_lines:
                 reason = "already_indexed"
             elif reason is None and m.line not in covered:
                 reason = skips.get(m.line, "no_memory_extracted")
             rows.append((path, m.line, ident["session"], ident["project"], m.git_branch or ident["branch"], m.role,
-                         m.kind, text, executor.content_hash(text), m.timestamp, reason, now))
+                         m.kind, m.text, executor.content_hash(m.text), m.timestamp, reason, now))
         self.db.executemany(
             "INSERT OR IGNORE INTO messages (source_file, source_line, session_id, project, git_branch, role, kind, "
             "content, content_hash, timestamp, skip_reason, indexed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
