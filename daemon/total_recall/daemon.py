@@ -22,7 +22,7 @@ import structlog
 
 from total_recall import config, queue
 from total_recall.db import Database
-from total_recall.errors import DaemonRunning, TotalRecallError, TransientError
+from total_recall.errors import DaemonRunning, TransientError
 from total_recall.indexer import Indexer
 
 log = structlog.get_logger(__name__)
@@ -307,7 +307,3 @@ def run_daemon(*, once: bool = False, settings: config.Settings | None = None) -
         database.close()
         lock.release()
 
-
-def drain_in_process(settings: config.Settings | None = None) -> int:
-    """Index everything queued without a running daemon (backfill --wait, tests)."""
-    return run_daemon(once=True, settings=settings)

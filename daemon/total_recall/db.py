@@ -13,8 +13,7 @@ import os
 import re
 import sqlite3
 import threading
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -41,7 +40,6 @@ class Database:
     driver: str
     vec_version: str | None = None
     vec_error: str | None = None
-    _embed_dim: int | None = field(default=None, repr=False)
 
     @property
     def has_vec(self) -> bool:
@@ -295,7 +293,6 @@ def ensure_vector_tables(db: Database, model: str, dim: int) -> bool:
         db.set_meta("embed_dim", dim)
         db.set_meta("embed_version", 1)
         db.execute("DELETE FROM meta WHERE key = 'embed_model_mismatch'")
-    db._embed_dim = dim
     return True
 
 
@@ -315,7 +312,3 @@ def vector_tables_exist(db: Database) -> bool:
         db.scalar("SELECT count(*) FROM sqlite_master WHERE name IN ('idea_embeddings', 'span_embeddings')", default=0)
         == 2
     )
-
-
-def now() -> float:
-    return time.time()

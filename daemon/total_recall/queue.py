@@ -211,14 +211,6 @@ def fail(db: Database, claim: Claim, error: str, *, transient: bool, max_attempt
     return state
 
 
-def extend_lease(db: Database, claim: Claim, *, now: float, lease: float) -> None:
-    with db.write():
-        db.execute(
-            f"UPDATE work_queue SET lease_expires = ? WHERE id IN ({_in(claim.row_ids)})",
-            (now + lease, *claim.row_ids),
-        )
-
-
 def retry_parked(db: Database) -> int:
     with db.write():
         cur = db.execute(
