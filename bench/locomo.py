@@ -161,11 +161,12 @@ def record(role: str, text: str, *, session: str, cwd: str, when: datetime, key:
 
 
 def convert(samples: Iterable[dict], root: Path, *, copy: int = 0, corpus: Corpus | None = None,
-            vary: Callable[[str], str] | None = None) -> Corpus:
+            vary: Callable[[str], str] | None = None, names: bool = False) -> Corpus:
     """Write every session of every conversation as a transcript under root; return the turn map.
 
     `copy` > 0 writes another copy (new session ids, paths and projects) whose turns are not
-    recorded in the map; `vary` rewrites each turn's text first (see `variant`).
+    recorded in the map; `vary` rewrites each turn's text first (see `variant`); `names` renders
+    each turn as "Speaker: text" (the other rendering: speakers only as user/assistant roles).
     """
     corpus = corpus or Corpus()
     root = Path(root).resolve()
@@ -180,12 +181,14 @@ def convert(samples: Iterable[dict], root: Path, *, copy: int = 0, corpus: Corpu
         for number, date_text, turns in sessions(conv):
             start = parse_session_time(date_text) or previous + timedelta(days=1)
             previous = start
-            _write_session(corpus, folder, sid, cwd, number, start, turns, conv.get("speaker_a"), copy, vary)
+            _write_session(corpus, folder, sid, cwd, number, start, turns, conv.get("speaker_a"), copy, vary,
+                           names)
     return corpus
 
 
 def _write_session(corpus: Corpus, folder: Path, sid: str, cwd: str, number: int, start: datetime,
-                   turns: list[dict], speaker_a: Any, copy: int, vary: Callable[[str], str] | None) -> None:
+                   turns: list[dict], speaker_a: Any, copy: int, vary: Callable[[str], str] | None,
+                   names: bool = False) -> None:
     key = f"locomo/{sid}/{copy}/session_{number}"
     session = str(uuid.uuid5(uuid.NAMESPACE_URL, key))
     path = folder / f"{session}.jsonl"
@@ -194,6 +197,8 @@ def _write_session(corpus: Corpus, folder: Path, sid: str, cwd: str, number: int
         role = "user" if turn.get("speaker") == speaker_a else "assistant"
         when = start + index * TURN_STEP
         text = vary(turn_text(turn)) if vary else turn_text(turn)
+        if names and turn.get("speaker"):
+            text = f"{turn['speaker']}: {text}"
         lines.append(json.dumps(record(role, text, session=session, cwd=cwd, when=when, key=f"{key}/{index}")))
         dia = str(turn.get("dia_id") or f"D{number}:{index + 1}")
         if not copy:

@@ -1,22 +1,29 @@
-"""Recall on LoCoMo-format data: total-recall's search against BM25 over the raw turns, same run.
+"""Recall on the dev data: total-recall's search against BM25 over the raw turns, same run.
 
-    python bench/recall.py [--data PATH] [-k 1,5,10] [--save FILE.json]
+    python bench/recall.py [--sets locomo-roles,locomo-names,beam,sessions] [-k 1,5,10] [--save F.json]
 
-Converts each conversation session into a Claude Code transcript (bench/locomo.py), indexes them
-with the normal pipeline (`total-recall backfill DIR --wait`, embedded default: offline extractor
-+ local MiniLM), asks every category 1-4 question with one `total-recall search --queries FILE
---json` call scoped to that conversation's project, and scores the results against the evidence
-turns. Prints recall@k, hit@k and MRR per category and overall for three rankings:
-  total-recall       ideas (source_line) and spans (start_line..end_line) both count;
-  ideas only         the same result lists, spans give no credit;
+Datasets (each indexed in its own throw-away home with the normal pipeline, `total-recall backfill
+DIR --wait`, embedded default: offline extractor + local MiniLM):
+  locomo-roles   LoCoMo dev (bench/locomo.py), speakers only as user/assistant roles;
+  locomo-names   the same conversations with every turn written as "Name: text";
+  beam           BEAM coding-project chats (bench/beam.py), message-level evidence;
+  sessions       questions a developer would ask about the shared real Claude Code fixture sessions
+                 (bench/sessions_qa.json, rules in bench/sessions_qa.md), evidence = transcript lines.
+Every question is asked in ONE `total-recall search --queries FILE --json` call per dataset, scoped to
+its conversation's project, and scored against the evidence lines. Figures: recall@k, hit@k and MRR
+per category, split (tune / confirm) and overall, for three rankings:
+  total-recall       every result's pointers count (ideas' and messages' source lines, spans' ranges);
+  ideas only         the same result lists, only idea results give credit;
   BM25 raw turns     FTS5 over one document per turn, the query's stopword-free terms OR-ed.
-Runs in a throw-away home; asserts nothing.
+Splits: tuning decisions are made on the tune split only; the confirm split checks they carry over.
+Runs in throw-away homes; asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import sys
 import time
@@ -25,20 +32,32 @@ from typing import Any, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import beam  # noqa: E402
 import harness  # noqa: E402
 import locomo  # noqa: E402
 
 VARIANTS = ("total-recall", "ideas only", "BM25 raw turns")
+SETS = ("locomo-roles", "locomo-names", "beam", "sessions")
+DEFAULT_BEAM = harness.DEFAULT_LOCOMO.parent / "beam-dev"
+FIXTURES = harness.DEFAULT_LOCOMO.parent.parent / "fixtures" / "transcripts"
+SESSIONS_QA = Path(__file__).resolve().parent / "sessions_qa.json"
+# Tune on these conversations, confirm on the rest (chosen before any tuning, by conversation).
+TUNE = {"conv-26", "100K_1"}
 
 
-def index(box: harness.Sandbox, samples: list[dict]) -> tuple[locomo.Corpus, dict[str, Any], set[tuple[str, int]]]:
-    """Write the transcripts and index them with `backfill --wait`.
+def split_of(question: locomo.Question) -> str:
+    sid = question.sample_id
+    if sid.startswith("sessions:"):
+        return sid.split(":")[1]
+    return "tune" if sid in TUNE else "confirm"
 
-    Returns the corpus, counts, and every (file, line) some idea came from: an evidence turn with
-    no idea cannot be found by an idea, whatever the ranking.
+
+def index(box: harness.Sandbox, corpus: locomo.Corpus, root: Path) -> tuple[dict[str, Any], set[tuple[str, int]]]:
+    """Index the transcripts under root with `backfill --wait`.
+
+    Returns counts, and every (file, line) some idea came from: an evidence turn with no idea
+    cannot be found by an idea, whatever the ranking.
     """
-    root = box.root / "transcripts"
-    corpus = locomo.convert(samples, root)
     seconds, proc = harness.timed(box.cli, "backfill", str(root), "--wait", "--json")
     stats = {"transcripts": len(corpus.files), "turns": len(corpus.turns), "index_seconds": round(seconds, 1),
              "backfill": json.loads(proc.stdout)}
@@ -55,7 +74,7 @@ def index(box: harness.Sandbox, samples: list[dict]) -> tuple[locomo.Corpus, dic
             sources |= {(r[0], int(r[1])) for r in rows}
     finally:
         database.close()
-    return corpus, stats, sources
+    return stats, sources
 
 
 def ask(box: harness.Sandbox, corpus: locomo.Corpus, qs: Sequence[locomo.Question], k: int) -> list[list[dict]]:
@@ -72,15 +91,123 @@ def ask(box: harness.Sandbox, corpus: locomo.Corpus, qs: Sequence[locomo.Questio
 
 
 def score_all(corpus: locomo.Corpus, qs: Sequence[locomo.Question], ranked: Sequence[list[dict]],
-              baseline: Sequence[list[dict]], ks: Sequence[int]) -> dict[str, dict]:
-    """{variant: {category: {figure: value}}} for the three rankings."""
-    rows: dict[str, list] = {v: [] for v in VARIANTS}
+              baseline: Sequence[list[dict]], ks: Sequence[int]) -> dict[str, dict[str, dict]]:
+    """{split: {variant: {category: {figure: value}}}} for the three rankings; split "all" too."""
+    rows: dict[str, dict[str, list]] = {}
     for q, ours, bm25 in zip(qs, ranked, baseline):
         ev = locomo.evidence_locations(q, corpus)
-        rows["total-recall"].append((q.category, locomo.score_question(ours, ev, ks)))
-        rows["ideas only"].append((q.category, locomo.score_question(ours, ev, ks, ideas_only=True)))
-        rows["BM25 raw turns"].append((q.category, locomo.score_question(bm25, ev, ks)))
-    return {v: locomo.aggregate(r) for v, r in rows.items()}
+        for split in ("all", split_of(q)):
+            r = rows.setdefault(split, {v: [] for v in VARIANTS})
+            r["total-recall"].append((q.category, locomo.score_question(ours, ev, ks)))
+            r["ideas only"].append((q.category, locomo.score_question(ours, ev, ks, ideas_only=True)))
+            r["BM25 raw turns"].append((q.category, locomo.score_question(bm25, ev, ks)))
+    return {split: {v: locomo.aggregate(r) for v, r in per.items()} for split, per in rows.items()}
+
+
+# -- datasets: (corpus, questions, left out), written under root ----------------------------
+def load_set(name: str, root: Path, locomo_path: Path, beam_root: Path):
+    if name in ("locomo-roles", "locomo-names"):
+        samples = locomo.load(locomo_path)
+        corpus = locomo.convert(samples, root, names=name == "locomo-names")
+        qs, left = locomo.questions(samples, corpus)
+        return corpus, qs, left
+    if name == "beam":
+        samples = [beam.load(f) for f in beam.folders(beam_root)]
+        corpus = beam.convert(samples, root)
+        qs, left = beam.questions(samples, corpus)
+        return corpus, qs, left
+    if name == "sessions":
+        return sessions_set(root)
+    raise ValueError(f"unknown dataset {name!r}; choose from {', '.join(SETS)}")
+
+
+def sessions_set(root: Path):
+    """The fixture transcripts copied under root (one project folder per fixture) and their questions."""
+    items = json.loads(SESSIONS_QA.read_text(encoding="utf-8"))
+    corpus = locomo.Corpus()
+    qs, left = [], {"other_category": 0, "no_evidence": 0}
+    for item in items:
+        src = FIXTURES / item["file"]
+        if not src.is_file():
+            left["no_evidence"] += 1
+            continue
+        stem = src.stem
+        project = _fixture_project(src) or f"/sessions/{stem}"
+        sid = f"sessions:{item.get('split', 'confirm')}:{stem}"
+        dest = root / locomo.project_dir_name(project) / src.name
+        if not dest.exists():
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dest)
+            corpus.files.append(str(dest))
+        corpus.projects[sid] = project
+        ids = []
+        for line in item["evidence"]:
+            dia = f"{stem}:{int(line)}"
+            corpus.turns[(sid, dia)] = locomo.Turn(sid, dia, str(dest), int(line), "", "", "")
+            ids.append(dia)
+        qs.append(locomo.Question(sid, item["question"], item.get("kind", "fact"), tuple(ids)))
+    return corpus, qs, left
+
+
+def _fixture_project(path: Path) -> str | None:
+    """The cwd a transcript records first (the project total-recall files it under)."""
+    with path.open(encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and isinstance(record.get("cwd"), str):
+                return record["cwd"]
+    return None
+
+
+def baseline_texts(corpus: locomo.Corpus) -> locomo.Corpus:
+    """Turns carry their text for BM25; for the sessions set each physical line is one document."""
+    if all(t.text for t in corpus.turns.values()):
+        return corpus
+    out = locomo.Corpus(projects=corpus.projects, files=corpus.files)
+    by_file: dict[str, set[str]] = {}
+    for (sid, _), t in corpus.turns.items():
+        by_file.setdefault(t.file, set()).add(sid)
+    for file, sids in by_file.items():
+        with open(file, encoding="utf-8", errors="replace") as fh:
+            for number, line in enumerate(fh, 1):
+                text = raw_line_text(line)
+                for sid in sids:
+                    key = (sid, f"{Path(file).stem}:{number}")
+                    out.turns[key] = locomo.Turn(sid, key[1], file, number, "", text, "")
+    return out
+
+
+def raw_line_text(line: str) -> str:
+    """Every string a transcript line shows a reader: text blocks, tool inputs and tool results."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return ""
+    message = record.get("message") if isinstance(record, dict) else None
+    content = message.get("content") if isinstance(message, dict) else None
+    parts: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, str):
+            parts.append(value)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+        elif isinstance(value, dict):
+            if value.get("type") in ("thinking", "redacted_thinking", "image"):
+                return
+            for key in ("text", "content", "input"):
+                if key in value:
+                    walk(value[key])
+            if value.get("type") == "tool_use" or "command" in value or "file_path" in value:
+                parts.extend(str(v) for k, v in value.items() if k not in ("text", "content", "input", "type", "id")
+                             and isinstance(v, str))
+
+    walk(content)
+    return "\n".join(p for p in parts if p.strip())
 
 
 def _extraction_ceiling(corpus: locomo.Corpus, qs: Sequence[locomo.Question], sources: set) -> float:
@@ -101,43 +228,67 @@ def span_widths(ranked: Sequence[list[dict]]) -> dict[str, float]:
             "max_span_lines": max(widths)}
 
 
-def evaluate(data: Path, ks: Sequence[int]) -> dict[str, Any]:
-    """The whole evaluation in a throw-away home; returns every figure."""
-    samples = locomo.load(data)
+def evaluate_set(name: str, ks: Sequence[int], locomo_path: Path, beam_root: Path) -> dict[str, Any]:
+    """One dataset in its own throw-away home; returns every figure."""
     k = max(ks)
     with harness.Sandbox() as box:
-        corpus, stats, sources = index(box, samples)
-        qs, left_out = locomo.questions(samples, corpus)
+        root = box.root / "transcripts"
+        corpus, qs, left_out = load_set(name, root, locomo_path, beam_root)
+        stats, sources = index(box, corpus, root)
         stats["evidence_with_an_idea"] = _extraction_ceiling(corpus, qs, sources)
         started = time.perf_counter()
         ranked = ask(box, corpus, qs, k) if qs else []
         stats["search_seconds"] = round(time.perf_counter() - started, 1)
-    turns = locomo.TurnIndex(corpus)
-    try:
-        baseline = [turns.search(q.sample_id, q.text, k) for q in qs]
-    finally:
-        turns.close()
-    return {"data": str(data), "ks": list(ks), "questions": len(qs), "left_out": left_out, "index": stats,
+        texts = baseline_texts(corpus)
+        turns = locomo.TurnIndex(texts)
+        try:
+            baseline = [turns.search(q.sample_id, q.text, k) for q in qs]
+        finally:
+            turns.close()
+    return {"set": name, "ks": list(ks), "questions": len(qs), "left_out": left_out, "index": stats,
             "spans": span_widths(ranked), "figures": score_all(corpus, qs, ranked, baseline, ks)}
 
 
 def render(report: dict[str, Any]) -> str:
     ks = report["ks"]
-    keys = [f"recall@{k}" for k in ks] + [f"hit@{k}" for k in ks] + ["mrr"]
-    out = [f"data: {report['data']}", f"questions scored: {report['questions']} (left out: {report['left_out']})",
+    keys = [f"recall@{k}" for k in ks] + [f"hit@{max(ks)}", "mrr"]
+    out = [f"# {report['set']}", f"questions scored: {report['questions']} (left out: {report['left_out']})",
            f"index: {json.dumps(report['index'])}", f"span results: {json.dumps(report['spans'])}"]
-    order = [locomo.CATEGORIES[c] for c in locomo.SCORED_CATEGORIES] + ["overall"]
-    for variant, figures in report["figures"].items():
-        rows = [[name, int(figures[name]["n"]), *(figures[name][key] for key in keys)] for name in order
-                if name in figures]
-        out += ["", f"## {variant}", harness.table(["category", "n", *keys], rows)]
-    figs = report["figures"]
-    if figs["total-recall"]:
+    for split in ("tune", "confirm", "all"):
+        figs = report["figures"].get(split)
+        if not figs:
+            continue
+        cats = sorted({c for v in figs.values() for c in v if c != "overall"}) + ["overall"]
+        rows = []
+        for name in cats:
+            for variant in VARIANTS:
+                if name in figs[variant] and (variant != "ideas only" or name == "overall"):
+                    f = figs[variant][name]
+                    rows.append([name, variant, int(f["n"]), *(f[key] for key in keys)])
+        out += ["", f"## {report['set']} / {split}", harness.table(["category", "ranking", "n", *keys], rows)]
         top = f"recall@{max(ks)}"
-        ours, ideas, bm25 = (figs[v]["overall"][top] for v in VARIANTS)
-        out += ["", f"overall {top}: total-recall {ours:.3f}, ideas only {ideas:.3f}, BM25 {bm25:.3f}; "
-                    f"total-recall - BM25 = {ours - bm25:+.3f} (target >= +0.15 and >= 0.80)"]
+        ours, bm25 = figs["total-recall"]["overall"], figs["BM25 raw turns"]["overall"]
+        out.append(f"{split}: {top} {ours[top]:.3f} vs BM25 {bm25[top]:.3f} ({ours[top] - bm25[top]:+.3f}); "
+                   f"recall@1 {ours['recall@1']:.3f} vs {bm25['recall@1']:.3f}; "
+                   f"MRR {ours['mrr']:.3f} vs {bm25['mrr']:.3f}")
     return "\n".join(out)
+
+
+def summary(reports: list[dict[str, Any]], ks: Sequence[int]) -> str:
+    top = f"recall@{max(ks)}"
+    rows = []
+    for r in reports:
+        for split in ("tune", "confirm"):
+            figs = r["figures"].get(split)
+            if not figs:
+                continue
+            ours, bm25 = figs["total-recall"]["overall"], figs["BM25 raw turns"]["overall"]
+            worst = min((figs["total-recall"][c][top] - figs["BM25 raw turns"][c][top], c)
+                        for c in figs["total-recall"] if c != "overall")
+            rows.append([r["set"], split, int(ours["n"]), ours[top], bm25[top], ours[top] - bm25[top],
+                         ours["recall@1"], bm25["recall@1"], ours["mrr"], bm25["mrr"], f"{worst[1]} {worst[0]:+.3f}"])
+    return harness.table(["set", "split", "n", top, "BM25", "delta", "r@1", "BM25 r@1", "MRR", "BM25 MRR",
+                          "worst category (delta)"], rows)
 
 
 def parse_ks(text: str) -> list[int]:
@@ -149,16 +300,24 @@ def parse_ks(text: str) -> list[int]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sets", default=",".join(SETS), help=f"comma-separated, from {', '.join(SETS)}")
     parser.add_argument("--data", type=Path, default=harness.DEFAULT_LOCOMO, help="a LoCoMo-format JSON file")
+    parser.add_argument("--beam", type=Path, default=DEFAULT_BEAM, help="a folder of BEAM chat folders")
     parser.add_argument("-k", type=parse_ks, default=[1, 5, 10], help="cut-offs, comma-separated (default 1,5,10)")
     parser.add_argument("--save", type=Path, help="also write the figures to this JSON file")
     args = parser.parse_args(argv)
     harness.quiet()
-    report = evaluate(args.data, args.k)
-    print(render(report))
+    reports = []
+    for name in [s.strip() for s in args.sets.split(",") if s.strip()]:
+        report = evaluate_set(name, args.k, args.data, args.beam)
+        print(render(report), flush=True)
+        print(flush=True)
+        reports.append(report)
+    print("# summary")
+    print(summary(reports, args.k))
     if args.save:
         args.save.parent.mkdir(parents=True, exist_ok=True)
-        args.save.write_text(json.dumps(report, indent=2))
+        args.save.write_text(json.dumps(reports, indent=2))
     return 0
 
 

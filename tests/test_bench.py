@@ -170,14 +170,66 @@ def test_variant_copies_change_every_sentence_but_keep_their_shape():
 
 def test_recall_tool_runs_end_to_end_on_the_tiny_file(tiny_file, tmp_path):
     save = tmp_path / "figures.json"
-    proc = subprocess.run([sys.executable, str(REPO / "bench" / "recall.py"), "--data", str(tiny_file), "-k", "1,5",
-                           "--save", str(save)], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "recall.py"), "--sets", "locomo-roles,locomo-names",
+                           "--data", str(tiny_file), "-k", "1,5", "--save", str(save)],
+                          capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    for heading in ("## total-recall", "## ideas only", "## BM25 raw turns", "overall recall@5"):
+    for heading in ("## locomo-roles / confirm", "## locomo-names / all", "| total-recall", "| ideas only",
+                    "| BM25 raw turns", "# summary"):
         assert heading in proc.stdout
-    report = json.loads(save.read_text())
-    assert report["questions"] == 3 and report["index"]["turns"] == 8
-    bm25 = report["figures"]["BM25 raw turns"]["overall"]
-    assert bm25["n"] == 3 and 0.0 <= bm25["recall@5"] <= 1.0
-    ours = report["figures"]["total-recall"]["overall"]
-    assert ours["n"] == 3 and report["index"]["ideas"] > 0
+    reports = {r["set"]: r for r in json.loads(save.read_text())}
+    for name in ("locomo-roles", "locomo-names"):
+        report = reports[name]
+        assert report["questions"] == 3 and report["index"]["turns"] == 8
+        figures = report["figures"]["confirm"]  # the tiny conversation is not in the tune split
+        bm25 = figures["BM25 raw turns"]["overall"]
+        assert bm25["n"] == 3 and 0.0 <= bm25["recall@5"] <= 1.0
+        ours = figures["total-recall"]["overall"]
+        assert ours["n"] == 3 and report["index"]["ideas"] > 0
+
+
+def test_names_rendering_writes_speaker_names_into_the_turns(tiny_file, tmp_path):
+    corpus = locomo.convert(locomo.load(tiny_file), tmp_path / "names", names=True)
+    turn = corpus.turns[("tiny-1", "D1:4")]
+    assert turn.text == "Ben: My cello teacher is called Marta and she lives in Lisbon."
+    assert line_of(turn.file, 4)["message"]["content"][0]["text"] == turn.text
+
+
+BEAM_CHAT = [
+    {"batch_number": 1, "time_anchor": "March-1-2024", "turns": [
+        [{"role": "user", "id": 0, "content": "I want to build a budget tracker in Flask ->-> 1,1"},
+         {"role": "assistant", "id": 1, "content": "Start with an app factory and SQLite."}],
+        [{"role": "user", "id": 2, "content": "My first sprint ends on March 29 ->-> 1,2"},
+         {"role": "assistant", "id": 3, "content": "Then plan login first."}]]},
+    {"batch_number": 2, "turns": [[{"role": "user", "id": 4, "content": "Sprint two adds charts."},
+                                   {"role": "assistant", "id": 5, "content": "Use Chart.js."}]]},
+]
+BEAM_QUESTIONS = {
+    "information_extraction": [{"question": "When does my first sprint end?", "source_chat_ids": [2]}],
+    "knowledge_update": [{"question": "What library for charts?",
+                          "source_chat_ids": {"original_info": [4], "updated_info": [5]}}],
+    "abstention": [{"question": "What is my cat called?", "source_chat_ids": []}],
+}
+
+
+def test_beam_chats_become_one_transcript_per_batch_with_message_ids_mapped(tmp_path):
+    import beam
+
+    folder = tmp_path / "beam" / "100K_9"
+    folder.mkdir(parents=True)
+    (folder / "chat.json").write_text(json.dumps(BEAM_CHAT))
+    (folder / "probing_questions.json").write_text(json.dumps(BEAM_QUESTIONS))
+    samples = [beam.load(f) for f in beam.folders(tmp_path / "beam")]
+    corpus = beam.convert(samples, tmp_path / "transcripts")
+    assert len(corpus.files) == 2 and corpus.projects == {"100K_9": "/beam/100K_9"}
+    sprint = corpus.turns[("100K_9", "M2")]
+    assert sprint.line == 3 and sprint.text == "My first sprint ends on March 29"  # marker stripped
+    assert line_of(sprint.file, 3)["message"]["content"] == "My first sprint ends on March 29"
+    assert corpus.turns[("100K_9", "M5")].line == 2 and corpus.turns[("100K_9", "M5")].file != sprint.file
+    first = line_of(corpus.turns[("100K_9", "M0")].file, 1)["timestamp"]
+    second = line_of(corpus.turns[("100K_9", "M4")].file, 1)["timestamp"]
+    assert (datetime.fromisoformat(second[:19]) - datetime.fromisoformat(first[:19])).days == 7
+    qs, left = beam.questions(samples, corpus)
+    assert [(q.category, q.evidence) for q in qs] == [("information_extraction", ("M2",)),
+                                                      ("knowledge_update", ("M4", "M5"))]
+    assert left == {"other_category": 1, "no_evidence": 0}

@@ -1,0 +1,119 @@
+"""BEAM coding-project chats -> Claude Code transcripts, and their probing questions with evidence.
+
+A BEAM folder (`chat.json`, `probing_questions.json`) is one conversation between a user building
+an app and an assistant, cut into batches. Conversion: each batch becomes one transcript (user ->
+user, assistant -> assistant, one JSONL line per message), batches a week apart, one minute per
+message; the " ->-> N,M" markers BEAM appends to message text are removed. Each chat is its own
+project (cwd /beam/<folder name>).
+
+Questions: every ability except those with no evidence turns (abstention, instruction_following,
+preference_following); a question's evidence is the set of message ids in `source_chat_ids` (a
+list, or a dict of lists), as turns "M<id>" of the corpus. Scoring is locomo's.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Iterable
+
+import locomo
+
+LEFT_OUT_ABILITIES = {"abstention", "instruction_following", "preference_following"}
+MARKER = re.compile(r"\s*->->\s*\d+\s*,\s*\d+\s*$")
+START = datetime(2024, 1, 8, 9, 0, tzinfo=timezone.utc)
+BATCH_STEP = timedelta(days=7)
+
+
+def load(folder: Path) -> dict[str, Any]:
+    folder = Path(folder)
+    return {
+        "sample_id": folder.name,
+        "chat": json.loads((folder / "chat.json").read_text(encoding="utf-8")),
+        "questions": json.loads((folder / "probing_questions.json").read_text(encoding="utf-8")),
+    }
+
+
+def folders(root: Path) -> list[Path]:
+    """Every BEAM chat folder under root (a folder holding chat.json), sorted by name."""
+    return sorted(p.parent for p in Path(root).glob("*/chat.json"))
+
+
+def clean(text: Any) -> str:
+    return MARKER.sub("", str(text or "")).strip()
+
+
+def messages(batch: dict) -> list[dict]:
+    """The batch's messages in order: `turns` is a list of turns, each a list of messages."""
+    out = []
+    for turn in batch.get("turns") or []:
+        for msg in turn if isinstance(turn, list) else [turn]:
+            if isinstance(msg, dict) and clean(msg.get("content")):
+                out.append(msg)
+    return out
+
+
+def convert(samples: Iterable[dict], root: Path, corpus: locomo.Corpus | None = None) -> locomo.Corpus:
+    corpus = corpus or locomo.Corpus()
+    root = Path(root).resolve()
+    for sample in samples:
+        sid = sample["sample_id"]
+        cwd = f"/beam/{sid}"
+        corpus.projects[sid] = cwd
+        folder = root / locomo.project_dir_name(cwd)
+        folder.mkdir(parents=True, exist_ok=True)
+        for number, batch in enumerate(sample["chat"]):
+            start = START + number * BATCH_STEP
+            key = f"beam/{sid}/batch_{number}"
+            session = str(locomo.uuid.uuid5(locomo.uuid.NAMESPACE_URL, key))
+            path = folder / f"{session}.jsonl"
+            lines = []
+            for index, msg in enumerate(messages(batch)):
+                role = "user" if msg.get("role") == "user" else "assistant"
+                when = start + index * locomo.TURN_STEP
+                text = clean(msg.get("content"))
+                lines.append(json.dumps(locomo.record(role, text, session=session, cwd=cwd, when=when,
+                                                      key=f"{key}/{index}")))
+                dia = f"M{msg.get('id')}"
+                corpus.turns[(sid, dia)] = locomo.Turn(sid, dia, str(path), index + 1, role, text,
+                                                       when.strftime("%Y-%m-%dT%H:%M:%SZ"))
+            if lines:
+                path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+                corpus.files.append(str(path))
+    return corpus
+
+
+def evidence_ids(source: Any) -> list[str]:
+    """Message ids of `source_chat_ids` (a list or a dict of lists), as corpus turn keys, deduplicated."""
+    values: list[Any] = []
+    if isinstance(source, dict):
+        for v in source.values():
+            values += v if isinstance(v, list) else [v]
+    elif isinstance(source, list):
+        values = source
+    found: dict[str, None] = {}
+    for v in values:
+        if isinstance(v, int) or (isinstance(v, str) and v.strip().isdigit()):
+            found.setdefault(f"M{int(v)}", None)
+    return list(found)
+
+
+def questions(samples: Iterable[dict], corpus: locomo.Corpus) -> tuple[list[locomo.Question], dict[str, int]]:
+    kept, left_out = [], {"other_category": 0, "no_evidence": 0}
+    for sample in samples:
+        sid = sample["sample_id"]
+        for ability, items in sample["questions"].items():
+            if isinstance(items, dict):
+                items = [q for group in items.values() for q in (group if isinstance(group, list) else [group])]
+            for qa in items or []:
+                if ability in LEFT_OUT_ABILITIES:
+                    left_out["other_category"] += 1
+                    continue
+                ids = tuple(d for d in evidence_ids(qa.get("source_chat_ids")) if (sid, d) in corpus.turns)
+                if not ids or not qa.get("question"):
+                    left_out["no_evidence"] += 1
+                    continue
+                kept.append(locomo.Question(sid, str(qa["question"]), ability, ids))
+    return kept, left_out
