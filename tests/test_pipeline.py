@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import signal
 import time
@@ -223,11 +224,52 @@ def test_every_fixture_transcript_indexes_offline_with_ideas_or_reasons(fixture_
     assert indexed == {str(folder / src.name) for src in fixture_transcripts}
     for source_file, size in db_rows("SELECT source_file, byte_offset FROM index_state"):
         assert size == (folder / source_file.rsplit("/", 1)[1]).stat().st_size
+    # An idea points at the physical line holding its words: for a merged response that is one of
+    # the message's lines (its chunks record which), not always the first.
     unexplained = db_rows(
         "SELECT m.source_file, m.source_line FROM messages m WHERE m.skip_reason IS NULL AND NOT EXISTS "
-        "(SELECT 1 FROM idea_sources s WHERE s.source_file = m.source_file AND s.source_line = m.source_line)")
+        "(SELECT 1 FROM idea_sources s WHERE s.source_file = m.source_file AND (s.source_line = m.source_line "
+        "OR s.source_line IN (SELECT c.source_line FROM chunks c WHERE c.source_file = m.source_file "
+        "AND c.message_line = m.source_line)))")
     assert unexplained == []
     assert db_rows("SELECT count(*) FROM ideas")[0][0] > 50
+    assert_ideas_point_at_their_words(folder)
+
+
+WORDS = re.compile(r"[^\W\d_]+|\d+")
+TOOL_DESCRIPTOR = re.compile(r"\[tool [^\]]*\]")  # "[tool Glob: **/mix.exs]": what ran, from the next line
+
+
+def line_words(path, number: int) -> set[str]:
+    """Every word a reader sees on one physical transcript line (text blocks, prompts, tool data)."""
+    record = json.loads(path.read_text(encoding="utf-8").splitlines()[number - 1])
+    seen: list[str] = []
+
+    def walk(value) -> None:
+        if isinstance(value, str):
+            seen.append(value)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+        elif isinstance(value, dict) and value.get("type") not in ("thinking", "redacted_thinking"):
+            for v in value.values():
+                walk(v)
+
+    walk((record.get("message") or {}).get("content"))
+    walk(record.get("toolUseResult"))
+    return set(WORDS.findall(" ".join(seen).lower()))
+
+
+def assert_ideas_point_at_their_words(folder) -> None:
+    """Every idea's source line holds (nearly all of) the idea's own words."""
+    rows = db_rows("SELECT id, content, source_file, source_line FROM ideas")
+    wrong = []
+    for idea_id, content, source_file, line in rows:
+        words = set(WORDS.findall(TOOL_DESCRIPTOR.sub(" ", content).lower()))
+        have = line_words(folder / source_file.rsplit("/", 1)[1], line)
+        if words and len(words & have) / len(words) < 0.8:
+            wrong.append((idea_id, content[:300], source_file.rsplit("/", 1)[1], line, sorted(words - have)))
+    assert wrong == []
 
 
 def test_sigterm_stops_between_batches_and_the_rest_stays_queued(claude_dir, tmp_path, monkeypatch):

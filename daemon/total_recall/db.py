@@ -289,6 +289,10 @@ def ensure_vector_tables(db: Database, model: str, dim: int) -> bool:
             "CREATE VIRTUAL TABLE IF NOT EXISTS span_embeddings USING vec0("
             f"span_id INTEGER PRIMARY KEY, project TEXT PARTITION KEY, embedding float[{dim}])"
         )
+        db.execute(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS chunk_embeddings USING vec0("
+            f"chunk_id INTEGER PRIMARY KEY, project TEXT PARTITION KEY, embedding float[{dim}])"
+        )
         db.set_meta("embed_model", model)
         db.set_meta("embed_dim", dim)
         db.set_meta("embed_version", 1)
@@ -301,8 +305,10 @@ def drop_vector_tables(db: Database) -> None:
     with db.write():
         db.execute("DROP TABLE IF EXISTS idea_embeddings")
         db.execute("DROP TABLE IF EXISTS span_embeddings")
+        db.execute("DROP TABLE IF EXISTS chunk_embeddings")
         db.execute("UPDATE ideas SET needs_embedding = 1")
         db.execute("UPDATE spans SET needs_embedding = 1")
+        db.execute("UPDATE chunks SET needs_embedding = 1 WHERE kind != 'tool_result' AND content NOT LIKE '[tool %'")
         for key in ("embed_model", "embed_dim", "embed_model_mismatch"):
             db.execute("DELETE FROM meta WHERE key = ?", (key,))
 

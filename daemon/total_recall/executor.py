@@ -348,12 +348,15 @@ def apply_output(db: Database, ctx: BatchContext, output: dict, vectors: dict[st
         span_starts.append((sub, int(db.scalar("SELECT start_line FROM spans WHERE id = ?", (sub,), 0))))
     by_line: dict[int, list[int]] = {}
     for item in output.get("items", []):
-        span_id = pick_span(span_starts, int(item["source_line"]), topic)
+        # `source_line` is the physical line holding the idea's words; relations and coverage speak
+        # of the message's first line (`message_line`), as the extractor saw it.
+        message_line = int(item.get("message_line", item["source_line"]))
+        span_id = pick_span(span_starts, message_line, topic)
         idea_id, created = insert_idea(db, ctx, item, span_id, (vectors or {}).get(item["content"].strip()))
         if idea_id is None:
             continue
-        by_line.setdefault(int(item["source_line"]), []).append(idea_id)
-        report.lines_with_items.add(int(item["source_line"]))
+        by_line.setdefault(message_line, []).append(idea_id)
+        report.lines_with_items.add(message_line)
         if created:
             report.ideas_added.append(idea_id)
         else:
@@ -366,7 +369,7 @@ def apply_output(db: Database, ctx: BatchContext, output: dict, vectors: dict[st
 
 def store_vectors(db: Database, table: str, key: str, rows: list[tuple[int, str, bytes]]) -> None:
     """Replace the vectors of (id, project, blob) rows and clear their needs_embedding mark."""
-    owner = "ideas" if table == "idea_embeddings" else "spans"
+    owner = {"idea_embeddings": "ideas", "span_embeddings": "spans", "chunk_embeddings": "chunks"}[table]
     for object_id, project, blob in rows:
         db.execute(f"DELETE FROM {table} WHERE {key} = ?", (object_id,))
         db.execute(f"INSERT INTO {table} ({key}, project, embedding) VALUES (?, ?, ?)", (object_id, project or "", blob))

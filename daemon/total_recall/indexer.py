@@ -29,6 +29,13 @@ RECENT_MESSAGES = 8
 KNOWN_IDEAS = 15
 VECTOR_RETRY_SECONDS = 15.0
 CONTEXT_QUERY_CHARS = 600  # the batch's opening is enough to find related topics; longer costs embedding time
+# Chunks: the conversation's own text as retrieval units (DESIGN.md "Search").
+CHUNK_KINDS = {"prompt", "response", "subagent_prompt", "subagent_response", "tool_result"}
+NOT_CHUNKED = {"injected_context", "synthetic", "warmup", "headless_summarizer", "compaction_prompt", "empty",
+               "thinking_only"}
+WINDOW_WORDS = 160  # about the 256 tokens the local model reads
+STRIDE_WORDS = 120  # windows overlap by 40 words, so a sentence cut by one is whole in the next
+CONTEXT_WORDS = 40  # the end of the turn before, stored with a chunk for replies that lean on it
 
 
 @dataclass
@@ -51,6 +58,7 @@ class Chunk:
     end_offset: int
     end_line: int
     fresh: list[transcript.Message] = field(default_factory=list)  # substantive, not yet indexed
+    units: list[dict] = field(default_factory=list)  # chunks of its messages (message_chunks)
 
 
 def project_name(project: str) -> str:
@@ -141,13 +149,17 @@ class Indexer:
             result = transcript.read_new(p, offset, line, max_bytes=READ_CHUNK_BYTES)
             for msg in result.messages:  # once, here: nothing below sees, stores or sends a secret
                 msg.text = redact(msg.text)
+                msg.parts = [(n, redact(t)) for n, t in msg.parts] if len(msg.parts) > 1 else [(msg.line, msg.text)]
             if result.end_offset <= offset:
                 if report.rewritten:
                     self._save_offset_only(path, result, state)
                 break
             report.lines += result.end_line - line
             ident = self._identity(path, state, result, session_hint, cwd_hint)
+            units = message_chunks(result.messages)
             for chunk in self._chunks(path, result):
+                chunk.units = [u for u in units if chunk.messages and
+                               chunk.messages[0].line <= u["message_line"] <= chunk.messages[-1].last_line]
                 if should_stop():
                     # Trigger: SIGTERM/SIGINT. Why: shutdown should wait for one batch, not a
                     # whole backfill. Outcome: committed batches stay, the rest is read next time.
@@ -208,20 +220,23 @@ class Indexer:
         forgotten = {r[0] for r in self.db.execute(
             "SELECT source_line FROM tombstones WHERE kind = 'line' AND source_file = ? AND source_line BETWEEN ? AND ?",
             (path, messages[0].line, messages[-1].last_line))}
-        known |= {(m.line, executor.content_hash(m.text)) for m in messages if m.line in forgotten}
+        known |= {(m.line, executor.content_hash(m.text)) for m in messages
+                  if any(n in forgotten for n in range(m.line, m.last_line + 1))}
         return known
 
     def _index_chunk(self, path: str, ident: dict, chunk: Chunk, head_hash: str, report: IndexReport) -> None:
         fresh = chunk.fresh
         outputs, extractor_name = self._extract(path, ident, fresh) if fresh else ([], "none")
         now = self.clock()
-        times = {m.line: m.timestamp for m in chunk.messages}
+        point_at_text_lines(outputs, fresh)
+        times = {n: m.timestamp for m in chunk.messages for n in range(m.line, m.last_line + 1)}
         lines = [m.line for m in chunk.messages] or [chunk.end_line]
         ctx = executor.BatchContext(
             source_file=path, session_id=ident["session"], project=ident["project"], git_branch=ident["branch"],
             line_times=times, first_line=min(lines), last_line=max(lines), cause=f"extract:{extractor_name}", now=now,
         )
-        vectors = self._embed_items(outputs)
+        units = self._new_units(path, chunk.units)
+        vectors = self._embed_batch(outputs, units)
         with self.db.write():
             covered, skips = set(), {}
             for output in outputs:
@@ -230,19 +245,53 @@ class Indexer:
                 covered |= applied.lines_with_items
                 skips.update({s["line"]: s["reason"] for s in output.get("skip_lines", [])})
             self._write_messages(path, ident, chunk, covered, skips, now)
+            self._write_units(path, ident, units, vectors)
             self._write_calls(now)
             self._write_offset(path, ident, chunk, head_hash, now)
         report.batches += bool(fresh)
         report.messages += len(fresh)
         report.llm_calls += extractor_name == "llm"
 
-    def _embed_items(self, outputs: list[dict]) -> dict[str, bytes]:
-        """Vectors for the batch's new items, made before the write transaction so it stays short.
+    def _new_units(self, path: str, units: list[dict]) -> list[dict]:
+        """The chunks not stored yet, and not of a line the user forgot."""
+        if not units:
+            return []
+        low, high = min(u["source_line"] for u in units), max(u["source_line"] for u in units)
+        have = {(r[0], r[1]) for r in self.db.execute(
+            "SELECT source_line, seq FROM chunks WHERE source_file = ? AND source_line BETWEEN ? AND ?",
+            (path, low, high))}
+        forgotten = {r[0] for r in self.db.execute(
+            "SELECT source_line FROM tombstones WHERE kind = 'line' AND source_file = ? AND source_line BETWEEN ? AND ?",
+            (path, min(u["message_line"] for u in units), high))}
+        return [u for u in units if (u["source_line"], u["seq"]) not in have
+                and u["source_line"] not in forgotten and u["message_line"] not in forgotten]
 
-        Trigger: the embedder fails. Why: vectors are derived data. Outcome: the ideas are stored
-        with needs_embedding = 1 and the repair pass embeds them later.
+    def _write_units(self, path: str, ident: dict, units: list[dict], vectors: dict[str, bytes]) -> None:
+        from total_recall import db as dbmod
+
+        vec_rows = []
+        for u in units:
+            cur = self.db.execute(
+                "INSERT OR IGNORE INTO chunks (source_file, source_line, message_line, seq, session_id, project, role, "
+                "kind, timestamp, content, context, needs_embedding) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (path, u["source_line"], u["message_line"], u["seq"], ident["session"], ident["project"], u["role"],
+                 u["kind"], u["timestamp"], u["content"], u["context"], int(u["embed"])))
+            blob = vectors.get(embed_text(u)) if u["embed"] else None
+            if cur.rowcount and blob is not None:
+                vec_rows.append((int(cur.lastrowid), ident["project"], blob))
+        if vec_rows and dbmod.vector_tables_exist(self.db):
+            executor.store_vectors(self.db, "chunk_embeddings", "chunk_id", vec_rows)
+
+    def _embed_batch(self, outputs: list[dict], units: list[dict]) -> dict[str, bytes]:
+        """Vectors for the batch's new items and chunks, made before the write transaction so it
+        stays short, in one call (the embedder sorts by length).
+
+        Trigger: the embedder fails. Why: vectors are derived data. Outcome: the ideas and chunks
+        are stored with needs_embedding = 1 and the repair pass embeds them later.
         """
-        texts = sorted({item["content"].strip() for out in outputs for item in out.get("items", [])})
+        texts = {item["content"].strip() for out in outputs for item in out.get("items", [])}
+        texts |= {embed_text(u) for u in units if u["embed"]}
+        texts = sorted(texts)
         if not texts or not self.vectors_ok():
             return {}
         from total_recall.embed import to_blob
@@ -415,6 +464,7 @@ class Indexer:
         for table, owner, key, text_sql in (
             ("idea_embeddings", "ideas", "idea_id", "content"),
             ("span_embeddings", "spans", "span_id", "name || '. ' || summary"),
+            ("chunk_embeddings", "chunks", "chunk_id", CHUNK_EMBED_SQL),
         ):
             only = " AND depth > 0" if owner == "spans" else ""
             while True:
@@ -435,6 +485,68 @@ class Indexer:
                 if len(rows) < limit:
                     break
         return done
+
+
+def windows(text: str) -> list[str]:
+    """The text cut into overlapping windows of WINDOW_WORDS words (one window when it is short)."""
+    words = text.split()
+    if len(words) <= WINDOW_WORDS:
+        return [text.strip()] if words else []
+    out = []
+    for start in range(0, len(words), STRIDE_WORDS):
+        out.append(" ".join(words[start:start + WINDOW_WORDS]))
+        if start + WINDOW_WORDS >= len(words):
+            break
+    return out
+
+
+def message_chunks(messages: list[transcript.Message]) -> list[dict]:
+    """The retrieval units of a read: each conversational line's text in windows, with the end of
+    the turn before as context. Tool results and tool calls are found by words only (no vector):
+    they are long, many, and rarely what a question paraphrases."""
+    out: list[dict] = []
+    previous = ""
+    for m in messages:
+        if m.kind not in CHUNK_KINDS or m.skip_reason in NOT_CHUNKED or not m.text.strip():
+            continue
+        context = " ".join(previous.split()[-CONTEXT_WORDS:])
+        seqs: dict[int, int] = {}
+        for number, piece in m.parts:
+            tool = m.kind == "tool_result" or piece.startswith("[tool ")
+            for window in windows(piece):
+                seq = seqs.get(number, 0)
+                seqs[number] = seq + 1
+                out.append({"source_line": number, "message_line": m.line, "seq": seq, "role": m.role,
+                            "kind": m.kind, "timestamp": m.timestamp, "content": window,
+                            "context": "" if tool else context, "embed": not tool})
+        if m.kind != "tool_result":
+            previous = m.text
+    return out
+
+
+CHUNK_EMBED_SQL = "content"
+
+
+def embed_text(unit: dict) -> str:
+    """What a chunk's vector is made from (CHUNK_EMBED_SQL is the same rule in SQL)."""
+    return unit["content"]
+
+
+def point_at_text_lines(outputs: list[dict], messages: list[transcript.Message]) -> None:
+    """Each item's `source_line` becomes the physical line that holds its words.
+
+    The extractor sees one merged message per response (thinking, text and tool_use lines with
+    one `message.id`) under its first line; a user opening `file:line` must land on the text.
+    The message's first line stays as `message_line` for relations and coverage.
+    """
+    by_line = {m.line: m for m in messages}
+    for output in outputs:
+        for item in output.get("items", []):
+            message = by_line.get(int(item["source_line"]))
+            if message is None or len(message.parts) < 2:
+                continue
+            item["message_line"] = message.line
+            item["source_line"] = message.line_of(item["content"])
 
 
 def _size(path: str) -> int | None:

@@ -86,6 +86,17 @@ def _scrub(db: Database, text: str, sources: list[tuple]) -> None:
         (text,))
     db.executemany("UPDATE messages SET content = trim(replace(content, ?, '')) WHERE source_file = ? "
                    "AND source_line = ?", [(text, f, l) for f, l in sources])
+    # The line's own words (search chunks) said the forgotten thing: the line stops being a result.
+    for f, line in sources:
+        _delete_chunks(db, "source_file = ? AND (source_line = ? OR message_line = ?)", (f, line, line))
+
+
+def _delete_chunks(db: Database, where: str, params: tuple) -> int:
+    ids = [r[0] for r in db.execute(f"SELECT id FROM chunks WHERE {where}", params)]
+    if ids and db.scalar("SELECT count(*) FROM sqlite_master WHERE name = 'chunk_embeddings'", default=0):
+        db.executemany("DELETE FROM chunk_embeddings WHERE chunk_id = ?", [(i,) for i in ids])
+    db.executemany("DELETE FROM chunks WHERE id = ?", [(i,) for i in ids])
+    return len(ids)
 
 
 def forget(db: Database, idea_id: int | None = None, *, session: str | None = None, project: str | None = None,
@@ -135,6 +146,7 @@ def _forget_spans_and_messages(db: Database, session, project, before) -> int:
                    [(f, l, now) for f, l in db.execute(
                        f"SELECT source_file, source_line FROM messages WHERE {msg_where}", params)])
     db.execute(f"DELETE FROM messages WHERE {msg_where}", params)
+    _delete_chunks(db, msg_where, params)
     ids = [r[0] for r in db.execute(f"SELECT id FROM spans WHERE {span_where}", params)]
     if ids and vector_tables_exist(db):
         db.executemany("DELETE FROM span_embeddings WHERE span_id = ?", [(i,) for i in ids])

@@ -10,7 +10,7 @@ def _date(stamp: str | None) -> str:
 
 
 def _source(r: dict) -> str:
-    if r["kind"] == "idea":
+    if r["kind"] in ("idea", "message"):
         return f"{r['source_file']}:{r['source_line']}"
     return f"{r['source_file']}:{r['start_line']}-{r['end_line']}"
 
@@ -35,6 +35,8 @@ def results_markdown(results: list[dict]) -> str:
 def _line(r: dict) -> str:
     if r["kind"] == "span":
         return f"- **topic** {r['name']}: {r['summary']}  \n  `{_source(r)}`"
+    if r["kind"] == "message":
+        return (f"- **{r['role']} said** {r['content']}  \n  `{_source(r)}` · {_date(r['timestamp'])}")
     flags = []
     if r["superseded_by"]:
         flags.append(f"superseded by #{r['superseded_by'][0]}")

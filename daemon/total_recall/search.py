@@ -30,12 +30,16 @@ POOL = 60  # candidates per strategy
 WEIGHTS = {
     "idea_vec": 1.0,
     "idea_bm25": 0.35,  # below vectors: equal weights let lexically similar but wrong ideas win
+    "chunk_vec": 1.0,  # the conversation's own lines (chunks), fused per line with their ideas
+    "chunk_bm25": 1.0,
     "entity": 0.15,  # exact names and paths; a tie-breaker, not a ranking of its own
     "hyde": 0.8,
+    "hyde_chunk": 0.8,
     "span_vec": 0.35,
     "span_bm25": 0.175,
     "time": 0.3,
 }
+CHUNK_BM25_COLUMNS = "1.0, 0.3"  # bm25() weights of chunks_fts (content, context)
 MAX_SPAN_RESULTS = 2
 MAX_PER_MESSAGE = 1
 ENTITY_MAX_LINKS = 15  # entities linked to more memories than this are too common to rank by
@@ -49,11 +53,13 @@ QUESTION_FACTOR = 0.8
 
 @dataclass
 class Candidate:
-    kind: str  # idea | span
+    kind: str  # idea | span | chunk (a chunk that wins its line is shown as a "message" result)
     id: int
     score: float = 0.0
     strategies: dict[str, int] = field(default_factory=dict)
-    origin: tuple | None = None  # (source_file, source_line) of an idea, for diversity
+    origin: tuple | None = None  # (source_file, source_line) of an idea or chunk: one result per line
+    factor: float = 1.0  # confidence, intent, pin, supersede and recency weighting
+    ok: bool = True  # passes the query's filters
 
 
 @dataclass
@@ -139,11 +145,12 @@ def _knn(ctx: SearchContext, table: str, key: str, blob: bytes, projects: list[s
     return [i for _, i in sorted(scored)[:POOL]]
 
 
-def _bm25(ctx: SearchContext, fts: str, owner: str, match: str, projects: list[str] | None, extra: str = "") -> list[int]:
+def _bm25(ctx: SearchContext, fts: str, owner: str, match: str, projects: list[str] | None, extra: str = "",
+          rank: str = "f.rank") -> list[int]:
     psql, pparams = _project_sql(projects, "o.project")
     rows = ctx.db.execute(
         f"SELECT o.id FROM {fts} f JOIN {owner} o ON o.id = f.rowid WHERE {fts} MATCH ?{psql}{extra} "
-        f"ORDER BY f.rank LIMIT ?", (match, *pparams, POOL)).fetchall()
+        f"ORDER BY {rank} LIMIT ?", (match, *pparams, POOL)).fetchall()
     return [r[0] for r in rows]
 
 
@@ -193,19 +200,30 @@ def gather(ctx: SearchContext, q: querymod.Query, projects: list[str] | None, hy
     """Run every strategy; return {(kind, id): Candidate} with RRF scores."""
     ranked: dict[str, tuple[str, list[int]]] = {}
     match = q.fts()
+    chunks = _has_chunks(ctx.db)
     if ctx.vectors_ready() and q.text:
         if (blob := ctx.qvec(q.text)) is not None:
             ranked["idea_vec"] = ("idea", _knn(ctx, "idea_embeddings", "idea_id", blob, projects))
             ranked["span_vec"] = ("span", _knn(ctx, "span_embeddings", "span_id", blob, projects))
+            if chunks:
+                ranked["chunk_vec"] = ("chunk", _knn(ctx, "chunk_embeddings", "chunk_id", blob, projects))
         if hyde_text and (hblob := ctx.qvec(hyde_text)) is not None:
             ranked["hyde"] = ("idea", _knn(ctx, "idea_embeddings", "idea_id", hblob, projects))
+            if chunks:
+                ranked["hyde_chunk"] = ("chunk", _knn(ctx, "chunk_embeddings", "chunk_id", hblob, projects))
     if match:
         ranked["idea_bm25"] = ("idea", _bm25(ctx, "ideas_fts", "ideas", match, projects))
         ranked["span_bm25"] = ("span", _bm25(ctx, "spans_fts", "spans", match, projects, " AND o.depth > 0"))
+        ranked["chunk_bm25"] = ("chunk", _bm25(ctx, "chunks_fts", "chunks", match, projects,
+                                               rank=f"bm25(chunks_fts, {CHUNK_BM25_COLUMNS})"))
     ranked["entity"] = ("idea", _entity_ideas(ctx, q, projects))
     if q.since or q.until:
         ranked["time"] = ("idea", _time_window_ideas(ctx, q, projects))
     return fuse(ranked)
+
+
+def _has_chunks(db: Database) -> bool:
+    return bool(db.scalar("SELECT count(*) FROM sqlite_master WHERE name = 'chunk_embeddings'", default=0))
 
 
 def fuse(ranked: dict[str, tuple[str, list[int]]]) -> dict:
@@ -224,6 +242,8 @@ IDEA_COLUMNS = ("id", "content", "intent", "confidence", "answered", "source_fil
                 "project", "message_time", "span_id", "created_at", "mention_count", "pinned")
 SPAN_COLUMNS = ("id", "name", "summary", "depth", "start_line", "end_line", "source_file", "session_id",
                 "project", "started_at", "parent_id")
+CHUNK_COLUMNS = ("id", "source_file", "source_line", "message_line", "session_id", "project", "timestamp", "role",
+                 "kind", "content")
 
 
 def _rows(db: Database, table: str, columns: tuple, ids: list[int]) -> dict[int, dict]:
@@ -272,25 +292,23 @@ def superseded_by(db: Database, ids: list[int]) -> dict[int, list[int]]:
 
 
 def weigh(pool: dict, ideas: dict[int, dict], spans: dict[int, dict], q: querymod.Query, now: datetime,
-          successors: dict[int, list[int]]) -> list[Candidate]:
+          successors: dict[int, list[int]], chunks: dict[int, dict] | None = None) -> list[Candidate]:
+    """Filters and weights per candidate, then one candidate per conversation line (lines())."""
+    chunks = chunks or {}
     kept = []
     for cand in pool.values():
-        row = ideas.get(cand.id) if cand.kind == "idea" else spans.get(cand.id)
+        row = {"idea": ideas, "span": spans, "chunk": chunks}[cand.kind].get(cand.id)
         if row is None:
             continue
         if cand.kind == "idea":
-            if not _passes(row, q, "message_time"):
-                continue
-            cand.score *= 0.75 + 0.25 * float(row["confidence"])
-            if row["intent"] in q.boost_intents:
-                cand.score *= INTENT_BOOST
-            elif row["intent"] == "question" and "question" not in q.intents:
-                cand.score *= QUESTION_FACTOR
-            if row["pinned"]:
-                cand.score *= PINNED_BOOST
-            if cand.id in successors:
-                cand.score *= SUPERSEDED_FACTOR
+            cand.ok = _passes(row, q, "message_time")
+            cand.factor = idea_factor(row, q, cand.id in successors)
             stamp = row["message_time"]
+            cand.origin = cand.origin or (row["source_file"], row["source_line"])
+        elif cand.kind == "chunk":
+            # A line's words have no intent: with an intent filter they only vote for its ideas.
+            cand.ok = not q.intents and not q.unanswered_only and _passes(row, q, "timestamp")
+            stamp = row["timestamp"]
             cand.origin = (row["source_file"], row["source_line"])
         else:
             # Session spans (depth 0) are containers with no text of their own, never results.
@@ -298,9 +316,56 @@ def weigh(pool: dict, ideas: dict[int, dict], spans: dict[int, dict], q: querymo
                 continue
             stamp = row["started_at"]
         if q.time_sensitive:
-            cand.score *= 0.6 + 0.4 * math.exp(-_age_days(stamp, now) / 30)
+            cand.factor *= 0.6 + 0.4 * math.exp(-_age_days(stamp, now) / 30)
+        cand.score *= cand.factor
         kept.append(cand)
-    return sorted(kept, key=lambda c: -c.score)
+    return sorted(lines(kept), key=lambda c: -c.score)
+
+
+def idea_factor(row: dict, q: querymod.Query, superseded: bool) -> float:
+    factor = 0.75 + 0.25 * float(row["confidence"])
+    if row["intent"] in q.boost_intents:
+        factor *= INTENT_BOOST
+    elif row["intent"] == "question" and "question" not in q.intents:
+        factor *= QUESTION_FACTOR
+    if row["pinned"]:
+        factor *= PINNED_BOOST
+    if superseded:
+        factor *= SUPERSEDED_FACTOR
+    return factor
+
+
+def lines(cands: list[Candidate]) -> list[Candidate]:
+    """Line-level fusion: the ideas and chunks of one conversation line are one result.
+
+    Each strategy counts once per line, with its best rank among the line's candidates, so a
+    line that both its words (chunks) and its distilled ideas match outranks one that only one
+    of them matches. The line is shown as its best idea that passes the filters, else as the
+    message itself (a chunk); the score carries that idea's weighting.
+    """
+    out, groups = [], {}
+    for cand in cands:
+        if cand.kind == "span" or cand.origin is None:
+            out.append(cand)
+        else:
+            groups.setdefault(cand.origin, []).append(cand)
+    for group in groups.values():
+        best: dict[str, int] = {}
+        for cand in group:
+            for strategy, rank in cand.strategies.items():
+                if strategy not in best or rank < best[strategy]:
+                    best[strategy] = rank
+        base = sum(WEIGHTS.get(s, 0.0) / (RRF_K + r) for s, r in best.items())
+        shown = [c for c in group if c.ok]
+        if not shown:
+            continue
+        lead = max(shown, key=lambda c: (c.kind == "idea", c.score))
+        if lead.kind == "chunk":
+            lead.factor = max(c.factor for c in group if c.kind == "chunk")
+        lead.score = base * lead.factor
+        lead.strategies = best
+        out.append(lead)
+    return out
 
 
 def expand(db: Database, top: list[Candidate], pool_ids: set[int]) -> list[Candidate]:
@@ -345,15 +410,39 @@ def search(
         extra_rows = _rows(ctx.db, "ideas", IDEA_COLUMNS, [c.id for c in extra])
         extra = [c for c in extra if c.id in extra_rows and _passes(extra_rows[c.id], q, "message_time")]
         top = _select(sorted(top + extra, key=lambda c: -c.score), k)
-    return [r for r in build_results(ctx.db, order_chains(ctx.db, top))]
+    return build_results(ctx.db, order_chains(ctx.db, top), q.terms)
 
 
 def _rank(ctx: SearchContext, pool: dict, q: querymod.Query, now: datetime) -> list[Candidate]:
+    chunk_ids = [c.id for c in pool.values() if c.kind == "chunk"]
+    chunks = _rows(ctx.db, "chunks", CHUNK_COLUMNS, chunk_ids)
+    _add_line_ideas(ctx.db, pool, chunks, q)
     idea_ids = [c.id for c in pool.values() if c.kind == "idea"]
     span_ids = [c.id for c in pool.values() if c.kind == "span"]
     ideas = _rows(ctx.db, "ideas", IDEA_COLUMNS, idea_ids)
     spans = _rows(ctx.db, "spans", SPAN_COLUMNS, span_ids)
-    return weigh(pool, ideas, spans, q, now, superseded_by(ctx.db, idea_ids))
+    return weigh(pool, ideas, spans, q, now, superseded_by(ctx.db, idea_ids), chunks)
+
+
+def _add_line_ideas(db: Database, pool: dict, chunks: dict[int, dict], q: querymod.Query) -> None:
+    """A line found by its words is shown as its own idea when it has one: the ideas of every
+    chunk's line join the pool (with no rank of their own), the one sharing most query words first."""
+    lines_wanted = {(r["source_file"], r["source_line"]) for r in chunks.values()}
+    if not lines_wanted:
+        return
+    files = sorted({f for f, _ in lines_wanted})
+    rows = db.execute(
+        f"SELECT i.id, s.source_file, s.source_line, i.content FROM idea_sources s JOIN ideas i ON i.id = s.idea_id "
+        f"WHERE s.source_file IN ({','.join('?' * len(files))}) AND s.source_line IN "
+        f"({','.join('?' * len({n for _, n in lines_wanted}))})",
+        (*files, *sorted({n for _, n in lines_wanted}))).fetchall()
+    terms = set(q.terms)
+    for idea_id, file, line, content in rows:
+        if (file, line) not in lines_wanted or ("idea", idea_id) in pool:
+            continue
+        overlap = len(terms & set(querymod.terms_of(content)))
+        # No strategy ranked it: its score only orders it among its line's ideas.
+        pool[("idea", idea_id)] = Candidate("idea", idea_id, score=overlap * 1e-6, origin=(file, line))
 
 
 def _select(ranked: list[Candidate], k: int) -> list[Candidate]:
@@ -403,9 +492,25 @@ def order_chains(db: Database, top: list[Candidate]) -> list[Candidate]:
     return out
 
 
-def build_results(db: Database, cands: list[Candidate]) -> list[dict]:
+EXCERPT_CHARS = 400
+
+
+def excerpt(text: str, terms: Iterable[str] = (), limit: int = EXCERPT_CHARS) -> str:
+    """At most `limit` characters of a message, around the first query word it contains."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    low = text.lower()
+    at = min((i for i in (low.find(t) for t in terms if t) if i >= 0), default=0)
+    start = max(0, min(at - limit // 4, len(text) - limit))
+    return ("…" if start else "") + text[start:start + limit].strip() + ("…" if start + limit < len(text) else "")
+
+
+def build_results(db: Database, cands: list[Candidate], terms: Iterable[str] = ()) -> list[dict]:
     ideas = _rows(db, "ideas", IDEA_COLUMNS, [c.id for c in cands if c.kind == "idea"])
     spans = _rows(db, "spans", SPAN_COLUMNS, [c.id for c in cands if c.kind == "span"])
+    chunks = _rows(db, "chunks", CHUNK_COLUMNS, [c.id for c in cands if c.kind == "chunk"])
+    terms = list(terms)
     span_ids = {r["span_id"] for r in ideas.values() if r["span_id"]}
     parents = _rows(db, "spans", SPAN_COLUMNS, list(span_ids))
     ents = _entities(db, list(ideas))
@@ -428,6 +533,17 @@ def build_results(db: Database, cands: list[Candidate]) -> list[dict]:
                 "superseded_by": succ.get(c.id, []), "matched_by": sorted(c.strategies),
                 "mention_count": r["mention_count"], "pinned": bool(r["pinned"]),
                 "sources": sources.get(c.id, [{"source_file": r["source_file"], "source_line": r["source_line"]}]),
+            })
+        elif c.kind == "chunk":
+            r = chunks[c.id]
+            results.append({
+                "kind": "message", "id": c.id, "content": excerpt(r["content"], terms), "role": r["role"],
+                "message_kind": r["kind"], "intent": None, "confidence": None, "answered": False,
+                "score": round(c.score, 6), "session": r["session_id"], "project": r["project"],
+                "timestamp": r["timestamp"], "source_file": r["source_file"], "source_line": r["source_line"],
+                "message_start_line": r["message_line"], "span": None, "entities": [], "relations": [],
+                "superseded_by": [], "matched_by": sorted(c.strategies), "mention_count": 1, "pinned": False,
+                "sources": [{"source_file": r["source_file"], "source_line": r["source_line"]}],
             })
         else:
             r = spans[c.id]

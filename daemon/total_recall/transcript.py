@@ -104,6 +104,23 @@ class Message:
     agent_id: str | None
     skip_reason: str | None  # None = substantive, hand to extraction; else why not
     message_id: str | None = None  # assistant `message.id`; equal ids = one response cut by a live read
+    # (physical line, text) of every piece of `text`: a merged response's text block and its tool
+    # descriptor sit on different lines, and an idea must point at the line that holds its words.
+    parts: list[tuple[int, str]] = field(default_factory=list)
+
+    def line_of(self, text: str) -> int:
+        """The physical line whose piece holds most of `text`'s words (the first such on a tie)."""
+        if len(self.parts) < 2:
+            return self.line
+        words = set(_WORD.findall(text.lower()))
+        best, best_share = self.parts[0][0], -1.0
+        for number, piece in self.parts:
+            if text.strip() and text.strip() in piece:
+                return number
+            share = len(words & set(_WORD.findall(piece.lower()))) / max(1, len(words))
+            if share > best_share:
+                best, best_share = number, share
+        return best
 
 
 @dataclass
@@ -493,9 +510,12 @@ class _Reader:
         record = items[0].record or {}
         env = self._envelope(record)
         pieces: list[str] = []
+        parts: list[tuple[int, str]] = []
         seen: set[str] = set()
         for item in items:
+            before = len(pieces)
             _response_pieces(_blocks(_content(item.record or {})), env["cwd"], pieces, seen)
+            parts += [(item.number, _clean(p)) for p in pieces[before:]]
         if self._is_compaction(record):
             kind, skip = "compact_summary", "compact_summary"
         else:
@@ -503,6 +523,7 @@ class _Reader:
             skip = self._response_skip(record, seen)
         message = self._message(items[0], items[-1], env, "assistant", kind, "\n".join(pieces), skip)
         message.message_id = _group_id(record)
+        message.parts = parts
         return message
 
     def _response_skip(self, record: dict[str, Any], seen: set[str]) -> str | None:
@@ -549,9 +570,10 @@ class _Reader:
     def _message(
         first: _Line, last: _Line, env: dict[str, Any], role: str, kind: str, text: str, skip: str | None
     ) -> Message:
+        text = _clean(text)
         return Message(
             line=first.number, last_line=last.number, end_offset=last.end, role=role, kind=kind,
-            text=_clean(text), skip_reason=skip, **env,
+            text=text, skip_reason=skip, parts=[(first.number, text)], **env,
         )
 
 
