@@ -9,6 +9,7 @@ pass (embed_pending) gives it one, and is found by BM25 meanwhile.
 from __future__ import annotations
 
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -30,9 +31,11 @@ KNOWN_IDEAS = 15
 VECTOR_RETRY_SECONDS = 15.0
 CONTEXT_QUERY_CHARS = 600  # the batch's opening is enough to find related topics; longer costs embedding time
 # Chunks: the conversation's own text as retrieval units (DESIGN.md "Search").
-CHUNK_KINDS = {"prompt", "response", "subagent_prompt", "subagent_response", "tool_result"}
-NOT_CHUNKED = {"injected_context", "synthetic", "warmup", "headless_summarizer", "compaction_prompt", "empty",
-               "thinking_only"}
+# Everything a reader of the transcript sees is found by its words; what a person or Claude said in
+# the conversation (and compaction summaries of it) is found by meaning too.
+NOT_CHUNKED = {"injected_context", "synthetic", "warmup", "empty", "thinking_only", "interrupt"}
+EMBEDDED_KINDS = {"prompt", "response", "subagent_prompt", "subagent_response", "compact_summary"}
+NOT_EMBEDDED = {"headless_summarizer", "compaction_prompt", "meta", "command"}
 WINDOW_WORDS = 160  # about the 256 tokens the local model reads
 STRIDE_WORDS = 120  # windows overlap by 40 words, so a sentence cut by one is whole in the next
 CONTEXT_WORDS = 40  # the end of the turn before, stored with a chunk for replies that lean on it
@@ -464,7 +467,7 @@ class Indexer:
         for table, owner, key, text_sql in (
             ("idea_embeddings", "ideas", "idea_id", "content"),
             ("span_embeddings", "spans", "span_id", "name || '. ' || summary"),
-            ("chunk_embeddings", "chunks", "chunk_id", CHUNK_EMBED_SQL),
+            ("chunk_embeddings", "chunks", "chunk_id", "content"),
         ):
             only = " AND depth > 0" if owner == "spans" else ""
             while True:
@@ -473,8 +476,9 @@ class Indexer:
                     (limit,)).fetchall()
                 if not rows:
                     break
+                texts = [embed_text({"content": r[2]}) if owner == "chunks" else r[2] for r in rows]
                 try:
-                    vectors = self.embedder.embed([r[2] for r in rows])
+                    vectors = self.embedder.embed(texts)
                 except (EmbeddingError, TransientError) as exc:
                     log.warning("embedding_failed", table=table, count=len(rows), error=str(exc))
                     return done
@@ -507,29 +511,32 @@ def message_chunks(messages: list[transcript.Message]) -> list[dict]:
     out: list[dict] = []
     previous = ""
     for m in messages:
-        if m.kind not in CHUNK_KINDS or m.skip_reason in NOT_CHUNKED or not m.text.strip():
+        if m.skip_reason in NOT_CHUNKED or not m.text.strip():
             continue
         context = " ".join(previous.split()[-CONTEXT_WORDS:])
         seqs: dict[int, int] = {}
         for number, piece in m.parts:
-            tool = m.kind == "tool_result" or piece.startswith("[tool ")
+            tool = m.kind not in EMBEDDED_KINDS or m.skip_reason in NOT_EMBEDDED or piece.startswith("[tool ")
             for window in windows(piece):
                 seq = seqs.get(number, 0)
                 seqs[number] = seq + 1
                 out.append({"source_line": number, "message_line": m.line, "seq": seq, "role": m.role,
                             "kind": m.kind, "timestamp": m.timestamp, "content": window,
                             "context": "" if tool else context, "embed": not tool})
-        if m.kind != "tool_result":
+        if m.kind in EMBEDDED_KINDS:
             previous = m.text
     return out
 
 
-CHUNK_EMBED_SQL = "content"
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
 def embed_text(unit: dict) -> str:
-    """What a chunk's vector is made from (CHUNK_EMBED_SQL is the same rule in SQL)."""
-    return unit["content"]
+    """What a chunk's vector is made from: its words without the names a speaker addresses
+    ("Thanks, Sam!"), which would otherwise make a line match every question about that person."""
+    from total_recall.extract.offline import strip_vocative
+
+    return " ".join(strip_vocative(s) for s in SENTENCE_END.split(unit["content"]) if s.strip())
 
 
 def point_at_text_lines(outputs: list[dict], messages: list[transcript.Message]) -> None:

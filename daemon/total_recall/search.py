@@ -40,6 +40,7 @@ WEIGHTS = {
     "time": 0.3,
 }
 CHUNK_BM25_COLUMNS = "1.0, 0.3"  # bm25() weights of chunks_fts (content, context)
+FUSION = "normalised"  # or "rrf"
 MAX_SPAN_RESULTS = 2
 MAX_PER_MESSAGE = 1
 ENTITY_MAX_LINKS = 15  # entities linked to more memories than this are too common to rank by
@@ -59,6 +60,7 @@ class Candidate:
     strategies: dict[str, int] = field(default_factory=dict)
     origin: tuple | None = None  # (source_file, source_line) of an idea or chunk: one result per line
     factor: float = 1.0  # confidence, intent, pin, supersede and recency weighting
+    norm: dict[str, float] = field(default_factory=dict)  # normalised score per strategy (fuse)
     ok: bool = True  # passes the query's filters
 
 
@@ -133,7 +135,8 @@ def _project_sql(projects: list[str] | None, column: str) -> tuple[str, tuple]:
 
 
 # -- strategies -----------------------------------------------------------------------------
-def _knn(ctx: SearchContext, table: str, key: str, blob: bytes, projects: list[str] | None) -> list[int]:
+def _knn(ctx: SearchContext, table: str, key: str, blob: bytes, projects: list[str] | None) -> list[tuple[int, float]]:
+    """(id, cosine similarity), best first; vectors are L2-normalised, so cosine = 1 - d^2 / 2."""
     partitions: Iterable[str | None] = projects if projects is not None else [None]
     scored: list[tuple[float, int]] = []
     for part in partitions:
@@ -142,16 +145,17 @@ def _knn(ctx: SearchContext, table: str, key: str, blob: bytes, projects: list[s
         if part is not None:
             sql, params = sql + " AND project = ?", params + (part or "",)
         scored += [(r[1], r[0]) for r in ctx.db.execute(sql, params)]
-    return [i for _, i in sorted(scored)[:POOL]]
+    return [(i, 1.0 - d * d / 2) for d, i in sorted(scored)[:POOL]]
 
 
 def _bm25(ctx: SearchContext, fts: str, owner: str, match: str, projects: list[str] | None, extra: str = "",
-          rank: str = "f.rank") -> list[int]:
+          rank: str = "f.rank") -> list[tuple[int, float]]:
+    """(id, BM25 score as a positive number), best first."""
     psql, pparams = _project_sql(projects, "o.project")
     rows = ctx.db.execute(
-        f"SELECT o.id FROM {fts} f JOIN {owner} o ON o.id = f.rowid WHERE {fts} MATCH ?{psql}{extra} "
-        f"ORDER BY {rank} LIMIT ?", (match, *pparams, POOL)).fetchall()
-    return [r[0] for r in rows]
+        f"SELECT o.id, {rank} AS r FROM {fts} f JOIN {owner} o ON o.id = f.rowid WHERE {fts} MATCH ?{psql}{extra} "
+        f"ORDER BY r LIMIT ?", (match, *pparams, POOL)).fetchall()
+    return [(r[0], -float(r[1])) for r in rows]
 
 
 def _entity_ideas(ctx: SearchContext, q: querymod.Query, projects: list[str] | None) -> list[int]:
@@ -175,7 +179,7 @@ def _entity_ideas(ctx: SearchContext, q: querymod.Query, projects: list[str] | N
         f"SELECT i.id FROM idea_entities ie JOIN ideas i ON i.id = ie.idea_id "
         f"WHERE ie.entity_id IN ({','.join('?' * len(usable))}){psql} ORDER BY i.id DESC LIMIT ?",
         (*usable, *pparams, POOL)).fetchall()
-    return [r[0] for r in rows]
+    return [(r[0], 1.0) for r in rows]
 
 
 def _time_window_ideas(ctx: SearchContext, q: querymod.Query, projects: list[str] | None) -> list[int]:
@@ -184,7 +188,7 @@ def _time_window_ideas(ctx: SearchContext, q: querymod.Query, projects: list[str
     rows = ctx.db.execute(
         f"SELECT id FROM ideas WHERE 1 = 1{psql}{tsql} ORDER BY message_time DESC LIMIT ?",
         (*pparams, *tparams, POOL)).fetchall()
-    return [r[0] for r in rows]
+    return [(r[0], 1.0) for r in rows]
 
 
 def _time_sql(q: querymod.Query, column: str) -> tuple[str, tuple]:
@@ -226,15 +230,33 @@ def _has_chunks(db: Database) -> bool:
     return bool(db.scalar("SELECT count(*) FROM sqlite_master WHERE name = 'chunk_embeddings'", default=0))
 
 
-def fuse(ranked: dict[str, tuple[str, list[int]]]) -> dict:
+def fuse(ranked: dict[str, tuple[str, list[tuple[int, float]]]]) -> dict:
+    """Pool every strategy's hits; each candidate keeps its rank and normalised score per strategy.
+
+    Scores are normalised per strategy and query: BM25 by the best hit's score (so a strong exact
+    match stays strong and a weak one weak), similarities between the pool's worst and best.
+    The candidate's score is the weighted sum (`normalised` fusion) or, with FUSION = "rrf",
+    weighted Reciprocal Rank Fusion.
+    """
     pool: dict[tuple[str, int], Candidate] = {}
-    for strategy, (kind, ids) in ranked.items():
+    for strategy, (kind, hits) in ranked.items():
+        if not hits:
+            continue
         weight = WEIGHTS[strategy]
-        for rank, object_id in enumerate(ids):
+        scores = [sc for _, sc in hits]
+        top, floor = max(scores), (0.0 if "bm25" in strategy else min(scores))
+        for rank, (object_id, sc) in enumerate(hits):
             cand = pool.setdefault((kind, object_id), Candidate(kind, object_id))
-            cand.score += weight / (RRF_K + rank + 1)
             cand.strategies[strategy] = rank + 1
+            cand.norm[strategy] = (sc - floor) / (top - floor) if top > floor else 1.0
+            cand.score += weight * (cand.norm[strategy] if FUSION == "normalised" else 1 / (RRF_K + rank + 1))
     return pool
+
+
+def line_score(strategies: dict[str, int], norm: dict[str, float]) -> float:
+    if FUSION == "normalised":
+        return sum(WEIGHTS.get(s, 0.0) * v for s, v in norm.items())
+    return sum(WEIGHTS.get(s, 0.0) / (RRF_K + r) for s, r in strategies.items())
 
 
 # -- details, filters, weighting ------------------------------------------------------------
@@ -351,11 +373,13 @@ def lines(cands: list[Candidate]) -> list[Candidate]:
             groups.setdefault(cand.origin, []).append(cand)
     for group in groups.values():
         best: dict[str, int] = {}
+        norm: dict[str, float] = {}
         for cand in group:
             for strategy, rank in cand.strategies.items():
                 if strategy not in best or rank < best[strategy]:
                     best[strategy] = rank
-        base = sum(WEIGHTS.get(s, 0.0) / (RRF_K + r) for s, r in best.items())
+                norm[strategy] = max(norm.get(strategy, 0.0), cand.norm.get(strategy, 0.0))
+        base = line_score(best, norm)
         shown = [c for c in group if c.ok]
         if not shown:
             continue
@@ -363,7 +387,7 @@ def lines(cands: list[Candidate]) -> list[Candidate]:
         if lead.kind == "chunk":
             lead.factor = max(c.factor for c in group if c.kind == "chunk")
         lead.score = base * lead.factor
-        lead.strategies = best
+        lead.strategies, lead.norm = best, norm
         out.append(lead)
     return out
 
