@@ -290,6 +290,7 @@ def run_daemon(*, once: bool = False, settings: config.Settings | None = None) -
     lock.acquire()
     database = dbmod.connect(paths.db, settings=settings)
     try:
+        queue.release_all_claims(database)  # we hold the lock: every claim is a dead worker's
         daemon = Daemon(database, settings, paths)
         if not once:
             daemon.install_signal_handlers()

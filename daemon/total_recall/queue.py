@@ -187,6 +187,20 @@ def release(db: Database, claim: Claim) -> None:
         )
 
 
+def release_all_claims(db: Database) -> int:
+    """Put every claimed row back to pending at once; return how many.
+
+    Trigger: a daemon (or `backfill --wait`) has just taken the single-instance lock. Why: the
+    lock proves no other worker of this home is alive, so every claim is a dead worker's and its
+    lease (10 min by default) would only make the new worker wait. Outcome: no attempt counted.
+    """
+    with db.write():
+        cur = db.execute("UPDATE work_queue SET state = 'pending', lease_expires = NULL WHERE state = 'claimed'")
+    if cur.rowcount:
+        log.info("stale_claims_released", rows=cur.rowcount)
+    return cur.rowcount
+
+
 def backoff(attempts: int) -> float:
     return min(BACKOFF_CAP, BACKOFF_START * (2 ** max(0, attempts - 1)))
 

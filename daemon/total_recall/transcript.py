@@ -262,7 +262,7 @@ def _first_session_id(path: Path) -> str | None:
             for raw, end in _complete_lines(fh, 0, 1 << 20):
                 record = _parse(raw, 0, end).record
                 if record and isinstance(record.get("sessionId"), str):
-                    return record["sessionId"]
+                    return _str(record["sessionId"])
                 if end > 1 << 16:
                     return None
     except (OSError, TranscriptError):
@@ -675,7 +675,8 @@ def _slim(item: _Line) -> _Line:
 
 
 def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
+    """A metadata string (cwd, gitBranch, sessionId, timestamp, ids) made safe to store like text."""
+    return _clean(value) if isinstance(value, str) else None
 
 
 def _clean(text: str) -> str:

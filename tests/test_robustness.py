@@ -1,0 +1,108 @@
+"""Robustness after crashes and bad input, and the rough edges of daily use (issue 15).
+
+Real parts throughout: the CLI, the daemon and the hook run as processes on real SQLite files;
+the LLM endpoint is the fake OpenAI server process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers import cli, cli_json, db_rows, write_transcript
+
+from total_recall import config
+
+PROJECT = "/home/dev/projects/robust"
+TURNS = [
+    ("user", "We decided to use Caddy for TLS termination because it renews certificates itself."),
+    ("assistant", "The problem is that the staging deploy fails with a TimeoutError on port 443."),
+    ("user", "TODO: add a health check for the reverse proxy before the release."),
+    ("assistant", "Fixed by opening port 443 in the staging firewall rules."),
+]
+
+
+def transcript(tmp_path: Path, session: str = "sess-robust", turns=TURNS) -> Path:
+    path = tmp_path / "claude" / "projects" / "-home-dev-projects-robust" / f"{session}.jsonl"
+    return write_transcript(path, turns, session=session, cwd=PROJECT)
+
+
+def queue_rows() -> list[tuple]:
+    return db_rows("SELECT state, attempts, last_error FROM work_queue ORDER BY id")
+
+
+def claim_as_a_dead_daemon() -> None:
+    """What a daemon killed by SIGKILL leaves behind: rows claimed under a lease of 10 minutes."""
+    conn = sqlite3.connect(config.paths().db)
+    with conn:
+        conn.execute("UPDATE work_queue SET state = 'claimed', lease_expires = ?", (time.time() + 600,))
+    conn.close()
+
+
+# --- a restarted daemon does not wait out the dead one's leases -------------------------------
+
+
+def test_daemon_once_releases_the_dead_daemons_claims_at_start(tmp_path, fake):
+    path = transcript(tmp_path)
+    cli("backfill", str(path))
+    claim_as_a_dead_daemon()
+    cli("daemon", "--once", timeout=120)
+    assert [r[0] for r in queue_rows()] == ["done"]
+    assert db_rows("SELECT count(*) FROM messages")[0][0] == len(TURNS)
+
+
+def test_backfill_wait_releases_stale_claims_under_the_lock(tmp_path, fake):
+    first, second = transcript(tmp_path, "sess-a"), transcript(tmp_path, "sess-b")
+    cli("backfill", str(first))
+    claim_as_a_dead_daemon()
+    out = cli_json("backfill", str(second), "--wait", timeout=120)
+    assert out["indexed_by"] == "this process"
+    assert [r[0] for r in queue_rows()] == ["done", "done"]
+
+
+# --- one bad character never parks a transcript -----------------------------------------------
+
+
+def test_lone_surrogates_in_metadata_are_sanitised_and_every_line_indexed(tmp_path, fake):
+    path = transcript(tmp_path)
+    lines = path.read_text().splitlines()
+    for key, i in (("gitBranch", 0), ("cwd", 1), ("sessionId", 2), ("timestamp", 3)):
+        rec = json.loads(lines[i])
+        rec[key] = rec[key] + "\udc80"
+        lines[i] = json.dumps(rec)  # ASCII escapes: the file itself is valid UTF-8
+    path.write_text("\n".join(lines) + "\n")
+    out = cli_json("backfill", str(path), "--wait", timeout=120)
+    assert out["indexed"] == 1 and out["parked"] == 0 and out["pending_with_errors"] == 0, out
+    assert [r[0] for r in queue_rows()] == ["done"]
+    assert db_rows("SELECT count(*) FROM messages")[0][0] == len(TURNS)
+
+
+def test_backfill_summary_says_what_really_happened(tmp_path):
+    from total_recall import backfill, db, queue
+
+    database = db.connect()
+    try:
+        files = [str(tmp_path / f"t{i}.jsonl") for i in range(4)]
+        for f in files:
+            queue.enqueue(database, f)
+        now = time.time()
+        claims = [queue.claim_next(database, now=now, window=0, lease=60) for _ in files]
+        by_path = {c.transcript_path: c for c in claims}
+        queue.complete(database, by_path[files[0]])
+        queue.fail(database, by_path[files[1]], "UnicodeEncodeError: surrogates not allowed", transient=False,
+                   max_attempts=5, now=now)
+        queue.fail(database, by_path[files[2]], "TranscriptError: broken", transient=False, max_attempts=1,
+                   now=now)
+        queue.release(database, by_path[files[3]])
+        out = backfill.outcome(database, files)
+    finally:
+        database.close()
+    assert (out["indexed"], out["pending_with_errors"], out["parked"], out["still_pending"]) == (1, 1, 1, 1)
+    states = {p["transcript"]: (p["state"], p["error"]) for p in out["problems"]}
+    assert states == {files[1]: ("pending", "UnicodeEncodeError: surrogates not allowed"),
+                      files[2]: ("parked", "TranscriptError: broken")}
