@@ -106,3 +106,86 @@ def test_backfill_summary_says_what_really_happened(tmp_path):
     states = {p["transcript"]: (p["state"], p["error"]) for p in out["problems"]}
     assert states == {files[1]: ("pending", "UnicodeEncodeError: surrogates not allowed"),
                       files[2]: ("parked", "TranscriptError: broken")}
+
+
+# --- stop, restart, uninstall: nothing of ours keeps running ---------------------------------
+
+
+def processes_of_ours(home: Path) -> list[int]:
+    """total_recall processes whose environment points at this test's home folder."""
+    needle = f"TOTAL_RECALL_HOME={home}".encode()
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            environ = (proc / "environ").read_bytes().split(b"\0")
+            cmdline = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if needle in environ and b"total_recall" in cmdline:
+            found.append(int(proc.name))
+    return found
+
+
+@pytest.fixture
+def no_service_manager(tmp_path, monkeypatch):
+    """A user without systemctl/launchctl on PATH (containers, CI): `up` starts a detached daemon."""
+    monkeypatch.setenv("HOME", str(tmp_path / "user-home"))
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+
+
+needs_proc = pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc")
+
+
+@needs_proc
+def test_up_reports_the_detached_daemon_truthfully_and_stop_ends_it(tmp_path, fake, no_service_manager,
+                                                                     isolated_home):
+    out = cli_json("up", "--no-backfill", timeout=120)
+    daemon = out["daemon"]
+    assert daemon["running"] and daemon["managed_by"] == "detached" and daemon["started_now"], out
+    assert "by hand" not in json.dumps(out), "the daemon runs; nobody needs to start it by hand"
+    assert processes_of_ours(isolated_home) == [daemon["pid"]]
+    again = cli_json("up", "--no-backfill", timeout=120)
+    assert (again["daemon"]["pid"], again["daemon"]["started_now"]) == (daemon["pid"], False)
+    assert cli_json("service", "status")["daemon"] == {"running": True, "pid": daemon["pid"],
+                                                      "managed_by": "detached"}
+    assert cli_json("status")["pid"] == daemon["pid"]
+
+    stopped = cli_json("stop", timeout=120)
+    assert stopped["was_running"] and stopped["pid"] == daemon["pid"] and not stopped["running"]
+    assert processes_of_ours(isolated_home) == []
+    assert not config.paths().socket.exists()
+    assert cli_json("status")["running"] is False
+    assert cli_json("stop")["was_running"] is False
+
+
+@needs_proc
+def test_uninstall_after_up_leaves_no_process_of_ours(tmp_path, fake, no_service_manager, isolated_home):
+    out = cli_json("up", "--no-backfill", timeout=120)
+    assert processes_of_ours(isolated_home) == [out["daemon"]["pid"]]
+    cli("uninstall", timeout=120)
+    assert processes_of_ours(isolated_home) == []
+    assert not config.paths().socket.exists()
+
+
+@needs_proc
+def test_restart_replaces_the_daemon_and_stop_removes_a_dead_daemons_socket(tmp_path, fake, no_service_manager,
+                                                                            isolated_home):
+    from helpers import start_daemon, wait_for
+
+    proc = start_daemon(tmp_path / "daemon.log")
+    wait_for(lambda: config.paths().socket.exists(), timeout=60)
+    proc.kill()
+    proc.wait()
+    assert config.paths().socket.exists()  # SIGKILL leaves it behind
+    assert cli_json("stop")["removed_socket"] is True
+    out = cli_json("restart", timeout=120)
+    assert out["daemon"]["running"] and out["daemon"]["started_now"]
+    assert processes_of_ours(isolated_home) == [out["daemon"]["pid"]]
+    second = cli_json("restart", timeout=120)
+    assert second["stopped"]["pid"] == out["daemon"]["pid"] and second["daemon"]["pid"] != out["daemon"]["pid"]
+    cli("stop", timeout=120)
+    assert processes_of_ours(isolated_home) == []

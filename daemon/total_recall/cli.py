@@ -119,8 +119,30 @@ def cmd_install(args) -> int:
 def cmd_uninstall(args) -> int:
     from total_recall import install
 
-    result = install.uninstall()
-    _print(result.__dict__, args.json, _kv)
+    from total_recall import daemon, service
+
+    result = install.uninstall().__dict__
+    if service.is_installed():
+        result["service"] = service.uninstall_service().message
+    result["daemon"] = daemon.stop_running(config.paths())  # nothing of ours keeps running
+    _print(result, args.json, _kv)
+    return 0
+
+
+@command("stop")
+def cmd_stop(args) -> int:
+    from total_recall import daemon
+
+    _print(daemon.stop_running(config.paths(), timeout=args.timeout), args.json, _kv)
+    return 0
+
+
+@command("restart")
+def cmd_restart(args) -> int:
+    from total_recall import daemon, service, setup
+
+    stopped = daemon.stop_running(config.paths(), timeout=args.timeout)
+    _print({"stopped": stopped, **setup.ensure_daemon(service=service.is_installed())}, args.json, _kv)
     return 0
 
 
@@ -277,7 +299,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--once", action="store_true", help="drain the queue and exit")
     p.add_argument("--log-level", default="info", help="debug, info, warning or error")
     add("install", "add the hooks to Claude Code's settings.json and install the skills")
-    add("uninstall", "remove exactly what install added")
+    add("uninstall", "remove exactly what install added, the service, and stop the daemon")
+    p = add("stop", "stop the daemon of this home, however it was started; remove a stale socket")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds to let it finish a batch (then SIGKILL)")
+    p = add("restart", "stop the daemon and start it again (as a service when one is installed)")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds to let it finish a batch (then SIGKILL)")
     p = add("service", "manage the systemd user service / launchd agent that runs the daemon")
     p.add_argument("action", choices=("install", "uninstall", "status"))
     p = add("backfill", "queue transcripts for indexing: the current session, a file, a folder or --all")

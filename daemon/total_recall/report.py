@@ -43,7 +43,7 @@ def doctor(db: Database, settings: config.Settings, *, load_embedder: bool = Tru
     from total_recall import daemon, install
 
     paths = config.paths()
-    status = daemon.read_status(paths)
+    state = daemon.daemon_state(paths)
     return {
         "home": str(paths.home),
         "database": str(db.path),
@@ -59,8 +59,7 @@ def doctor(db: Database, settings: config.Settings, *, load_embedder: bool = Tru
         "llm": {"enabled": settings.llm_enabled(), "base_url": settings.get("llm", "base_url") or None,
                 "model": settings.get("llm", "model") if settings.llm_enabled() else None,
                 "extractor": "llm" if settings.llm_enabled() else "offline"},
-        "daemon": {"running": bool(status and status.get("alive") and status.get("state") == "running"),
-                   "pid": status.get("pid") if status else None},
+        "daemon": {"running": state["running"], "pid": state["pid"]},
         "queue": queue.depth(db),
         "hooks_installed": install.hooks_installed(),
         "permissions": {"home": oct(os.stat(paths.home).st_mode & 0o777), "database": oct(os.stat(db.path).st_mode & 0o777)},
@@ -111,12 +110,7 @@ def stats(db: Database) -> dict:
 def status(db: Database | None) -> dict:
     from total_recall import daemon
 
-    paths = config.paths()
-    data = daemon.read_status(paths) or {}
-    running = bool(data.get("alive") and data.get("state") == "running")
-    out = {"running": running, "pid": data.get("pid"), "started": data.get("started"),
-           "last_error": data.get("last_error"), "last_batch": data.get("last_batch"),
-           "status_updated": data.get("updated")}
+    out = daemon.daemon_state(config.paths())
     if db is not None:
         out["queue"] = queue.depth(db)
     return out
