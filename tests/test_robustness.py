@@ -189,3 +189,34 @@ def test_restart_replaces_the_daemon_and_stop_removes_a_dead_daemons_socket(tmp_
     assert second["stopped"]["pid"] == out["daemon"]["pid"] and second["daemon"]["pid"] != out["daemon"]["pid"]
     cli("stop", timeout=120)
     assert processes_of_ours(isolated_home) == []
+
+
+# --- output: closed pipes and readable times ---------------------------------------------------
+
+
+@pytest.mark.parametrize("args", [("status",), ("stats",), ("search", "caddy"), ("digest", "robust"), ("status", "--json")])
+def test_a_closed_pipe_ends_quietly(tmp_path, fake, args):
+    import subprocess
+    import sys
+
+    from helpers import env
+
+    path = transcript(tmp_path)
+    cli("backfill", str(path), "--wait", timeout=120)
+    proc = subprocess.Popen([sys.executable, "-m", "total_recall", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env())
+    proc.stdout.close()  # the reader is gone before anything is written, as with `| head -0`
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=120)
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_status_shows_local_times_and_ages():
+    from total_recall import report
+
+    now = time.time()
+    shown = report.readable_times({"running": True, "pid": 7, "started": now - 185,
+                                   "last_batch": {"at": now - 7200, "ideas": 3}}, now)
+    assert shown["started"] == time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now - 185)) + " (3 min ago)"
+    assert shown["last_batch"]["at"].endswith("(2 h ago)") and shown["last_batch"]["ideas"] == 3
+    assert shown["pid"] == 7 and shown["running"] is True

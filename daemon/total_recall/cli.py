@@ -86,7 +86,7 @@ def cmd_stats(args) -> int:
 def cmd_status(args) -> int:
     from total_recall import report
 
-    _print(report.status(_db()), args.json, _kv)
+    _print(report.status(_db()), args.json, lambda d: _kv(report.readable_times(d)))
     return 0
 
 
@@ -346,6 +346,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _silence_stdout() -> None:
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -356,12 +364,19 @@ def main(argv: list[str] | None = None) -> int:
 
     log.configure("warning")  # stdout carries results only; the daemon reconfigures for itself
     try:
-        return COMMANDS[args.command](args)
+        code = COMMANDS[args.command](args)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler below, not at exit
+        return code
     except TotalRecallError as exc:
         print(f"total-recall: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # Trigger: the reader went away (`total-recall status | head -2`). Why: that is not an
+        # error of ours. Outcome: quiet exit; stdout goes to /dev/null so the final flush is silent.
+        _silence_stdout()
+        return 1
     except Exception as exc:
         if type(exc).__name__ in {"OperationalError", "DatabaseError"}:  # any DB-API driver's
             print(f"total-recall: database error: {exc}", file=sys.stderr)

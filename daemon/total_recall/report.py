@@ -116,6 +116,33 @@ def status(db: Database | None) -> dict:
     return out
 
 
+TIME_KEYS = ("started", "status_updated", "at", "updated")
+
+
+def ago(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    for unit, size in (("day", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            n = int(seconds // size)
+            return f"{n} {unit}{'s' if unit == 'day' and n > 1 else ''} ago"
+    return f"{int(seconds)} s ago"
+
+
+def local_time(epoch: Any, now: float | None = None) -> Any:
+    """'2026-03-02 10:04:05 (3 min ago)' in local time; anything else unchanged."""
+    if isinstance(epoch, bool) or not isinstance(epoch, (int, float)) or epoch <= 0:
+        return epoch
+    now = time.time() if now is None else now
+    return f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(epoch))} ({ago(now - epoch)})"
+
+
+def readable_times(data: Any, now: float | None = None) -> Any:
+    """The same dict with epoch times shown as local times and ages (text output; JSON stays raw)."""
+    if not isinstance(data, dict):
+        return data
+    return {k: local_time(v, now) if k in TIME_KEYS else readable_times(v, now) for k, v in data.items()}
+
+
 def topics(db: Database, session: str | None = None, limit: int = 50) -> list[dict]:
     """The span tree per session: names, summaries, line ranges and idea counts."""
     where, params = ("WHERE s.session_id = ?", (session,)) if session else ("", ())
