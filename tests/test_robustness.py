@@ -220,3 +220,73 @@ def test_status_shows_local_times_and_ages():
     assert shown["started"] == time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now - 185)) + " (3 min ago)"
     assert shown["last_batch"]["at"].endswith("(2 h ago)") and shown["last_batch"]["ideas"] == 3
     assert shown["pid"] == 7 and shown["running"] is True
+
+
+# --- a damaged database: doctor still reports, recover salvages and rebuilds -------------------
+
+
+LONGER = TURNS + [
+    ("user", "We decided to keep Postgres 16 for the billing database because of logical replication."),
+    ("assistant", "The problem is that the nightly export job runs out of memory on large invoices."),
+    ("assistant", "Fixed by streaming the export in pages of 500 invoices instead of loading them all."),
+    ("user", "Should we move the export job to a separate worker next quarter?"),
+]
+
+
+def damage_table(table: str) -> None:
+    """Overwrite the root page of `table` with garbage, as a failing disk would."""
+    conn = sqlite3.connect(config.paths().db)
+    root = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchone()[0]
+    size = conn.execute("PRAGMA page_size").fetchone()[0]
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    with open(config.paths().db, "r+b") as fh:
+        fh.seek((root - 1) * size)
+        fh.write(b"\xa5" * size)
+
+
+def ideas_now() -> set[tuple]:
+    return set(db_rows("SELECT source_file, source_line, content, intent FROM ideas"))
+
+
+def test_damaged_database_doctor_reports_and_recover_rebuilds_everything(tmp_path, fake):
+    path = transcript(tmp_path, turns=LONGER)
+    cli("backfill", str(path), "--wait", timeout=120)
+    before = ideas_now()
+    assert before
+    damage_table("ideas")
+
+    broken = cli("search", "billing database", "--project", PROJECT, check=False)
+    assert broken.returncode == 1 and "Traceback" not in broken.stderr, broken.stderr
+    assert "total-recall recover" in broken.stderr
+    doctor = cli_json("doctor", "--fast")
+    assert doctor["database"]["ok"] is False and "recover" in doctor["database"]["fix"]
+    assert doctor["llm"]["extractor"] == "offline" and "embedder" in doctor
+
+    out = cli_json("recover", timeout=120)
+    assert out["recovered"] and out["transcripts_requeued"] == 1 and out["unreadable_count"] >= 1
+    assert Path(out["damaged_copy_kept"]).exists()
+    assert cli_json("doctor", "--fast")["database"]["ok"] is True
+    cli("daemon", "--once", timeout=120)
+    assert ideas_now() == before
+    assert db_rows("SELECT count(*) FROM messages")[0][0] == len(LONGER)
+    conn = sqlite3.connect(config.paths().db)
+    assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    conn.close()
+    found = cli_json("search", "billing database", "--project", PROJECT)
+    assert any("Postgres" in r["content"] for r in found)
+
+
+def test_unreadable_database_file_doctor_reports_and_recover_rebuilds_from_transcripts(tmp_path, fake):
+    path = transcript(tmp_path, turns=LONGER)
+    cli("backfill", str(path), "--wait", timeout=120)
+    before = ideas_now()
+    db_file = config.paths().db
+    db_file.write_bytes(b"this is not a database " * 4096)
+    doctor = cli("doctor", "--fast", "--json", check=False)
+    assert doctor.returncode == 0, doctor.stderr
+    assert json.loads(doctor.stdout)["database"]["ok"] is False
+    out = cli_json("recover", timeout=120)
+    assert out["transcripts_requeued"] == 1  # found under Claude Code's projects folder
+    cli("daemon", "--once", timeout=120)
+    assert ideas_now() == before

@@ -69,8 +69,25 @@ def cmd_up(args) -> int:
 def cmd_doctor(args) -> int:
     from total_recall import report
 
-    database = _db()
-    _print(report.doctor(database, config.load(), load_embedder=not args.fast), args.json, _kv)
+    settings = config.load()
+    database, error = None, None
+    try:
+        database = _db()
+    except TotalRecallError as exc:  # e.g. a schema newer than this code
+        error = str(exc)
+    except Exception as exc:
+        if type(exc).__name__ not in {"OperationalError", "DatabaseError"}:  # any DB-API driver's
+            raise
+        error = str(exc)
+    _print(report.doctor(database, settings, load_embedder=not args.fast, db_error=error), args.json, _kv)
+    return 0
+
+
+@command("recover")
+def cmd_recover(args) -> int:
+    from total_recall import recover
+
+    _print(recover.recover(), args.json, _kv)
     return 0
 
 
@@ -289,6 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("up", "set everything up on the embedded default: init, hooks, skills, service, backfill")
     p.add_argument("--no-backfill", action="store_true", help="do not queue existing transcripts")
     p.add_argument("--no-service", action="store_true", help="start no background daemon")
+    add("recover", "salvage a damaged database into a new one (the old one is kept) and re-queue every transcript")
     p = add("doctor", "check SQLite, FTS5, sqlite-vec, the embedder, the endpoint, hooks and the daemon")
     p.add_argument("--fast", action="store_true", help="do not load the embedding model")
     add("stats", "counts of memories, queue, LLM usage and database size")
@@ -380,5 +398,9 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         if type(exc).__name__ in {"OperationalError", "DatabaseError"}:  # any DB-API driver's
             print(f"total-recall: database error: {exc}", file=sys.stderr)
+            if any(w in str(exc).lower() for w in ("malformed", "not a database", "corrupt")):
+                from total_recall.recover import CORRUPT_HINT
+
+                print(f"total-recall: {CORRUPT_HINT}", file=sys.stderr)
             return 1
         raise

@@ -39,31 +39,61 @@ def _embedder_info(settings: config.Settings, load: bool) -> dict:
     return info
 
 
-def doctor(db: Database, settings: config.Settings, *, load_embedder: bool = True) -> dict:
-    from total_recall import daemon, install
+def doctor(db: Database | None, settings: config.Settings, *, load_embedder: bool = True,
+           db_error: str | None = None) -> dict:
+    """Every check, each reported on its own: a damaged database or a dead endpoint stops nothing."""
+    from total_recall import daemon, install, recover
 
     paths = config.paths()
     state = daemon.daemon_state(paths)
-    return {
-        "home": str(paths.home),
-        "database": str(db.path),
+    health = recover.check(paths.db)
+    if db_error and health["ok"]:
+        health = {"ok": False, "error": db_error}
+    database: dict[str, Any] = {"path": str(paths.db), "ok": health["ok"] and db is not None}
+    if not database["ok"]:
+        database["error"] = health["error"] or db_error
+        database["fix"] = recover.CORRUPT_HINT
+    out: dict[str, Any] = {"home": str(paths.home), "database": database}
+    if db is not None:
+        out.update(_database_checks(db))
+    out.update({
+        "embedder": _embedder_info(settings, load_embedder),
+        "llm": llm_check(settings),
+        "daemon": {"running": state["running"], "pid": state["pid"]},
+    })
+    if db is not None:
+        try:
+            out["queue"] = queue.depth(db)
+        except db.dbapi.Error as exc:
+            out["queue"] = {"error": str(exc)}
+    out["hooks_installed"] = install.hooks_installed()
+    out["permissions"] = {"home": oct(os.stat(paths.home).st_mode & 0o777)}
+    if paths.db.exists():
+        out["permissions"]["database"] = oct(os.stat(paths.db).st_mode & 0o777)
+    return out
+
+
+def _database_checks(db: Database) -> dict:
+    out: dict[str, Any] = {
         "sqlite_version": db.scalar("SELECT sqlite_version()"),
         "sqlite_driver": db.driver,
         "fts5": _fts5_ok(db),
         "sqlite_vec": {"loaded": db.has_vec, "version": db.vec_version,
                        "error": None if db.has_vec else f"{db.vec_error}; {VEC_FIX_HINT}"},
-        "schema_version": schema_version(db),
-        "embedder": _embedder_info(settings, load_embedder),
-        "embed_model_recorded": db.get_meta("embed_model"),
-        "embed_model_mismatch": db.get_meta("embed_model_mismatch"),
-        "llm": {"enabled": settings.llm_enabled(), "base_url": settings.get("llm", "base_url") or None,
-                "model": settings.get("llm", "model") if settings.llm_enabled() else None,
-                "extractor": "llm" if settings.llm_enabled() else "offline"},
-        "daemon": {"running": state["running"], "pid": state["pid"]},
-        "queue": queue.depth(db),
-        "hooks_installed": install.hooks_installed(),
-        "permissions": {"home": oct(os.stat(paths.home).st_mode & 0o777), "database": oct(os.stat(db.path).st_mode & 0o777)},
     }
+    try:
+        out.update(schema_version=schema_version(db), embed_model_recorded=db.get_meta("embed_model"),
+                   embed_model_mismatch=db.get_meta("embed_model_mismatch"))
+    except db.dbapi.Error as exc:  # damaged pages: reported under "database"
+        out["schema_error"] = str(exc)
+    return out
+
+
+def llm_check(settings: config.Settings) -> dict:
+    enabled = settings.llm_enabled()
+    return {"enabled": enabled, "base_url": settings.get("llm", "base_url") or None,
+            "model": settings.get("llm", "model") if enabled else None,
+            "extractor": "llm" if enabled else "offline"}
 
 
 def stats(db: Database) -> dict:
