@@ -290,3 +290,32 @@ def test_unreadable_database_file_doctor_reports_and_recover_rebuilds_from_trans
     assert out["transcripts_requeued"] == 1  # found under Claude Code's projects folder
     cli("daemon", "--once", timeout=120)
     assert ideas_now() == before
+
+
+# --- doctor asks the LLM endpoint --------------------------------------------------------------
+
+
+def test_doctor_probes_the_llm_endpoint(tmp_path, fake, monkeypatch):
+    import socket
+
+    monkeypatch.setenv("TOTAL_RECALL_LLM_BASE_URL", fake.base_url)
+    monkeypatch.setenv("TOTAL_RECALL_LLM_MODEL", "fake-model")
+    llm = cli_json("doctor", "--fast")["llm"]
+    assert (llm["extractor"], llm["endpoint"]["status"]) == ("llm", "ok")
+
+    monkeypatch.setenv("TOTAL_RECALL_LLM_MODEL", "no-such-model")
+    llm = cli_json("doctor", "--fast")["llm"]
+    assert llm["endpoint"]["status"] == "model missing" and llm["extractor"].startswith("offline")
+
+    fake.write_script({"models_status": 401})
+    llm = cli_json("doctor", "--fast")["llm"]
+    assert llm["endpoint"]["status"] == "unauthorised" and llm["extractor"].startswith("offline")
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("TOTAL_RECALL_LLM_BASE_URL", f"http://127.0.0.1:{port}/v1")
+    started = time.monotonic()
+    llm = cli_json("doctor", "--fast")["llm"]
+    assert llm["endpoint"]["status"] == "unreachable" and llm["extractor"].startswith("offline")
+    assert time.monotonic() - started < 30

@@ -89,11 +89,44 @@ def _database_checks(db: Database) -> dict:
     return out
 
 
+LLM_PROBE_TIMEOUT = 5.0
+
+
 def llm_check(settings: config.Settings) -> dict:
+    """The configured extractor, and for an endpoint one cheap request (GET /models, short timeout)."""
     enabled = settings.llm_enabled()
-    return {"enabled": enabled, "base_url": settings.get("llm", "base_url") or None,
-            "model": settings.get("llm", "model") if enabled else None,
-            "extractor": "llm" if enabled else "offline"}
+    info: dict[str, Any] = {"enabled": enabled, "base_url": settings.get("llm", "base_url") or None,
+                            "model": settings.get("llm", "model") if enabled else None,
+                            "extractor": "llm" if enabled else "offline"}
+    if enabled:
+        info["endpoint"] = probe_llm(settings)
+        if info["endpoint"]["status"] not in ("ok", "reachable"):
+            info["extractor"] = f"offline fallback (endpoint {info['endpoint']['status']})"
+    return info
+
+
+def probe_llm(settings: config.Settings, timeout: float = LLM_PROBE_TIMEOUT) -> dict:
+    """reachable / unauthorised / model missing / unreachable, from one GET /models."""
+    import openai
+
+    model = str(settings.get("llm", "model"))
+    client = openai.OpenAI(base_url=settings.get("llm", "base_url"), api_key=settings.llm_api_key() or "not-needed",
+                           timeout=timeout, max_retries=0)
+    try:
+        served = [m.id for m in client.models.list()]
+    except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
+        return {"status": "unauthorised", "error": f"HTTP {exc.status_code}: check llm.api_key / OPENAI_API_KEY"}
+    except openai.APIStatusError as exc:  # e.g. 404: the server lists no models; it answered
+        return {"status": "reachable", "note": f"the model list is not served (HTTP {exc.status_code}); "
+                                               f"model {model!r} not checked"}
+    except openai.APIError as exc:  # connection refused, DNS, timeout
+        return {"status": "unreachable", "error": f"{type(exc).__name__}: {exc}"}
+    finally:
+        client.close()
+    if model not in served:
+        return {"status": "model missing", "error": f"{model!r} is not among the {len(served)} models served",
+                "served": served[:10]}
+    return {"status": "ok"}
 
 
 def stats(db: Database) -> dict:
