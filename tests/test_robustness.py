@@ -319,3 +319,31 @@ def test_doctor_probes_the_llm_endpoint(tmp_path, fake, monkeypatch):
     llm = cli_json("doctor", "--fast")["llm"]
     assert llm["endpoint"]["status"] == "unreachable" and llm["extractor"].startswith("offline")
     assert time.monotonic() - started < 30
+
+
+# --- the skill name said is the one installed ---------------------------------------------------
+
+
+def session_start_text() -> str:
+    import subprocess
+    import sys
+
+    from helpers import REPO, env
+
+    hook = REPO / "hooks" / "session_start.py"
+    done = subprocess.run([sys.executable, "-I", "-S", str(hook)], input=json.dumps({"cwd": PROJECT}),
+                          capture_output=True, text=True, env=env(), timeout=30)
+    return done.stdout
+
+
+@pytest.mark.parametrize("installed", [True, False])
+def test_the_skill_name_said_is_the_one_installed(tmp_path, fake, installed):
+    if installed:
+        cli("install")  # writes the personal skill /remember
+    cli("backfill", str(transcript(tmp_path)), "--wait", timeout=120)
+    text = session_start_text()
+    expected, other = ("/remember ", "/total-recall:remember") if installed else ("/total-recall:remember ", "@")
+    assert expected in text and other not in text, text
+    from total_recall import install
+
+    assert install.remember_command() == expected.strip()

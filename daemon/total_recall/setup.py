@@ -112,14 +112,6 @@ def ensure_daemon(*, service: bool = True) -> dict:
     return out
 
 
-def remember_command() -> str:
-    """The skill name Claude Code knows: `/remember` when `install` wrote it, else the plugin's."""
-    from total_recall import install
-
-    skills = install.read_manifest().get("skills") or {}
-    return "/remember" if "remember" in skills else "/total-recall:remember"
-
-
 def up(*, backfill: bool = True, service: bool = True) -> dict:
     """init + hooks + skills + a running daemon (service when the OS has one) + backfill --all."""
     from total_recall import backfill as backfill_mod
@@ -131,5 +123,5 @@ def up(*, backfill: bool = True, service: bool = True) -> dict:
     out.update(ensure_daemon(service=service))
     if backfill:
         out["backfill"] = backfill_mod.backfill(None, all_transcripts=True)
-    out["next"] = f"ask Claude Code: {remember_command()} <what you want to recall>"
+    out["next"] = f"ask Claude Code: {install.remember_command()} <what you want to recall>"
     return out
