@@ -347,3 +347,48 @@ def test_the_skill_name_said_is_the_one_installed(tmp_path, fake, installed):
     from total_recall import install
 
     assert install.remember_command() == expected.strip()
+
+
+# --- search scope: --session with short ids, and saying when all projects were searched ---------
+
+
+SESSION_A = "5f1c2d3e-0000-4000-8000-00000000000a"
+SESSION_B = "9a8b7c6d-0000-4000-8000-00000000000b"
+
+
+def two_sessions(tmp_path) -> None:
+    transcript(tmp_path, SESSION_A, [("user", "We decided to deploy the API with Docker Compose.")])
+    transcript(tmp_path, SESSION_B, [("user", "We decided to deploy the API with Kubernetes Helm charts.")])
+    cli("backfill", str(tmp_path / "claude" / "projects"), "--wait", timeout=120)
+
+
+def test_search_and_topics_take_the_short_session_id_they_print(tmp_path, fake):
+    two_sessions(tmp_path)
+    everything = cli_json("search", "how do we deploy the API", "--project", PROJECT)
+    assert {r["session"] for r in everything} == {SESSION_A, SESSION_B}
+    for sid in (SESSION_A, SESSION_A[:8]):
+        only = cli_json("search", "how do we deploy the API", "--session", sid)
+        assert only and {r["session"] for r in only} == {SESSION_A}
+        text = cli("search", "how do we deploy the API", "--session", sid).stdout
+        assert f"session {SESSION_A[:8]}" in text  # the id printed is the id accepted
+    topics = cli_json("topics", SESSION_B[:8])
+    assert [t["session"] for t in topics] == [SESSION_B]
+    missing = cli("topics", "ffffffff", check=False)
+    assert missing.returncode == 1 and "no indexed session" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_a_search_outside_every_project_says_it_searched_all(tmp_path, fake):
+    two_sessions(tmp_path)
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    done = cli("search", "deploy", "--json", cwd=str(outside))
+    assert json.loads(done.stdout)
+    assert "searched all projects" in done.stderr
+    inside = cli("search", "deploy", "--json", "--project", PROJECT)
+    assert "searched all projects" not in inside.stderr
+
+
+def test_hyde_without_an_endpoint_says_so_once(tmp_path, fake):
+    two_sessions(tmp_path)
+    done = cli("search", "deploy", "--hyde", "--project", PROJECT)
+    assert done.stderr.count("--hyde needs an LLM endpoint") == 1

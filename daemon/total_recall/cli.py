@@ -211,7 +211,7 @@ def cmd_search(args) -> int:
     if not args.query:
         raise TotalRecallError("search needs a QUERY or --queries FILE")
     results = search.search_cli(" ".join(args.query), k=args.k, project=args.project, all_projects=args.all_projects,
-                                hyde=args.hyde)
+                                hyde=args.hyde, session=args.session)
     _print(results, args.json, render.results_markdown)
     return 0
 
@@ -244,7 +244,13 @@ def cmd_edit(args) -> int:
 def cmd_forget(args) -> int:
     from total_recall import memory
 
-    _print(memory.forget(_db(), args.id, session=args.session, project=args.project, before=args.before),
+    database = _db()
+    session = args.session
+    if session:  # the short id that search and topics print works here too
+        from total_recall.search import resolve_session
+
+        session = resolve_session(database, session)
+    _print(memory.forget(database, args.id, session=session, project=args.project, before=args.before),
            args.json, _kv)
     return 0
 
@@ -337,6 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--project", help="a project directory or its short name (default: the current directory's)")
     p.add_argument("--all-projects", action="store_true", help="search every project")
     p.add_argument("--hyde", action="store_true", help="also search a hypothetical answer written by the LLM")
+    p.add_argument("--session", help="only memories of this session (full id or the short id printed)")
     p.add_argument("--queries", help="a JSONL file of {query, project, k}; prints one JSON line per query")
     p = add("pin", "pin a memory: core tier, never changed by the extractor, listed first at session start")
     p.add_argument("id", type=int)

@@ -208,6 +208,10 @@ def readable_times(data: Any, now: float | None = None) -> Any:
 
 def topics(db: Database, session: str | None = None, limit: int = 50) -> list[dict]:
     """The span tree per session: names, summaries, line ranges and idea counts."""
+    if session:
+        from total_recall.search import resolve_session
+
+        session = resolve_session(db, session)
     where, params = ("WHERE s.session_id = ?", (session,)) if session else ("", ())
     roots = db.execute(
         f"SELECT DISTINCT s.session_id FROM spans s {where} ORDER BY s.created_at DESC LIMIT ?", (*params, limit)
