@@ -392,3 +392,17 @@ def test_hyde_without_an_endpoint_says_so_once(tmp_path, fake):
     two_sessions(tmp_path)
     done = cli("search", "deploy", "--hyde", "--project", PROJECT)
     assert done.stderr.count("--hyde needs an LLM endpoint") == 1
+
+
+# --- an edited memory is searchable at once -----------------------------------------------------
+
+
+def test_an_edited_memory_gets_its_vector_at_once_and_is_found(tmp_path, fake):
+    cli("backfill", str(transcript(tmp_path)), "--wait", timeout=120)
+    idea = db_rows("SELECT id FROM ideas WHERE content LIKE '%Caddy%'")[0][0]
+    out = cli_json("edit", str(idea), "We chose Traefik as the ingress router because it reads Docker labels.")
+    assert out["embedded"] is True
+    assert db_rows("SELECT needs_embedding FROM ideas WHERE id = ?", (idea,)) == [(0,)]
+    assert db_rows("SELECT count(*) FROM idea_embeddings WHERE idea_id = ?", (idea,)) == [(1,)]
+    found = cli_json("search", "traefik ingress router docker labels", "--project", PROJECT)
+    assert found[0]["id"] == idea

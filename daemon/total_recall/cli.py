@@ -236,7 +236,10 @@ def cmd_unpin(args) -> int:
 def cmd_edit(args) -> int:
     from total_recall import memory
 
-    _print(memory.edit(_db(), args.id, args.text), args.json, _kv)
+    database = _db()
+    result = memory.edit(database, args.id, args.text)
+    result["embedded"] = memory.embed_now(database, config.load(), args.id)  # searchable by meaning at once
+    _print(result, args.json, _kv)
     return 0
 
 
