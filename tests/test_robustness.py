@@ -406,3 +406,67 @@ def test_an_edited_memory_gets_its_vector_at_once_and_is_found(tmp_path, fake):
     assert db_rows("SELECT count(*) FROM idea_embeddings WHERE idea_id = ?", (idea,)) == [(1,)]
     found = cli_json("search", "traefik ingress router docker labels", "--project", PROJECT)
     assert found[0]["id"] == idea
+
+
+# --- every wait has a bound and a log line -------------------------------------------------------
+
+
+SPOOL_HOLDER = """
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("locked", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_a_spool_lock_held_forever_does_not_hang_the_daemon(tmp_path, fake):
+    import subprocess
+    import sys
+
+    from helpers import hook
+
+    path = transcript(tmp_path)
+    payload = {"session_id": "sess-robust", "transcript_path": str(path), "cwd": PROJECT,
+               "hook_event_name": "SessionEnd"}
+    assert hook(payload).returncode == 0  # no database yet: the record goes to the spool
+    spool = config.paths().spool
+    assert spool.exists()
+    holder = subprocess.Popen([sys.executable, "-c", SPOOL_HOLDER, str(spool)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        started = time.monotonic()
+        done = cli("daemon", "--once", timeout=60)
+        assert time.monotonic() - started < 45
+        assert "spool_lock_timeout" in done.stderr + done.stdout
+        assert db_rows("SELECT count(*) FROM messages")[0][0] == 0  # not drained, not lost
+    finally:
+        holder.communicate("go\n", timeout=30)
+    cli("daemon", "--once", timeout=120)
+    assert db_rows("SELECT count(*) FROM messages")[0][0] == len(TURNS)
+
+
+@pytest.mark.slow
+def test_a_socket_client_that_sends_nothing_is_dropped_after_a_bound(tmp_path, fake):
+    import socket
+
+    from helpers import start_daemon, wait_for
+
+    from total_recall import server
+
+    proc = start_daemon(tmp_path / "daemon.log")
+    try:
+        wait_for(lambda: config.paths().socket.exists(), timeout=60)
+        silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        silent.connect(str(config.paths().socket))
+        silent.settimeout(server.CLIENT_TIMEOUT + 20)
+        started = time.monotonic()
+        assert silent.recv(100) == b""  # the server closed it
+        assert server.CLIENT_TIMEOUT - 1 <= time.monotonic() - started < server.CLIENT_TIMEOUT + 15
+        silent.close()
+        assert server.ask(config.paths().socket, {"op": "ping"})["ok"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    assert "socket_client_timeout" in (tmp_path / "daemon.log").read_text()

@@ -23,6 +23,7 @@ log = structlog.get_logger(__name__)
 
 IMMEDIATE_EVENTS = ("backfill", "SessionEnd", "PreCompact")
 BACKOFF_START, BACKOFF_CAP = 1.0, 10.0
+SPOOL_LOCK_WAIT = 5.0  # seconds; a hook holds the lock for one append (its own wait is 1 s)
 SPOOL_KEYS = ("transcript_path", "session_id", "cwd", "event", "size_seen", "enqueued_at")
 
 
@@ -91,6 +92,19 @@ def _spool_record(line: bytes) -> tuple | None:
     )
 
 
+def _lock_within(fd: int, seconds: float) -> bool:
+    """flock(LOCK_EX) with a bound: False when it was not granted within `seconds`."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+
+
 def drain_spool(db: Database, spool: Path) -> int:
     """Move records the hook could not write to the database into the queue.
 
@@ -103,7 +117,12 @@ def drain_spool(db: Database, spool: Path) -> int:
     except FileNotFoundError:
         return 0
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        if not _lock_within(fd, SPOOL_LOCK_WAIT):
+            # Trigger: someone holds the spool lock for longer than a hook ever does (a hook
+            # holds it for one append). Why: the daemon must not hang on it. Outcome: logged;
+            # the spool is drained at a later step, nothing in it is lost.
+            log.warning("spool_lock_timeout", seconds=SPOOL_LOCK_WAIT, spool=str(spool))
+            return 0
         data = b""
         while chunk := os.read(fd, 1 << 20):
             data += chunk
