@@ -470,3 +470,63 @@ def test_a_socket_client_that_sends_nothing_is_dropped_after_a_bound(tmp_path, f
         proc.terminate()
         proc.wait(timeout=60)
     assert "socket_client_timeout" in (tmp_path / "daemon.log").read_text()
+
+
+# --- daemon.file_timeout: bounded, resumable reading --------------------------------------------
+
+
+def test_an_endless_line_is_scanned_in_bounded_resumable_steps(tmp_path, fake, monkeypatch):
+    """A sparse transcript (gigabytes of zeros, no newline) is scanned a slice per turn, never twice."""
+    from total_recall import db, indexer
+
+    monkeypatch.setenv("TOTAL_RECALL_DAEMON_FILE_TIMEOUT", "0")
+    path = transcript(tmp_path)
+    head = path.stat().st_size
+    size = head + int(2.5 * indexer.SCAN_SLICE_BYTES)
+    os.truncate(path, size)  # a hole: zeros without a newline, as a runaway or sparse file
+    database = db.connect()
+    try:
+        idx = indexer.Indexer(database, config.load())
+        scans, deferred = [], []
+        for _ in range(10):
+            report = idx.process(str(path))
+            scans.append(database.scalar("SELECT scan_offset FROM index_state"))
+            deferred.append(report.deferred)
+            if not report.deferred:
+                break
+        assert deferred == [True, True, False]
+        assert scans[0] > head and scans[0] < scans[1] < scans[2] == size  # resumed, never restarted
+        assert database.scalar("SELECT count(*) FROM messages") == len(TURNS)
+        assert database.scalar("SELECT byte_offset FROM index_state") == head
+
+        # The endless line ends at last; the line after it is indexed and the scan mark is cleared.
+        with path.open("ab") as fh:
+            line = path.read_bytes()[:head].splitlines()[0]
+            rec = json.loads(line)
+            rec["message"]["content"] = "We decided to cap transcript lines at eight megabytes."
+            fh.write(b"\n" + json.dumps(rec).encode() + b"\n")
+        turns = 1
+        while idx.process(str(path)).deferred:  # past the endless line, then the line after it
+            turns += 1
+            assert turns <= 3
+        assert database.scalar("SELECT count(*) FROM messages") == len(TURNS) + 1
+        assert database.scalar("SELECT scan_offset FROM index_state") == 0
+        assert database.scalar("SELECT byte_offset FROM index_state") == path.stat().st_size
+    finally:
+        database.close()
+
+
+def test_file_timeout_defers_a_long_transcript_behind_the_others(tmp_path, fake, monkeypatch):
+    monkeypatch.setenv("TOTAL_RECALL_DAEMON_FILE_TIMEOUT", "0")
+    monkeypatch.setenv("TOTAL_RECALL_DAEMON_MAX_BATCH_MESSAGES", "2")
+    long = transcript(tmp_path, "sess-long", TURNS * 3)
+    cli("backfill", str(long))
+    other = transcript(tmp_path, "sess-short", TURNS[:1])
+    cli("backfill", str(other))
+    done = cli("daemon", "--once", "--log-level", "info", timeout=120)
+    log = done.stdout + done.stderr
+    assert db_rows("SELECT count(*) FROM messages")[0][0] == len(TURNS) * 3 + 1
+    assert [r[0] for r in queue_rows()] == ["done", "done"]
+    assert "deferred" in log
+    # The short transcript was indexed before the long one was finished.
+    assert log.index("sess-short") < log.rindex("sess-long")

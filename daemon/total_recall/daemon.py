@@ -255,7 +255,12 @@ class Daemon:
             self._record(lambda: queue.release(self.db, claim))
             bound.info("stopped_between_batches", batches=report.batches, ideas=report.ideas_added)
             return
-        self._record(lambda: queue.complete(self.db, claim, "transcript missing" if report.missing else None))
+        if report.deferred:  # daemon.file_timeout: the rest after the other transcripts
+            self._record(lambda: queue.defer(self.db, claim, now=time.time()))
+            bound.info("deferred", lines=report.lines, batches=report.batches,
+                       seconds=round(time.time() - started, 3))
+        else:
+            self._record(lambda: queue.complete(self.db, claim, "transcript missing" if report.missing else None))
         self._refresh_digest(claim.transcript_path)
         self.status.batches += 1
         self.status.last_batch = {**report.__dict__, "seconds": round(time.time() - started, 3), "at": time.time()}

@@ -206,6 +206,16 @@ def release(db: Database, claim: Claim) -> None:
         )
 
 
+def defer(db: Database, claim: Claim, *, now: float) -> None:
+    """Put claimed rows back at the end of the queue (daemon.file_timeout): no attempt counted."""
+    with db.write():
+        db.execute(
+            f"UPDATE work_queue SET state = 'pending', lease_expires = NULL, enqueued_at = ? "
+            f"WHERE id IN ({_in(claim.row_ids)})",
+            (now, *claim.row_ids),
+        )
+
+
 def release_all_claims(db: Database) -> int:
     """Put every claimed row back to pending at once; return how many.
 
