@@ -807,8 +807,8 @@ def test_two_daemons_started_at_the_same_instant_one_runs_one_refuses(tmp_path):
 
 
 @pytest.mark.slow
-def test_sigkill_three_times_during_a_backfill_of_real_transcripts_then_daemon_once(tmp_path, monkeypatch, fake,
-                                                                                     fixture_transcripts):
+def test_sigkill_three_times_during_a_backfill_of_real_transcripts_then_daemon_once(
+        tmp_path, monkeypatch, fake, fixture_transcripts):
     """Issue 15: a restarted daemon, and `daemon --once`, release a dead daemon's claims at once.
 
     The leases keep their default length (10 min): nothing here may wait for one to expire.
@@ -840,8 +840,8 @@ def test_sigkill_three_times_during_a_backfill_of_real_transcripts_then_daemon_o
     for i, target in enumerate(targets):
         proc = start_daemon(tmp_path / f"daemon-{i}.log")
         try:
-            wait_for(lambda: (scalar("SELECT count(*) FROM messages") or 0) >= target or proc.poll() is not None,
-                     timeout=FINISH, interval=0.01)
+            wait_for(lambda: (scalar("SELECT count(*) FROM messages") or 0) >= target
+                     or proc.poll() is not None, timeout=FINISH, interval=0.01)
             time.sleep(rng.uniform(0, 0.05))
             kills.append(scalar("SELECT count(*) FROM messages"))
         finally:

@@ -172,8 +172,8 @@ def test_uninstall_after_up_leaves_no_process_of_ours(tmp_path, fake, no_service
 
 
 @needs_proc
-def test_restart_replaces_the_daemon_and_stop_removes_a_dead_daemons_socket(tmp_path, fake, no_service_manager,
-                                                                            isolated_home):
+def test_restart_replaces_the_daemon_and_stop_removes_a_dead_daemons_socket(
+        tmp_path, fake, no_service_manager, isolated_home):
     from helpers import start_daemon, wait_for
 
     proc = start_daemon(tmp_path / "daemon.log")
@@ -186,7 +186,8 @@ def test_restart_replaces_the_daemon_and_stop_removes_a_dead_daemons_socket(tmp_
     assert out["daemon"]["running"] and out["daemon"]["started_now"]
     assert processes_of_ours(isolated_home) == [out["daemon"]["pid"]]
     second = cli_json("restart", timeout=120)
-    assert second["stopped"]["pid"] == out["daemon"]["pid"] and second["daemon"]["pid"] != out["daemon"]["pid"]
+    assert second["stopped"]["pid"] == out["daemon"]["pid"]
+    assert second["daemon"]["pid"] != out["daemon"]["pid"]
     cli("stop", timeout=120)
     assert processes_of_ours(isolated_home) == []
 
@@ -194,7 +195,8 @@ def test_restart_replaces_the_daemon_and_stop_removes_a_dead_daemons_socket(tmp_
 # --- output: closed pipes and readable times ---------------------------------------------------
 
 
-@pytest.mark.parametrize("args", [("status",), ("stats",), ("search", "caddy"), ("digest", "robust"), ("status", "--json")])
+@pytest.mark.parametrize("args", [("status",), ("stats",), ("search", "caddy"), ("digest", "robust"),
+                                  ("status", "--json")])
 def test_a_closed_pipe_ends_quietly(tmp_path, fake, args):
     import subprocess
     import sys
@@ -342,7 +344,10 @@ def test_the_skill_name_said_is_the_one_installed(tmp_path, fake, installed):
         cli("install")  # writes the personal skill /remember
     cli("backfill", str(transcript(tmp_path)), "--wait", timeout=120)
     text = session_start_text()
-    expected, other = ("/remember ", "/total-recall:remember") if installed else ("/total-recall:remember ", "@")
+    if installed:
+        expected, other = "/remember ", "/total-recall:remember"
+    else:
+        expected, other = "/total-recall:remember ", "@"
     assert expected in text and other not in text, text
     from total_recall import install
 
@@ -374,7 +379,8 @@ def test_search_and_topics_take_the_short_session_id_they_print(tmp_path, fake):
     topics = cli_json("topics", SESSION_B[:8])
     assert [t["session"] for t in topics] == [SESSION_B]
     missing = cli("topics", "ffffffff", check=False)
-    assert missing.returncode == 1 and "no indexed session" in missing.stderr and "Traceback" not in missing.stderr
+    assert missing.returncode == 1 and "no indexed session" in missing.stderr
+    assert "Traceback" not in missing.stderr
 
 
 def test_a_search_outside_every_project_says_it_searched_all(tmp_path, fake):
@@ -400,7 +406,8 @@ def test_hyde_without_an_endpoint_says_so_once(tmp_path, fake):
 def test_an_edited_memory_gets_its_vector_at_once_and_is_found(tmp_path, fake):
     cli("backfill", str(transcript(tmp_path)), "--wait", timeout=120)
     idea = db_rows("SELECT id FROM ideas WHERE content LIKE '%Caddy%'")[0][0]
-    out = cli_json("edit", str(idea), "We chose Traefik as the ingress router because it reads Docker labels.")
+    out = cli_json("edit", str(idea),
+                   "We chose Traefik as the ingress router because it reads Docker labels.")
     assert out["embedded"] is True
     assert db_rows("SELECT needs_embedding FROM ideas WHERE id = ?", (idea,)) == [(0,)]
     assert db_rows("SELECT count(*) FROM idea_embeddings WHERE idea_id = ?", (idea,)) == [(1,)]

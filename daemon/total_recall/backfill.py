@@ -84,7 +84,7 @@ def _remaining(db: Database, files: list[str]) -> int:
 
 
 def wait_for(db: Database, settings: config.Settings, files: list[str], *, progress: bool) -> dict:
-    """Until the files are indexed: by the running daemon, or here (under the daemon's lock) when none runs."""
+    """Until the files are indexed: by the running daemon, or here (under the daemon's lock)."""
     from total_recall import daemon
     from total_recall.errors import DaemonRunning
 
@@ -121,8 +121,8 @@ def outcome(db: Database, files: list[str]) -> dict:
     """What really happened to each file: indexed, still pending after an error, or parked."""
     marks = ",".join("?" * len(files))
     rows = db.execute(
-        f"SELECT transcript_path, state, last_error, attempts FROM work_queue WHERE transcript_path IN ({marks}) "
-        "ORDER BY id", files).fetchall()
+        f"SELECT transcript_path, state, last_error, attempts FROM work_queue "
+        f"WHERE transcript_path IN ({marks}) ORDER BY id", files).fetchall()
     rank = {"pending": 3, "claimed": 3, "parked": 2, "done": 1}
     latest: dict[str, tuple] = {}  # path -> (state, error, attempts) of its least finished row
     for path, state, error, attempts in rows:
@@ -140,8 +140,8 @@ def outcome(db: Database, files: list[str]) -> dict:
                  "attempts": latest[p][2], "error": latest[p][1]} for p in parked + errored]
     if problems:
         out["problems"] = problems
-        out["hint"] = ("pending items are retried by the daemon (`total-recall up` or `total-recall daemon`); "
-                       "parked ones after `total-recall retry`")
+        out["hint"] = ("pending items are retried by the daemon (`total-recall up` or "
+                       "`total-recall daemon`); parked ones after `total-recall retry`")
     return out
 
 

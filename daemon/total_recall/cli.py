@@ -315,7 +315,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("up", "set everything up on the embedded default: init, hooks, skills, service, backfill")
     p.add_argument("--no-backfill", action="store_true", help="do not queue existing transcripts")
     p.add_argument("--no-service", action="store_true", help="start no background daemon")
-    add("recover", "salvage a damaged database into a new one (the old one is kept) and re-queue every transcript")
+    add("recover", "salvage a damaged database into a new one (the old one is kept) and re-queue "
+                   "every transcript")
     p = add("doctor", "check SQLite, FTS5, sqlite-vec, the embedder, the endpoint, hooks and the daemon")
     p.add_argument("--fast", action="store_true", help="do not load the embedding model")
     add("stats", "counts of memories, queue, LLM usage and database size")
@@ -328,9 +329,11 @@ def build_parser() -> argparse.ArgumentParser:
     add("install", "add the hooks to Claude Code's settings.json and install the skills")
     add("uninstall", "remove exactly what install added, the service, and stop the daemon")
     p = add("stop", "stop the daemon of this home, however it was started; remove a stale socket")
-    p.add_argument("--timeout", type=float, default=30.0, help="seconds to let it finish a batch (then SIGKILL)")
+    p.add_argument("--timeout", type=float, default=30.0,
+                   help="seconds to let it finish a batch (then SIGKILL)")
     p = add("restart", "stop the daemon and start it again (as a service when one is installed)")
-    p.add_argument("--timeout", type=float, default=30.0, help="seconds to let it finish a batch (then SIGKILL)")
+    p.add_argument("--timeout", type=float, default=30.0,
+                   help="seconds to let it finish a batch (then SIGKILL)")
     p = add("service", "manage the systemd user service / launchd agent that runs the daemon")
     p.add_argument("action", choices=("install", "uninstall", "status"))
     p = add("backfill", "queue transcripts for indexing: the current session, a file, a folder or --all")

@@ -124,14 +124,26 @@ def stop_running(paths: config.Paths, *, timeout: float = 30.0) -> dict:
             out["signal"] = sig.name
             log.info("daemon_stop_sent", pid=pid, signal=sig.name)
             deadline = time.monotonic() + (timeout if sig == signal.SIGTERM else 10.0)
-            while running_pid(paths) is not None and time.monotonic() < deadline:
-                time.sleep(0.1)
-            if running_pid(paths) is None:
+            # Gone means gone: the lock is released a moment before the process has exited.
+            while (running_pid(paths) is not None or not _exited(pid)) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if running_pid(paths) is None and _exited(pid):
                 break
     out["running"] = running_pid(paths) is not None
     if not out["running"]:
         out["removed_socket"] = _remove_stale_socket(paths)
     return out
+
+
+def _exited(pid: int) -> bool:
+    """The process is gone (or a zombie waiting for its parent to collect its exit status)."""
+    if not pid_alive(pid):
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except (OSError, IndexError):
+        return False
 
 
 def _remove_stale_socket(paths: config.Paths) -> bool:
@@ -260,7 +272,8 @@ class Daemon:
             bound.info("deferred", lines=report.lines, batches=report.batches,
                        seconds=round(time.time() - started, 3))
         else:
-            self._record(lambda: queue.complete(self.db, claim, "transcript missing" if report.missing else None))
+            note = "transcript missing" if report.missing else None
+            self._record(lambda: queue.complete(self.db, claim, note))
         self._refresh_digest(claim.transcript_path)
         self.status.batches += 1
         self.status.last_batch = {**report.__dict__, "seconds": round(time.time() - started, 3), "at": time.time()}

@@ -412,10 +412,12 @@ class Indexer:
                       scan_offset: int = 0) -> None:
         self.db.execute(
             "INSERT INTO index_state (source_file, session_id, project, byte_offset, line_number, head_hash, "
-            "file_size, updated_at, scan_offset) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (source_file) "
-            "DO UPDATE SET session_id = excluded.session_id, project = excluded.project, "
-            "byte_offset = excluded.byte_offset, line_number = excluded.line_number, head_hash = excluded.head_hash, "
-            "file_size = excluded.file_size, updated_at = excluded.updated_at, scan_offset = excluded.scan_offset",
+            "file_size, updated_at, scan_offset) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (source_file) DO UPDATE SET session_id = excluded.session_id, "
+            "project = excluded.project, byte_offset = excluded.byte_offset, "
+            "line_number = excluded.line_number, head_hash = excluded.head_hash, "
+            "file_size = excluded.file_size, updated_at = excluded.updated_at, "
+            "scan_offset = excluded.scan_offset",
             (path, ident["session"], ident["project"], chunk.end_offset, chunk.end_line, head_hash,
              _size(path), now, scan_offset),
         )

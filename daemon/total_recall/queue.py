@@ -224,7 +224,8 @@ def release_all_claims(db: Database) -> int:
     lease (10 min by default) would only make the new worker wait. Outcome: no attempt counted.
     """
     with db.write():
-        cur = db.execute("UPDATE work_queue SET state = 'pending', lease_expires = NULL WHERE state = 'claimed'")
+        cur = db.execute(
+            "UPDATE work_queue SET state = 'pending', lease_expires = NULL WHERE state = 'claimed'")
     if cur.rowcount:
         log.info("stale_claims_released", rows=cur.rowcount)
     return cur.rowcount

@@ -47,8 +47,8 @@ def check(path: Path) -> dict:
 
 def _tables(conn: sqlite3.Connection) -> list[str]:
     """Ordinary tables in creation order, without virtual tables and their shadow tables."""
-    rows = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
-                        "ORDER BY rowid").fetchall()
+    rows = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' "
+                        "AND name NOT LIKE 'sqlite_%' ORDER BY rowid").fetchall()
     virtual = [name for name, sql in rows if (sql or "").upper().startswith("CREATE VIRTUAL")]
     return [name for name, sql in rows
             if name not in virtual and not any(name.startswith(v + "_") for v in virtual)]
@@ -71,7 +71,8 @@ def _readable_from(conn: sqlite3.Connection, table: str, after: int) -> int | No
 
     def works(lo: int) -> bool:
         try:
-            conn.execute(f'SELECT rowid FROM "{table}" WHERE rowid > ? ORDER BY rowid LIMIT 1', (lo,)).fetchall()
+            conn.execute(f'SELECT rowid FROM "{table}" WHERE rowid > ? ORDER BY rowid LIMIT 1',
+                         (lo,)).fetchall()
             return True
         except sqlite3.DatabaseError:
             return False
@@ -99,7 +100,8 @@ def _rows(conn: sqlite3.Connection, table: str, columns: list[str], stats: dict)
     lo = -MAX_ROWID - 1
     while True:
         try:
-            for row in conn.execute(f'SELECT rowid, {cols} FROM "{table}" WHERE rowid > ? ORDER BY rowid', (lo,)):
+            sql = f'SELECT rowid, {cols} FROM "{table}" WHERE rowid > ? ORDER BY rowid'
+            for row in conn.execute(sql, (lo,)):
                 lo = row[0]
                 yield row[1:]
             return
@@ -243,6 +245,6 @@ def recover() -> dict:
         "lines_to_extract_again": stats.get("lines_to_extract_again", 0),
         "transcripts_requeued": requeued,
         "daemon_stopped": bool(stopped["was_running"]),
-        "next": "start the daemon (`total-recall restart`) or run `total-recall daemon --once` to rebuild what "
-                "was lost from the transcripts; vectors are rebuilt by the same run",
+        "next": "start the daemon (`total-recall restart`) or run `total-recall daemon --once` to "
+                "rebuild what was lost from the transcripts; vectors are rebuilt by the same run",
     }

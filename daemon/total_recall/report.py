@@ -110,12 +110,13 @@ def probe_llm(settings: config.Settings, timeout: float = LLM_PROBE_TIMEOUT) -> 
     import openai
 
     model = str(settings.get("llm", "model"))
-    client = openai.OpenAI(base_url=settings.get("llm", "base_url"), api_key=settings.llm_api_key() or "not-needed",
-                           timeout=timeout, max_retries=0)
+    client = openai.OpenAI(base_url=settings.get("llm", "base_url"),
+                           api_key=settings.llm_api_key() or "not-needed", timeout=timeout, max_retries=0)
     try:
         served = [m.id for m in client.models.list()]
     except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
-        return {"status": "unauthorised", "error": f"HTTP {exc.status_code}: check llm.api_key / OPENAI_API_KEY"}
+        return {"status": "unauthorised",
+                "error": f"HTTP {exc.status_code}: check llm.api_key / OPENAI_API_KEY"}
     except openai.APIStatusError as exc:  # e.g. 404: the server lists no models; it answered
         return {"status": "reachable", "note": f"the model list is not served (HTTP {exc.status_code}); "
                                                f"model {model!r} not checked"}

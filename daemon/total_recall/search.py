@@ -361,7 +361,8 @@ def search(
         all_projects = all_projects or not project  # a session names its project already
     projects = resolve_projects(ctx.db, project, all_projects, cwd)
     if projects is None and not all_projects and not project:
-        ctx._note(f"{os.path.abspath(cwd or os.getcwd())} is not inside a known project: searched all projects")
+        here = os.path.abspath(cwd or os.getcwd())
+        ctx._note(f"{here} is not inside a known project: searched all projects")
     pool = gather(ctx, q, projects, hyde_text)
     ranked = _rank(ctx, pool, q, now)
     top = _select(ranked, k)

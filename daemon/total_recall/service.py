@@ -246,6 +246,6 @@ def service_status(*, system: str | None = None) -> dict[str, Any]:
     running = daemon.daemon_state(config.paths())
     # The daemon of this home, whoever started it: a detached one (`up` without a service
     # manager, or `total-recall daemon` by hand) runs while the service is inactive.
-    status["daemon"] = {"running": running["running"], "pid": running["pid"],
-                        "managed_by": None if not running["running"] else manager if status["active"] else "detached"}
+    managed_by = (manager if status["active"] else "detached") if running["running"] else None
+    status["daemon"] = {"running": running["running"], "pid": running["pid"], "managed_by": managed_by}
     return status

@@ -88,7 +88,8 @@ def ensure_daemon(*, service: bool = True) -> dict:
             out["service"] = {"manager": svc.manager, "path": str(svc.path), "active": svc.active}
             if not svc.active:
                 hint = service_mod.MANUAL_HINT  # we start one below, so the hint would be wrong
-                out["service"]["problem"] = svc.message.replace(f" To run now, {hint}.", "").replace(f" {hint}.", "")
+                problem = svc.message.replace(f" To run now, {hint}.", "").replace(f" {hint}.", "")
+                out["service"]["problem"] = problem
         except ConfigError as exc:  # no systemd/launchd on this OS
             out["service"] = {"active": False, "problem": str(exc).split(";")[0]}
         if out["service"]["active"]:
@@ -98,7 +99,8 @@ def ensure_daemon(*, service: bool = True) -> dict:
                     break
                 time.sleep(0.1)
                 state = daemon.daemon_state(config.paths())
-            out["daemon"] = {"running": state["running"], "pid": state["pid"], "managed_by": out["service"]["manager"]}
+            out["daemon"] = {"running": state["running"], "pid": state["pid"],
+                             "managed_by": out["service"]["manager"]}
             return out
     # Trigger: no service manager accepted the unit (containers, CI, WSL without systemd), or
     # --no-service. Why: the memory should still run now. Outcome: a detached daemon until

@@ -153,8 +153,9 @@ def read_new(
         with fh:
             if offset > 0:
                 reader.prime(_complete_lines(fh, 0, max_line_bytes, scan_limit=PROFILE_SCAN_BYTES), offset)
-            reader.consume(_complete_lines(fh, offset, max_line_bytes, skip_until=resume, scan_limit=max_scan_bytes,
-                                           progress=progress), max_bytes)
+            lines = _complete_lines(fh, offset, max_line_bytes, skip_until=resume, scan_limit=max_scan_bytes,
+                                    progress=progress)
+            reader.consume(lines, max_bytes)
             fh.seek(0)
             head = fh.read(min(HEAD_BYTES, reader.end_offset))
     except OSError as exc:
