@@ -537,3 +537,31 @@ def test_file_timeout_defers_a_long_transcript_behind_the_others(tmp_path, fake,
     assert "deferred" in log
     # The short transcript was indexed before the long one was finished.
     assert log.index("sess-short") < log.rindex("sess-long")
+
+
+def test_recover_steps_over_a_corrupt_page_and_keeps_the_rows_after_it():
+    from total_recall import db, recover
+
+    database = db.connect()
+    with database.write():
+        database.executemany(
+            "INSERT INTO llm_calls (at, extractor, model, messages, prompt_tokens, completion_tokens, ok, error) "
+            "VALUES (?, 'llm', 'm', 1, 1, 1, 1, ?)", [(i, "x" * 200) for i in range(5000)])
+    database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    database.close()
+    conn = sqlite3.connect(config.paths().db)
+    try:
+        leaves = [r[0] for r in conn.execute(
+            "SELECT pageno FROM dbstat WHERE name = 'llm_calls' AND pagetype = 'leaf' ORDER BY pageno")]
+    except sqlite3.OperationalError:
+        pytest.skip("this SQLite has no dbstat table")
+    size = conn.execute("PRAGMA page_size").fetchone()[0]
+    conn.close()
+    with open(config.paths().db, "r+b") as fh:  # one leaf in the middle of the table
+        fh.seek((leaves[len(leaves) // 2] - 1) * size)
+        fh.write(b"\xa5" * size)
+    assert recover.check(config.paths().db)["ok"] is False
+    out = recover.recover()
+    per_leaf = 5000 // len(leaves) + 1
+    assert 5000 - 2 * per_leaf <= out["rows_salvaged"]["llm_calls"] < 5000
+    assert recover.check(config.paths().db)["ok"] is True
