@@ -103,14 +103,14 @@ def ensure_daemon(*, service: bool = True) -> dict:
                              "managed_by": out["service"]["manager"]}
             return out
     # Trigger: no service manager accepted the unit (containers, CI, WSL without systemd), or
-    # --no-service. Why: the memory should still run now. Outcome: a detached daemon until
-    # logout/reboot, said as such.
+    # --no-service. Why: the memory should still run now. Outcome: a detached daemon, not
+    # restarted after a reboot, said as such.
     started = start_background_daemon()
     out["daemon"] = {**started, "managed_by": "detached"}
     if started["running"]:
         how = "started now" if started["started_now"] else "already running"
-        out["daemon"]["message"] = (f"daemon {how} as a detached process (pid {started['pid']}); it stops at "
-                                    "logout or reboot; `total-recall stop` stops it")
+        out["daemon"]["message"] = (f"daemon {how} as a detached process (pid {started['pid']}); nothing "
+                                    "restarts it after a reboot; `total-recall stop` stops it")
     return out
 
 
