@@ -347,7 +347,7 @@ def test_the_skill_name_said_is_the_one_installed(tmp_path, fake, installed):
     if installed:
         expected, other = "/remember ", "/total-recall:remember"
     else:
-        expected, other = "/total-recall:remember ", "@"
+        expected, other = "/total-recall:remember ", "Use /remember"
     assert expected in text and other not in text, text
     from total_recall import install
 
