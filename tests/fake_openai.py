@@ -133,6 +133,7 @@ class _MemoryScript:
             "models": ["fake-model"],
             "reject_response_format": False,
             "reject_style": "lmstudio",
+            "models_status": 0,
         }
 
     def option(self, name: str) -> Any:
@@ -169,7 +170,8 @@ class _FileScript:
             script = self._load()
         if name == "dim":
             return int(script.get("embeddings", {}).get("dim", DEFAULT_DIM))
-        fallback = {"models": ["fake-model"], "reject_response_format": False, "reject_style": "lmstudio"}
+        fallback = {"models": ["fake-model"], "reject_response_format": False, "reject_style": "lmstudio",
+                    "models_status": 0}
         return script.get(name, fallback[name])
 
     def next_action(self, path: str) -> Any:
@@ -279,6 +281,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.fake.record(self, None, b"")
         if self.path.rstrip("/") != MODELS:
             return self._send_json(404, _error_body(404, f"no route {self.path}"))
+        status = self.server.fake.script.option("models_status")  # e.g. 401: a wrong key
+        if status:
+            return self._send_json(int(status), _error_body(int(status), "scripted models error"))
         models = self.server.fake.script.option("models")
         data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in models]
         self._send_json(200, {"object": "list", "data": data})

@@ -804,3 +804,58 @@ def test_two_daemons_started_at_the_same_instant_one_runs_one_refuses(tmp_path):
             stop(p)
     assert winner.returncode == 0
     assert integrity_ok()
+
+
+@pytest.mark.slow
+def test_sigkill_three_times_during_a_backfill_of_real_transcripts_then_daemon_once(
+        tmp_path, monkeypatch, fake, fixture_transcripts):
+    """Issue 15: a restarted daemon, and `daemon --once`, release a dead daemon's claims at once.
+
+    The leases keep their default length (10 min): nothing here may wait for one to expire.
+    """
+    files = sorted(fixture_transcripts, key=lambda p: p.stat().st_size)[-2:]  # the two longest
+    seed = int.from_bytes(os.urandom(4), "big")
+    rng = random.Random(seed)
+    monkeypatch.delenv("TOTAL_RECALL_DAEMON_LEASE_SECONDS", raising=False)
+    monkeypatch.setenv("TOTAL_RECALL_DAEMON_POLL_INTERVAL", "0.2")
+    monkeypatch.setenv("TOTAL_RECALL_DAEMON_BATCH_WINDOW", "0")
+    monkeypatch.setenv("TOTAL_RECALL_DAEMON_MAX_BATCH_MESSAGES", "2")  # many transactions to land in
+    monkeypatch.setenv("TOTAL_RECALL_DAEMON_HEARTBEAT", "3600")
+    fake.write_script({"embeddings": {"default": {"hang": 0.05}}})  # slow enough to be killed mid-way
+
+    ref_home = tmp_path / "reference-home"
+    monkeypatch.setenv("TOTAL_RECALL_HOME", str(ref_home))
+    for f in files:
+        cli("backfill", str(f), timeout=FINISH)
+    cli("daemon", "--once", timeout=FINISH)
+    reference = snapshot(ref_home / "memory.db")
+    total = len(reference["messages"])
+    assert reference["ideas"] and total > 40
+    monkeypatch.setenv("TOTAL_RECALL_HOME", str(tmp_path / "tr-home"))
+
+    for f in files:
+        cli("backfill", str(f), timeout=FINISH)
+    targets = sorted(rng.sample(range(total // 10, total * 3 // 4), 3))
+    kills = []
+    for i, target in enumerate(targets):
+        proc = start_daemon(tmp_path / f"daemon-{i}.log")
+        try:
+            wait_for(lambda: (scalar("SELECT count(*) FROM messages") or 0) >= target
+                     or proc.poll() is not None, timeout=FINISH, interval=0.01)
+            time.sleep(rng.uniform(0, 0.05))
+            kills.append(scalar("SELECT count(*) FROM messages"))
+        finally:
+            proc.kill()
+            proc.wait()
+        assert proc.returncode == -signal.SIGKILL, f"seed {seed}: the daemon exited before kill {i + 1}"
+    assert kills[-1] < total, f"seed {seed}: the backfill ended before the last kill ({kills})"
+
+    started = time.monotonic()
+    cli("daemon", "--once", timeout=FINISH)
+    assert time.monotonic() - started < 120  # far below the 600 s lease
+    assert queue_states() == {"done": 2}, f"seed {seed}, kills at {kills}"
+    assert integrity_ok()
+    final = snapshot()
+    assert_no_duplicates(final)
+    for name in reference:
+        assert final[name] == reference[name], f"seed {seed}, kills at {kills}: {name} differ"

@@ -84,27 +84,65 @@ def _remaining(db: Database, files: list[str]) -> int:
 
 
 def wait_for(db: Database, settings: config.Settings, files: list[str], *, progress: bool) -> dict:
-    """Until the files are indexed: by the running daemon, or here when none runs."""
+    """Until the files are indexed: by the running daemon, or here (under the daemon's lock)."""
     from total_recall import daemon
+    from total_recall.errors import DaemonRunning
 
     started = time.time()
-    status = daemon.read_status(config.paths())
-    running = bool(status and status.get("alive") and status.get("state") == "running")
-    worker = None if running else daemon.Daemon(db, settings, config.paths())
-    while (left := _remaining(db, files)) > 0:
-        if progress:
-            _draw(len(files) - left, len(files), started)
-        if worker is not None:
-            if not worker.step(immediate=True):
-                break
-        else:
-            time.sleep(0.5)
+    lock = daemon.InstanceLock(config.paths().lock)
+    try:
+        lock.acquire()
+    except DaemonRunning:
+        lock = None
+    worker = None
+    if lock is not None:
+        queue.release_all_claims(db)  # we hold the lock: claims left behind are a dead worker's
+        worker = daemon.Daemon(db, settings, config.paths())
+    try:
+        while (left := _remaining(db, files)) > 0:
+            if progress:
+                _draw(len(files) - left, len(files), started)
+            if worker is not None:
+                if not worker.step(immediate=True):
+                    break
+            else:
+                time.sleep(0.5)
+    finally:
+        if lock is not None:
+            lock.release()
     if progress:
-        _draw(len(files), len(files), started)
+        _draw(len(files) - _remaining(db, files), len(files), started)
         sys.stderr.write("\n")
-    parked = int(db.scalar("SELECT count(*) FROM work_queue WHERE state = 'parked'", default=0))
-    return {"indexed_by": "daemon" if running else "this process", "seconds": round(time.time() - started, 2),
-            "parked": parked}
+    return {"indexed_by": "this process" if worker is not None else "daemon",
+            "seconds": round(time.time() - started, 2), **outcome(db, files)}
+
+
+def outcome(db: Database, files: list[str]) -> dict:
+    """What really happened to each file: indexed, still pending after an error, or parked."""
+    marks = ",".join("?" * len(files))
+    rows = db.execute(
+        f"SELECT transcript_path, state, last_error, attempts FROM work_queue "
+        f"WHERE transcript_path IN ({marks}) ORDER BY id", files).fetchall()
+    rank = {"pending": 3, "claimed": 3, "parked": 2, "done": 1}
+    latest: dict[str, tuple] = {}  # path -> (state, error, attempts) of its least finished row
+    for path, state, error, attempts in rows:
+        old = latest.get(path)
+        if old is None or rank.get(state, 0) > rank.get(old[0], 0) or (rank.get(state) == rank.get(old[0])
+                                                                        and error):
+            latest[path] = (state, error, attempts)
+    indexed = [p for p, (state, _, _) in latest.items() if state == "done"]
+    parked = [p for p, (state, _, _) in latest.items() if state == "parked"]
+    errored = [p for p, (state, error, _) in latest.items() if state in ("pending", "claimed") and error]
+    waiting = [p for p, (state, error, _) in latest.items() if state in ("pending", "claimed") and not error]
+    out: dict = {"indexed": len(indexed), "pending_with_errors": len(errored), "parked": len(parked),
+                 "still_pending": len(waiting)}
+    problems = [{"transcript": p, "state": "parked" if p in parked else "pending",
+                 "attempts": latest[p][2], "error": latest[p][1]} for p in parked + errored]
+    if problems:
+        out["problems"] = problems
+        out["hint"] = ("pending items are retried by the daemon (`total-recall up` or "
+                       "`total-recall daemon`); parked ones after `total-recall retry`")
+    return out
 
 
 def _draw(done: int, total: int, started: float) -> None:

@@ -69,8 +69,25 @@ def cmd_up(args) -> int:
 def cmd_doctor(args) -> int:
     from total_recall import report
 
-    database = _db()
-    _print(report.doctor(database, config.load(), load_embedder=not args.fast), args.json, _kv)
+    settings = config.load()
+    database, error = None, None
+    try:
+        database = _db()
+    except TotalRecallError as exc:  # e.g. a schema newer than this code
+        error = str(exc)
+    except Exception as exc:
+        if type(exc).__name__ not in {"OperationalError", "DatabaseError"}:  # any DB-API driver's
+            raise
+        error = str(exc)
+    _print(report.doctor(database, settings, load_embedder=not args.fast, db_error=error), args.json, _kv)
+    return 0
+
+
+@command("recover")
+def cmd_recover(args) -> int:
+    from total_recall import recover
+
+    _print(recover.recover(), args.json, _kv)
     return 0
 
 
@@ -86,7 +103,7 @@ def cmd_stats(args) -> int:
 def cmd_status(args) -> int:
     from total_recall import report
 
-    _print(report.status(_db()), args.json, _kv)
+    _print(report.status(_db()), args.json, lambda d: _kv(report.readable_times(d)))
     return 0
 
 
@@ -119,8 +136,30 @@ def cmd_install(args) -> int:
 def cmd_uninstall(args) -> int:
     from total_recall import install
 
-    result = install.uninstall()
-    _print(result.__dict__, args.json, _kv)
+    from total_recall import daemon, service
+
+    result = install.uninstall().__dict__
+    if service.is_installed():
+        result["service"] = service.uninstall_service().message
+    result["daemon"] = daemon.stop_running(config.paths())  # nothing of ours keeps running
+    _print(result, args.json, _kv)
+    return 0
+
+
+@command("stop")
+def cmd_stop(args) -> int:
+    from total_recall import daemon
+
+    _print(daemon.stop_running(config.paths(), timeout=args.timeout), args.json, _kv)
+    return 0
+
+
+@command("restart")
+def cmd_restart(args) -> int:
+    from total_recall import daemon, service, setup
+
+    stopped = daemon.stop_running(config.paths(), timeout=args.timeout)
+    _print({"stopped": stopped, **setup.ensure_daemon(service=service.is_installed())}, args.json, _kv)
     return 0
 
 
@@ -172,7 +211,7 @@ def cmd_search(args) -> int:
     if not args.query:
         raise TotalRecallError("search needs a QUERY or --queries FILE")
     results = search.search_cli(" ".join(args.query), k=args.k, project=args.project, all_projects=args.all_projects,
-                                hyde=args.hyde)
+                                hyde=args.hyde, session=args.session)
     _print(results, args.json, render.results_markdown)
     return 0
 
@@ -197,7 +236,10 @@ def cmd_unpin(args) -> int:
 def cmd_edit(args) -> int:
     from total_recall import memory
 
-    _print(memory.edit(_db(), args.id, args.text), args.json, _kv)
+    database = _db()
+    result = memory.edit(database, args.id, args.text)
+    result["embedded"] = memory.embed_now(database, config.load(), args.id)  # searchable by meaning at once
+    _print(result, args.json, _kv)
     return 0
 
 
@@ -205,7 +247,13 @@ def cmd_edit(args) -> int:
 def cmd_forget(args) -> int:
     from total_recall import memory
 
-    _print(memory.forget(_db(), args.id, session=args.session, project=args.project, before=args.before),
+    database = _db()
+    session = args.session
+    if session:  # the short id that search and topics print works here too
+        from total_recall.search import resolve_session
+
+        session = resolve_session(database, session)
+    _print(memory.forget(database, args.id, session=session, project=args.project, before=args.before),
            args.json, _kv)
     return 0
 
@@ -267,6 +315,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("up", "set everything up on the embedded default: init, hooks, skills, service, backfill")
     p.add_argument("--no-backfill", action="store_true", help="do not queue existing transcripts")
     p.add_argument("--no-service", action="store_true", help="start no background daemon")
+    add("recover", "salvage a damaged database into a new one (the old one is kept) and re-queue "
+                   "every transcript")
     p = add("doctor", "check SQLite, FTS5, sqlite-vec, the embedder, the endpoint, hooks and the daemon")
     p.add_argument("--fast", action="store_true", help="do not load the embedding model")
     add("stats", "counts of memories, queue, LLM usage and database size")
@@ -277,7 +327,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--once", action="store_true", help="drain the queue and exit")
     p.add_argument("--log-level", default="info", help="debug, info, warning or error")
     add("install", "add the hooks to Claude Code's settings.json and install the skills")
-    add("uninstall", "remove exactly what install added")
+    add("uninstall", "remove exactly what install added, the service, and stop the daemon")
+    p = add("stop", "stop the daemon of this home, however it was started; remove a stale socket")
+    p.add_argument("--timeout", type=float, default=30.0,
+                   help="seconds to let it finish a batch (then SIGKILL)")
+    p = add("restart", "stop the daemon and start it again (as a service when one is installed)")
+    p.add_argument("--timeout", type=float, default=30.0,
+                   help="seconds to let it finish a batch (then SIGKILL)")
     p = add("service", "manage the systemd user service / launchd agent that runs the daemon")
     p.add_argument("action", choices=("install", "uninstall", "status"))
     p = add("backfill", "queue transcripts for indexing: the current session, a file, a folder or --all")
@@ -293,6 +349,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--project", help="a project directory or its short name (default: the current directory's)")
     p.add_argument("--all-projects", action="store_true", help="search every project")
     p.add_argument("--hyde", action="store_true", help="also search a hypothetical answer written by the LLM")
+    p.add_argument("--session", help="only memories of this session (full id or the short id printed)")
     p.add_argument("--queries", help="a JSONL file of {query, project, k}; prints one JSON line per query")
     p = add("pin", "pin a memory: core tier, never changed by the extractor, listed first at session start")
     p.add_argument("id", type=int)
@@ -320,6 +377,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _silence_stdout() -> None:
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -330,14 +395,25 @@ def main(argv: list[str] | None = None) -> int:
 
     log.configure("warning")  # stdout carries results only; the daemon reconfigures for itself
     try:
-        return COMMANDS[args.command](args)
+        code = COMMANDS[args.command](args)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler below, not at exit
+        return code
     except TotalRecallError as exc:
         print(f"total-recall: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # Trigger: the reader went away (`total-recall status | head -2`). Why: that is not an
+        # error of ours. Outcome: quiet exit; stdout goes to /dev/null so the final flush is silent.
+        _silence_stdout()
+        return 1
     except Exception as exc:
         if type(exc).__name__ in {"OperationalError", "DatabaseError"}:  # any DB-API driver's
             print(f"total-recall: database error: {exc}", file=sys.stderr)
+            if any(w in str(exc).lower() for w in ("malformed", "not a database", "corrupt")):
+                from total_recall.recover import CORRUPT_HINT
+
+                print(f"total-recall: {CORRUPT_HINT}", file=sys.stderr)
             return 1
         raise

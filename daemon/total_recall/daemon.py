@@ -67,6 +67,93 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def running_pid(paths: config.Paths) -> int | None:
+    """The pid of the process holding this home's daemon lock; None when nobody holds it.
+
+    The kernel's answer (flock), not the status file's: a daemon killed by SIGKILL leaves a status
+    file saying "running" but releases its lock. 0 when the holder has not written its pid yet.
+    """
+    try:
+        fd = os.open(paths.lock, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            text = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            return int(text) if text.isdigit() else 0
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def daemon_state(paths: config.Paths) -> dict:
+    """One truthful answer to "does a daemon run for this home?", used by every command."""
+    pid = running_pid(paths)
+    for _ in range(20):  # the holder writes its pid right after taking the lock
+        if pid != 0:
+            break
+        time.sleep(0.05)
+        pid = running_pid(paths)
+    data = read_status(paths) or {}
+    if pid is not None and data.get("pid") != pid:
+        data = {}  # the status file is a previous daemon's
+    return {"running": pid is not None, "pid": pid or None, "state": data.get("state") if pid else "stopped",
+            "started": data.get("started") if pid else None, "status_updated": data.get("updated"),
+            "last_error": data.get("last_error"), "last_batch": data.get("last_batch")}
+
+
+def stop_running(paths: config.Paths, *, timeout: float = 30.0) -> dict:
+    """SIGTERM the daemon of this home, SIGKILL it after `timeout`; remove a stale socket.
+
+    The daemon finishes its current batch on SIGTERM (DESIGN.md I15); what is left stays queued.
+    A service manager does not restart it: the exit is clean (systemd Restart=on-failure,
+    launchd KeepAlive only after a failed exit).
+    """
+    state = daemon_state(paths)
+    pid = state["pid"]
+    out: dict[str, Any] = {"was_running": state["running"], "pid": pid, "signal": None}
+    if pid:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                break
+            out["signal"] = sig.name
+            log.info("daemon_stop_sent", pid=pid, signal=sig.name)
+            deadline = time.monotonic() + (timeout if sig == signal.SIGTERM else 10.0)
+            # Gone means gone: the lock is released a moment before the process has exited.
+            while (running_pid(paths) is not None or not _exited(pid)) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if running_pid(paths) is None and _exited(pid):
+                break
+    out["running"] = running_pid(paths) is not None
+    if not out["running"]:
+        out["removed_socket"] = _remove_stale_socket(paths)
+    return out
+
+
+def _exited(pid: int) -> bool:
+    """The process is gone (or a zombie waiting for its parent to collect its exit status)."""
+    if not pid_alive(pid):
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _remove_stale_socket(paths: config.Paths) -> bool:
+    try:
+        paths.socket.unlink()
+        return True
+    except FileNotFoundError:
+        return False
+
+
 class InstanceLock:
     """flock on daemon.lock; the kernel releases it when the process dies, even by SIGKILL."""
 
@@ -180,7 +267,13 @@ class Daemon:
             self._record(lambda: queue.release(self.db, claim))
             bound.info("stopped_between_batches", batches=report.batches, ideas=report.ideas_added)
             return
-        self._record(lambda: queue.complete(self.db, claim, "transcript missing" if report.missing else None))
+        if report.deferred:  # daemon.file_timeout: the rest after the other transcripts
+            self._record(lambda: queue.defer(self.db, claim, now=time.time()))
+            bound.info("deferred", lines=report.lines, batches=report.batches,
+                       seconds=round(time.time() - started, 3))
+        else:
+            note = "transcript missing" if report.missing else None
+            self._record(lambda: queue.complete(self.db, claim, note))
         self._refresh_digest(claim.transcript_path)
         self.status.batches += 1
         self.status.last_batch = {**report.__dict__, "seconds": round(time.time() - started, 3), "at": time.time()}
@@ -290,6 +383,7 @@ def run_daemon(*, once: bool = False, settings: config.Settings | None = None) -
     lock.acquire()
     database = dbmod.connect(paths.db, settings=settings)
     try:
+        queue.release_all_claims(database)  # we hold the lock: every claim is a dead worker's
         daemon = Daemon(database, settings, paths)
         if not once:
             daemon.install_signal_handlers()
@@ -305,5 +399,7 @@ def run_daemon(*, once: bool = False, settings: config.Settings | None = None) -
         if daemon_stop is not None:
             daemon_stop.stop.set()
         database.close()
+        if not once:
+            _remove_stale_socket(paths)  # nobody answers on it any more
         lock.release()
 

@@ -57,6 +57,12 @@ def _last_session_topics(db: Database, project: str) -> tuple[str | None, list[s
     return row[1], [f"- {_short(t[0], 80)}" + (f": {_short(t[1], 160)}" if t[1] else "") for t in topics]
 
 
+def _remember_command() -> str:
+    from total_recall import install
+
+    return install.remember_command()
+
+
 def context_digest(db: Database, project: str, per_section: int = 6) -> str:
     """What Claude gets at session start, most important first (the hook cuts at its budget)."""
     where, params = _where(project, None)
@@ -67,7 +73,7 @@ def context_digest(db: Database, project: str, per_section: int = 6) -> str:
         ("Latest decisions", _ideas(db, where, params, "AND intent = 'decision'", per_section)),
     ]
     lines = [f"# Memory of project {project_name(project) or project} (total-recall)",
-             "Use /total-recall:remember <query> for more."]
+             f"Use {_remember_command()} <query> for more."]
     for title, rows in sections:
         if rows:
             lines += [f"## {title}", *_bullets(rows, with_source=False)]

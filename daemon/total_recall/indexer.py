@@ -26,6 +26,7 @@ from total_recall.redact import redact
 log = structlog.get_logger(__name__)
 
 READ_CHUNK_BYTES = 4 * 1024 * 1024
+SCAN_SLICE_BYTES = 256 * 1024 * 1024  # most bytes of one endless line streamed per read (file_timeout)
 RECENT_MESSAGES = 8
 KNOWN_IDEAS = 15
 VECTOR_RETRY_SECONDS = 15.0
@@ -53,6 +54,7 @@ class IndexReport:
     rewritten: bool = False
     missing: bool = False
     interrupted: bool = False  # stopped between batches (shutdown); the rest stays queued
+    deferred: bool = False  # daemon.file_timeout reached; progress is saved, the rest comes next turn
 
 
 @dataclass
@@ -144,23 +146,36 @@ class Indexer:
         if not os.path.isfile(path):  # also False for names the OS refuses (ENAMETOOLONG)
             report.missing = True
             return report
-        offset, line = state["byte_offset"], state["line_number"]
+        offset, line, scan = state["byte_offset"], state["line_number"], state["scan_offset"]
         if offset and transcript.was_rewritten(p, offset, state["head_hash"]):
             log.info("transcript_rewritten", file=path, old_offset=offset)
-            offset, line, report.rewritten = 0, 0, True
+            offset, line, scan, report.rewritten = 0, 0, 0, True
+        if scan and scan > (_size(path) or 0):
+            scan = 0  # the file shrank under the saved scan position: scan again
+        # daemon.file_timeout: how long one transcript may hold the daemon in one step.
+        deadline = self.clock() + float(self.settings.get("daemon", "file_timeout"))
         while True:
-            result = transcript.read_new(p, offset, line, max_bytes=READ_CHUNK_BYTES)
+            result = transcript.read_new(p, offset, line, max_bytes=READ_CHUNK_BYTES, scan_from=scan or None,
+                                         max_scan_bytes=SCAN_SLICE_BYTES)
             for msg in result.messages:  # once, here: nothing below sees, stores or sends a secret
                 msg.text = redact(msg.text)
                 msg.parts = [(n, redact(t)) for n, t in msg.parts] if len(msg.parts) > 1 else [(msg.line, msg.text)]
             if result.end_offset <= offset:
-                if report.rewritten:
+                if report.rewritten or result.scanned_to > max(scan, offset):
                     self._save_offset_only(path, result, state)
+                if result.scanned_to > max(scan, offset) and result.scanned_to < (_size(path) or 0):
+                    # Trigger: one endless line (a sparse or runaway file). Why: scanning it
+                    # must neither hold the daemon nor start over on every hook. Outcome: the
+                    # scan position is saved; go on while time remains, else next turn.
+                    scan = result.scanned_to
+                    if self.clock() < deadline and not should_stop():
+                        continue
+                    report.deferred = True
                 break
             report.lines += result.end_line - line
             ident = self._identity(path, state, result, session_hint, cwd_hint)
             units = message_chunks(result.messages)
-            for chunk in self._chunks(path, result):
+            for number, chunk in enumerate(self._chunks(path, result)):
                 chunk.units = [u for u in units if chunk.messages and
                                chunk.messages[0].line <= u["message_line"] <= chunk.messages[-1].last_line]
                 if should_stop():
@@ -168,18 +183,29 @@ class Indexer:
                     # whole backfill. Outcome: committed batches stay, the rest is read next time.
                     report.interrupted = True
                     return report
+                if number and self.clock() >= deadline:
+                    report.deferred = True  # file_timeout: at least one batch per turn, then the others
+                    return report
                 self._index_chunk(path, ident, chunk, result.head_hash, report)
-            offset, line = result.end_offset, result.end_line
+            offset, line, scan = result.end_offset, result.end_line, result.scanned_to
+            if scan:
+                self._save_offset_only(path, result, state)
             self.embed_pending()
+            if self.clock() >= deadline and offset < (_size(path) or 0):
+                # Trigger: daemon.file_timeout. Why: other transcripts are waiting. Outcome: the
+                # committed offset is the resume point; the daemon queues the rest behind them.
+                report.deferred = True
+                break
         return report
 
     def _state(self, path: str) -> dict:
         row = self.db.one(
-            "SELECT byte_offset, line_number, head_hash, session_id, project FROM index_state WHERE source_file = ?",
+            "SELECT byte_offset, line_number, head_hash, session_id, project, scan_offset FROM index_state "
+            "WHERE source_file = ?",
             (path,),
         )
-        keys = ("byte_offset", "line_number", "head_hash", "session_id", "project")
-        return dict(zip(keys, row)) if row else dict(zip(keys, (0, 0, None, None, None)))
+        keys = ("byte_offset", "line_number", "head_hash", "session_id", "project", "scan_offset")
+        return dict(zip(keys, row)) if row else dict(zip(keys, (0, 0, None, None, None, 0)))
 
     def _identity(self, path, state, result, session_hint, cwd_hint) -> dict:
         """Session, project and branch of a transcript: what it says first, then the hook's hints."""
@@ -434,22 +460,25 @@ class Indexer:
               int(c.get("completion_tokens", 0)), int(bool(c.get("ok"))), c.get("error")) for c in calls],
         )
 
-    def _write_offset(self, path: str, ident: dict, chunk: Chunk, head_hash: str, now: float) -> None:
+    def _write_offset(self, path: str, ident: dict, chunk: Chunk, head_hash: str, now: float,
+                      scan_offset: int = 0) -> None:
         self.db.execute(
             "INSERT INTO index_state (source_file, session_id, project, byte_offset, line_number, head_hash, "
-            "file_size, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (source_file) DO UPDATE SET "
-            "session_id = excluded.session_id, project = excluded.project, byte_offset = excluded.byte_offset, "
-            "line_number = excluded.line_number, head_hash = excluded.head_hash, file_size = excluded.file_size, "
-            "updated_at = excluded.updated_at",
+            "file_size, updated_at, scan_offset) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (source_file) DO UPDATE SET session_id = excluded.session_id, "
+            "project = excluded.project, byte_offset = excluded.byte_offset, "
+            "line_number = excluded.line_number, head_hash = excluded.head_hash, "
+            "file_size = excluded.file_size, updated_at = excluded.updated_at, "
+            "scan_offset = excluded.scan_offset",
             (path, ident["session"], ident["project"], chunk.end_offset, chunk.end_line, head_hash,
-             _size(path), now),
+             _size(path), now, scan_offset),
         )
 
     def _save_offset_only(self, path: str, result, state: dict) -> None:
         ident = {"session": state["session_id"], "project": state["project"] or ""}
         with self.db.write():
             self._write_offset(path, ident, Chunk([], result.end_offset, result.end_line), result.head_hash,
-                               self.clock())
+                               self.clock(), result.scanned_to)
 
     # -- vectors ----------------------------------------------------------------------------
     def embed_pending(self, limit: int = 512) -> int:

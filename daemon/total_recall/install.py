@@ -237,6 +237,12 @@ def write_manifest(data: dict[str, Any]) -> None:
 # --- skills ---------------------------------------------------------------------------------
 
 
+def remember_command() -> str:
+    """The search skill as Claude Code knows it: `/remember` when `install` wrote the personal
+    skill, else the plugin's namespaced `/total-recall:remember`."""
+    return "/remember" if "remember" in (read_manifest().get("skills") or {}) else "/total-recall:remember"
+
+
 def skill_sources(skills_source: Path | None) -> dict[str, Path]:
     folder = skills_source if skills_source is not None else config.resource_dir("skills")
     return {p.parent.name: p for p in sorted(folder.glob("*/SKILL.md")) if p.is_file()}

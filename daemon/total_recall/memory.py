@@ -291,3 +291,29 @@ def decay_activation(db: Database, elapsed: float) -> None:
         for table in ("ideas", "spans"):
             db.execute(f"UPDATE {table} SET activation = CASE WHEN activation * ? < ? THEN 0 ELSE activation * ? END "
                        f"WHERE activation > 0", (factor, ACTIVATION_FLOOR, factor))
+
+
+def embed_now(db: Database, settings: config.Settings, idea_id: int) -> bool:
+    """Give an edited memory its new vector at once, so vector search finds it before any heartbeat.
+
+    Trigger: `edit` changed the text (the old vector is gone). Why: until the daemon's repair pass
+    the memory is found by keywords only. Outcome: True when the vector is stored; on any embedding
+    failure it keeps needs_embedding = 1 and the repair pass retries.
+    """
+    from total_recall.errors import EmbeddingError, TransientError
+    from total_recall.indexer import Indexer
+
+    indexer = Indexer(db, settings)
+    row = db.one("SELECT content, project FROM ideas WHERE id = ?", (idea_id,))
+    try:
+        if row is None or not indexer.vectors_ok():
+            return False
+        from total_recall.embed import to_blob
+
+        vector = indexer.embedder.embed([row[0]])[0]
+    except (EmbeddingError, TransientError, TotalRecallError) as exc:
+        log.warning("edit_embedding_failed", idea=idea_id, error=str(exc))
+        return False
+    with db.write():
+        executor.store_vectors(db, "idea_embeddings", "idea_id", [(idea_id, row[1], to_blob(vector))])
+    return True

@@ -43,6 +43,7 @@ class Query:
     boost_intents: set[str] = field(default_factory=set)
     unanswered_only: bool = False
     time_sensitive: bool = False
+    session: str | None = None  # --session: only memories of this session (a full id)
 
     def fts(self) -> str | None:
         """An FTS5 expression in which every user word is a quoted literal: no syntax survives."""

@@ -23,6 +23,7 @@ log = structlog.get_logger(__name__)
 
 IMMEDIATE_EVENTS = ("backfill", "SessionEnd", "PreCompact")
 BACKOFF_START, BACKOFF_CAP = 1.0, 10.0
+SPOOL_LOCK_WAIT = 5.0  # seconds; a hook holds the lock for one append (its own wait is 1 s)
 SPOOL_KEYS = ("transcript_path", "session_id", "cwd", "event", "size_seen", "enqueued_at")
 
 
@@ -91,6 +92,19 @@ def _spool_record(line: bytes) -> tuple | None:
     )
 
 
+def _lock_within(fd: int, seconds: float) -> bool:
+    """flock(LOCK_EX) with a bound: False when it was not granted within `seconds`."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+
+
 def drain_spool(db: Database, spool: Path) -> int:
     """Move records the hook could not write to the database into the queue.
 
@@ -103,7 +117,12 @@ def drain_spool(db: Database, spool: Path) -> int:
     except FileNotFoundError:
         return 0
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        if not _lock_within(fd, SPOOL_LOCK_WAIT):
+            # Trigger: someone holds the spool lock for longer than a hook ever does (a hook
+            # holds it for one append). Why: the daemon must not hang on it. Outcome: logged;
+            # the spool is drained at a later step, nothing in it is lost.
+            log.warning("spool_lock_timeout", seconds=SPOOL_LOCK_WAIT, spool=str(spool))
+            return 0
         data = b""
         while chunk := os.read(fd, 1 << 20):
             data += chunk
@@ -185,6 +204,31 @@ def release(db: Database, claim: Claim) -> None:
             f"UPDATE work_queue SET state = 'pending', lease_expires = NULL WHERE id IN ({_in(claim.row_ids)})",
             claim.row_ids,
         )
+
+
+def defer(db: Database, claim: Claim, *, now: float) -> None:
+    """Put claimed rows back at the end of the queue (daemon.file_timeout): no attempt counted."""
+    with db.write():
+        db.execute(
+            f"UPDATE work_queue SET state = 'pending', lease_expires = NULL, enqueued_at = ? "
+            f"WHERE id IN ({_in(claim.row_ids)})",
+            (now, *claim.row_ids),
+        )
+
+
+def release_all_claims(db: Database) -> int:
+    """Put every claimed row back to pending at once; return how many.
+
+    Trigger: a daemon (or `backfill --wait`) has just taken the single-instance lock. Why: the
+    lock proves no other worker of this home is alive, so every claim is a dead worker's and its
+    lease (10 min by default) would only make the new worker wait. Outcome: no attempt counted.
+    """
+    with db.write():
+        cur = db.execute(
+            "UPDATE work_queue SET state = 'pending', lease_expires = NULL WHERE state = 'claimed'")
+    if cur.rowcount:
+        log.info("stale_claims_released", rows=cur.rowcount)
+    return cur.rowcount
 
 
 def backoff(attempts: int) -> float:

@@ -39,32 +39,95 @@ def _embedder_info(settings: config.Settings, load: bool) -> dict:
     return info
 
 
-def doctor(db: Database, settings: config.Settings, *, load_embedder: bool = True) -> dict:
-    from total_recall import daemon, install
+def doctor(db: Database | None, settings: config.Settings, *, load_embedder: bool = True,
+           db_error: str | None = None) -> dict:
+    """Every check, each reported on its own: a damaged database or a dead endpoint stops nothing."""
+    from total_recall import daemon, install, recover
 
     paths = config.paths()
-    status = daemon.read_status(paths)
-    return {
-        "home": str(paths.home),
-        "database": str(db.path),
+    state = daemon.daemon_state(paths)
+    health = recover.check(paths.db)
+    if db_error and health["ok"]:
+        health = {"ok": False, "error": db_error}
+    database: dict[str, Any] = {"path": str(paths.db), "ok": health["ok"] and db is not None}
+    if not database["ok"]:
+        database["error"] = health["error"] or db_error
+        database["fix"] = recover.CORRUPT_HINT
+    out: dict[str, Any] = {"home": str(paths.home), "database": database}
+    if db is not None:
+        out.update(_database_checks(db))
+    out.update({
+        "embedder": _embedder_info(settings, load_embedder),
+        "llm": llm_check(settings),
+        "daemon": {"running": state["running"], "pid": state["pid"]},
+    })
+    if db is not None:
+        try:
+            out["queue"] = queue.depth(db)
+        except db.dbapi.Error as exc:
+            out["queue"] = {"error": str(exc)}
+    out["hooks_installed"] = install.hooks_installed()
+    out["permissions"] = {"home": oct(os.stat(paths.home).st_mode & 0o777)}
+    if paths.db.exists():
+        out["permissions"]["database"] = oct(os.stat(paths.db).st_mode & 0o777)
+    return out
+
+
+def _database_checks(db: Database) -> dict:
+    out: dict[str, Any] = {
         "sqlite_version": db.scalar("SELECT sqlite_version()"),
         "sqlite_driver": db.driver,
         "fts5": _fts5_ok(db),
         "sqlite_vec": {"loaded": db.has_vec, "version": db.vec_version,
                        "error": None if db.has_vec else f"{db.vec_error}; {VEC_FIX_HINT}"},
-        "schema_version": schema_version(db),
-        "embedder": _embedder_info(settings, load_embedder),
-        "embed_model_recorded": db.get_meta("embed_model"),
-        "embed_model_mismatch": db.get_meta("embed_model_mismatch"),
-        "llm": {"enabled": settings.llm_enabled(), "base_url": settings.get("llm", "base_url") or None,
-                "model": settings.get("llm", "model") if settings.llm_enabled() else None,
-                "extractor": "llm" if settings.llm_enabled() else "offline"},
-        "daemon": {"running": bool(status and status.get("alive") and status.get("state") == "running"),
-                   "pid": status.get("pid") if status else None},
-        "queue": queue.depth(db),
-        "hooks_installed": install.hooks_installed(),
-        "permissions": {"home": oct(os.stat(paths.home).st_mode & 0o777), "database": oct(os.stat(db.path).st_mode & 0o777)},
     }
+    try:
+        out.update(schema_version=schema_version(db), embed_model_recorded=db.get_meta("embed_model"),
+                   embed_model_mismatch=db.get_meta("embed_model_mismatch"))
+    except db.dbapi.Error as exc:  # damaged pages: reported under "database"
+        out["schema_error"] = str(exc)
+    return out
+
+
+LLM_PROBE_TIMEOUT = 5.0
+
+
+def llm_check(settings: config.Settings) -> dict:
+    """The configured extractor, and for an endpoint one cheap request (GET /models, short timeout)."""
+    enabled = settings.llm_enabled()
+    info: dict[str, Any] = {"enabled": enabled, "base_url": settings.get("llm", "base_url") or None,
+                            "model": settings.get("llm", "model") if enabled else None,
+                            "extractor": "llm" if enabled else "offline"}
+    if enabled:
+        info["endpoint"] = probe_llm(settings)
+        if info["endpoint"]["status"] not in ("ok", "reachable"):
+            info["extractor"] = f"offline fallback (endpoint {info['endpoint']['status']})"
+    return info
+
+
+def probe_llm(settings: config.Settings, timeout: float = LLM_PROBE_TIMEOUT) -> dict:
+    """reachable / unauthorised / model missing / unreachable, from one GET /models."""
+    import openai
+
+    model = str(settings.get("llm", "model"))
+    client = openai.OpenAI(base_url=settings.get("llm", "base_url"),
+                           api_key=settings.llm_api_key() or "not-needed", timeout=timeout, max_retries=0)
+    try:
+        served = [m.id for m in client.models.list()]
+    except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
+        return {"status": "unauthorised",
+                "error": f"HTTP {exc.status_code}: check llm.api_key / OPENAI_API_KEY"}
+    except openai.APIStatusError as exc:  # e.g. 404: the server lists no models; it answered
+        return {"status": "reachable", "note": f"the model list is not served (HTTP {exc.status_code}); "
+                                               f"model {model!r} not checked"}
+    except openai.APIError as exc:  # connection refused, DNS, timeout
+        return {"status": "unreachable", "error": f"{type(exc).__name__}: {exc}"}
+    finally:
+        client.close()
+    if model not in served:
+        return {"status": "model missing", "error": f"{model!r} is not among the {len(served)} models served",
+                "served": served[:10]}
+    return {"status": "ok"}
 
 
 def stats(db: Database) -> dict:
@@ -111,19 +174,45 @@ def stats(db: Database) -> dict:
 def status(db: Database | None) -> dict:
     from total_recall import daemon
 
-    paths = config.paths()
-    data = daemon.read_status(paths) or {}
-    running = bool(data.get("alive") and data.get("state") == "running")
-    out = {"running": running, "pid": data.get("pid"), "started": data.get("started"),
-           "last_error": data.get("last_error"), "last_batch": data.get("last_batch"),
-           "status_updated": data.get("updated")}
+    out = daemon.daemon_state(config.paths())
     if db is not None:
         out["queue"] = queue.depth(db)
     return out
 
 
+TIME_KEYS = ("started", "status_updated", "at", "updated")
+
+
+def ago(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    for unit, size in (("day", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            n = int(seconds // size)
+            return f"{n} {unit}{'s' if unit == 'day' and n > 1 else ''} ago"
+    return f"{int(seconds)} s ago"
+
+
+def local_time(epoch: Any, now: float | None = None) -> Any:
+    """'2026-03-02 10:04:05 (3 min ago)' in local time; anything else unchanged."""
+    if isinstance(epoch, bool) or not isinstance(epoch, (int, float)) or epoch <= 0:
+        return epoch
+    now = time.time() if now is None else now
+    return f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(epoch))} ({ago(now - epoch)})"
+
+
+def readable_times(data: Any, now: float | None = None) -> Any:
+    """The same dict with epoch times shown as local times and ages (text output; JSON stays raw)."""
+    if not isinstance(data, dict):
+        return data
+    return {k: local_time(v, now) if k in TIME_KEYS else readable_times(v, now) for k, v in data.items()}
+
+
 def topics(db: Database, session: str | None = None, limit: int = 50) -> list[dict]:
     """The span tree per session: names, summaries, line ranges and idea counts."""
+    if session:
+        from total_recall.search import resolve_session
+
+        session = resolve_session(db, session)
     where, params = ("WHERE s.session_id = ?", (session,)) if session else ("", ())
     roots = db.execute(
         f"SELECT DISTINCT s.session_id FROM spans s {where} ORDER BY s.created_at DESC LIMIT ?", (*params, limit)

@@ -20,7 +20,7 @@ import structlog
 
 from total_recall import config, query as querymod
 from total_recall.db import Database, VEC_FIX_HINT, vector_tables_exist
-from total_recall.errors import EmbeddingError, ExtractionError, TotalRecallError, TransientError
+from total_recall.errors import EmbeddingError, ExtractionError, NotFound, TotalRecallError, TransientError
 
 log = structlog.get_logger(__name__)
 
@@ -116,6 +116,23 @@ def resolve_projects(db: Database, project: str | None, all_projects: bool, cwd:
     if inside:
         return [max(inside, key=len)]
     return None  # not inside any indexed project: search everything
+
+
+def resolve_session(db: Database, given: str) -> str:
+    """A session id as the user typed it: the full id, or a unique prefix such as the 8 characters
+    that search results and topics print."""
+    given = given.strip()
+    sessions = {r[0] for r in db.execute(
+        "SELECT DISTINCT session_id FROM index_state WHERE session_id IS NOT NULL UNION "
+        "SELECT DISTINCT session_id FROM spans WHERE session_id IS NOT NULL").fetchall()}
+    if given in sessions:
+        return given
+    hits = sorted(s for s in sessions if given and s.startswith(given))
+    if len(hits) == 1:
+        return hits[0]
+    if hits:
+        raise NotFound(f"session {given!r} is ambiguous: {', '.join(hits[:5])}")
+    raise NotFound(f"no indexed session matches {given!r}")
 
 
 def known_projects(db: Database) -> list[str]:
@@ -276,6 +293,8 @@ def _rows(db: Database, table: str, columns: tuple, ids: list[int]) -> dict[int,
 
 
 def _passes(row: dict, q: querymod.Query, time_key: str) -> bool:
+    if q.session and row.get("session_id") != q.session:
+        return False
     if q.intents and row.get("intent") not in q.intents:
         return False
     if q.unanswered_only and row.get("answered"):
@@ -422,10 +441,17 @@ def search(
     cwd: str | None = None,
     hyde_text: str | None = None,
     now: datetime | None = None,
+    session: str | None = None,
 ) -> list[dict]:
     now = now or datetime.now(timezone.utc)
     q = querymod.analyze(text, now)
+    if session:
+        q.session = resolve_session(ctx.db, session)
+        all_projects = all_projects or not project  # a session names its project already
     projects = resolve_projects(ctx.db, project, all_projects, cwd)
+    if projects is None and not all_projects and not project:
+        here = os.path.abspath(cwd or os.getcwd())
+        ctx._note(f"{here} is not inside a known project: searched all projects")
     pool = gather(ctx, q, projects, hyde_text)
     ranked = _rank(ctx, pool, q, now)
     top = _select(ranked, k)
@@ -650,8 +676,10 @@ def run(db: Database, settings: config.Settings, embedder: Any, request: dict) -
     text = str(request.get("query") or "")
     k = int(request.get("k") or settings.get("search", "k"))
     hyde_text = hyde_for(settings, text, ctx.notes) if wants_hyde(settings, text, bool(request.get("hyde"))) else None
+    if request.get("hyde") and not settings.llm_enabled():
+        ctx._note("--hyde needs an LLM endpoint (llm.base_url); searched without it")
     results = search(ctx, text, k=k, project=request.get("project"), all_projects=bool(request.get("all_projects")),
-                     cwd=request.get("cwd"), hyde_text=hyde_text)
+                     cwd=request.get("cwd"), hyde_text=hyde_text, session=request.get("session"))
     return {"results": results, "notes": ctx.notes}
 
 
@@ -665,12 +693,13 @@ def local_embedder(settings: config.Settings) -> Any:
         return None
 
 
-def search_cli(text: str, *, k: int | None, project: str | None, all_projects: bool, hyde: bool) -> list[dict]:
+def search_cli(text: str, *, k: int | None, project: str | None, all_projects: bool, hyde: bool,
+               session: str | None = None) -> list[dict]:
     """The CLI path: ask the daemon over its socket, else search in-process."""
     from total_recall import server
 
     request = {"query": text, "k": k, "project": project, "all_projects": all_projects, "cwd": os.getcwd(),
-               "hyde": hyde}
+               "hyde": hyde, "session": session}
     answer = server.ask(config.paths().socket, {"op": "search", **request})
     if answer is None:
         answer = _in_process(request)

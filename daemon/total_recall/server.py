@@ -24,6 +24,7 @@ log = structlog.get_logger(__name__)
 MAX_REQUEST = 1 << 20
 CONNECT_TIMEOUT = 0.5
 ANSWER_TIMEOUT = 60.0
+CLIENT_TIMEOUT = 10.0  # server side: seconds a connected client may take to send or read
 
 
 def ask(path: Path, request: dict) -> dict | None:
@@ -43,6 +44,9 @@ def ask(path: Path, request: dict) -> dict | None:
                 break
             data += chunk
         return json.loads(data) if data.strip() else None
+    except TimeoutError as exc:
+        log.warning("daemon_socket_timeout", seconds=ANSWER_TIMEOUT, error=str(exc))
+        return None  # searched in-process instead, as below
     except (OSError, ValueError):
         # Trigger: stale socket, daemon stopping, or a broken answer. Why: searching must not
         # depend on the daemon. Outcome: the caller searches in-process with the same code.
@@ -52,15 +56,24 @@ def ask(path: Path, request: dict) -> dict | None:
 
 
 class _Handler(socketserver.StreamRequestHandler):
+    timeout = CLIENT_TIMEOUT  # a client that connects and sends nothing frees its thread
+
     def handle(self) -> None:
-        line = self.rfile.readline(MAX_REQUEST)
+        try:
+            line = self.rfile.readline(MAX_REQUEST)
+        except OSError as exc:  # socket.timeout included
+            log.warning("socket_client_timeout", seconds=self.timeout, error=str(exc))
+            return
         try:
             request = json.loads(line)
             answer = self.server.dispatch(request)  # type: ignore[attr-defined]
         except Exception as exc:  # boundary: one bad request never stops the server
             log.warning("socket_request_failed", error=str(exc), traceback=traceback.format_exc(limit=8))
             answer = {"error": f"{type(exc).__name__}: {exc}"}
-        self.wfile.write(json.dumps(answer, default=str).encode() + b"\n")
+        try:
+            self.wfile.write(json.dumps(answer, default=str).encode() + b"\n")
+        except OSError as exc:  # the client went away or stopped reading
+            log.warning("socket_client_gone", error=str(exc))
 
 
 class SearchServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):

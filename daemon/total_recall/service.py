@@ -209,8 +209,21 @@ def uninstall_service(*, system: str | None = None) -> ServiceReport:
         report.written = True
     _run_all(report, after)
     report.message = f"removed {report.path}" if report.written else f"no service file at {report.path}"
+    from total_recall import daemon
+
+    stopped = daemon.stop_running(config.paths())  # a detached daemon of this home, too
+    if stopped["was_running"]:
+        report.message += f"; stopped the daemon (pid {stopped['pid']})"
     log.info("service_uninstalled", manager=manager, path=str(report.path))
     return report
+
+
+def is_installed(*, system: str | None = None) -> bool:
+    """Whether our unit/agent file exists (no service-manager call); False where none is supported."""
+    try:
+        return service_path(_manager(system)).is_file()
+    except ConfigError:
+        return False
 
 
 def service_status(*, system: str | None = None) -> dict[str, Any]:
@@ -228,4 +241,11 @@ def service_status(*, system: str | None = None) -> dict[str, Any]:
         listed = _run(probe, ["launchctl", "list", LABEL])
         status["active"] = None if listed is None else listed.returncode == 0
         status["enabled"] = status["installed"]
+    from total_recall import daemon
+
+    running = daemon.daemon_state(config.paths())
+    # The daemon of this home, whoever started it: a detached one (`up` without a service
+    # manager, or `total-recall daemon` by hand) runs while the service is inactive.
+    managed_by = (manager if status["active"] else "detached") if running["running"] else None
+    status["daemon"] = {"running": running["running"], "pid": running["pid"], "managed_by": managed_by}
     return status

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 from total_recall import config
 from total_recall.errors import ConfigError
@@ -49,44 +50,80 @@ def init() -> dict:
         database.close()
 
 
-def start_background_daemon() -> int | None:
-    """Start `total-recall daemon` detached, logging to the private daemon.log; None if one runs."""
+def start_background_daemon(wait: float = 15.0) -> dict:
+    """Start `total-recall daemon` detached, logging to the private daemon.log, unless one runs.
+
+    Waits until the new process holds the daemon lock, so what is reported is what runs.
+    """
     from total_recall import daemon
 
     paths = config.paths()
-    status = daemon.read_status(paths)
-    if status and status.get("alive") and status.get("state") == "running":
-        return None
+    state = daemon.daemon_state(paths)
+    if state["running"]:
+        return {"running": True, "pid": state["pid"], "started_now": False}
     fd = os.open(paths.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     proc = subprocess.Popen(
         [sys.executable, "-m", "total_recall", "daemon"],
         stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, start_new_session=True, close_fds=True,
     )
     os.close(fd)
-    return proc.pid
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline and proc.poll() is None and not daemon.running_pid(paths):
+        time.sleep(0.05)
+    pid = daemon.running_pid(paths)
+    if pid is None:
+        return {"running": False, "pid": None, "started_now": False,
+                "message": f"the daemon did not start (exit code {proc.poll()}); see {paths.log}"}
+    return {"running": True, "pid": pid or proc.pid, "started_now": pid in (0, proc.pid)}
+
+
+def ensure_daemon(*, service: bool = True) -> dict:
+    """A running daemon: the OS service when its manager accepts the unit, else a detached process."""
+    from total_recall import daemon, service as service_mod
+
+    out: dict = {}
+    if service:
+        try:
+            svc = service_mod.install_service()
+            out["service"] = {"manager": svc.manager, "path": str(svc.path), "active": svc.active}
+            if not svc.active:
+                hint = service_mod.MANUAL_HINT  # we start one below, so the hint would be wrong
+                problem = svc.message.replace(f" To run now, {hint}.", "").replace(f" {hint}.", "")
+                out["service"]["problem"] = problem
+        except ConfigError as exc:  # no systemd/launchd on this OS
+            out["service"] = {"active": False, "problem": str(exc).split(";")[0]}
+        if out["service"]["active"]:
+            state = daemon.daemon_state(config.paths())
+            for _ in range(100):
+                if state["running"]:
+                    break
+                time.sleep(0.1)
+                state = daemon.daemon_state(config.paths())
+            out["daemon"] = {"running": state["running"], "pid": state["pid"],
+                             "managed_by": out["service"]["manager"]}
+            return out
+    # Trigger: no service manager accepted the unit (containers, CI, WSL without systemd), or
+    # --no-service. Why: the memory should still run now. Outcome: a detached daemon, not
+    # restarted after a reboot, said as such.
+    started = start_background_daemon()
+    out["daemon"] = {**started, "managed_by": "detached"}
+    if started["running"]:
+        how = "started now" if started["started_now"] else "already running"
+        out["daemon"]["message"] = (f"daemon {how} as a detached process (pid {started['pid']}); nothing "
+                                    "restarts it after a reboot; `total-recall stop` stops it")
+    return out
 
 
 def up(*, backfill: bool = True, service: bool = True) -> dict:
     """init + hooks + skills + a running daemon (service when the OS has one) + backfill --all."""
     from total_recall import backfill as backfill_mod
-    from total_recall import install, service as service_mod
+    from total_recall import install
 
     out: dict = {"init": init()}
     report = install.install()
     out["hooks"] = {"settings": str(report.settings_path), "changed": report.changed, "skills": report.skills}
-    if service:
-        try:
-            svc = service_mod.install_service()
-            out["service"] = {"manager": svc.manager, "path": str(svc.path), "active": svc.active,
-                              "message": svc.message}
-            active = svc.active
-        except ConfigError as exc:  # no systemd/launchd on this OS
-            out["service"], active = {"active": False, "message": str(exc)}, False
-        if not active:
-            # Trigger: no service manager accepted the unit (containers, CI, WSL without systemd).
-            # Why: the memory should still run now. Outcome: a detached daemon until logout/reboot.
-            out["daemon_pid"] = start_background_daemon()
+    out.update(ensure_daemon(service=service))
     if backfill:
         out["backfill"] = backfill_mod.backfill(None, all_transcripts=True)
-    out["next"] = "ask Claude Code: /total-recall:remember <what you want to recall>"
+    out["next"] = f"ask Claude Code: {install.remember_command()} <what you want to recall>"
     return out

@@ -130,6 +130,9 @@ class ReadResult:
     end_line: int  # physical lines consumed in total; the next read starts at end_line + 1
     counts: collections.Counter = field(default_factory=collections.Counter)
     head_hash: str = ""  # head_hash(path, min(HEAD_BYTES, end_offset)); pass both to was_rewritten
+    # > end_offset: the bytes from end_offset to here are one oversized line with no newline yet;
+    # pass it back as `scan_from` so the next read resumes there instead of scanning them again.
+    scanned_to: int = 0
 
 
 @dataclass
@@ -147,27 +150,36 @@ def read_new(
     *,
     max_bytes: int | None = None,
     max_line_bytes: int = 8 * 1024 * 1024,
+    scan_from: int | None = None,
+    max_scan_bytes: int | None = None,
 ) -> ReadResult:
     """Messages from the complete lines after byte `offset`; line numbers continue from `line`.
 
     `max_bytes` bounds one call (it stops at a line boundary, possibly earlier so as not to
     cut a response, or later when one response alone is bigger). A line longer than
     `max_line_bytes` is streamed past, never held in memory, and counted as "oversized_line".
+    `max_scan_bytes` bounds how far one call streams through such a line; `scan_from` (a
+    previous ReadResult.scanned_to) resumes inside it, so no byte is scanned twice.
     """
     path = Path(path)
     fh = _open_regular(path)
     reader = _Reader(path, offset, line)
+    progress: dict[str, int] = {}
+    resume = scan_from if scan_from is not None and scan_from > offset else None
     try:
         with fh:
             if offset > 0:
-                reader.prime(_complete_lines(fh, 0, max_line_bytes), offset)
-            reader.consume(_complete_lines(fh, offset, max_line_bytes), max_bytes)
+                reader.prime(_complete_lines(fh, 0, max_line_bytes, scan_limit=PROFILE_SCAN_BYTES), offset)
+            lines = _complete_lines(fh, offset, max_line_bytes, skip_until=resume, scan_limit=max_scan_bytes,
+                                    progress=progress)
+            reader.consume(lines, max_bytes)
             fh.seek(0)
             head = fh.read(min(HEAD_BYTES, reader.end_offset))
     except OSError as exc:
         raise TranscriptError(f"cannot read transcript {path}: {exc.strerror or exc}") from exc
     digest = hashlib.sha256(head).hexdigest()
-    return ReadResult(reader.messages, reader.end_offset, reader.end_line, reader.counts, digest)
+    scanned = progress.get("to", 0) if progress.get("line_start") == reader.end_offset else 0
+    return ReadResult(reader.messages, reader.end_offset, reader.end_line, reader.counts, digest, scanned)
 
 
 def head_hash(path: Path, size: int = HEAD_BYTES) -> str:
@@ -279,7 +291,7 @@ def _first_session_id(path: Path) -> str | None:
             for raw, end in _complete_lines(fh, 0, 1 << 20):
                 record = _parse(raw, 0, end).record
                 if record and isinstance(record.get("sessionId"), str):
-                    return record["sessionId"]
+                    return _str(record["sessionId"])
                 if end > 1 << 16:
                     return None
     except (OSError, TranscriptError):
@@ -288,18 +300,28 @@ def _first_session_id(path: Path) -> str | None:
 
 
 def _complete_lines(
-    fh: IO[bytes], offset: int, max_line_bytes: int
+    fh: IO[bytes], offset: int, max_line_bytes: int, *, skip_until: int | None = None,
+    scan_limit: int | None = None, progress: dict[str, int] | None = None,
 ) -> Iterator[tuple[bytes | None, int]]:
     """Yield (line without its newline, offset after the newline) from `offset` on.
 
     A line over `max_line_bytes` is yielded as None once its newline is found; it is streamed
     past in chunks, never held whole. A last line without newline is not yielded.
+    `skip_until`: the line at `offset` is known to be oversized with no newline before it.
+    `scan_limit`: stop streaming through an oversized line after that many bytes from `offset`;
+    `progress` then says {"line_start", "to"}: how far into that line the scan got.
     """
-    fh.seek(offset)
+    fh.seek(skip_until if skip_until is not None else offset)
     buf = bytearray()
-    pos = offset  # file offset of buf[0]
-    skipping = False
-    while chunk := fh.read(CHUNK_BYTES):
+    pos = skip_until if skip_until is not None else offset  # file offset of buf[0]
+    skipping = skip_until is not None
+    line_start, begin = offset, pos
+    while True:
+        if skipping and scan_limit is not None and pos - begin >= scan_limit:
+            break  # Trigger: a huge line without end (a sparse file). Outcome: resumable later.
+        chunk = fh.read(CHUNK_BYTES)
+        if not chunk:
+            break
         if skipping:
             cut = chunk.find(b"\n")
             if cut < 0:
@@ -317,9 +339,12 @@ def _complete_lines(
         del buf[:start]
         pos += start
         if len(buf) > max_line_bytes:
+            line_start = pos
             pos += len(buf)
             buf.clear()
             skipping = True
+    if skipping and progress is not None:
+        progress.update(line_start=line_start, to=pos)
 
 
 def _parse(raw: bytes | None, number: int, end: int) -> _Line:
@@ -697,7 +722,8 @@ def _slim(item: _Line) -> _Line:
 
 
 def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
+    """A metadata string (cwd, gitBranch, sessionId, timestamp, ids) made safe to store like text."""
+    return _clean(value) if isinstance(value, str) else None
 
 
 def _clean(text: str) -> str:
