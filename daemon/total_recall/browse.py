@@ -1,0 +1,150 @@
+"""Read-only views of the memory for the MCP server and the web view.
+
+One memory with everything around it (sources with the transcript lines near them, relations,
+its evolution chain, its change log), the entity graph, and the projects' list. Writes never
+happen here: they go through memory.py and note.py like the CLI's.
+"""
+
+from __future__ import annotations
+
+import json
+
+from total_recall.db import Database
+from total_recall.errors import NotFound
+
+IDEA_FIELDS = ("id", "content", "intent", "confidence", "answered", "pinned", "mention_count", "project",
+               "session_id", "git_branch", "message_time", "source_file", "source_line", "span_id", "created_at",
+               "updated_at")
+CONTEXT_LINES = 3
+MAX_CHAIN = 20
+
+
+def idea_row(db: Database, idea_id: int) -> dict:
+    row = db.one(f"SELECT {', '.join(IDEA_FIELDS)} FROM ideas WHERE id = ?", (idea_id,))
+    if row is None:
+        raise NotFound(f"no memory with id {idea_id}")
+    out = dict(zip(IDEA_FIELDS, row))
+    out["pinned"], out["answered"] = bool(out["pinned"]), bool(out["answered"])
+    return out
+
+
+def get_memory(db: Database, idea_id: int, context_lines: int = CONTEXT_LINES) -> dict:
+    """One memory: content, sources with transcript excerpts, relations, evolution chain, events."""
+    memory = idea_row(db, idea_id)
+    sources = db.execute("SELECT source_file, source_line, message_time FROM idea_sources WHERE idea_id = ? "
+                         "ORDER BY message_time, source_line", (idea_id,)).fetchall() or \
+        [(memory["source_file"], memory["source_line"], memory["message_time"])]
+    memory["sources"] = [{"source_file": f, "source_line": l, "timestamp": t,
+                          "excerpt": excerpt(db, f, l, context_lines)} for f, l, t in sources]
+    memory["entities"] = [r[0] for r in db.execute(
+        "SELECT e.name FROM idea_entities ie JOIN entities e ON e.id = ie.entity_id WHERE ie.idea_id = ? "
+        "ORDER BY e.name", (idea_id,))]
+    memory["relations"] = relations(db, idea_id)
+    memory["chain"] = evolution_chain(db, idea_id)
+    memory["topic"] = None
+    if memory["span_id"]:
+        span = db.one("SELECT id, name, summary, session_id FROM spans WHERE id = ?", (memory["span_id"],))
+        if span:
+            memory["topic"] = {"id": span[0], "name": span[1], "summary": span[2], "session": span[3]}
+    memory["events"] = events(db, idea_id)
+    return memory
+
+
+def excerpt(db: Database, source_file: str, line: int, around: int) -> list[dict]:
+    """The stored (redacted) conversation lines around one source line."""
+    rows = db.execute(
+        "SELECT source_line, role, content, timestamp FROM messages WHERE source_file = ? AND source_line BETWEEN ? "
+        "AND ? AND skip_reason IS NULL ORDER BY source_line", (source_file, line - around, line + around)).fetchall()
+    return [{"line": r[0], "role": r[1], "content": r[2][:1200], "timestamp": r[3], "is_source": r[0] == line}
+            for r in rows]
+
+
+def relations(db: Database, idea_id: int) -> list[dict]:
+    rows = db.execute(
+        "SELECT r.relation_type, 'out', r.to_id, i.content, i.intent FROM relations r JOIN ideas i ON i.id = r.to_id "
+        "WHERE r.from_id = ?1 UNION ALL "
+        "SELECT r.relation_type, 'in', r.from_id, i.content, i.intent FROM relations r JOIN ideas i ON i.id = r.from_id "
+        "WHERE r.to_id = ?1", (idea_id,)).fetchall()
+    return [{"type": r[0], "direction": r[1], "id": r[2], "content": r[3], "intent": r[4]} for r in rows]
+
+
+def evolution_chain(db: Database, idea_id: int) -> list[dict]:
+    """Oldest to newest: the ideas this one superseded (recursively), itself, the ideas that superseded it."""
+    def walk(start: int, column: str, other: str) -> list[int]:
+        out, seen, current = [], {start}, start
+        while len(out) < MAX_CHAIN:
+            row = db.one(f"SELECT {other} FROM relations WHERE {column} = ? AND relation_type = 'supersedes' "
+                         f"ORDER BY created_at DESC LIMIT 1", (current,))
+            if row is None or row[0] in seen:
+                break
+            seen.add(row[0])
+            out.append(row[0])
+            current = row[0]
+        return out
+
+    older = walk(idea_id, "from_id", "to_id")
+    newer = walk(idea_id, "to_id", "from_id")
+    ids = list(reversed(older)) + [idea_id] + newer
+    if len(ids) == 1:
+        return []
+    rows = {r[0]: r for r in db.execute(
+        f"SELECT id, content, intent, message_time FROM ideas WHERE id IN ({','.join('?' * len(ids))})", ids)}
+    return [{"id": i, "content": rows[i][1], "intent": rows[i][2], "timestamp": rows[i][3], "current": i == idea_id}
+            for i in ids if i in rows]
+
+
+def events(db: Database, idea_id: int) -> list[dict]:
+    rows = db.execute("SELECT at, action, old, new, cause FROM memory_events WHERE kind = 'idea' AND object_id = ? "
+                      "ORDER BY id", (idea_id,)).fetchall()
+    return [{"at": r[0], "action": r[1], "old": _json(r[2]), "new": _json(r[3]), "cause": r[4]} for r in rows]
+
+
+def _json(text: str | None):
+    try:
+        return json.loads(text) if text else None
+    except ValueError:
+        return text
+
+
+def entity_graph(db: Database, projects: list[str] | None = None, limit: int = 120) -> dict:
+    """The most mentioned entities and how often two of them are named by the same memory."""
+    psql = f" AND i.project IN ({','.join('?' * len(projects))})" if projects else ""
+    params = tuple(projects or ())
+    nodes = db.execute(
+        f"SELECT e.id, e.name, e.type, count(*) AS n FROM idea_entities ie JOIN entities e ON e.id = ie.entity_id "
+        f"JOIN ideas i ON i.id = ie.idea_id WHERE 1 = 1{psql} GROUP BY e.id ORDER BY n DESC, e.name LIMIT ?",
+        (*params, limit)).fetchall()
+    ids = [n[0] for n in nodes]
+    edges = []
+    if ids:
+        marks = ",".join("?" * len(ids))
+        edges = db.execute(
+            f"SELECT a.entity_id, b.entity_id, count(*) FROM idea_entities a JOIN idea_entities b "
+            f"ON a.idea_id = b.idea_id AND a.entity_id < b.entity_id JOIN ideas i ON i.id = a.idea_id "
+            f"WHERE a.entity_id IN ({marks}) AND b.entity_id IN ({marks}){psql} GROUP BY a.entity_id, b.entity_id "
+            f"ORDER BY count(*) DESC LIMIT ?", (*ids, *ids, *params, limit * 4)).fetchall()
+    return {"nodes": [{"id": n[0], "name": n[1], "type": n[2], "memories": n[3]} for n in nodes],
+            "edges": [{"source": e[0], "target": e[1], "weight": e[2]} for e in edges]}
+
+
+def entity_memories(db: Database, entity_id: int, limit: int = 50) -> dict:
+    row = db.one("SELECT id, name, type FROM entities WHERE id = ?", (entity_id,))
+    if row is None:
+        raise NotFound(f"no entity with id {entity_id}")
+    ideas = db.execute(
+        "SELECT i.id, i.content, i.intent, i.message_time, i.project FROM idea_entities ie JOIN ideas i "
+        "ON i.id = ie.idea_id WHERE ie.entity_id = ? ORDER BY i.message_time DESC LIMIT ?", (entity_id, limit))
+    return {"id": row[0], "name": row[1], "type": row[2],
+            "memories": [{"id": r[0], "content": r[1], "intent": r[2], "timestamp": r[3], "project": r[4]}
+                         for r in ideas]}
+
+
+def forget_preview(db: Database, idea_id: int) -> dict:
+    """What `forget` of one memory removes: the memory, its sources, relations and vectors."""
+    memory = idea_row(db, idea_id)
+    memory["sources"] = db.scalar("SELECT count(*) FROM idea_sources WHERE idea_id = ?", (idea_id,), 0)
+    memory["relations"] = relations(db, idea_id)
+    memory["entities"] = [r[0] for r in db.execute(
+        "SELECT e.name FROM idea_entities ie JOIN entities e ON e.id = ie.entity_id WHERE ie.idea_id = ?",
+        (idea_id,))]
+    return memory
