@@ -107,3 +107,14 @@ def test_help_loads_neither_the_mcp_sdk_nor_the_web_framework(argv):
             "('mcp', 'mcp_types', 'starlette', 'uvicorn', 'jinja2', 'pydantic'))))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert json.loads(done.stdout.splitlines()[-1]) == []
+
+
+def test_the_plugin_ships_the_server_in_its_mcp_config():
+    import json
+
+    from conftest import REPO
+    from total_recall import cli as cli_module
+
+    entry = json.loads((REPO / ".mcp.json").read_text())["mcpServers"]["total-recall"]
+    assert entry["command"] == "total-recall" and entry["args"] == ["mcp"]
+    assert "mcp" in cli_module.COMMANDS
