@@ -8,15 +8,64 @@ happen here: they go through memory.py and note.py like the CLI's.
 from __future__ import annotations
 
 import json
+from datetime import datetime
+from typing import Any, Callable
 
+from total_recall import config
 from total_recall.db import Database
-from total_recall.errors import NotFound
+from total_recall.errors import NotFound, TotalRecallError
 
 IDEA_FIELDS = ("id", "content", "intent", "confidence", "answered", "pinned", "mention_count", "project",
                "session_id", "git_branch", "message_time", "source_file", "source_line", "span_id", "created_at",
                "updated_at")
 CONTEXT_LINES = 3
 MAX_CHAIN = 20
+
+
+def _date(value: str | None, name: str) -> str | None:
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).strftime("%Y-%m-%dT%H:%M:%S")
+    except ValueError:
+        raise TotalRecallError(f"{name} takes a date like 2025-05-01 or 2025-05-01T14:00, not {value!r}") from None
+
+
+def _in_range(stamp: str | None, since: str | None, until: str | None) -> bool:
+    day = (stamp or "")[:19]
+    return (not since or (bool(day) and day >= since)) and (not until or (bool(day) and day < until))
+
+
+def search(db: Database, settings: config.Settings, embedder: Callable[[], Any], query: str, *,
+           project: str | None = None, session: str | None = None, since: str | None = None,
+           until: str | None = None, intent: str | None = None, k: int = 10, all_projects: bool = False,
+           cwd: str | None = None) -> dict:
+    """The CLI's search (daemon socket first, else in-process) plus session, date and intent filters.
+
+    The filters apply to a deeper candidate list (5 × k), so a filtered search still fills k.
+    `embedder` is called only when the search runs in this process.
+    """
+    from total_recall import search as searchmod, server
+    from total_recall.extract.protocol import INTENTS
+
+    if not (query or "").strip():
+        raise TotalRecallError("search needs a query")
+    if intent and intent not in INTENTS:
+        raise TotalRecallError(f"intent is one of {', '.join(INTENTS)}, not {intent!r}")
+    k = max(1, int(k))
+    since_s, until_s = _date(since, "since"), _date(until, "until")
+    filtered = bool(session or since_s or until_s or intent)
+    request = {"query": query, "k": k * 5 if filtered else k, "project": project or None,
+               "all_projects": all_projects, "cwd": cwd}
+    answer = server.ask(config.paths().socket, {"op": "search", **request})
+    if answer is None or answer.get("error"):
+        # Trigger: no daemon, or it answered with an error. Why: search must not depend on it.
+        # Outcome: the same function in-process (its error, if any, reaches the caller).
+        answer = searchmod.run(db, settings, embedder(), request)
+    results = [r for r in answer["results"]
+               if (not session or r.get("session") == session) and (not intent or r.get("intent") == intent)
+               and _in_range(r.get("timestamp"), since_s, until_s)][:k]
+    return {"results": results, "notes": answer.get("notes", [])}
 
 
 def idea_row(db: Database, idea_id: int) -> dict:

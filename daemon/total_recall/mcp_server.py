@@ -10,7 +10,6 @@ A domain error becomes a tool error with a readable message; the server keeps ru
 # No `from __future__ import annotations`: the SDK reads the tools' annotations, which use local names.
 import os
 import threading
-from datetime import datetime
 from typing import Annotated, Any, Callable
 
 import structlog
@@ -127,43 +126,14 @@ def recent_text(days: list[dict]) -> str:
 
 
 # -- the tools, as plain functions over Memory (the server wraps them) -------------------------
-def _since_ok(stamp: str | None, since: str | None, until: str | None) -> bool:
-    day = (stamp or "")[:19]
-    return (not since or (bool(day) and day >= since)) and (not until or (bool(day) and day < until))
-
-
-def _date(value: str | None, name: str) -> str | None:
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).strftime("%Y-%m-%dT%H:%M:%S")
-    except ValueError:
-        raise TotalRecallError(f"{name} takes a date like 2025-05-01 or 2025-05-01T14:00, not {value!r}") from None
-
-
 def do_search(mem: Memory, query: str, project: str | None = None, session: str | None = None,
               since: str | None = None, until: str | None = None, intent: str | None = None, k: int = 10,
               all_projects: bool = False) -> dict:
-    from total_recall import search, server
-    from total_recall.extract.protocol import INTENTS
+    from total_recall import browse
 
-    if not query.strip():
-        raise TotalRecallError("search needs a query")
-    if intent and intent not in INTENTS:
-        raise TotalRecallError(f"intent is one of {', '.join(INTENTS)}, not {intent!r}")
-    k = max(1, min(int(k), MAX_K))
-    since_s, until_s = _date(since, "since"), _date(until, "until")
-    filtered = bool(session or since_s or until_s or intent)
-    mem.db()  # a missing database is reported before anything else
-    request = {"query": query, "k": min(MAX_K * 4, k * 5) if filtered else k, "project": project,
-               "all_projects": all_projects, "cwd": mem.cwd}
-    answer = server.ask(config.paths().socket, {"op": "search", **request})
-    if answer is None or answer.get("error"):
-        answer = search.run(mem.db(), mem.settings, mem.embedder(), request)
-    results = [r for r in answer["results"]
-               if (not session or r.get("session") == session) and (not intent or r.get("intent") == intent)
-               and _since_ok(r.get("timestamp"), since_s, until_s)][:k]
-    return {"results": results, "notes": answer.get("notes", [])}
+    return browse.search(mem.db(), mem.settings, mem.embedder, query, project=project, session=session,
+                         since=since, until=until, intent=intent, k=min(int(k), MAX_K), all_projects=all_projects,
+                         cwd=mem.cwd)
 
 
 def do_get(mem: Memory, id: int, context_lines: int = 3) -> dict:
