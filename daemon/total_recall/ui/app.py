@@ -39,8 +39,10 @@ INTENTS = ("decision", "conclusion", "question", "problem", "solution", "todo", 
 SETUP_HINT = "run `total-recall up` (or `total-recall init`) to set up the memory first"
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+# Referrer-Policy same-origin, not no-referrer: with no-referrer Chromium sends `Origin: null` on
+# form POSTs, which the Origin check must refuse. Other sites never see our addresses either way.
 SECURITY_HEADERS = [(b"content-security-policy", CSP.encode()), (b"x-frame-options", b"DENY"),
-                    (b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer"),
+                    (b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"same-origin"),
                     (b"cache-control", b"no-store")]
 
 
