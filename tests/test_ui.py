@@ -6,6 +6,8 @@ and sets TOTAL_RECALL_REQUIRE_BROWSER=1, so there a missing browser fails instea
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import shutil
 import sqlite3
@@ -30,11 +32,8 @@ TURNS = [
 ]
 
 
-@pytest.fixture
-def ui(tmp_path, isolated_home):
-    path = tmp_path / "claude" / "projects" / "-home-dev-projects-atlas" / "ui-sess.jsonl"
-    write_transcript(path, TURNS, cwd=PROJECT, start=START, session="ui-sess")
-    cli("backfill", str(path), "--wait")
+@contextlib.contextmanager
+def running_ui(isolated_home, path):
     proc = subprocess.Popen([sys.executable, "-m", "total_recall", "ui", "--no-open"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env())
     try:
@@ -45,6 +44,15 @@ def ui(tmp_path, isolated_home):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+@pytest.fixture
+def ui(tmp_path, isolated_home):
+    path = tmp_path / "claude" / "projects" / "-home-dev-projects-atlas" / "ui-sess.jsonl"
+    write_transcript(path, TURNS, cwd=PROJECT, start=START, session="ui-sess")
+    cli("backfill", str(path), "--wait")
+    with running_ui(isolated_home, path) as running:
+        yield running
 
 
 def _status(url: str, *, method: str = "GET", headers: dict | None = None, data: bytes | None = None) -> int:
@@ -94,6 +102,61 @@ def test_without_the_token_every_page_and_api_answers_401_or_403(ui):
     assert _status(f"{base}/memory/{idea_id}/forget", method="POST", data=b"confirm=yes", headers=form) == 403
     assert _idea(ui["db"], "PostgreSQL") == (idea_id, 0)
     assert _status(f"{base}/memory/{idea_id}/pin", headers=cookie) == 405  # GET never changes anything
+
+
+def _post(ui: dict, path: str, form: dict) -> int:
+    from urllib.parse import urlencode
+
+    port = ui["base"].rsplit(":", 1)[1]
+    return _status(ui["base"] + path, method="POST", data=urlencode(form).encode(),
+                   headers={"Cookie": f"total_recall_{port}={ui['url'].split('token=')[1]}",
+                            "Content-Type": "application/x-www-form-urlencoded", "Origin": ui["base"]})
+
+
+def _get(ui: dict, path: str) -> tuple[int, str]:
+    port = ui["base"].rsplit(":", 1)[1]
+    request = urllib.request.Request(ui["base"] + path,
+                                     headers={"Cookie": f"total_recall_{port}={ui['url'].split('token=')[1]}"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_edit_review_topics_and_graph_through_the_library_functions(tmp_path, isolated_home):
+    folder = tmp_path / "claude" / "projects" / "-home-dev-projects-atlas"
+    first = write_transcript(folder / "s1.jsonl", [("user", "We decided to use MySQL for the orders database.")],
+                             cwd=PROJECT, start=START - timedelta(days=3), session="s1")
+    cli("backfill", str(first), "--wait")
+    old = _idea(isolated_home / "memory.db", "use MySQL")[0]
+    cli("pin", str(old))
+    second = write_transcript(folder / "s2.jsonl", [("user", "We switched from MySQL to Postgres for the orders "
+                                                             "database.")], cwd=PROJECT, start=START, session="s2")
+    cli("backfill", str(second), "--wait")
+    with running_ui(isolated_home, second) as ui:
+        status, page = _get(ui, "/")
+        csrf = page.split('name="csrf-token" content="')[1].split('"')[0]
+        status, page = _get(ui, "/review")
+        assert status == 200 and "switched from MySQL" in page
+        proposal = json.loads(cli("review", "--json").stdout)[0]["id"]
+        assert _post(ui, f"/review/{proposal}/apply", {"csrf": csrf}) == 303
+        assert json.loads(cli("review", "--json").stdout) == []
+        assert _idea(ui["db"], "use MySQL")[1] == 0 and _idea(ui["db"], "switched from MySQL")[1] == 1
+        new = _idea(ui["db"], "switched from MySQL")[0]
+        status, page = _get(ui, f"/memory/{new}")
+        assert "Evolution" in page and f"/memory/{old}" in page  # the chain: MySQL, then Postgres
+        assert _post(ui, f"/memory/{old}/edit", {"csrf": csrf, "text": "We used MySQL for orders until March."}) == 303
+        assert _idea(ui["db"], "until March")[0] == old
+        assert _post(ui, f"/memory/{old}/edit", {"csrf": csrf, "text": "  "}) == 400  # refused, nothing lost
+        assert _idea(ui["db"], "until March")[0] == old
+        status, page = _get(ui, "/session/s2")
+        assert status == 200 and "switched from MySQL" in page
+        status, body = _get(ui, "/api/graph")
+        graph = json.loads(body)
+        assert "MySQL" in {n["name"] for n in graph["nodes"]}
+        status, body = _get(ui, "/search?q=%3Cscript%3Ealert(1)%3C/script%3E")
+        assert status == 200 and "<script>alert(1)" not in body  # every value is escaped
 
 
 def _chromium():
