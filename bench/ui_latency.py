@@ -45,17 +45,26 @@ def shift_to_now(db: Any) -> float:
     last = datetime.fromisoformat(newest.replace("Z", "+00:00"))
     seconds = int((datetime.now(timezone.utc) - last).total_seconds())
     with db.write():
-        db.execute("UPDATE ideas SET message_time = strftime('%Y-%m-%dT%H:%M:%S.000Z', message_time, ?)",
-                   (f"{seconds:+d} seconds",))
+        db.execute(
+            "UPDATE ideas SET message_time = strftime('%Y-%m-%dT%H:%M:%S.000Z', message_time, ?)",
+            (f"{seconds:+d} seconds",),
+        )
         for column in ("started_at", "ended_at"):
-            db.execute(f"UPDATE spans SET {column} = strftime('%Y-%m-%dT%H:%M:%S.000Z', {column}, ?)",
-                       (f"{seconds:+d} seconds",))
+            db.execute(
+                f"UPDATE spans SET {column} = strftime('%Y-%m-%dT%H:%M:%S.000Z', {column}, ?)",
+                (f"{seconds:+d} seconds",),
+            )
     return seconds / 86400
 
 
 def start_ui(box: harness.Sandbox) -> tuple[subprocess.Popen, str, str]:
-    proc = subprocess.Popen([*harness.cli_argv(), "ui", "--no-open"], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True, env=box.env())
+    proc = subprocess.Popen(
+        [*harness.cli_argv(), "ui", "--no-open"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=box.env(),
+    )
     url = proc.stdout.readline().split(": ", 1)[1].strip()
     base, token = url.split("/?token=")
     return proc, base, f"total_recall_{base.rsplit(':', 1)[1]}={token}"
@@ -92,12 +101,23 @@ def measure(n: int, runs: int) -> dict[str, Any]:
 
 
 def render(result: dict[str, Any]) -> str:
-    lines = [f"## Web view latency, {result['ideas']:,} ideas ({result['runs']} runs per page, after one cold)", "",
-             "| page | cold ms | p50 ms | p95 ms | KB |", "|---|---:|---:|---:|---:|"]
+    lines = [
+        f"## Web view latency, {result['ideas']:,} ideas ({result['runs']} runs per page, after one cold)",
+        "",
+        "| page | cold ms | p50 ms | p95 ms | KB |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for label, r in result["pages"].items():
-        lines.append(f"| {label} | {r['cold_ms']:.0f} | {r['p50_ms']:.1f} | {r['p95_ms']:.1f} | {r['bytes'] / 1024:.0f} |")
+        lines.append(
+            f"| {label} | {r['cold_ms']:.0f} | {r['p50_ms']:.1f} | {r['p95_ms']:.1f} "
+            f"| {r['bytes'] / 1024:.0f} |"
+        )
     first = result["pages"]["timeline (first page)"]["p50_ms"]
-    lines += ["", f"first page p50 {first:.1f} ms; target < {TARGET_MS:.0f} ms: {'met' if first < TARGET_MS else 'NOT met'}"]
+    lines += [
+        "",
+        f"first page p50 {first:.1f} ms; target < {TARGET_MS:.0f} ms: "
+        f"{'met' if first < TARGET_MS else 'NOT met'}",
+    ]
     return "\n".join(lines)
 
 

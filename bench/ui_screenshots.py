@@ -25,33 +25,76 @@ from ui_latency import start_ui  # noqa: E402
 
 CWD = "/home/dev/projects/atlas"
 SESSIONS = [
-    (5, [
-        ("user", "Let's put a reverse proxy in front of the atlas API. We'll use nginx with certbot for TLS."),
-        ("assistant", "I configured nginx as the reverse proxy in front of the FastAPI app; certbot renews the "
-                      "certificates from a cron job."),
-        ("user", "We decided to run the API with uvicorn workers under gunicorn, four workers per container."),
-        ("assistant", "Decision: user sessions live in Redis with a 24 hour TTL."),
-        ("user", "Todo: add rate limiting to the public endpoints before the beta."),
-    ]),
-    (4, [
-        ("user", "The deploy failed: nginx returns 502 Bad Gateway after the upgrade."),
-        ("assistant", "The 502 was caused by gunicorn binding to a Unix socket that nginx could not read."),
-        ("assistant", "Fixed the 502 by running gunicorn on 127.0.0.1:8000 and pointing nginx at that port."),
-        ("user", "Should we move the Postgres backups to S3?"),
-    ]),
-    (2, [
-        ("user", "Certificate renewal with certbot keeps breaking. We switched from nginx to Caddy for TLS "
-                 "because Caddy renews certificates by itself."),
-        ("assistant", "I replaced the nginx config with a Caddyfile; Caddy proxies to uvicorn on port 8000."),
-        ("user", "We decided to keep the Postgres backups in S3 with a 30 day lifecycle rule."),
-        ("assistant", "Conclusion: the Caddy setup removes certbot and its cron job entirely."),
-    ]),
-    (1, [
-        ("user", "For rate limiting we use slowapi on the FastAPI routes, 100 requests per minute per API key."),
-        ("assistant", "Problem: the Redis session store loses every session when the container restarts."),
-        ("assistant", "Solution: enable Redis AOF persistence with appendfsync everysec in the Redis config."),
-        ("user", "Todo: write the runbook for restoring Postgres from the S3 backups."),
-    ]),
+    (
+        5,
+        [
+            (
+                "user",
+                "Let's put a reverse proxy in front of the atlas API. We'll use nginx with certbot for TLS.",
+            ),
+            (
+                "assistant",
+                "I configured nginx as the reverse proxy in front of the FastAPI app; certbot renews the "
+                "certificates from a cron job.",
+            ),
+            (
+                "user",
+                "We decided to run the API with uvicorn workers under gunicorn, four workers per container.",
+            ),
+            ("assistant", "Decision: user sessions live in Redis with a 24 hour TTL."),
+            ("user", "Todo: add rate limiting to the public endpoints before the beta."),
+        ],
+    ),
+    (
+        4,
+        [
+            ("user", "The deploy failed: nginx returns 502 Bad Gateway after the upgrade."),
+            (
+                "assistant",
+                "The 502 was caused by gunicorn binding to a Unix socket that nginx could not read.",
+            ),
+            (
+                "assistant",
+                "Fixed the 502 by running gunicorn on 127.0.0.1:8000 and pointing nginx at that port.",
+            ),
+            ("user", "Should we move the Postgres backups to S3?"),
+        ],
+    ),
+    (
+        2,
+        [
+            (
+                "user",
+                "Certificate renewal with certbot keeps breaking. We switched from nginx to Caddy for TLS "
+                "because Caddy renews certificates by itself.",
+            ),
+            (
+                "assistant",
+                "I replaced the nginx config with a Caddyfile; Caddy proxies to uvicorn on port 8000.",
+            ),
+            ("user", "We decided to keep the Postgres backups in S3 with a 30 day lifecycle rule."),
+            ("assistant", "Conclusion: the Caddy setup removes certbot and its cron job entirely."),
+        ],
+    ),
+    (
+        1,
+        [
+            (
+                "user",
+                "For rate limiting we use slowapi on the FastAPI routes, "
+                "100 requests per minute per API key.",
+            ),
+            (
+                "assistant",
+                "Problem: the Redis session store loses every session when the container restarts.",
+            ),
+            (
+                "assistant",
+                "Solution: enable Redis AOF persistence with appendfsync everysec in the Redis config.",
+            ),
+            ("user", "Todo: write the runbook for restoring Postgres from the S3 backups."),
+        ],
+    ),
 ]
 
 
@@ -71,14 +114,31 @@ def write_sessions(folder: Path) -> list[Path]:
 
 
 def _record(role: str, text: str, session: str, when: datetime) -> dict:
-    base = {"parentUuid": None, "isSidechain": False, "userType": "external", "cwd": CWD, "sessionId": session,
-            "version": "2.1.39", "gitBranch": "main", "uuid": str(uuid.uuid4()),
-            "timestamp": when.strftime("%Y-%m-%dT%H:%M:%S.000Z")}
+    base = {
+        "parentUuid": None,
+        "isSidechain": False,
+        "userType": "external",
+        "cwd": CWD,
+        "sessionId": session,
+        "version": "2.1.39",
+        "gitBranch": "main",
+        "uuid": str(uuid.uuid4()),
+        "timestamp": when.strftime("%Y-%m-%dT%H:%M:%S.000Z"),
+    }
     if role == "user":
         return {**base, "type": "user", "message": {"role": "user", "content": text}}
-    return {**base, "type": "assistant", "message": {
-        "id": f"msg_{uuid.uuid4().hex[:12]}", "type": "message", "role": "assistant", "model": "claude-demo",
-        "content": [{"type": "text", "text": text}], "stop_reason": None}}
+    return {
+        **base,
+        "type": "assistant",
+        "message": {
+            "id": f"msg_{uuid.uuid4().hex[:12]}",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-demo",
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": None,
+        },
+    }
 
 
 def browser(width: int, height: int):
@@ -91,8 +151,14 @@ def browser(width: int, height: int):
         raise SystemExit("needs Chromium and chromedriver (apt-get install chromium chromium-driver)")
     options = webdriver.ChromeOptions()
     options.binary_location = binary
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                f"--window-size={width},{height}", "--force-device-scale-factor=1"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        f"--window-size={width},{height}",
+        "--force-device-scale-factor=1",
+    ):
         options.add_argument(arg)
     return webdriver.Chrome(service=Service(driver_path), options=options)
 
@@ -108,8 +174,14 @@ def main(argv: list[str] | None = None) -> int:
         folder = box.claude / "projects" / "-home-dev-projects-atlas"
         write_sessions(folder)
         box.cli("backfill", str(folder), "--wait")
-        box.cli("note", "The staging server is rebuilt from the Caddyfile and docker-compose.yml in infra/",
-                "--intent", "context", "--project", CWD)
+        box.cli(
+            "note",
+            "The staging server is rebuilt from the Caddyfile and docker-compose.yml in infra/",
+            "--intent",
+            "context",
+            "--project",
+            CWD,
+        )
         from total_recall import db as dbmod
 
         database = dbmod.connect(box.db_path)
@@ -125,7 +197,10 @@ def main(argv: list[str] | None = None) -> int:
             _shot(driver, f"{base}/memory/{caddy}", out / "memory.png")
             driver.get(f"{base}/graph")
             deadline = time.monotonic() + 20
-            while not driver.find_element("id", "graph").get_attribute("data-ready") and time.monotonic() < deadline:
+            while (
+                not driver.find_element("id", "graph").get_attribute("data-ready")
+                and time.monotonic() < deadline
+            ):
                 time.sleep(0.2)
             time.sleep(0.5)
             driver.save_screenshot(str(out / "graph.png"))
@@ -142,7 +217,9 @@ def _typical_paths(database, folder: str) -> None:
     typical = "/home/dev/.claude/projects/-home-dev-projects-atlas"
     with database.write():
         for table in ("ideas", "idea_sources", "messages", "spans", "index_state"):
-            database.execute(f"UPDATE {table} SET source_file = replace(source_file, ?, ?)", (folder, typical))
+            database.execute(
+                f"UPDATE {table} SET source_file = replace(source_file, ?, ?)", (folder, typical)
+            )
 
 
 def _shot(driver, url: str, path: Path) -> None:

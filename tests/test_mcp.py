@@ -25,8 +25,12 @@ TURNS = [
 
 def _params(cwd: str) -> StdioServerParameters:
     env = {k: v for k, v in os.environ.items() if k.startswith(("TOTAL_RECALL_", "CLAUDE_"))}
-    return StdioServerParameters(command=sys.executable, args=["-m", "total_recall", "mcp"],
-                                 env={**env, "CLAUDE_PROJECT_DIR": cwd}, cwd=cwd)
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "total_recall", "mcp"],
+        env={**env, "CLAUDE_PROJECT_DIR": cwd},
+        cwd=cwd,
+    )
 
 
 async def _session(cwd: str, steps):
@@ -52,10 +56,12 @@ def test_initialize_list_search_note_then_find_the_note(tmp_path):
         for tool in tools.values():
             assert len(tool.description or "") > 40 and tool.input_schema["type"] == "object"
         assert {"query", "project", "session", "since", "until", "intent", "k"} <= set(
-            tools["search"].input_schema["properties"])
+            tools["search"].input_schema["properties"]
+        )
 
-        found = await session.call_tool("search", {"query": "what caused the flaky login test",
-                                                   "project": "atlas", "k": 3})
+        found = await session.call_tool(
+            "search", {"query": "what caused the flaky login test", "project": "atlas", "k": 3}
+        )
         assert not found.is_error, _text(found)
         top = found.structured_content["results"][0]
         assert "race on the session cookie" in top["content"]
@@ -65,14 +71,21 @@ def test_initialize_list_search_note_then_find_the_note(tmp_path):
         assert one.structured_content["sources"][0]["excerpt"]
         assert f"{path}:3" in _text(one)
 
-        stored = await session.call_tool("note", {"text": "we chose Caddy over nginx for TLS",
-                                                  "intent": "decision", "session": "mcp-sess"})
+        stored = await session.call_tool(
+            "note", {"text": "we chose Caddy over nginx for TLS", "intent": "decision", "session": "mcp-sess"}
+        )
         assert not stored.is_error, _text(stored)
-        again = await session.call_tool("search", {"query": "which web server did we choose", "intent": "decision"})
+        again = await session.call_tool(
+            "search", {"query": "which web server did we choose", "intent": "decision"}
+        )
         assert again.structured_content["results"][0]["id"] == stored.structured_content["id"]
         assert "Caddy" in _text(again).splitlines()[0]
 
-        for name, args in (("recent", {}), ("digest", {"project": "atlas"}), ("topics", {"session": "mcp-sess"})):
+        for name, args in (
+            ("recent", {}),
+            ("digest", {"project": "atlas"}),
+            ("topics", {"session": "mcp-sess"}),
+        ):
             answer = await session.call_tool(name, args)
             assert not answer.is_error and _text(answer).strip(), name
 
@@ -100,11 +113,13 @@ def test_help_loads_neither_the_mcp_sdk_nor_the_web_framework(argv):
     import json
     import subprocess
 
-    code = ("import contextlib, io, json, sys\nimport total_recall.cli as cli\n"
-            "with contextlib.redirect_stdout(io.StringIO()):\n"
-            f"    try:\n        cli.main({argv!r})\n    except SystemExit:\n        pass\n"
-            "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('mcp', 'mcp_types', 'starlette', 'uvicorn', 'jinja2', 'pydantic'))))")
+    code = (
+        "import contextlib, io, json, sys\nimport total_recall.cli as cli\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    try:\n        cli.main({argv!r})\n    except SystemExit:\n        pass\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('mcp', 'mcp_types', 'starlette', 'uvicorn', 'jinja2', 'pydantic'))))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert json.loads(done.stdout.splitlines()[-1]) == []
 

@@ -26,8 +26,12 @@ def _indexed_session(tmp_path):
 
 def test_a_note_is_found_at_rank_one_in_its_project_with_its_session_and_line(tmp_path):
     path = _indexed_session(tmp_path)
-    stored = cli_json("note", "we chose Caddy over nginx for TLS", "--intent", "decision", "--session", "sess-note")
-    assert stored["intent"] == "decision" and stored["project"] == PROJECT and stored["session"] == "sess-note"
+    stored = cli_json(
+        "note", "we chose Caddy over nginx for TLS", "--intent", "decision", "--session", "sess-note"
+    )
+    assert (
+        stored["intent"] == "decision" and stored["project"] == PROJECT and stored["session"] == "sess-note"
+    )
     assert stored["source_file"] == str(path) and stored["source_line"] == len(TURNS)
     assert stored["searchable_by_vector"] is True
     results = cli_json("search", "which web server did we choose", "--project", "atlas")
@@ -39,8 +43,18 @@ def test_a_note_without_a_session_belongs_to_the_current_project_and_can_be_pinn
     _indexed_session(tmp_path)
     work = tmp_path / "checkout"
     work.mkdir()
-    stored = cli_json("note", "Release", "notes", "live in CHANGES.md", "--intent", "todo", "--pin",
-                      "--project", "atlas", cwd=str(work))
+    stored = cli_json(
+        "note",
+        "Release",
+        "notes",
+        "live in CHANGES.md",
+        "--intent",
+        "todo",
+        "--pin",
+        "--project",
+        "atlas",
+        cwd=str(work),
+    )
     assert stored["pinned"] is True and stored["project"] == PROJECT
     assert stored["source_file"] == "total-recall-note" and stored["source_line"] == 1
     again = cli_json("note", "the staging database is reset every Monday", "--project", "atlas")

@@ -19,7 +19,10 @@ from total_recall.errors import TotalRecallError
 
 log = structlog.get_logger(__name__)
 
-SETUP_HINT = "run `total-recall up` (or `total-recall init`) to set up the memory, then index with `total-recall backfill`"
+SETUP_HINT = (
+    "run `total-recall up` (or `total-recall init`) to set up the memory, "
+    "then index with `total-recall backfill`"
+)
 MAX_K = 50
 INSTRUCTIONS = (
     "total-recall is the long-term memory of past Claude Code conversations: decisions, conclusions, "
@@ -82,20 +85,30 @@ def results_text(results: list[dict], notes: list[str]) -> str:
     lines = []
     for r in results:
         if r["kind"] == "span":
-            lines.append(f"[topic] {r['name']}: {_short(r['summary'], 200)} ({r['source_file']}:{r['start_line']}-"
-                         f"{r['end_line']}, {(r['timestamp'] or '')[:10]})")
+            lines.append(
+                f"[topic] {r['name']}: {_short(r['summary'], 200)} ({r['source_file']}:{r['start_line']}-"
+                f"{r['end_line']}, {(r['timestamp'] or '')[:10]})"
+            )
             continue
-        flags = "".join([" pinned" if r.get("pinned") else "",
-                         f" superseded-by #{r['superseded_by'][0]}" if r.get("superseded_by") else ""])
-        lines.append(f"#{r['id']} [{r['intent']} {r['confidence']:.2f}{flags}] {_short(r['content'])} "
-                     f"({_src(r['source_file'], r['source_line'])}, {(r['timestamp'] or '')[:10]})")
+        flags = "".join(
+            [
+                " pinned" if r.get("pinned") else "",
+                f" superseded-by #{r['superseded_by'][0]}" if r.get("superseded_by") else "",
+            ]
+        )
+        lines.append(
+            f"#{r['id']} [{r['intent']} {r['confidence']:.2f}{flags}] {_short(r['content'])} "
+            f"({_src(r['source_file'], r['source_line'])}, {(r['timestamp'] or '')[:10]})"
+        )
     return "\n".join(lines + [f"note: {n}" for n in notes])
 
 
 def memory_text(m: dict) -> str:
-    out = [f"#{m['id']} [{m['intent']} {m['confidence']:.2f}{' pinned' if m['pinned'] else ''}] {m['content']}",
-           f"project {m['project']} · session {m['session_id']} · {(m['message_time'] or '')[:19]} · "
-           f"mentioned {m['mention_count']}x"]
+    out = [
+        f"#{m['id']} [{m['intent']} {m['confidence']:.2f}{' pinned' if m['pinned'] else ''}] {m['content']}",
+        f"project {m['project']} · session {m['session_id']} · {(m['message_time'] or '')[:19]} · "
+        f"mentioned {m['mention_count']}x",
+    ]
     if m["topic"]:
         out.append(f"topic: {m['topic']['name']}")
     if m["entities"]:
@@ -104,7 +117,9 @@ def memory_text(m: dict) -> str:
         arrow = "→" if rel["direction"] == "out" else "←"
         out.append(f"{rel['type']} {arrow} #{rel['id']}: {_short(rel['content'], 160)}")
     if m["chain"]:
-        out.append("evolution: " + " → ".join(f"#{c['id']}" + ("*" if c["current"] else "") for c in m["chain"]))
+        out.append(
+            "evolution: " + " → ".join(f"#{c['id']}" + ("*" if c["current"] else "") for c in m["chain"])
+        )
     for s in m["sources"]:
         out.append(f"source {_src(s['source_file'], s['source_line'])} ({(s['timestamp'] or '')[:19]})")
         for line in s["excerpt"]:
@@ -126,14 +141,33 @@ def recent_text(days: list[dict]) -> str:
 
 
 # -- the tools, as plain functions over Memory (the server wraps them) -------------------------
-def do_search(mem: Memory, query: str, project: str | None = None, session: str | None = None,
-              since: str | None = None, until: str | None = None, intent: str | None = None, k: int = 10,
-              all_projects: bool = False) -> dict:
+def do_search(
+    mem: Memory,
+    query: str,
+    project: str | None = None,
+    session: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    intent: str | None = None,
+    k: int = 10,
+    all_projects: bool = False,
+) -> dict:
     from total_recall import browse
 
-    return browse.search(mem.db(), mem.settings, mem.embedder, query, project=project, session=session,
-                         since=since, until=until, intent=intent, k=min(int(k), MAX_K), all_projects=all_projects,
-                         cwd=mem.cwd)
+    return browse.search(
+        mem.db(),
+        mem.settings,
+        mem.embedder,
+        query,
+        project=project,
+        session=session,
+        since=since,
+        until=until,
+        intent=intent,
+        k=min(int(k), MAX_K),
+        all_projects=all_projects,
+        cwd=mem.cwd,
+    )
 
 
 def do_get(mem: Memory, id: int, context_lines: int = 3) -> dict:
@@ -155,7 +189,10 @@ def do_digest(mem: Memory, project: str | None = None, branch: str | None = None
     projects = mem.projects(project)
     if not projects:
         raise TotalRecallError("not inside an indexed project; name one with `project`")
-    return {"projects": projects, "digest": "\n".join(digest.project_digest(mem.db(), p, branch) for p in projects)}
+    return {
+        "projects": projects,
+        "digest": "\n".join(digest.project_digest(mem.db(), p, branch) for p in projects),
+    }
 
 
 def do_topics(mem: Memory, session: str | None = None) -> dict:
@@ -167,19 +204,36 @@ def do_topics(mem: Memory, session: str | None = None) -> dict:
     return {"sessions": sessions}
 
 
-def do_note(mem: Memory, text: str, intent: str = "context", pin: bool = False, session: str | None = None,
-            project: str | None = None) -> dict:
+def do_note(
+    mem: Memory,
+    text: str,
+    intent: str = "context",
+    pin: bool = False,
+    session: str | None = None,
+    project: str | None = None,
+) -> dict:
     from total_recall import note
 
-    return note.note(mem.db(), text, intent=intent, pin=pin, session=session, project=project, cwd=mem.cwd,
-                     settings=mem.settings, embedder=mem.embedder())
+    return note.note(
+        mem.db(),
+        text,
+        intent=intent,
+        pin=pin,
+        session=session,
+        project=project,
+        cwd=mem.cwd,
+        settings=mem.settings,
+        embedder=mem.embedder(),
+    )
 
 
 def note_text(n: dict) -> str:
     verb = "Stored" if n["created"] else "Already known, counted again:"
     extra = f" ({n['note']})" if n.get("note") else ""
-    return (f"{verb} #{n['id']} [{n['intent']}{' pinned' if n['pinned'] else ''}] {n['content']} "
-            f"({_src(n['source_file'], n['source_line'])}, project {n['project']}){extra}")
+    return (
+        f"{verb} #{n['id']} [{n['intent']}{' pinned' if n['pinned'] else ''}] {n['content']} "
+        f"({_src(n['source_file'], n['source_line'])}, project {n['project']}){extra}"
+    )
 
 
 # -- the MCP server -----------------------------------------------------------------------------
@@ -207,33 +261,60 @@ def build_server(mem: Memory | None = None):
             raise
         return CallToolResult(content=[TextContent(type="text", text=render(data))], structured_content=data)
 
-    Project = Annotated[str | None, Field(description="a project directory or its short name; default: the "
-                                                      "project Claude Code runs in")]
+    Project = Annotated[
+        str | None,
+        Field(description="a project directory or its short name; default: the project Claude Code runs in"),
+    ]
     Session = Annotated[str | None, Field(description="a Claude Code session id")]
 
     @app.tool(annotations=read_only, structured_output=False)
     def search(
-        query: Annotated[str, Field(description="what to look for, in plain words; time words ('last week', "
-                                                "'since 2025-05-01') and kinds ('decisions about') are understood")],
+        query: Annotated[
+            str,
+            Field(
+                description="what to look for, in plain words; time words ('last week', "
+                "'since 2025-05-01') and kinds ('decisions about') are understood"
+            ),
+        ],
         project: Project = None,
         session: Annotated[str | None, Field(description="only memories from this session id")] = None,
-        since: Annotated[str | None, Field(description="only memories said at or after this date (YYYY-MM-DD)")] = None,
-        until: Annotated[str | None, Field(description="only memories said before this date (YYYY-MM-DD)")] = None,
-        intent: Annotated[str | None, Field(description="only this kind: decision, conclusion, question, problem, "
-                                                        "solution, todo or context")] = None,
+        since: Annotated[
+            str | None, Field(description="only memories said at or after this date (YYYY-MM-DD)")
+        ] = None,
+        until: Annotated[
+            str | None, Field(description="only memories said before this date (YYYY-MM-DD)")
+        ] = None,
+        intent: Annotated[
+            str | None,
+            Field(
+                description="only this kind: decision, conclusion, question, problem, "
+                "solution, todo or context"
+            ),
+        ] = None,
         k: Annotated[int, Field(description="how many results", ge=1, le=MAX_K)] = 10,
         all_projects: Annotated[bool, Field(description="search every project")] = False,
     ) -> CallToolResult:
         """Search the long-term memory of past Claude Code conversations (hybrid: meaning and keywords).
         Each result has an id, intent, confidence, content, date and its transcript source as file:line."""
-        return call(do_search, lambda d: results_text(d["results"], d["notes"]), query=query, project=project,
-                    session=session, since=since, until=until, intent=intent, k=k, all_projects=all_projects)
+        return call(
+            do_search,
+            lambda d: results_text(d["results"], d["notes"]),
+            query=query,
+            project=project,
+            session=session,
+            since=since,
+            until=until,
+            intent=intent,
+            k=k,
+            all_projects=all_projects,
+        )
 
     @app.tool(annotations=read_only, structured_output=False)
     def get(
         id: Annotated[int, Field(description="the memory id (#N in search results)")],
-        context_lines: Annotated[int, Field(description="conversation lines shown around each source", ge=0,
-                                            le=20)] = 3,
+        context_lines: Annotated[
+            int, Field(description="conversation lines shown around each source", ge=0, le=20)
+        ] = 3,
     ) -> CallToolResult:
         """One memory in full: its sources with the transcript lines around them, entities, relations
         (supersedes, builds on, answers, contradicts), its evolution chain and its change log."""
@@ -247,8 +328,9 @@ def build_server(mem: Memory | None = None):
     ) -> CallToolResult:
         """A standup: per project and day, the topics worked on and the decisions, problems, solutions,
         todos and questions recorded."""
-        return call(do_recent, lambda d: recent_text(d["days"]), days=days, project=project,
-                    all_projects=all_projects)
+        return call(
+            do_recent, lambda d: recent_text(d["days"]), days=days, project=project, all_projects=all_projects
+        )
 
     @app.tool(annotations=read_only, structured_output=False)
     def digest(
@@ -265,15 +347,22 @@ def build_server(mem: Memory | None = None):
         ranges, summaries and how many memories each holds."""
         return call(do_topics, lambda d: topics_text(d["sessions"]), session=session)
 
-    @app.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
-                                          open_world_hint=False), structured_output=False)
+    @app.tool(
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+        ),
+        structured_output=False,
+    )
     def note(
         text: Annotated[str, Field(description="one self-contained sentence to remember")],
-        intent: Annotated[str, Field(description="decision, conclusion, question, problem, solution, todo or "
-                                                 "context")] = "context",
+        intent: Annotated[
+            str, Field(description="decision, conclusion, question, problem, solution, todo or context")
+        ] = "context",
         pin: Annotated[bool, Field(description="pin it: always listed first at session start")] = False,
-        session: Annotated[str | None, Field(description="the current session id, so the note keeps its place "
-                                                         "in the conversation")] = None,
+        session: Annotated[
+            str | None,
+            Field(description="the current session id, so the note keeps its place in the conversation"),
+        ] = None,
         project: Project = None,
     ) -> CallToolResult:
         """Remember something now (an explicit memory): stored with its session and project and

@@ -27,9 +27,18 @@ NOTE_SOURCE = "total-recall-note"
 MAX_NOTE_CHARS = 4000
 
 
-def note(db: Database, text: str, *, intent: str = "context", pin: bool = False, session: str | None = None,
-         project: str | None = None, cwd: str | None = None, settings: config.Settings | None = None,
-         embedder: Any = None) -> dict:
+def note(
+    db: Database,
+    text: str,
+    *,
+    intent: str = "context",
+    pin: bool = False,
+    session: str | None = None,
+    project: str | None = None,
+    cwd: str | None = None,
+    settings: config.Settings | None = None,
+    embedder: Any = None,
+) -> dict:
     """Store one explicit memory; return it as {id, content, intent, pinned, project, source, ...}."""
     text = " ".join((text or "").split())
     if not text:
@@ -47,17 +56,31 @@ def note(db: Database, text: str, *, intent: str = "context", pin: bool = False,
     now = time.time()
     stamp = datetime.fromtimestamp(now, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
     ctx = executor.BatchContext(
-        source_file=where["source_file"], session_id=where["session"], project=where["project"],
-        git_branch=where["branch"], line_times={where["line"]: stamp}, first_line=where["line"],
-        last_line=where["line"], cause="user: note", now=now)
-    item = {"content": text, "type": intent, "confidence": 1.0, "source_line": where["line"],
-            "entities": _entities(text, where["project"])}
+        source_file=where["source_file"],
+        session_id=where["session"],
+        project=where["project"],
+        git_branch=where["branch"],
+        line_times={where["line"]: stamp},
+        first_line=where["line"],
+        last_line=where["line"],
+        cause="user: note",
+        now=now,
+    )
+    item = {
+        "content": text,
+        "type": intent,
+        "confidence": 1.0,
+        "source_line": where["line"],
+        "entities": _entities(text, where["project"]),
+    }
     with db.write():
         chash = executor.content_hash(text)
         # Trigger: the user once forgot this very text and now asks to remember it. Why: an
         # explicit request is newer than the tombstone. Outcome: the tombstone goes, logged.
-        dropped = db.execute("DELETE FROM tombstones WHERE kind = 'content' AND project IS ? AND content_hash = ?",
-                             (where["project"], chash)).rowcount
+        dropped = db.execute(
+            "DELETE FROM tombstones WHERE kind = 'content' AND project IS ? AND content_hash = ?",
+            (where["project"], chash),
+        ).rowcount
         if dropped:
             executor.event(db, "tombstone", None, "delete", {"content_hash": chash}, None, "user: note", now)
         idea_id, created = executor.insert_idea(db, ctx, item, where["span"], vector)
@@ -68,12 +91,24 @@ def note(db: Database, text: str, *, intent: str = "context", pin: bool = False,
         if pin:
             db.execute("UPDATE ideas SET pinned = 1, updated_at = ? WHERE id = ?", (now, idea_id))
             executor.event(db, "idea", idea_id, "pin", {"pinned": False}, {"pinned": True}, "user: note", now)
-    row = db.one("SELECT content, intent, pinned, project, session_id, source_file, source_line, needs_embedding "
-                 "FROM ideas WHERE id = ?", (idea_id,))
+    row = db.one(
+        "SELECT content, intent, pinned, project, session_id, source_file, source_line, needs_embedding "
+        "FROM ideas WHERE id = ?",
+        (idea_id,),
+    )
     log.info("note_stored", id=idea_id, created=created, embedded=not row[7])
-    result = {"id": idea_id, "content": row[0], "intent": row[1], "pinned": bool(row[2]), "project": row[3],
-              "session": row[4], "source_file": row[5], "source_line": row[6], "created": created,
-              "searchable_by_vector": not row[7]}
+    result = {
+        "id": idea_id,
+        "content": row[0],
+        "intent": row[1],
+        "pinned": bool(row[2]),
+        "project": row[3],
+        "session": row[4],
+        "source_file": row[5],
+        "source_line": row[6],
+        "created": created,
+        "searchable_by_vector": not row[7],
+    }
     if embedded_note:
         result["note"] = embedded_note
     return result
@@ -83,18 +118,33 @@ def _where(db: Database, session: str | None, project: str | None, cwd: str | No
     """Source file, line, project, branch and span of a note said now."""
     from total_recall.search import resolve_projects
 
-    out: dict[str, Any] = {"session": session, "project": None, "branch": None, "span": None,
-                           "source_file": NOTE_SOURCE, "line": None}
+    out: dict[str, Any] = {
+        "session": session,
+        "project": None,
+        "branch": None,
+        "span": None,
+        "source_file": NOTE_SOURCE,
+        "line": None,
+    }
     if session:
-        row = db.one("SELECT source_file, project FROM index_state WHERE session_id = ? "
-                     "ORDER BY updated_at DESC LIMIT 1", (session,))
+        row = db.one(
+            "SELECT source_file, project FROM index_state WHERE session_id = ? "
+            "ORDER BY updated_at DESC LIMIT 1",
+            (session,),
+        )
         if row:
             out["source_file"], out["project"] = row[0], row[1]
             out["line"] = _current_line(db, row[0])
-            out["branch"] = db.scalar("SELECT git_branch FROM messages WHERE source_file = ? AND git_branch != '' "
-                                      "ORDER BY source_line DESC LIMIT 1", (row[0],))
-            span = db.one("SELECT id FROM spans WHERE session_id = ? AND source_file = ? AND closed = 0 "
-                          "ORDER BY depth DESC, id DESC LIMIT 1", (session, row[0]))
+            out["branch"] = db.scalar(
+                "SELECT git_branch FROM messages WHERE source_file = ? AND git_branch != '' "
+                "ORDER BY source_line DESC LIMIT 1",
+                (row[0],),
+            )
+            span = db.one(
+                "SELECT id FROM spans WHERE session_id = ? AND source_file = ? AND closed = 0 "
+                "ORDER BY depth DESC, id DESC LIMIT 1",
+                (session, row[0]),
+            )
             out["span"] = span[0] if span else None
     if project:
         hits = resolve_projects(db, project, False, None)
@@ -118,12 +168,17 @@ def _current_line(db: Database, source_file: str) -> int:
             return count
     except OSError:
         pass
-    return int(db.scalar("SELECT max(line_number, 1) FROM index_state WHERE source_file = ?", (source_file,), 1))
+    return int(
+        db.scalar("SELECT max(line_number, 1) FROM index_state WHERE source_file = ?", (source_file,), 1)
+    )
 
 
 def _next_note_line(db: Database) -> int:
-    return int(db.scalar("SELECT coalesce(max(source_line), 0) + 1 FROM ideas WHERE source_file = ?",
-                         (NOTE_SOURCE,), 1))
+    return int(
+        db.scalar(
+            "SELECT coalesce(max(source_line), 0) + 1 FROM ideas WHERE source_file = ?", (NOTE_SOURCE,), 1
+        )
+    )
 
 
 def _entities(text: str, project: str | None) -> list[dict]:
@@ -133,7 +188,9 @@ def _entities(text: str, project: str | None) -> list[dict]:
     return entities(text, project_name(project or ""))
 
 
-def _vector(db: Database, settings: config.Settings, embedder: Any, text: str) -> tuple[bytes | None, str | None]:
+def _vector(
+    db: Database, settings: config.Settings, embedder: Any, text: str
+) -> tuple[bytes | None, str | None]:
     """The note's vector, or None with the reason (the repair pass embeds it later)."""
     if not db.has_vec:
         return None, "sqlite-vec is not loaded; the note is found by keyword search"

@@ -37,13 +37,19 @@ log = structlog.get_logger(__name__)
 HERE = Path(__file__).resolve().parent
 INTENTS = ("decision", "conclusion", "question", "problem", "solution", "todo", "context")
 SETUP_HINT = "run `total-recall up` (or `total-recall init`) to set up the memory first"
-CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
-       "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
 # Referrer-Policy same-origin, not no-referrer: with no-referrer Chromium sends `Origin: null` on
 # form POSTs, which the Origin check must refuse. Other sites never see our addresses either way.
-SECURITY_HEADERS = [(b"content-security-policy", CSP.encode()), (b"x-frame-options", b"DENY"),
-                    (b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"same-origin"),
-                    (b"cache-control", b"no-store")]
+SECURITY_HEADERS = [
+    (b"content-security-policy", CSP.encode()),
+    (b"x-frame-options", b"DENY"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"same-origin"),
+    (b"cache-control", b"no-store"),
+]
 
 
 class Guard:
@@ -81,8 +87,13 @@ class Guard:
             return await response(scope, receive, send_secure)
         cookie = request.cookies.get(self.cookie, "")
         if not hmac.compare_digest(cookie.encode(), self.token.encode()):
-            return await _deny(401, "unauthorised: open the address `total-recall ui` printed (it holds the token)",
-                               scope, receive, send_secure)
+            return await _deny(
+                401,
+                "unauthorised: open the address `total-recall ui` printed (it holds the token)",
+                scope,
+                receive,
+                send_secure,
+            )
         await self.app(scope, receive, send_secure)
 
 
@@ -103,7 +114,9 @@ class View:
         self.templates.env.globals.update(intents=INTENTS, csrf=self.csrf)
         self.templates.env.filters["day"] = lambda s: (s or "")[:10] or "undated"
         self.templates.env.filters["when"] = lambda s: (s or "")[:16].replace("T", " ")
-        self.templates.env.filters["stamp"] = lambda t: datetime.fromtimestamp(float(t)).strftime("%Y-%m-%d %H:%M")
+        self.templates.env.filters["stamp"] = lambda t: datetime.fromtimestamp(float(t)).strftime(
+            "%Y-%m-%d %H:%M"
+        )
 
     def db(self):
         if self._db is None:
@@ -165,7 +178,9 @@ def bind(port: int = 0) -> socket.socket:
         sock.bind(("127.0.0.1", port))  # loopback only, never 0.0.0.0
     except OSError as exc:
         sock.close()
-        raise TotalRecallError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror}; try another --port") from None
+        raise TotalRecallError(
+            f"cannot listen on 127.0.0.1:{port}: {exc.strerror}; try another --port"
+        ) from None
     sock.listen(64)
     return sock
 
@@ -185,7 +200,14 @@ def serve(port: int = 0, open_browser: bool = True) -> int:
         import webbrowser
 
         threading.Timer(0.3, webbrowser.open, [url]).start()
-    server = uvicorn.Server(uvicorn.Config(create_app(token, port), log_level="warning", access_log=False,
-                                           lifespan="off", server_header=False))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(token, port),
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            server_header=False,
+        )
+    )
     server.run(sockets=[sock])
     return 0

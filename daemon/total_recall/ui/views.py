@@ -48,22 +48,44 @@ def timeline(view):
         days = _int(request.query_params.get("days"), TIMELINE_DAYS, 1, MAX_DAYS)
         projects = await run_in_threadpool(_projects_filter, view, project)
         entries = await run_in_threadpool(view.run, load, days, projects)
-        return view.page(request, "timeline.html", entries=entries, days=days, project=project or "",
-                         projects=await run_in_threadpool(view.projects), forgot=request.query_params.get("forgot"))
+        return view.page(
+            request,
+            "timeline.html",
+            entries=entries,
+            days=days,
+            project=project or "",
+            projects=await run_in_threadpool(view.projects),
+            forgot=request.query_params.get("forgot"),
+        )
 
     return handler
 
 
 def _search_args(request: Request) -> dict:
     q = request.query_params
-    return {"query": q.get("q", ""), "project": q.get("project") or None, "session": q.get("session") or None,
-            "since": q.get("since") or None, "until": q.get("until") or None, "intent": q.get("intent") or None,
-            "k": _int(q.get("k"), 20, 1, 100), "all_projects": not q.get("project")}
+    return {
+        "query": q.get("q", ""),
+        "project": q.get("project") or None,
+        "session": q.get("session") or None,
+        "since": q.get("since") or None,
+        "until": q.get("until") or None,
+        "intent": q.get("intent") or None,
+        "k": _int(q.get("k"), 20, 1, 100),
+        "all_projects": not q.get("project"),
+    }
 
 
 def _search(view, args: dict) -> dict:
-    return view.run(lambda db: browse.search(db, view.settings, view.embedder, args["query"], cwd="/",
-                                             **{k: v for k, v in args.items() if k != "query"}))
+    return view.run(
+        lambda db: browse.search(
+            db,
+            view.settings,
+            view.embedder,
+            args["query"],
+            cwd="/",
+            **{k: v for k, v in args.items() if k != "query"},
+        )
+    )
 
 
 def search_page(view):
@@ -75,8 +97,15 @@ def search_page(view):
                 answer = await run_in_threadpool(_search, view, args)
             except TotalRecallError as exc:
                 error = str(exc)
-        return view.page(request, "search.html", args=args, results=answer["results"], notes=answer["notes"],
-                         error=error, projects=await run_in_threadpool(view.projects))
+        return view.page(
+            request,
+            "search.html",
+            args=args,
+            results=answer["results"],
+            notes=answer["notes"],
+            error=error,
+            projects=await run_in_threadpool(view.projects),
+        )
 
     return handler
 
@@ -94,7 +123,9 @@ def pin(view, pinned: bool):
         await _checked_form(view, request)
         idea_id = request.path_params["id"]
         await run_in_threadpool(view.run, memory.pin, idea_id, pinned)
-        return RedirectResponse(f"/memory/{idea_id}?done={'pinned' if pinned else 'unpinned'}", status_code=303)
+        return RedirectResponse(
+            f"/memory/{idea_id}?done={'pinned' if pinned else 'unpinned'}", status_code=303
+        )
 
     return handler
 
@@ -130,9 +161,14 @@ def session_page(view):
         if not sessions:
             raise NotFound(f"no topics for session {sid!r}")
         ideas: dict[int | None, list[dict]] = {}
-        for row in db.execute("SELECT id, span_id, intent, content, source_line FROM ideas WHERE session_id = ? "
-                              "ORDER BY source_line, id", (sid,)):
-            ideas.setdefault(row[1], []).append({"id": row[0], "intent": row[2], "content": row[3], "line": row[4]})
+        for row in db.execute(
+            "SELECT id, span_id, intent, content, source_line FROM ideas WHERE session_id = ? "
+            "ORDER BY source_line, id",
+            (sid,),
+        ):
+            ideas.setdefault(row[1], []).append(
+                {"id": row[0], "intent": row[2], "content": row[3], "line": row[4]}
+            )
         return {"session": sessions[0], "ideas": ideas}
 
     async def handler(request: Request) -> Response:
@@ -152,8 +188,12 @@ def entity_page(view):
 
 def graph_page(view):
     async def handler(request: Request) -> Response:
-        return view.page(request, "graph.html", project=request.query_params.get("project") or "",
-                         projects=await run_in_threadpool(view.projects))
+        return view.page(
+            request,
+            "graph.html",
+            project=request.query_params.get("project") or "",
+            projects=await run_in_threadpool(view.projects),
+        )
 
     return handler
 
@@ -172,7 +212,9 @@ def decide(view):
         decision = request.path_params["decision"]
         if decision not in ("apply", "reject"):
             raise HTTPException(404, "unknown decision")
-        result = await run_in_threadpool(view.run, memory.decide, request.path_params["id"], decision == "apply")
+        result = await run_in_threadpool(
+            view.run, memory.decide, request.path_params["id"], decision == "apply"
+        )
         return RedirectResponse(f"/review?done={result['state']}", status_code=303)
 
     return handler
@@ -194,7 +236,9 @@ def api_memory(view):
 
 def api_graph(view):
     async def handler(request: Request) -> Response:
-        projects = await run_in_threadpool(_projects_filter, view, request.query_params.get("project") or None)
+        projects = await run_in_threadpool(
+            _projects_filter, view, request.query_params.get("project") or None
+        )
         limit = _int(request.query_params.get("limit"), 120, 10, 500)
         return JSONResponse(await run_in_threadpool(view.run, browse.entity_graph, projects, limit))
 

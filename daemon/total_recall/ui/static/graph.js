@@ -4,7 +4,8 @@
   "use strict";
   var box = document.getElementById("graph");
   if (!box || typeof cytoscape !== "function") { return; }
-  var colours = { technology: "#3559e0", file: "#168a55", concept: "#c2780a", person: "#d1363b", project: "#7a4fd6" };
+  var colours = { technology: "#3559e0", file: "#168a55", concept: "#c2780a", person: "#d1363b",
+                  project: "#7a4fd6" };
   var project = box.getAttribute("data-project") || "";
   fetch("/api/graph?project=" + encodeURIComponent(project), { credentials: "same-origin" })
     .then(function (r) { return r.json(); })
@@ -33,7 +34,8 @@
           { selector: "node", style: {
               "background-color": function (n) { return colours[n.data("type")] || "#667085"; },
               "width": "data(size)", "height": "data(size)", "label": "data(label)",
-              "font-size": 11, "color": dark ? "#e6e8ee" : "#1d2330", "text-valign": "bottom", "text-margin-y": 4,
+              "font-size": 11, "color": dark ? "#e6e8ee" : "#1d2330",
+              "text-valign": "bottom", "text-margin-y": 4,
               "text-outline-width": 2, "text-outline-color": dark ? "#1c1f26" : "#ffffff" } },
           { selector: "edge", style: {
               "width": function (e) { return Math.min(6, 0.6 + e.data("weight") * 0.6); },
