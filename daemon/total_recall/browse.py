@@ -231,27 +231,40 @@ def _json(text: str | None):
         return text
 
 
-def entity_graph(db: Database, projects: list[str] | None = None, limit: int = 120) -> dict:
-    """The most mentioned entities and how often two of them are named by the same memory."""
-    psql = f" AND i.project IN ({','.join('?' * len(projects))})" if projects else ""
+GRAPH_IDEAS = 5000  # the graph is drawn from the latest memories in scope: a bounded, recent picture
+
+
+def entity_graph(db: Database, projects: list[str] | None = None, limit: int = 120,
+                 ideas: int = GRAPH_IDEAS) -> dict:
+    """The entities the latest `ideas` memories name most, and how often two are named together.
+
+    Bounded by the latest memories (by id) so that the co-occurrence join stays small on a
+    100k-memory database; `ideas` widens the window. The joins are pinned to run from those
+    memories outwards (CROSS JOIN, `+` on the entity filter): left to itself the planner starts
+    from the entity index and walks every link of the popular entities.
+    """
+    psql = f"WHERE project IN ({','.join('?' * len(projects))})" if projects else ""
     params = tuple(projects or ())
+    recent = f"SELECT id FROM ideas {psql} ORDER BY id DESC LIMIT ?"
     nodes = db.execute(
-        f"SELECT e.id, e.name, e.type, count(*) AS n "
-        f"FROM idea_entities ie JOIN entities e ON e.id = ie.entity_id "
-        f"JOIN ideas i ON i.id = ie.idea_id WHERE 1 = 1{psql} GROUP BY e.id ORDER BY n DESC, e.name LIMIT ?",
-        (*params, limit),
+        f"WITH recent(id) AS ({recent}) "
+        f"SELECT e.id, e.name, e.type, count(*) AS n FROM recent r "
+        f"CROSS JOIN idea_entities ie ON ie.idea_id = r.id CROSS JOIN entities e ON e.id = ie.entity_id "
+        f"GROUP BY e.id ORDER BY n DESC, e.name LIMIT ?",
+        (*params, ideas, limit),
     ).fetchall()
     ids = [n[0] for n in nodes]
     edges = []
     if ids:
         marks = ",".join("?" * len(ids))
         edges = db.execute(
-            f"SELECT a.entity_id, b.entity_id, count(*) FROM idea_entities a JOIN idea_entities b "
-            f"ON a.idea_id = b.idea_id AND a.entity_id < b.entity_id JOIN ideas i ON i.id = a.idea_id "
-            f"WHERE a.entity_id IN ({marks}) AND b.entity_id IN ({marks}){psql} "
-            f"GROUP BY a.entity_id, b.entity_id "
-            f"ORDER BY count(*) DESC LIMIT ?",
-            (*ids, *ids, *params, limit * 4),
+            f"WITH recent(id) AS ({recent}) "
+            f"SELECT a.entity_id, b.entity_id, count(*) FROM recent r "
+            f"CROSS JOIN idea_entities a ON a.idea_id = r.id "
+            f"CROSS JOIN idea_entities b ON b.idea_id = r.id AND a.entity_id < b.entity_id "
+            f"WHERE +a.entity_id IN ({marks}) AND +b.entity_id IN ({marks}) "
+            f"GROUP BY a.entity_id, b.entity_id ORDER BY count(*) DESC LIMIT ?",
+            (*params, ideas, *ids, *ids, limit * 4),
         ).fetchall()
     return {
         "nodes": [{"id": n[0], "name": n[1], "type": n[2], "memories": n[3]} for n in nodes],

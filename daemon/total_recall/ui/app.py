@@ -168,6 +168,10 @@ def create_app(token: str, port: int, settings: config.Settings | None = None) -
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
     app = Starlette(routes=routes, exception_handlers=views.error_handlers(view))
+    # Open the database and compile the templates now, so the first page is not the slow one.
+    view.db()
+    for name in ("timeline.html", "search.html", "memory.html"):
+        view.templates.get_template(name)
     return Guard(app, token, port)
 
 
