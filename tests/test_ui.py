@@ -209,6 +209,12 @@ def test_edit_review_topics_and_graph_through_the_library_functions(tmp_path, is
         assert status == 200 and "<script>alert(1)" not in body  # every value is escaped
 
 
+def test_without_a_database_the_ui_says_how_to_set_up(isolated_home):
+    done = cli("ui", "--no-open", check=False, timeout=60)
+    assert done.returncode == 1 and "total-recall up" in done.stderr
+    assert not (isolated_home / "memory.db").exists()
+
+
 def _chromium():
     for browser in ("chromium", "chromium-browser", "google-chrome"):
         if shutil.which(browser) and shutil.which("chromedriver"):

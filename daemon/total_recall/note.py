@@ -50,6 +50,7 @@ def note(
     from total_recall.redact import redact
 
     text = redact(text)
+    session = (session or "").strip() or None  # an unexpanded/empty session id means "no session"
     settings = settings or config.load()
     where = _where(db, session, project, cwd)
     vector, embedded_note = _vector(db, settings, embedder, text)
