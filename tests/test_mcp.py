@@ -135,16 +135,21 @@ def test_the_plugin_ships_the_server_in_its_mcp_config():
     assert "mcp" in cli_module.COMMANDS
 
 
-def test_search_over_a_real_transcript_points_at_the_line_it_came_from(tmp_path, fixture_transcripts,
-                                                                       isolated_home):
+def test_search_over_a_real_transcript_points_at_the_line_it_came_from(
+    tmp_path, fixture_transcripts, isolated_home
+):
     import json
     import sqlite3
 
-    source = next(p for p in fixture_transcripts if p.name == "obra__episodic-memory__tiny-conversation.jsonl")
+    source = next(
+        p for p in fixture_transcripts if p.name == "obra__episodic-memory__tiny-conversation.jsonl"
+    )
     cli("backfill", str(source), "--wait")
     with sqlite3.connect(isolated_home / "memory.db") as conn:
-        content, line = conn.execute("SELECT content, source_line FROM ideas WHERE intent != 'context' "
-                                     "ORDER BY length(content) DESC LIMIT 1").fetchone()
+        content, line = conn.execute(
+            "SELECT content, source_line FROM ideas WHERE intent != 'context' "
+            "ORDER BY length(content) DESC LIMIT 1"
+        ).fetchone()
     raw = source.read_text(encoding="utf-8").splitlines()[line - 1]
     said = json.dumps(json.loads(raw).get("message", {}), ensure_ascii=False)
     assert any(word in said for word in content.split()[:8] if len(word) > 4)  # the line really says it
