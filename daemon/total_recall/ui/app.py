@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import os
 import secrets
 import socket
+import sys
 import threading
 from datetime import datetime
 from pathlib import Path
@@ -21,16 +23,15 @@ from urllib.parse import urlencode
 
 import structlog
 from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from total_recall import config
-from total_recall.errors import NotFound, TotalRecallError
+from total_recall.errors import TotalRecallError
 
 log = structlog.get_logger(__name__)
 
@@ -189,6 +190,18 @@ def bind(port: int = 0) -> socket.socket:
     return sock
 
 
+def _has_gui() -> bool:
+    """Whether opening a browser will show a window.
+
+    Trigger: Linux without a display (SSH, containers). Why: Python's webbrowser then falls back
+    to a console browser (lynx, w3m) that would take over this terminal. Outcome: only the URL
+    is printed.
+    """
+    if sys.platform.startswith("linux"):
+        return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+    return True
+
+
 def serve(port: int = 0, open_browser: bool = True) -> int:
     """Serve until interrupted; print (and open) the address with this run's token."""
     import uvicorn
@@ -200,7 +213,8 @@ def serve(port: int = 0, open_browser: bool = True) -> int:
     token = secrets.token_urlsafe(32)
     url = f"http://127.0.0.1:{port}/?token={token}"
     print(f"total-recall ui: {url}", flush=True)
-    if open_browser:
+    print("(it holds this run's token; Ctrl+C stops the server)", flush=True)
+    if open_browser and _has_gui():
         import webbrowser
 
         threading.Timer(0.3, webbrowser.open, [url]).start()
