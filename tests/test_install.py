@@ -233,3 +233,38 @@ def test_packaged_skills_folder_is_the_default(claude_dir):
     report = install.install()
     shipped = sorted(p.parent.name for p in config.resource_dir("skills").glob("*/SKILL.md"))
     assert report.skills == shipped
+
+
+def test_mcp_server_is_registered_at_user_scope_and_removed_exactly(claude_dir, skills_src, isolated_home):
+    """`install` adds one user-scope MCP entry to Claude Code's .claude.json (backup first);
+    `uninstall` removes exactly it; the user's other servers and keys stay as they were."""
+    config_file = claude_dir / ".claude.json"
+    user = {"numStartups": 7, "projects": {"/x": {"allowedTools": []}},
+            "mcpServers": {"github": {"type": "stdio", "command": "gh-mcp", "args": []}}}
+    config_file.write_text(json.dumps(user), encoding="utf-8")
+    os.chmod(config_file, 0o600)
+    report = install.install(skills_source=skills_src)
+    assert report.mcp == "added" and report.mcp_backup is not None
+    assert read_json(report.mcp_backup) == user
+    data = read_json(config_file)
+    assert data["numStartups"] == 7 and data["mcpServers"]["github"] == user["mcpServers"]["github"]
+    entry = data["mcpServers"]["total-recall"]
+    assert entry["command"] == sys.executable and entry["args"] == ["-m", "total_recall", "mcp"]
+    assert entry["env"] == {"TOTAL_RECALL_HOME": str(isolated_home)}
+    assert stat.S_IMODE(config_file.stat().st_mode) == 0o600
+    assert install.install(skills_source=skills_src).mcp == "kept"
+    assert install.uninstall().mcp == "removed"
+    assert read_json(config_file) == user
+
+
+def test_mcp_entry_in_a_fresh_config_and_a_users_server_of_our_name(claude_dir, skills_src):
+    config_file = claude_dir / ".claude.json"
+    install.install(skills_source=skills_src)
+    assert list(read_json(config_file)["mcpServers"]) == ["total-recall"]
+    install.uninstall()
+    assert read_json(config_file) == {}
+    theirs = {"mcpServers": {"total-recall": {"type": "http", "url": "https://example.invalid/mcp"}}}
+    config_file.write_text(json.dumps(theirs), encoding="utf-8")
+    assert install.install(skills_source=skills_src).mcp == "skipped"
+    install.uninstall()
+    assert read_json(config_file) == theirs

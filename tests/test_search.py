@@ -116,7 +116,8 @@ KNOWN_FIELDS = {"name", "description", "when_to_use", "argument-hint", "argument
 
 def test_skills_are_valid_and_call_commands_that_exist():
     skills = sorted((REPO / "skills").glob("*/SKILL.md"))
-    assert {p.parent.name for p in skills} == {"remember", "memory-backfill", "memory-stats", "memory-topics"}
+    assert {p.parent.name for p in skills} == {"remember", "memory-backfill", "memory-stats", "memory-topics",
+                                             "memorize"}
     commands = set(cli_module.COMMANDS)
     for path in skills:
         fields = _frontmatter(path.read_text())

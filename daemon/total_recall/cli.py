@@ -301,6 +301,30 @@ def cmd_maintain(args) -> int:
     return 0
 
 
+@command("note")
+def cmd_note(args) -> int:
+    from total_recall import note
+
+    result = note.note(_db(), " ".join(args.text), intent=args.intent, pin=args.pin, session=args.session,
+                       project=args.project, settings=config.load())
+    _print(result, args.json, _kv)
+    return 0
+
+
+@command("mcp")
+def cmd_mcp(args) -> int:
+    from total_recall import mcp_server
+
+    return mcp_server.serve()
+
+
+@command("ui")
+def cmd_ui(args) -> int:
+    from total_recall.ui import app
+
+    return app.serve(port=args.port, open_browser=not args.no_open)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="total-recall", description="Long-term memory for Claude Code.")
     parser.add_argument("--version", action="version", version=f"total-recall {__version__}")
@@ -373,6 +397,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--days", type=int, default=7)
     p.add_argument("--project", help="directory or short name (default: the current directory's)")
     p.add_argument("--all-projects", action="store_true")
+    p = add("note", "remember something now: stored with its session and project, searchable at once")
+    p.add_argument("text", nargs="+", help="what to remember")
+    p.add_argument("--intent", default="context", metavar="INTENT",
+                   choices=("decision", "conclusion", "question", "problem", "solution", "todo", "context"),
+                   help="decision, conclusion, question, problem, solution, todo or context (default)")
+    p.add_argument("--pin", action="store_true", help="pin it (core tier, listed first at session start)")
+    p.add_argument("--session", help="the session it was said in (default: none)")
+    p.add_argument("--project", help="directory or short name (default: the session's or the current directory's)")
+    add("mcp", "run the MCP server on stdio (Claude Code starts it; tools: search, get, recent, digest, topics, note)")
+    p = add("ui", "open the local web view: timeline, search, memories, topics, entity graph, review")
+    p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
+    p.add_argument("--no-open", action="store_true", help="print the URL instead of opening a browser")
     add("maintain", "merge duplicates, refresh summaries, embed what lacks vectors, check and optimise, archive")
     return parser
 

@@ -48,6 +48,9 @@ class InstallReport:
     skills: list[str] = field(default_factory=list)  # installed (or removed) skill names
     changed: bool = False
     skipped_skills: list[str] = field(default_factory=list)  # a different file of the user's is in the way
+    mcp_config: Path | None = None  # Claude Code's user config holding our MCP server entry
+    mcp_backup: Path | None = None
+    mcp: str = ""  # added | kept | removed | skipped (a server of the user's has our name) | ""
 
 
 # --- commands -------------------------------------------------------------------------------
@@ -282,6 +285,75 @@ def uninstall_skills(manifest: dict[str, Any], report: InstallReport) -> None:
             pass
 
 
+# --- MCP server (user scope) ---------------------------------------------------------------
+
+MCP_NAME = "total-recall"
+
+
+def mcp_config_path(claude_dir: Path | None = None) -> Path:
+    """Claude Code keeps user-scope MCP servers in ~/.claude.json, or $CLAUDE_CONFIG_DIR/.claude.json."""
+    claude_dir = (claude_dir or config.claude_config_dir()).absolute()
+    default = Path("~/.claude").expanduser().absolute()
+    path = default.parent / ".claude.json" if claude_dir == default else claude_dir / ".claude.json"
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+def mcp_entry(python: str) -> dict[str, Any]:
+    entry: dict[str, Any] = {"type": "stdio", "command": python, "args": ["-m", "total_recall", "mcp"]}
+    home = config.home().absolute()
+    if home != Path(config.DEFAULT_HOME).expanduser().absolute():
+        entry["env"] = {"TOTAL_RECALL_HOME": str(home)}  # Claude Code's environment lacks ours
+    return entry
+
+
+def _is_our_mcp(entry: Any) -> bool:
+    return isinstance(entry, dict) and entry.get("args", [])[-3:] == ["-m", "total_recall", "mcp"]
+
+
+def install_mcp(claude_dir: Path, python: str, manifest: dict[str, Any], report: InstallReport) -> None:
+    """Add (or refresh) our user-scope MCP server entry; a backup is written before any change."""
+    path = report.mcp_config = mcp_config_path(claude_dir)
+    original = read_settings(path)
+    data = json.loads(json.dumps(original or {}))
+    servers = data.get("mcpServers")
+    if servers is not None and not isinstance(servers, dict):
+        raise ConfigError(f'{path}: "mcpServers" must be an object; the file was not changed')
+    recorded = manifest.get("mcp") or {}
+    current = (servers or {}).get(MCP_NAME)
+    if current is not None and not _is_our_mcp(current) and not recorded:
+        # Trigger: the user has a server of that name. Why: it is theirs. Outcome: left alone, reported.
+        report.mcp = "skipped"
+        return
+    manifest["mcp"] = {"path": str(path), "servers_key_existed": recorded.get("servers_key_existed",
+                                                                               servers is not None)}
+    wanted = mcp_entry(python)
+    if current == wanted:
+        report.mcp = "kept"
+        return
+    data.setdefault("mcpServers", {})[MCP_NAME] = wanted
+    if original is not None:
+        report.mcp_backup = write_backup(path)
+    write_atomic(path, data, path.stat().st_mode & 0o777 if original is not None else None)
+    report.mcp, report.changed = "added", True
+
+
+def uninstall_mcp(claude_dir: Path, manifest: dict[str, Any], report: InstallReport) -> None:
+    """Remove our entry only (a server of the user's under our name stays); backup first."""
+    recorded = manifest.get("mcp") or {}
+    path = report.mcp_config = Path(recorded.get("path") or mcp_config_path(claude_dir))
+    original = read_settings(path)
+    servers = (original or {}).get("mcpServers")
+    if not isinstance(servers, dict) or not _is_our_mcp(servers.get(MCP_NAME)):
+        return
+    data = json.loads(json.dumps(original))
+    del data["mcpServers"][MCP_NAME]
+    if not data["mcpServers"] and recorded and not recorded.get("servers_key_existed"):
+        del data["mcpServers"]
+    report.mcp_backup = write_backup(path)
+    write_atomic(path, data, path.stat().st_mode & 0o777)
+    report.mcp, report.changed = "removed", True
+
+
 # --- public API -----------------------------------------------------------------------------
 
 
@@ -332,6 +404,7 @@ def install(
     manifest.update(version=MANIFEST_VERSION, settings_path=str(path))
     manifest["commands"] = sorted(known | {g["hooks"][0]["command"] for g in groups.values()})
     install_skills(claude_dir, skills_source, manifest, report)
+    install_mcp(claude_dir, python, manifest, report)
     write_manifest(manifest)
     log.info("installed", settings=str(path), added=report.added_hooks, skills=report.skills, changed=report.changed)
     return report
@@ -352,6 +425,7 @@ def uninstall(*, claude_dir: Path | None = None) -> InstallReport:
             write_atomic(path, data, path.stat().st_mode & 0o777)
             report.changed = True
     uninstall_skills(manifest, report)
+    uninstall_mcp(claude_dir, manifest, report)
     manifest_path().unlink(missing_ok=True)
     log.info("uninstalled", settings=str(path), removed=report.removed_hooks, skills=report.skills)
     return report

@@ -1,0 +1,210 @@
+"""Explicit memory: something the user (or Claude, asked by the user) wants remembered, stored now.
+
+A note is an idea like any extracted one (same table, tombstones, duplicate merge, events), said
+by the user with confidence 1.0. It is embedded before its write transaction, so it is found by
+vector search at once, not after the daemon's next pass. It belongs to the session and project it
+was said in: with a session id, its source is that session's transcript at the line the
+conversation has reached; without one, a numbered line of the pseudo-source NOTE_SOURCE.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import datetime, timezone
+from typing import Any
+
+import structlog
+
+from total_recall import config, executor
+from total_recall.db import Database
+from total_recall.errors import EmbeddingError, TotalRecallError, TransientError
+from total_recall.extract.protocol import INTENTS
+
+log = structlog.get_logger(__name__)
+
+NOTE_SOURCE = "total-recall-note"
+MAX_NOTE_CHARS = 4000
+
+
+def note(
+    db: Database,
+    text: str,
+    *,
+    intent: str = "context",
+    pin: bool = False,
+    session: str | None = None,
+    project: str | None = None,
+    cwd: str | None = None,
+    settings: config.Settings | None = None,
+    embedder: Any = None,
+) -> dict:
+    """Store one explicit memory; return it as {id, content, intent, pinned, project, source, ...}."""
+    text = " ".join((text or "").split())
+    if not text:
+        raise TotalRecallError("the note is empty; say what to remember")
+    if len(text) > MAX_NOTE_CHARS:
+        raise TotalRecallError(f"the note is {len(text)} characters; keep it under {MAX_NOTE_CHARS}")
+    if intent not in INTENTS:
+        raise TotalRecallError(f"--intent takes one of {', '.join(INTENTS)}, not {intent!r}")
+    from total_recall.redact import redact
+
+    text = redact(text)
+    session = (session or "").strip() or None  # an unexpanded/empty session id means "no session"
+    settings = settings or config.load()
+    where = _where(db, session, project, cwd)
+    vector, embedded_note = _vector(db, settings, embedder, text)
+    now = time.time()
+    stamp = datetime.fromtimestamp(now, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    ctx = executor.BatchContext(
+        source_file=where["source_file"],
+        session_id=where["session"],
+        project=where["project"],
+        git_branch=where["branch"],
+        line_times={where["line"]: stamp},
+        first_line=where["line"],
+        last_line=where["line"],
+        cause="user: note",
+        now=now,
+    )
+    item = {
+        "content": text,
+        "type": intent,
+        "confidence": 1.0,
+        "source_line": where["line"],
+        "entities": _entities(text, where["project"]),
+    }
+    with db.write():
+        chash = executor.content_hash(text)
+        # Trigger: the user once forgot this very text and now asks to remember it. Why: an
+        # explicit request is newer than the tombstone. Outcome: the tombstone goes, logged.
+        dropped = db.execute(
+            "DELETE FROM tombstones WHERE kind = 'content' AND project IS ? AND content_hash = ?",
+            (where["project"], chash),
+        ).rowcount
+        if dropped:
+            executor.event(db, "tombstone", None, "delete", {"content_hash": chash}, None, "user: note", now)
+        idea_id, created = executor.insert_idea(db, ctx, item, where["span"], vector)
+        if idea_id is None:  # a line tombstone on the transcript line: note it on the pseudo-source
+            ctx.source_file, line = NOTE_SOURCE, _next_note_line(db)
+            ctx.line_times, item["source_line"] = {line: stamp}, line
+            idea_id, created = executor.insert_idea(db, ctx, item, None, vector)
+        if pin:
+            db.execute("UPDATE ideas SET pinned = 1, updated_at = ? WHERE id = ?", (now, idea_id))
+            executor.event(db, "idea", idea_id, "pin", {"pinned": False}, {"pinned": True}, "user: note", now)
+    row = db.one(
+        "SELECT content, intent, pinned, project, session_id, source_file, source_line, needs_embedding "
+        "FROM ideas WHERE id = ?",
+        (idea_id,),
+    )
+    log.info("note_stored", id=idea_id, created=created, embedded=not row[7])
+    result = {
+        "id": idea_id,
+        "content": row[0],
+        "intent": row[1],
+        "pinned": bool(row[2]),
+        "project": row[3],
+        "session": row[4],
+        "source_file": row[5],
+        "source_line": row[6],
+        "created": created,
+        "searchable_by_vector": not row[7],
+    }
+    if embedded_note:
+        result["note"] = embedded_note
+    return result
+
+
+def _where(db: Database, session: str | None, project: str | None, cwd: str | None) -> dict:
+    """Source file, line, project, branch and span of a note said now."""
+    from total_recall.search import resolve_projects
+
+    out: dict[str, Any] = {
+        "session": session,
+        "project": None,
+        "branch": None,
+        "span": None,
+        "source_file": NOTE_SOURCE,
+        "line": None,
+    }
+    if session:
+        row = db.one(
+            "SELECT source_file, project FROM index_state WHERE session_id = ? "
+            "ORDER BY updated_at DESC LIMIT 1",
+            (session,),
+        )
+        if row:
+            out["source_file"], out["project"] = row[0], row[1]
+            out["line"] = _current_line(db, row[0])
+            out["branch"] = db.scalar(
+                "SELECT git_branch FROM messages WHERE source_file = ? AND git_branch != '' "
+                "ORDER BY source_line DESC LIMIT 1",
+                (row[0],),
+            )
+            span = db.one(
+                "SELECT id FROM spans WHERE session_id = ? AND source_file = ? AND closed = 0 "
+                "ORDER BY depth DESC, id DESC LIMIT 1",
+                (session, row[0]),
+            )
+            out["span"] = span[0] if span else None
+    if project:
+        hits = resolve_projects(db, project, False, None)
+        if hits and hits[0] != out["project"]:
+            out.update(project=hits[0], span=None)
+    if out["project"] is None:
+        here = os.path.abspath(cwd or os.getcwd())
+        found = resolve_projects(db, None, False, here)
+        out["project"] = found[0] if found else here
+    if out["line"] is None:
+        out["source_file"], out["line"] = NOTE_SOURCE, _next_note_line(db)
+    return out
+
+
+def _current_line(db: Database, source_file: str) -> int:
+    """The conversation's latest line: the transcript's line count now, else the last indexed one."""
+    try:
+        with open(source_file, "rb") as fh:
+            count = sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
+        if count:
+            return count
+    except OSError:
+        pass
+    return int(
+        db.scalar("SELECT max(line_number, 1) FROM index_state WHERE source_file = ?", (source_file,), 1)
+    )
+
+
+def _next_note_line(db: Database) -> int:
+    return int(
+        db.scalar(
+            "SELECT coalesce(max(source_line), 0) + 1 FROM ideas WHERE source_file = ?", (NOTE_SOURCE,), 1
+        )
+    )
+
+
+def _entities(text: str, project: str | None) -> list[dict]:
+    from total_recall.extract.offline import entities
+    from total_recall.indexer import project_name
+
+    return entities(text, project_name(project or ""))
+
+
+def _vector(
+    db: Database, settings: config.Settings, embedder: Any, text: str
+) -> tuple[bytes | None, str | None]:
+    """The note's vector, or None with the reason (the repair pass embeds it later)."""
+    if not db.has_vec:
+        return None, "sqlite-vec is not loaded; the note is found by keyword search"
+    from total_recall import db as dbmod
+    from total_recall.embed import get_embedder, to_blob
+
+    try:
+        embedder = embedder or get_embedder(settings)
+        if not dbmod.ensure_vector_tables(db, embedder.model_id, embedder.dim):
+            return None, "vectors were made by another embedding model; run `total-recall reembed`"
+        return to_blob(embedder.embed([text])[0]), None
+    except (EmbeddingError, TransientError) as exc:
+        # Trigger: the embedder cannot run now. Why: the note must not be lost for it.
+        # Outcome: stored with needs_embedding = 1; the daemon's repair pass embeds it.
+        log.warning("note_not_embedded", error=str(exc))
+        return None, f"not embedded yet ({exc}); the daemon will embed it"

@@ -1,0 +1,1 @@
+"""The local web view (`total-recall ui`): Starlette app, templates and static files."""

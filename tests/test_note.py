@@ -1,0 +1,72 @@
+"""Explicit memory (`total-recall note`): stored with its session and project, searchable at once."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from helpers import cli, cli_json, write_transcript
+
+PROJECT = "/home/dev/projects/atlas"
+START = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(days=2)
+TURNS = [
+    ("user", "We decided to store the atlas data in PostgreSQL 16 with logical replication."),
+    ("assistant", "The frontend is built with React and Vite; tests run with Vitest."),
+    ("user", "The deploy pipeline pushes Docker images to the GitLab registry on every tag."),
+    ("assistant", "We fixed the flaky login test by waiting for the session cookie."),
+    ("user", "Remember that we chose Caddy over nginx for TLS."),
+]
+
+
+def _indexed_session(tmp_path):
+    path = tmp_path / "claude" / "projects" / "-home-dev-projects-atlas" / "sess-note.jsonl"
+    write_transcript(path, TURNS, cwd=PROJECT, start=START, session="sess-note")
+    cli("backfill", str(path), "--wait")
+    return path
+
+
+def test_a_note_is_found_at_rank_one_in_its_project_with_its_session_and_line(tmp_path):
+    path = _indexed_session(tmp_path)
+    stored = cli_json(
+        "note", "we chose Caddy over nginx for TLS", "--intent", "decision", "--session", "sess-note"
+    )
+    assert (
+        stored["intent"] == "decision" and stored["project"] == PROJECT and stored["session"] == "sess-note"
+    )
+    assert stored["source_file"] == str(path) and stored["source_line"] == len(TURNS)
+    assert stored["searchable_by_vector"] is True
+    results = cli_json("search", "which web server did we choose", "--project", "atlas")
+    assert results[0]["id"] == stored["id"], [r["content"] for r in results]
+    assert "idea_vec" in results[0]["matched_by"]  # embedded at once: no daemon ran a repair pass
+
+
+def test_a_note_without_a_session_belongs_to_the_current_project_and_can_be_pinned(tmp_path):
+    _indexed_session(tmp_path)
+    work = tmp_path / "checkout"
+    work.mkdir()
+    stored = cli_json(
+        "note",
+        "Release",
+        "notes",
+        "live in CHANGES.md",
+        "--intent",
+        "todo",
+        "--pin",
+        "--project",
+        "atlas",
+        cwd=str(work),
+    )
+    assert stored["pinned"] is True and stored["project"] == PROJECT
+    assert stored["source_file"] == "total-recall-note" and stored["source_line"] == 1
+    again = cli_json("note", "the staging database is reset every Monday", "--project", "atlas")
+    assert again["source_line"] == 2 and again["intent"] == "context"
+    blank = cli_json("note", "the wiki lives in Notion", "--session", "", "--project", "atlas")  # unexpanded id
+    assert blank["session"] is None and blank["source_line"] == 3
+    digest = cli("digest", "atlas").stdout
+    assert "Release notes live in CHANGES.md" in digest.split("## Pinned")[1]
+
+
+def test_bad_notes_are_refused_with_a_clear_message(tmp_path):
+    empty = cli("note", "   ", check=False)
+    assert empty.returncode == 1 and "the note is empty" in empty.stderr
+    wrong = cli("note", "x", "--intent", "rumour", check=False)
+    assert wrong.returncode == 2 and "--intent" in wrong.stderr

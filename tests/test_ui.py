@@ -1,0 +1,300 @@
+"""`total-recall ui` as a real process: its guards over HTTP, and a real headless Chromium using it.
+
+The browser test needs Chromium and its driver from the system packages (`.ci/run` installs them
+and sets TOTAL_RECALL_REQUIRE_BROWSER=1, so there a missing browser fails instead of skipping).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from helpers import cli, env, write_transcript
+
+PROJECT = "/home/dev/projects/atlas"
+START = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(days=1)
+TURNS = [
+    ("user", "We decided to store the atlas data in PostgreSQL 16 with logical replication."),
+    ("assistant", "The frontend is built with React and Vite; tests run with Vitest."),
+    ("user", "The flaky login test is caused by a race on the session cookie."),
+    ("assistant", "We fixed the flaky login test by waiting for the session cookie before clicking."),
+    ("user", "Todo: move the nightly backup job from cron to a systemd timer."),
+]
+
+
+@contextlib.contextmanager
+def running_ui(isolated_home, path):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "total_recall", "ui", "--no-open"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env(),
+    )
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("total-recall ui: http://127.0.0.1:"), (
+            line,
+            proc.stderr.read() if proc.poll() else "",
+        )
+        url = line.split(": ", 1)[1].strip()
+        yield {"url": url, "base": url.split("/?")[0], "db": isolated_home / "memory.db", "transcript": path}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture
+def ui(tmp_path, isolated_home):
+    path = tmp_path / "claude" / "projects" / "-home-dev-projects-atlas" / "ui-sess.jsonl"
+    write_transcript(path, TURNS, cwd=PROJECT, start=START, session="ui-sess")
+    cli("backfill", str(path), "--wait")
+    with running_ui(isolated_home, path) as running:
+        yield running
+
+
+def _status(url: str, *, method: str = "GET", headers: dict | None = None, data: bytes | None = None) -> int:
+    request = urllib.request.Request(url, method=method, headers=headers or {}, data=data)
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None
+
+    try:
+        with urllib.request.build_opener(NoRedirect).open(request, timeout=30) as answer:
+            return answer.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def _idea(db, text: str) -> tuple[int, int]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute(
+            "SELECT id, pinned FROM ideas WHERE content LIKE ? ORDER BY id LIMIT 1", (f"%{text}%",)
+        ).fetchone()
+
+
+PATHS = [
+    "/",
+    "/search?q=backup",
+    "/memory/1",
+    "/memory/1/forget",
+    "/session/ui-sess",
+    "/entity/1",
+    "/graph",
+    "/review",
+    "/api/search?q=backup",
+    "/api/memory/1",
+    "/api/graph",
+    "/static/app.css",
+    "/static/vendor/cytoscape.min.js",
+    "/no-such-page",
+]
+
+
+def test_without_the_token_every_page_and_api_answers_401_or_403(ui):
+    base, token = ui["base"], ui["url"].split("token=")[1]
+    for path in PATHS:
+        assert _status(base + path) == 401, path
+        assert _status(base + path, headers={"Cookie": f"total_recall_0=x; other={token[:5]}"}) == 401, path
+    for path in ("/memory/1/pin", "/memory/1/forget", "/memory/1/edit", "/review/1/apply"):
+        assert _status(base + path, method="POST", data=b"confirm=yes") == 401, path
+    port = base.rsplit(":", 1)[1]
+    cookie = {"Cookie": f"total_recall_{port}={token}"}
+    assert _status(base + "/", headers=cookie) == 200
+    # DNS rebinding: the right cookie under another host name is refused.
+    assert _status(base + "/", headers={**cookie, "Host": f"attacker.example:{port}"}) == 403
+    assert _status(base + f"/?token={token}", headers={"Host": f"attacker.example:{port}"}) == 403
+    # Cross-site POSTs: a foreign Origin, or no CSRF token, change nothing.
+    idea_id, _ = _idea(ui["db"], "PostgreSQL")
+    form = {**cookie, "Content-Type": "application/x-www-form-urlencoded"}
+    assert (
+        _status(
+            f"{base}/memory/{idea_id}/pin",
+            method="POST",
+            data=b"csrf=x",
+            headers={**form, "Origin": "http://attacker.example"},
+        )
+        == 403
+    )
+    assert _status(f"{base}/memory/{idea_id}/pin", method="POST", data=b"csrf=wrong", headers=form) == 403
+    assert _status(f"{base}/memory/{idea_id}/forget", method="POST", data=b"confirm=yes", headers=form) == 403
+    assert _idea(ui["db"], "PostgreSQL") == (idea_id, 0)
+    assert _status(f"{base}/memory/{idea_id}/pin", headers=cookie) == 405  # GET never changes anything
+
+
+def _post(ui: dict, path: str, form: dict) -> int:
+    from urllib.parse import urlencode
+
+    port = ui["base"].rsplit(":", 1)[1]
+    return _status(
+        ui["base"] + path,
+        method="POST",
+        data=urlencode(form).encode(),
+        headers={
+            "Cookie": f"total_recall_{port}={ui['url'].split('token=')[1]}",
+            "Content-Type": "application/x-www-form-urlencoded",
+            "Origin": ui["base"],
+        },
+    )
+
+
+def _get(ui: dict, path: str) -> tuple[int, str]:
+    port = ui["base"].rsplit(":", 1)[1]
+    request = urllib.request.Request(
+        ui["base"] + path, headers={"Cookie": f"total_recall_{port}={ui['url'].split('token=')[1]}"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_edit_review_topics_and_graph_through_the_library_functions(tmp_path, isolated_home):
+    folder = tmp_path / "claude" / "projects" / "-home-dev-projects-atlas"
+    first = write_transcript(
+        folder / "s1.jsonl",
+        [("user", "We decided to use MySQL for the orders database.")],
+        cwd=PROJECT,
+        start=START - timedelta(days=3),
+        session="s1",
+    )
+    cli("backfill", str(first), "--wait")
+    old = _idea(isolated_home / "memory.db", "use MySQL")[0]
+    cli("pin", str(old))
+    second = write_transcript(
+        folder / "s2.jsonl",
+        [("user", "We switched from MySQL to Postgres for the orders database.")],
+        cwd=PROJECT,
+        start=START,
+        session="s2",
+    )
+    cli("backfill", str(second), "--wait")
+    with running_ui(isolated_home, second) as ui:
+        status, page = _get(ui, "/")
+        csrf = page.split('name="csrf-token" content="')[1].split('"')[0]
+        status, page = _get(ui, "/review")
+        assert status == 200 and "switched from MySQL" in page
+        proposal = json.loads(cli("review", "--json").stdout)[0]["id"]
+        assert _post(ui, f"/review/{proposal}/apply", {"csrf": csrf}) == 303
+        assert json.loads(cli("review", "--json").stdout) == []
+        assert _idea(ui["db"], "use MySQL")[1] == 0 and _idea(ui["db"], "switched from MySQL")[1] == 1
+        new = _idea(ui["db"], "switched from MySQL")[0]
+        status, page = _get(ui, f"/memory/{new}")
+        assert "Evolution" in page and f"/memory/{old}" in page  # the chain: MySQL, then Postgres
+        assert (
+            _post(ui, f"/memory/{old}/edit", {"csrf": csrf, "text": "We used MySQL for orders until March."})
+            == 303
+        )
+        assert _idea(ui["db"], "until March")[0] == old
+        assert _post(ui, f"/memory/{old}/edit", {"csrf": csrf, "text": "  "}) == 400  # refused, nothing lost
+        assert _idea(ui["db"], "until March")[0] == old
+        status, page = _get(ui, "/session/s2")
+        assert status == 200 and "switched from MySQL" in page
+        status, body = _get(ui, "/api/graph")
+        graph = json.loads(body)
+        assert "MySQL" in {n["name"] for n in graph["nodes"]}
+        status, body = _get(ui, "/search?q=%3Cscript%3Ealert(1)%3C/script%3E")
+        assert status == 200 and "<script>alert(1)" not in body  # every value is escaped
+
+
+def test_without_a_database_the_ui_says_how_to_set_up(isolated_home):
+    done = cli("ui", "--no-open", check=False, timeout=60)
+    assert done.returncode == 1 and "total-recall up" in done.stderr
+    assert not (isolated_home / "memory.db").exists()
+
+
+def _chromium():
+    for browser in ("chromium", "chromium-browser", "google-chrome"):
+        if shutil.which(browser) and shutil.which("chromedriver"):
+            return shutil.which(browser), shutil.which("chromedriver")
+    if os.environ.get("TOTAL_RECALL_REQUIRE_BROWSER"):
+        pytest.fail("Chromium and chromedriver are required here (apt-get install chromium chromium-driver)")
+    pytest.skip("no system Chromium/chromedriver (apt-get install chromium chromium-driver)")
+
+
+@pytest.fixture
+def browser():
+    binary, driver_path = _chromium()
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    os.environ.setdefault("SE_OFFLINE", "true")  # never let Selenium Manager download anything
+    options = webdriver.ChromeOptions()
+    options.binary_location = binary
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,900",
+        "--no-first-run",
+        "--disable-extensions",
+    ):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    driver.set_page_load_timeout(30)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def test_search_open_pin_and_forget_in_a_real_browser(ui, browser):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    wait = WebDriverWait(browser, 20)
+    browser.get(ui["url"])
+    assert "token=" not in browser.current_url  # the token went into a cookie
+    assert browser.find_element(By.TAG_NAME, "h1").text == "Timeline"
+    assert "nightly backup job" in browser.find_element(By.CLASS_NAME, "timeline").text
+
+    box = browser.find_element(By.CSS_SELECTOR, "form.quick input[name=q]")
+    box.send_keys("which database did we choose", Keys.ENTER)
+    first = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "#results li.result a.content")))
+    assert "PostgreSQL" in first.text
+    first.click()
+
+    wait.until(ec.presence_of_element_located((By.ID, "memory-content")))
+    assert "PostgreSQL" in browser.find_element(By.ID, "memory-content").text
+    assert f"{ui['transcript']}:1" in browser.find_element(By.CLASS_NAME, "source").text
+    assert browser.find_element(By.ID, "pinned-state").text == "not pinned"
+    browser.find_element(By.ID, "pin-button").click()
+    wait.until(ec.text_to_be_present_in_element((By.ID, "notice"), "pinned"))
+    assert browser.find_element(By.ID, "pinned-state").text.lower() == "pinned"
+    assert _idea(ui["db"], "PostgreSQL")[1] == 1
+
+    browser.get(ui["base"] + "/search?q=nightly+backup+cron")
+    target = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "#results li.result a.content")))
+    assert "systemd timer" in target.text
+    forgotten = _idea(ui["db"], "systemd timer")[0]
+    target.click()
+    browser.find_element(By.ID, "forget-link").click()
+    assert "systemd timer" in wait.until(ec.presence_of_element_located((By.ID, "forget-preview"))).text
+    assert _idea(ui["db"], "systemd timer") is not None  # the preview changed nothing
+    browser.find_element(By.ID, "confirm-forget").click()
+    wait.until(ec.text_to_be_present_in_element((By.ID, "notice"), f"#{forgotten} was forgotten"))
+    assert _idea(ui["db"], "systemd timer") is None
+    browser.get(ui["base"] + "/search?q=nightly+backup+cron")
+    ids = [e.get_attribute("data-id") for e in browser.find_elements(By.CSS_SELECTOR, "#results li.result")]
+    assert str(forgotten) not in ids
+    browser.get(f"{ui['base']}/memory/{forgotten}")
+    assert "no memory with id" in browser.find_element(By.CLASS_NAME, "error").text
+
+    browser.get(ui["base"] + "/graph")
+    graph = wait.until(lambda d: d.find_element(By.ID, "graph").get_attribute("data-ready"))
+    assert int(graph) >= 2  # the vendored Cytoscape.js ran under the page's CSP and drew the entities
