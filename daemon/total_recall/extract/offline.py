@@ -200,6 +200,7 @@ class Cue:
 
     def __init__(self, *phrases: str, anchored: bool = False) -> None:
         firsts: set[str] = set()
+        scan_always = False
         for phrase in phrases:
             group = re.match(r"\(\?:([^()]*)\)", phrase)  # "(?:we|i) will": a choice of first words
             alternatives = group.group(1).split("|") if group else [phrase]
@@ -207,19 +208,20 @@ class Cue:
             for first in head:
                 first = first.split("(?", 1)[0].replace(",?", "").rstrip(",")  # drop a lookahead
                 if not re.fullmatch(r"[a-z0-9'?+#.-]+", first):
-                    raise ValueError(f"cue phrase must start with a plain word: {phrase!r}")
+                    scan_always = True  # a regex first word: no cheap pre-test, the pattern always runs
                 firsts |= {first.replace("'?", "'"), first.replace("'?", "")}
         self.first_words = frozenset(firsts)
+        self.scan_always = scan_always
         body = "|".join(phrases)
         self.pattern = re.compile(rf"^(?:{body})\b" if anchored else rf"\b(?:{body})\b")
 
     def search(self, lowered: str, tokens: frozenset[str]) -> re.Match[str] | None:
-        if self.first_words.isdisjoint(tokens):
+        if not self.scan_always and self.first_words.isdisjoint(tokens):
             return None
         return self.pattern.search(lowered)
 
     def count(self, lowered: str, tokens: frozenset[str]) -> int:
-        if self.first_words.isdisjoint(tokens):
+        if not self.scan_always and self.first_words.isdisjoint(tokens):
             return 0
         return len(self.pattern.findall(lowered))
 
@@ -227,39 +229,93 @@ class Cue:
 CUES: dict[str, Cue] = {
     "solution": Cue(
         r"fixed (?:it |this |that |the \w+ )?by", r"the fix (?:was|is)", r"the solution (?:was|is)",
-        r"the trick (?:was|is)", r"fix (?:it|this|that)", "fixes", "fixed", "solved", "resolved",
-        "workaround", "worked around", "works now", "got it working",
-    ),
-    "decision": Cue(
-        "we decided", "i decided", "we've decided", "i've decided", "we have decided", "decided to",
-        "decided on", "decision", "let'?s go with", "let'?s use",
-        r"(?:we'll|i'll|we will|i will) (?:use|go with|stick with|switch to|keep)",
-        "going with", "we chose", "i chose", "chose to", r"opted (?:for|to)", "settled on",
-        r"(?:we're|we are) (?:going to use|switching to|sticking with)",
-        r"switch (?:from|over|to)", r"switched (?:from|over|to)", r"switching (?:from|over|to)",
-        r"agreed (?:to|on)", "the plan is",
-    ),
-    "conclusion": Cue(
-        "key insight", "turns out", "turned out", "it seems", "seems like", "therefore", "in conclusion",
-        r"the reason (?:is|was)", "root cause", "this means", "which means", "that means", "i realized",
-        "i realised", "we learned", "i learned", "lesson", r"that explains", "which explains",
-        "the takeaway", "in short", "in summary",
+        r"the trick (?:was|is)", "fixes", "fixed", "solved", "resolved", "solves", r"(?:this|that|which) removes",
+        "workaround", "worked around", "works now", "got it working", "is working now",
+        # a measured improvement reached by an action: "reduced it from 800ms to 300ms by caching"
+        r"(?:reduc|brought|bring|cut|improv|lower|dropp?|decreas|sped|speed)\w*\b[^.?!]{0,60}?"
+        r"\b(?:from \d|to \d[^.?!]{0,60}?\b(?:after|by|with)\b|by \d+(?:\.\d+)? ?%)",
+        r"(?:managed|able) to (?:reduce|bring|cut|improve|fix|speed|lower|get it)",
     ),
     "problem": Cue(
-        r"the (?:issue|problem|bug) (?:is|was)", "raises", "raised", "throws", "threw", "error", "errors",
-        "fails", "fail", "failing", "failed", "failure", "broken", "breaks", "bug", "bugs",
-        "doesn'?t work", "does not work", "isn'?t working", "not working", "exception", "exceptions",
-        r"won'?t (?:start|work|run|load|compile|build)",
-        "crash", "crashes", "crashed", "crashing", "traceback", "segfault", "timed out", "timeout",
-        "regression", "hangs", "deadlock", "leak",
+        r"the (?:issue|problem|bug|error) (?:is|was)", "raises", "raised", "throws", "threw",
+        r"(?:getting|get|got|seeing|see|saw|encounter\w*|hit\w*|run\w* into|receiv\w*) (?:an?|the|this|that|"
+        r"some|these|those|a few)?\s?[\w'\"“”:.-]*\s?(?:[\w'\"“”:.-]+\s){0,6}?(?:errors?|exceptions?|warnings?|"
+        r"failures?|issues?|problems?|bugs?|crash\w*)",
+        r"keep (?:getting|seeing|hitting)", r"still (?:getting|seeing|experiencing|having|failing|broken)",
+        r"(?:fails|failed|failing)(?! (?:attempts?|logins?|requests?|calls?))", "broken", "crash", "crashes",
+        "crashed", "crashing", "traceback", "segfault", "timed out", "regression", "hangs", "deadlock",
+        "memory leaks?", r"(?:is|are|was|were)n'?t (?:working|showing|displaying|loading|being|triggering|picked)",
+        r"(?:is|are|was|were) not (?:working|showing|displaying|loading|being|triggering|picked)",
+        r"(?:does|do|did)(?:n'?t| not) (?:seem to )?(?:work|start|run|load|compile|build|make a|trigger|"
+        r"display|show|change|fire|get picked|pick|apply|respond)",
+        "not working", r"won'?t (?:start|work|run|load|compile|build)", r"(?:can'?t|cannot) (?:seem to )?get",
+        r"having (?:some )?(?:trouble|issues?|problems?) (?:with|getting|making|displaying|loading|implementing"
+        r"|handling the|on)", r"experiencing (?:some )?(?:slow|issues?|problems?|performance|errors?|a)",
+        r"bottleneck", r"(?:a|an) \d+ ?ms (?:delay|spikes?|lag)", r"\d+ ?ms spikes", "nothing seems to work",
+        r"(?:tentative|too slow|very slow)", r"isn'?t being", r"(?:has|have) no (?:automated|tests?|checks?)",
+        r"(?:blocked|missing or incorrect|not found|not defined|undefined|unauthori[sz]ed)\b(?! yet)",
+    ),
+    "decision": Cue(
+        "we decided", "i decided", "we've decided", "i've decided", "we have decided", "i have decided",
+        "decided to", "decided on", "decided against", "decide against", r"had to decide against",
+        r"let'?s (?:go with|use|stick with|switch to|keep|start with|do it)",
+        r"(?:we'll|i'll|we will|i will|i think i'll) (?:use|go with|stick with|switch to|keep|try|definitely)",
+        "going with", "go with", "we chose", "i chose", "chose to", "i've chosen", "we've chosen",
+        r"(?:i|we) (?:have )?chosen", r"opted (?:for|to)", "settled on",
+        r"(?:we're|we are|i'm|i am) (?:going to use|switching to|sticking with|planning to (?:use|implement|store|"
+        r"add|switch|go))",
+        r"(?:switch|switched|switching) (?:from|over|to)", r"agreed (?:to|on)", "the plan is",
+        r"prefer (?:it|this|that|\w+(?: [\w.]+)?) over", r"planning to store",
+        r"instead of", "architecture:",
+    ),
+    "conclusion": Cue(
+        "key insight", "key findings?", "turns out", "turned out", "in conclusion", r"the reason (?:is|was)",
+        "root cause", "this means", "which means", "that means", "i realized", "i realised", "we learned",
+        "i learned", "lesson", r"that explains", "which explains", "the takeaway", "in short", "in summary",
+        r"i (?:have )?confirmed that", r"i've confirmed", "found out", r"i found no", r"(?:i|we) found that",
+        r"there might be a tension", r"(?:i think|probably) (?:it'?s|this is) because", "is caused by",
+        r"no \w+ (?:installers?|support) exists?", "exist for",
     ),
     "todo": Cue(
-        "need to", "needs to", "todo", "to-do", r"should(?! (?:have|'ve|be))", r"must(?! (?:have|'ve|be))",
-        "have to", "has to", "remember to", "don'?t forget", "next step", "next steps", "follow-up",
-        "follow up", "let'?s", "i'?ll", "we'?ll", "going to", "plan to", "want to",
+        "todo", "to-do", "next steps?", "follow-up", "follow up", "remember to", "don'?t forget",
+        r"(?:we|you) (?:still )?(?:need|have|ought) to", r"(?:we|you) should(?! (?:have|'ve|be))",
+        r"we must(?! (?:have|'ve|be))", "still need to", "left to do", "later on", r"(?:i|we)'?ll (?:add|write|"
+        r"run|reach|convert|set up|schedule|implement|fix|look into|get back|test|update|document|start)",
+        r"i (?:will|am going to|'m going to) (?:add|write|run|reach|convert|schedule|implement|fix|test|update)",
+        "task \\d", "milestones?", "epic", "tasks? created", "beads? created",
     ),
 }
-INTENT_ORDER = ("solution", "decision", "conclusion", "problem", "todo")
+# Trigger: these phrasings name an intent without carrying it ("error handling", "trying to decide
+# between", a hypothetical failure). Why: the words alone made most requests look like problems or
+# decisions. Outcome: the matching span is blanked before the cue of that intent is looked for.
+NOT_CUES: dict[str, re.Pattern[str]] = {
+    "problem": re.compile(
+        r"\b(?:error[- ]handling|handl\w* (?:\w+ )?(?:errors?|exceptions?|failures?)|errors? (?:messages?|"
+        r"boundar\w*|status|rate|codes?|logs?|display)|(?:catch|prevent|avoid|anticipat\w*|reduce|"
+        r"detect|log|track|report|fix|debug|surface|retr\w*) (?:\w+ )?(?:\w+ )?(?:errors?|issues?|"
+        r"problems?|bugs?|exceptions?|failures?|leaks?)|(?:what|in case|even) if [^,.?]*|if (?:the |it |a |"
+        r"an |there )[^,.?]*(?:fails?|errors?)|when [^,.?]*fails?|without (?:any )?(?:errors?|issues?|breaking)"
+        r"|bug fix\w*|known [^,.]*bug|trouble (?:figuring|understanding|deciding|with the (?:integration )?"
+        r"test)|potential (?:\w+ )?(?:issues?|problems?|errors?|bugs?)|(?:fixes|fix) (?:\w+ ){0,3}"
+        r"(?:immediately|when)|no (?:reported )?(?:downtime|leaks?|errors?))"),
+    "decision": re.compile(
+        r"\b(?:decide (?:between|whether|on the best|which)|trying to decide|before deciding|"
+        r"whether to|should i (?:use|go|switch|stick)|or (?:should|do) i|considering|decision(?:s)? "
+        r"(?:together|=|point)|heard (?:that|of|about) [^,.]*|(?:could|might|would) help[^,.]*)"),
+    "solution": re.compile(r"\b(?:(?:suggest|any|other|further|best|possible) (?:fix|solution)\w*|"
+                           r"bug fix\w*|never fixed|"
+                           r"how (?:to|do i|can i) fix|help me fix|fix (?:this|it|the) ?(?:issue|error)?\?)"),
+}
+# An assistant's narration of what it is about to do is not a memory ("Let me check the file",
+# "Now let's run the tests:", "I'll research the options and then draft beads for you.").
+NARRATION = re.compile(
+    r"^(?:(?:ok(?:ay)?|good|great|now|next|first|then|alright|so|perfect|done)[,.!:-]?\s+(?:[-—]\s+)?)*"
+    r"(?:let me|let's|let us|i'll|i will|i'm going to|i am going to|we'll now|i'm now|i am now|"
+    r"i'll now|time to|checking|looking at|listing|reading|searching|running)\b"
+)
+NARRATION_END = re.compile(r"(?:[:.…]|\.\.\.)\s*$")
+SHORT_NARRATION_WORDS = 22
+INTENT_ORDER = ("solution", "problem", "decision", "conclusion", "todo")
 INTERROGATIVE = re.compile(
     r"^(?:what|why|how|when|where|who|whom|whose|which|can|could|should|would|will|shall|is|are|am|"
     r"was|were|do|does|did|have|has|had|may|might|isn't|aren't|doesn't|don't|didn't|won't|wouldn't|"
@@ -310,6 +366,10 @@ SUB_SPAN = re.compile(
 # ---------------------------------------------------------------------------------------------
 # Text splitting
 
+PLAN_MARK = "\u2063"  # invisible separator: marks a list item of a plan inside this module only
+PLAN_LEAD = re.compile(r"\b(?:steps?|tasks?|milestones?|todos?|to-dos?|plan|action items?|remaining|"
+                       r"left to do|follow-ups?|next)\b")
+HEADING_WORDS = 8
 FENCE = re.compile(r"```[^\n]*\n?(.*?)(?:```|\Z)", re.DOTALL)
 URL = re.compile(r"https?://\S+")
 HEADING = re.compile(r"^#{1,6}\s+")
@@ -343,6 +403,7 @@ def _strip_inline(text: str) -> str:
 def _blocks(content: str) -> list[str]:
     """Paragraph-like pieces of a message: lines, with soft-wrapped lines joined."""
     blocks: list[str] = []
+    plan = False  # inside a list introduced as steps, tasks, milestones or a plan
     for raw in content.splitlines():
         line = raw.strip()
         if not line or RULE.match(line) or TABLE_SEPARATOR.match(line):
@@ -354,8 +415,14 @@ def _blocks(content: str) -> list[str]:
         line = LIST_MARK.sub("", HEADING.sub("", line))
         if line.startswith("|"):
             line = "; ".join(cell.strip() for cell in line.strip("|").split("|") if cell.strip())
-        if is_heading and len(line.split()) < SHORT_WORDS:
-            continue  # section titles like "## Summary" carry nothing on their own
+        if is_heading or (not listed and line.endswith(":")):
+            plan = bool(PLAN_LEAD.search(line.lower()))
+        elif not listed:
+            plan = False
+        if is_heading and len(line.split()) < HEADING_WORDS:
+            continue  # section titles like "## Summary" or "The Key Decision" say nothing on their own
+        if listed and plan:
+            line = PLAN_MARK + line
         open_line = bool(blocks and blocks[-1]) and blocks[-1][-1] not in ".!?:"
         soft_wrap = open_line and not listed and line[:1].islower()
         if soft_wrap:
@@ -637,19 +704,93 @@ def normalise(sentence: str) -> tuple[str, frozenset[str]]:
     return lowered, tokens_of(lowered)
 
 
-def classify(sentence: str, normalised: tuple[str, frozenset[str]] | None = None) -> str:
-    lowered, tokens = normalised or normalise(sentence)
+QUESTION_CLAUSE = Cue(
+    r"(?:can|could|would|will) (?:you|someone|anyone|i|we)\b", r"how (?:do|can|should|would|does) (?:i|we|it|this)",
+    r"(?:is|are) there (?:a|any)", r"what(?:'s| is| are) the (?:best|right)", r"any (?:suggestions|advice|ideas|"
+    r"thoughts|recommendations)", r"i'?m (?:not sure|wondering|unsure) (?:how|if|whether|what|where|which|why)",
+    r"i am (?:not sure|wondering|unsure) (?:how|if|whether|what|where|which|why)",
+    r"(?:i'?d|i would) (?:like|love|appreciate)(?: it)? (?:to know|to see|to get|some|any|if)",
+    r"i need help", r"(?:i'?m|i am) looking for (?:advice|help|guidance)", r"not sure (?:how|where) to start",
+    r"help me (?:understand|figure|with|review|implement|fix|debug|build|write|create|improve|set)",
+    r"(?:does|do) (?:this|that|it) (?:work|look)",
+)
+CLAUSE_CUT = re.compile(
+    r"(?:;\s+|,\s+(?=(?:but|and|so|however|although|though|because|since|which|can you|could you|maybe|also|"
+    r"then|as|considering|now|i'?ve|i'?m|i have|i am|i'?d|i want|i need|i think|i'?ll|we'?ll|we'?ve)\b)"
+    r"|\s+(?=but\s))"
+)
+
+
+def _cue(intent: str, lowered: str, tokens: frozenset[str]) -> bool:
+    negated = NOT_CUES.get(intent)
+    if negated is not None:
+        blanked = negated.sub(" ", lowered)
+        if blanked != lowered:
+            lowered, tokens = blanked, tokens_of(blanked)
+    if CUES[intent].search(lowered, tokens):
+        return True
+    # TypeError, ConnectionResetError, NullPointerException, a 404 status
+    return intent == "problem" and bool(ERROR_NAME.search(lowered) and not NOT_CUES["problem"].search(lowered))
+
+
+ERROR_NAME = re.compile(r"\b\w+(?:error|exception)\b(?!\s+(?:handling|message|when))")
+
+
+def _is_question(sentence: str, lowered: str, tokens: frozenset[str]) -> bool:
     if lowered.rstrip(" \"')]*_~").endswith("?") or WONDER.search(lowered, tokens):
-        return "question"
+        return True
+    if QUESTION_CLAUSE.search(lowered, tokens):
+        return True
     opening = INTERROGATIVE.match(lowered)
-    if opening and not re.search(r"[.!]\s*$", sentence) and len(tokens) <= 25:
+    return bool(opening and not re.search(r"[.!]\s*$", sentence) and len(tokens) <= 25)
+
+
+def classify(sentence: str, normalised: tuple[str, frozenset[str]] | None = None, role: str = "user") -> str:
+    """The intent of one clause or sentence: question by form, else the first cue that holds.
+
+    Cue phrases are looked for after ``NOT_CUES`` blanked phrasings that only name an intent
+    ("error handling", "trying to decide between", "what if it fails"). An assistant's "I'll ..."
+    is narration of the next step, not a todo; a user's is a commitment.
+    """
+    lowered, tokens = normalised or normalise(sentence)
+    if _is_question(sentence, lowered, tokens):
         return "question"
     for intent in INTENT_ORDER:
-        if CUES[intent].search(lowered, tokens):
+        if intent == "todo" and role == "assistant" and NARRATION.match(lowered):
+            continue
+        if _cue(intent, lowered, tokens):
             return intent
-        if intent == "problem" and any(t.endswith(("error", "exception")) for t in tokens):
-            return intent  # TypeError, ConnectionResetError, NullPointerException
     return "context"
+
+
+def classify_clauses(sentence: str, role: str = "user") -> list[tuple[str, str]]:
+    """(text, intent) pieces of a sentence: one piece unless its clauses carry different intents.
+
+    "I'm trying to decide between X and Y, but I chose X, can you help me with the setup?" holds
+    a decision and a question; each becomes its own item. Clauses without a typed intent stay
+    with the typed clause before them (or the next one, at the start).
+    """
+    whole = classify(sentence, None, role)
+    clauses = [c.strip() for c in CLAUSE_CUT.split(sentence) if c and c.strip()]
+    if len(clauses) < 2:
+        return [(sentence, whole)]
+    typed = [(c, classify(c, None, role)) for c in clauses]
+    kinds = [k for _, k in typed if k != "context"]
+    if len(set(kinds)) <= 1:
+        return [(sentence, kinds[0] if kinds else whole)]
+    groups: list[list] = []
+    for text, kind in typed:
+        if groups and (kind == "context" or kind == groups[-1][1] or groups[-1][1] == "context"):
+            groups[-1][0].append(text)
+            if groups[-1][1] == "context":
+                groups[-1][1] = kind
+        else:
+            groups.append([[text], kind])
+    out = []
+    for texts, kind in groups:
+        text = ", ".join(t.rstrip(",") for t in texts)
+        out.append((text[:1].upper() + text[1:], kind))
+    return out
 
 
 def confidence(sentence: str, intent: str, normalised: tuple[str, frozenset[str]] | None = None) -> float:
@@ -664,6 +805,17 @@ def confidence(sentence: str, intent: str, normalised: tuple[str, frozenset[str]
 
 # ---------------------------------------------------------------------------------------------
 # The extractor
+
+
+TOOL_LINE = re.compile(r"^\[tool [^\n]*\]$", re.MULTILINE)
+
+
+def _is_narration(sentence: str) -> bool:
+    """An assistant sentence that only announces its next step ("Let me check the tests.")."""
+    lowered = sentence.lower().replace("’", "'").strip()
+    if len(words_of(lowered)) > SHORT_NARRATION_WORDS:
+        return False
+    return bool(NARRATION.match(lowered)) or bool(re.fullmatch(r"(?:good|great|done|ok(?:ay)?|perfect)[.!]?(?: -)?", lowered))
 
 
 @dataclass
@@ -730,7 +882,10 @@ class OfflineExtractor:
         content = str(message.get("content") or "")
         if not content.strip():
             return [], "empty"
+        content = TOOL_LINE.sub("", content)  # "[tool Bash: ls]": what ran is not what was said
         parts = sentences(content)
+        if str(message.get("role") or "") == "assistant":
+            parts = [p for p in parts if not _is_narration(p)]
         texts = _group(parts)
         if not texts:
             texts = _fallback(parts, content)
@@ -739,19 +894,23 @@ class OfflineExtractor:
             return [], "acknowledgement" if acknowledgement else "no substantive content"
         units = []
         seen: set[str] = set()
+        role = str(message.get("role") or "")
         for marked in texts[:MAX_ITEMS_PER_MESSAGE]:
-            marked = strip_vocative(marked)
-            text = BACKTICK.sub(r"\1", marked)  # entities read the backticks; content drops them
-            if text.lower() in seen:
-                continue
-            seen.add(text.lower())
-            normalised = normalise(text)
-            intent = classify(text, normalised)
-            units.append(_Unit(
-                text=text, line=message["line"], role=str(message.get("role") or ""), message=index,
-                intent=intent, confidence=confidence(text, intent, normalised),
-                entities=entities(marked, project), words=content_words(text), normalised=normalised,
-            ))
+            planned = PLAN_MARK in marked
+            marked = strip_vocative(marked.replace(PLAN_MARK, ""))
+            for piece, intent in classify_clauses(marked, role):
+                text = BACKTICK.sub(r"\1", piece)  # entities read the backticks; content drops them
+                if text.lower() in seen:
+                    continue
+                seen.add(text.lower())
+                normalised = normalise(text)
+                if planned and intent in ("context", "decision"):
+                    intent = "todo"  # a step of a plan, task list or milestone list
+                units.append(_Unit(
+                    text=text, line=message["line"], role=role, message=index,
+                    intent=intent, confidence=confidence(text, intent, normalised),
+                    entities=entities(piece, project), words=content_words(text), normalised=normalised,
+                ))
         # Only prose paragraphs merge; lists and separate lines were written as separate points.
         return (units if "\n" in content.strip() else _merge_context(units)), ""
 
