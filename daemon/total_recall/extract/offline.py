@@ -198,9 +198,9 @@ class Cue:
     none, and skipping the scan is what makes thousands of messages per second possible.
     """
 
-    def __init__(self, *phrases: str, anchored: bool = False) -> None:
+    def __init__(self, *phrases: str, anchored: bool = False, scan: bool = False) -> None:
         firsts: set[str] = set()
-        scan_always = False
+        scan_always = scan  # True: the pattern always runs (phrases whose first word is a stem)
         for phrase in phrases:
             group = re.match(r"\(\?:([^()]*)\)", phrase)  # "(?:we|i) will": a choice of first words
             alternatives = group.group(1).split("|") if group else [phrase]
@@ -233,8 +233,10 @@ CUES: dict[str, Cue] = {
         "workaround", "worked around", "works now", "got it working", "is working now",
         # a measured improvement reached by an action: "reduced it from 800ms to 300ms by caching"
         r"(?:reduc|brought|bring|cut|improv|lower|dropp?|decreas|sped|speed)\w*\b[^.?!]{0,60}?"
-        r"\b(?:from \d|to \d[^.?!]{0,60}?\b(?:after|by|with)\b|by \d+(?:\.\d+)? ?%)",
+        r"\b(?:from \d+\w*|to \d[^.?!]{0,60}?\b(?:after|by|with)|by \d+(?:\.\d+)?(?= ?%))",
         r"(?:managed|able) to (?:reduce|bring|cut|improve|fix|speed|lower|get it)",
+        r"refactored (?:the |my )?\\w+ to use", r"(?:added|adding) [^.?!]{0,60}\\bto (?:fix|reduce|avoid|handle the)",
+        scan=True,
     ),
     "problem": Cue(
         r"the (?:issue|problem|bug|error) (?:is|was)", "raises", "raised", "throws", "threw",
@@ -303,7 +305,8 @@ NOT_CUES: dict[str, re.Pattern[str]] = {
         r"whether to|should i (?:use|go|switch|stick)|or (?:should|do) i|considering|decision(?:s)? "
         r"(?:together|=|point)|heard (?:that|of|about) [^,.]*|(?:could|might|would) help[^,.]*)"),
     "solution": re.compile(r"\b(?:(?:suggest|any|other|further|best|possible) (?:fix|solution)\w*|"
-                           r"bug fix\w*|never fixed|"
+                           r"bug fix\w*|never fixed|(?:to|can|could|should|would|will|want|trying|how) (?:further )?"
+                           r"(?:reduce|improve|cut|lower|bring|speed)\w*[^,.?!]*|"
                            r"how (?:to|do i|can i) fix|help me fix|fix (?:this|it|the) ?(?:issue|error)?\?)"),
 }
 # An assistant's narration of what it is about to do is not a memory ("Let me check the file",
@@ -736,16 +739,17 @@ def _cue(intent: str, lowered: str, tokens: frozenset[str]) -> bool:
 ERROR_NAME = re.compile(r"\b\w+(?:error|exception)\b(?!\s+(?:handling|message|when))")
 
 
-def _is_question(sentence: str, lowered: str, tokens: frozenset[str]) -> bool:
+def _is_question(sentence: str, lowered: str, tokens: frozenset[str], clause: bool = False) -> bool:
     if lowered.rstrip(" \"')]*_~").endswith("?") or WONDER.search(lowered, tokens):
         return True
     if QUESTION_CLAUSE.search(lowered, tokens):
         return True
-    opening = INTERROGATIVE.match(lowered)
+    opening = not clause and INTERROGATIVE.match(lowered)  # inside a sentence "which" is relative
     return bool(opening and not re.search(r"[.!]\s*$", sentence) and len(tokens) <= 25)
 
 
-def classify(sentence: str, normalised: tuple[str, frozenset[str]] | None = None, role: str = "user") -> str:
+def classify(sentence: str, normalised: tuple[str, frozenset[str]] | None = None, role: str = "user",
+             clause: bool = False) -> str:
     """The intent of one clause or sentence: question by form, else the first cue that holds.
 
     Cue phrases are looked for after ``NOT_CUES`` blanked phrasings that only name an intent
@@ -753,7 +757,7 @@ def classify(sentence: str, normalised: tuple[str, frozenset[str]] | None = None
     is narration of the next step, not a todo; a user's is a commitment.
     """
     lowered, tokens = normalised or normalise(sentence)
-    if _is_question(sentence, lowered, tokens):
+    if _is_question(sentence, lowered, tokens, clause):
         return "question"
     for intent in INTENT_ORDER:
         if intent == "todo" and role == "assistant" and NARRATION.match(lowered):
@@ -774,7 +778,7 @@ def classify_clauses(sentence: str, role: str = "user") -> list[tuple[str, str]]
     clauses = [c.strip() for c in CLAUSE_CUT.split(sentence) if c and c.strip()]
     if len(clauses) < 2:
         return [(sentence, whole)]
-    typed = [(c, classify(c, None, role)) for c in clauses]
+    typed = [(c, classify(c, None, role, clause=i > 0)) for i, c in enumerate(clauses)]
     kinds = [k for _, k in typed if k != "context"]
     if len(set(kinds)) <= 1:
         return [(sentence, kinds[0] if kinds else whole)]
