@@ -271,7 +271,7 @@ CUES: dict[str, Cue] = {
         r"instead of", "architecture:",
     ),
     "conclusion": Cue(
-        "key insight", "key findings?", "turns out", "turned out", "in conclusion", r"the reason (?:is|was)",
+        "key insight", "key findings?", "therefore", "turns out", "turned out", "in conclusion", r"the reason (?:is|was)",
         "root cause", "this means", "which means", "that means", "i realized", "i realised", "we learned",
         "i learned", "lesson", r"that explains", "which explains", "the takeaway", "in short", "in summary",
         r"i (?:have )?confirmed that", r"i've confirmed", "found out", r"i found no", r"(?:i|we) found that",
@@ -886,10 +886,13 @@ class OfflineExtractor:
         content = str(message.get("content") or "")
         if not content.strip():
             return [], "empty"
-        content = TOOL_LINE.sub("", content)  # "[tool Bash: ls]": what ran is not what was said
+        stripped = TOOL_LINE.sub("", content)  # "[tool Bash: ls]": what ran is not what was said
+        ran_tools, content = stripped != content, stripped
         parts = sentences(content)
         if str(message.get("role") or "") == "assistant":
-            parts = [p for p in parts if not _is_narration(p)]
+            # Narration announces the tool call that follows it ("Let me check the tests.") or the
+            # text after it ("Now let's build and test:"); elsewhere "let's" may be a plan.
+            parts = [p for p in parts if not (_is_narration(p) and (ran_tools or p.rstrip().endswith(":")))]
         texts = _group(parts)
         if not texts:
             texts = _fallback(parts, content)
