@@ -212,3 +212,13 @@ def test_near_duplicate_guard_merges_rewordings_not_different_facts():
     assert not same_fact("We chose Meilisearch for the catalogue search.", "We chose Typesense for the catalogue search.")
     assert not same_fact("The API rate limit is 100 requests per minute.", "The API rate limit is 120 requests per minute.")
     assert not same_fact("Call fetch_rows() in export.py.", "Call fetch_all() in export.py.")
+
+
+def test_a_decision_restated_with_lead_ins_in_three_sessions_is_one_memory(tmp_path):
+    claude = tmp_path / "claude"
+    fact = "We decided to use PostgreSQL 16 for the orders database."
+    session(claude, "s1", [("user", fact)], 0)
+    session(claude, "s2", [("user", "Reminder: we decided to use PostgreSQL 16 for the orders database.")], 1)
+    session(claude, "s3", [("user", "As decided, we decided to use PostgreSQL 16 for the orders database.")], 2)
+    rows = db_rows("SELECT content, mention_count, intent FROM ideas WHERE content LIKE '%PostgreSQL 16%'")
+    assert rows == [(fact, 3, "decision")]

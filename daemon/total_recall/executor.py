@@ -25,6 +25,21 @@ def normalise(text: str) -> str:
     return " ".join(WORD.findall(text))
 
 
+# A lead-in says the fact is repeated, not what it is: "Reminder: ...", "Again, ...", "As decided, ...".
+LEAD_IN = re.compile(
+    r"^(?:(?:(?:just |quick |a )*(?:reminder|recap|note|fyi|again|once again|once more|to recap|to be clear|"
+    r"as (?:a reminder|decided|agreed|discussed|mentioned|noted|said)(?: (?:earlier|before|above|last time))?|"
+    r"like i said|as i said|for the record|remember)\s*[:,;!.—–-]+\s*)+)",
+    re.IGNORECASE,
+)
+
+
+def without_lead_in(text: str) -> str:
+    """The statement without a leading "Reminder:" / "Again," / "As decided,": one fact, one memory."""
+    rest = LEAD_IN.sub("", text.strip(), count=1)
+    return (rest[:1].upper() + rest[1:]) if rest and rest != text.strip() else text.strip()
+
+
 def content_hash(text: str) -> str:
     return hashlib.sha256(normalise(text).encode()).hexdigest()[:32]
 
@@ -250,7 +265,8 @@ def insert_idea(db: Database, ctx: BatchContext, item: dict, span_id: int | None
 
     None when the user forgot this memory (a tombstone) - forgotten things stay forgotten.
     """
-    content = item["content"].strip()
+    content = without_lead_in(item["content"])
+    item = {**item, "content": content}
     chash = content_hash(content)
     line = int(item["source_line"])
     if tombstoned(db, ctx, line, chash):
