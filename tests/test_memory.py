@@ -222,3 +222,14 @@ def test_a_decision_restated_with_lead_ins_in_three_sessions_is_one_memory(tmp_p
     session(claude, "s3", [("user", "As decided, we decided to use PostgreSQL 16 for the orders database.")], 2)
     rows = db_rows("SELECT content, mention_count, intent FROM ideas WHERE content LIKE '%PostgreSQL 16%'")
     assert rows == [(fact, 3, "decision")]
+
+
+def test_after_pin_the_very_next_session_start_shows_the_pinned_memory(tmp_path):
+    claude = tmp_path / "claude"
+    session(claude, "s1", [("user", "The staging database listens on port 5433 behind the VPN.")])
+    idea = ideas_like("port 5433")[0][0]
+    payload = {"session_id": "s2", "cwd": PROJECT, "hook_event_name": "SessionStart", "source": "startup"}
+    assert "## Pinned" not in run_session_start(payload).stdout
+    cli("pin", str(idea))  # no indexing in between
+    out = run_session_start(payload).stdout
+    assert "## Pinned" in out and out.index("## Pinned") < out.index("port 5433")

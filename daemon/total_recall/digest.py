@@ -64,7 +64,8 @@ def context_digest(db: Database, project: str, per_section: int = 6) -> str:
         ("Pinned", _ideas(db, where, params, "AND pinned = 1", per_section)),
         ("Open questions", _ideas(db, where, params, "AND intent = 'question' AND answered = 0", per_section)),
         ("Todos", _ideas(db, where, params, "AND intent = 'todo'", per_section)),
-        ("Latest decisions", _ideas(db, where, params, "AND intent = 'decision'", per_section)),
+        ("Latest decisions", _ideas(db, where, params, "AND intent = 'decision' AND id NOT IN "
+                                    "(SELECT to_id FROM relations WHERE relation_type = 'supersedes')", per_section)),
     ]
     lines = [f"# Memory of project {project_name(project) or project} (total-recall)",
              "Use /total-recall:remember <query> for more."]
