@@ -365,7 +365,15 @@ def apply_output(db: Database, ctx: BatchContext, output: dict, vectors: dict[st
     by_line: dict[int, list[int]] = {}
     for item in output.get("items", []):
         span_id = pick_span(span_starts, int(item["source_line"]), topic)
+        closed = close_todo(db, ctx, item) if item.get("closes") else None
+        if closed is not None and item["type"] == "todo":
+            # The completed entry is the open todo itself: it is closed, not stored twice.
+            _add_source(db, ctx, closed, int(item["source_line"]))
+            report.lines_with_items.add(int(item["source_line"]))
+            continue
         idea_id, created = insert_idea(db, ctx, item, span_id, (vectors or {}).get(item["content"].strip()))
+        if idea_id is not None and item.get("closes") and item["type"] == "todo" and closed is None:
+            _mark_closed(db, ctx, idea_id, int(item["source_line"]))  # completed when first seen
         if idea_id is None:
             continue
         by_line.setdefault(int(item["source_line"]), []).append(idea_id)
@@ -378,6 +386,53 @@ def apply_output(db: Database, ctx: BatchContext, output: dict, vectors: dict[st
     extend_spans(db, ctx, (root, topic, sub))
     report.spans_touched = {s for s in (root, topic, sub) if s}
     return report
+
+
+TODO_MATCH = 0.5  # stemmed content-word Jaccard for "this says that todo is done"
+TODO_STOP = FILLER | frozenset("now done finished completed complete all has been have i ve we just".split())
+
+
+def _stems(text: str) -> set[str]:
+    out = set()
+    for word in WORD.findall(normalise(without_lead_in(text))):
+        if word in TODO_STOP or len(word) < 2:
+            continue
+        for suffix in ("ing", "ed", "es", "s"):
+            if len(word) > len(suffix) + 2 and word.endswith(suffix):
+                word = word[: -len(suffix)]
+                break
+        out.add(word)
+    return out
+
+
+def close_todo(db: Database, ctx: BatchContext, item: dict) -> int | None:
+    """Close the open todo of this project that ``item`` says is done; its id, or None.
+
+    The best match by stemmed content words ("Added the migration test" closes "Add a migration
+    test"), at least TODO_MATCH; among equals the most recent todo.
+    """
+    words = _stems(item["content"])
+    if not words:
+        return None
+    best: tuple[float, int] | None = None
+    for idea_id, content in db.execute(
+            "SELECT id, content FROM ideas WHERE project IS ? AND intent = 'todo' AND closed_source_line IS NULL "
+            "ORDER BY id DESC LIMIT 500", (ctx.project,)):
+        other = _stems(content)
+        score = len(words & other) / len(words | other) if other else 0.0
+        if score >= TODO_MATCH and (best is None or score > best[0]):
+            best = (score, int(idea_id))
+    if best is None:
+        return None
+    _mark_closed(db, ctx, best[1], int(item["source_line"]))
+    return best[1]
+
+
+def _mark_closed(db: Database, ctx: BatchContext, idea_id: int, line: int) -> None:
+    db.execute("UPDATE ideas SET closed_at = ?, closed_source_file = ?, closed_source_line = ?, updated_at = ? "
+               "WHERE id = ? AND closed_source_line IS NULL",
+               (ctx.line_times.get(line), ctx.source_file, line, ctx.now, idea_id))
+    event(db, "idea", idea_id, "close", None, {"closed_by": f"{ctx.source_file}:{line}"}, ctx.cause, ctx.now)
 
 
 def store_vectors(db: Database, table: str, key: str, rows: list[tuple[int, str, bytes]]) -> None:

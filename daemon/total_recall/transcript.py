@@ -338,6 +338,7 @@ class _Reader:
         self.first_prompt_done = False
         self.file_skip: str | None = None  # set by the first prompt: headless/warmup sessions
         self._fallback_session: str | None = None
+        self.plans: dict[str, str] = {}  # the latest plan file written in this read (ExitPlanMode shows it)
 
     # -- driving -------------------------------------------------------------------------
 
@@ -495,7 +496,7 @@ class _Reader:
         pieces: list[str] = []
         seen: set[str] = set()
         for item in items:
-            _response_pieces(_blocks(_content(item.record or {})), env["cwd"], pieces, seen)
+            _response_pieces(_blocks(_content(item.record or {})), env["cwd"], pieces, seen, self.plans)
         if self._is_compaction(record):
             kind, skip = "compact_summary", "compact_summary"
         else:
@@ -556,9 +557,14 @@ class _Reader:
 
 
 def _response_pieces(
-    blocks: list[dict[str, Any]], cwd: str | None, pieces: list[str], seen: set[str]
+    blocks: list[dict[str, Any]], cwd: str | None, pieces: list[str], seen: set[str],
+    plans: dict[str, str] | None = None,
 ) -> None:
-    """Append one response line's text and tool descriptors; note what else it held."""
+    """Append one response line's text and tool descriptors; note what else it held.
+
+    TodoWrite lists and ExitPlanMode plans are what was decided and what is left to do, so they
+    are text for extraction (``[todos]`` / ``[plan]`` blocks), not tool descriptors.
+    """
     for block in blocks:
         kind = block.get("type")
         if kind == "text" and isinstance(block.get("text"), str):
@@ -569,10 +575,46 @@ def _response_pieces(
                 pieces.append(text)
                 seen.add("text")
         elif kind in ("tool_use", "server_tool_use"):
-            pieces.append(_tool_descriptor(block, cwd))
-            seen.add("tool_use_only")
+            structured = _plan_or_todos(block, plans if plans is not None else {})
+            if structured:
+                pieces.append(structured)
+                seen.add("text")
+            else:
+                pieces.append(_tool_descriptor(block, cwd))
+                seen.add("tool_use_only")
         elif kind in ("thinking", "redacted_thinking"):
             seen.add("thinking_only")
+
+
+TODO_STATUSES = ("pending", "in_progress", "completed")
+PLAN_CHARS = 8_000
+
+
+def _plan_or_todos(block: dict[str, Any], plans: dict[str, str]) -> str | None:
+    """A ``[todos]`` block for TodoWrite, a ``[plan]`` block for ExitPlanMode, else None.
+
+    ExitPlanMode carries its plan in ``input.plan`` (Claude Code 1.x/2.0) or shows the plan file
+    written just before it (2.1: a Write to ``plan.md`` or under ``plans/``), remembered in ``plans``.
+    """
+    name = _str(block.get("name"))
+    args = block.get("input") if isinstance(block.get("input"), dict) else {}
+    if name in ("Write", "Edit") and isinstance(args.get("file_path"), str):
+        path = args["file_path"]
+        if path.rsplit("/", 1)[-1].lower() == "plan.md" or "/plans/" in path:
+            if isinstance(args.get("content"), str):
+                plans["latest"] = args["content"]
+        return None
+    if name == "ExitPlanMode":
+        plan = args.get("plan") if isinstance(args.get("plan"), str) else plans.pop("latest", "")
+        return f"[plan]\n{plan.strip()[:PLAN_CHARS]}\n[/plan]" if plan.strip() else None
+    if name == "TodoWrite" and isinstance(args.get("todos"), list):
+        rows = []
+        for todo in args["todos"]:
+            if isinstance(todo, dict) and isinstance(todo.get("content"), str) and todo["content"].strip():
+                status = todo.get("status") if todo.get("status") in TODO_STATUSES else "pending"
+                rows.append(f"- [{status}] {' '.join(todo['content'].split())[:300]}")
+        return "[todos]\n" + "\n".join(rows) + "\n[/todos]" if rows else None
+    return None
 
 
 def _tool_descriptor(block: dict[str, Any], cwd: str | None) -> str:

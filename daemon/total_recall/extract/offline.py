@@ -811,6 +811,76 @@ def confidence(sentence: str, intent: str, normalised: tuple[str, frozenset[str]
 # The extractor
 
 
+STRUCTURED = re.compile(r"\[(plan|todos)\]\n(.*?)\n\[/\1\]", re.DOTALL)
+TODO_ROW = re.compile(r"^- \[(pending|in_progress|completed)\] (.+)$", re.MULTILINE)
+TASK_HEADING = re.compile(r"^(?:task|step|phase|milestone)\s*\d+\s*[:.)-]\s*(.+)$", re.IGNORECASE)
+APPROACH_HEADING = re.compile(r"\b(?:approach|solution|architecture|design|decision|chosen|strategy|overview)\b")
+MAX_PLAN_TODOS = 20
+STEP_SECTION = re.compile(r"\b(?:steps?|tasks|todos?|to-dos?|action items|milestones|remaining|work items)\b")
+# "X is done", "finished X", "I've completed X": a statement that closes an open todo
+DONE_STATEMENT = re.compile(
+    r"\b(?:is|are|was|were|now|all|has been|have been) (?:now )?(?:done|finished|completed|complete|merged|shipped)\b"
+    r"|^(?:i'?ve |we'?ve |i have |we have |just )?(?:finished|completed|done with|wrapped up|checked off)\b"
+    r"|\bmarked (?:it |them |\w+ )?(?:as )?(?:done|complete|completed)\b"
+)
+
+
+def _structured_blocks(content: str) -> tuple[str, list[tuple[str, str, bool]]]:
+    """Plans and todo lists (rendered by the transcript reader) -> (rest of content, pieces).
+
+    A TodoWrite list gives one todo per entry; a completed entry closes that todo. An
+    ExitPlanMode plan gives a decision (its title and the first sentence of its approach) and one
+    todo per step: a numbered item, an item of a steps/tasks section, or a "Task N: ..." heading.
+    """
+    pieces: list[tuple[str, str, bool]] = []
+    for match in STRUCTURED.finditer(content):
+        if match.group(1) == "todos":
+            for status, text in TODO_ROW.findall(match.group(2)):
+                pieces.append((text.strip(), "todo", status == "completed"))
+        else:
+            pieces.extend(_plan_pieces(match.group(2)))
+    return STRUCTURED.sub("", content), pieces
+
+
+def _plan_pieces(plan: str) -> list[tuple[str, str, bool]]:
+    title, section, approach, steps = "", "", "", []
+    body = FENCE.sub("", plan)
+    for raw in body.splitlines():
+        line = raw.strip().lstrip(">").strip()
+        if not line:
+            continue
+        heading = HEADING.match(line)
+        if heading:
+            text = _strip_inline(HEADING.sub("", line)).strip()
+            task = TASK_HEADING.match(text)
+            if task:
+                steps.append(task.group(1).strip())
+            if not title:
+                title = re.sub(r"^(?:implementation )?plan\s*[:—-]\s*", "", text, flags=re.IGNORECASE)
+            section = "" if task else text.lower()
+            continue
+        listed = LIST_MARK.match(line)
+        text = _strip_inline(LIST_MARK.sub("", line)).strip()
+        if not listed and text.endswith(":") and len(words_of(text)) <= 4:
+            section = text.lower()  # a bold pseudo-heading ("**Steps:**")
+            continue
+        if listed and (re.match(r"^\d{1,3}[.)]", line) or STEP_SECTION.search(section)):
+            steps.append(text)
+        elif not approach and APPROACH_HEADING.search(section) and not listed:
+            approach = (_split_sentences(text) or [text])[0]
+    pieces = []
+    if title:
+        pieces.append((f"Plan: {title}", "decision", False))
+    if approach:
+        pieces.append((approach, "decision", False))
+    seen = set()
+    for step in steps[:MAX_PLAN_TODOS]:
+        if step and step.lower() not in seen and len(words_of(step)) >= 2:
+            seen.add(step.lower())
+            pieces.append((BACKTICK.sub(r"\1", step), "todo", False))
+    return pieces
+
+
 TOOL_LINE = re.compile(r"^\[tool [^\n]*\]$", re.MULTILINE)
 
 
@@ -834,13 +904,17 @@ class _Unit:
     words: set[str] = field(default_factory=set)
     normalised: tuple[str, frozenset[str]] = ("", frozenset())
     answered: bool = False
+    closes: bool = False  # says that a todo is done (a completed TodoWrite entry, "X is done now")
 
     def item(self) -> dict:
-        return {
+        out = {
             "type": self.intent, "content": self.text, "confidence": self.confidence,
             "source_line": self.line, "entities": self.entities,
             "answered": self.answered if self.intent == "question" else False,
         }
+        if self.closes:
+            out["closes"] = True
+        return out
 
 
 @dataclass
@@ -886,6 +960,22 @@ class OfflineExtractor:
         content = str(message.get("content") or "")
         if not content.strip():
             return [], "empty"
+        structured: list[_Unit] = []
+        if "[/plan]" in content or "[/todos]" in content:
+            content, pieces = _structured_blocks(content)
+            for text, intent, closes in pieces:
+                normalised = normalise(text)
+                structured.append(_Unit(
+                    text=text, line=message["line"], role=str(message.get("role") or ""), message=index,
+                    intent=intent, confidence=0.9, entities=entities(text, project), words=content_words(text),
+                    normalised=normalised, closes=closes))
+            if not content.strip():
+                return structured, "" if structured else "empty"
+        units, reason = self._prose_units(index, message, content, project)
+        return structured + units, "" if structured else reason
+
+    def _prose_units(self, index: int, message: dict, content: str, project: str) -> tuple[list[_Unit], str]:
+        closes_cue = DONE_STATEMENT
         stripped = TOOL_LINE.sub("", content)  # "[tool Bash: ls]": what ran is not what was said
         ran_tools, content = stripped != content, stripped
         parts = sentences(content)
@@ -913,10 +1003,12 @@ class OfflineExtractor:
                 normalised = normalise(text)
                 if planned and intent in ("context", "decision"):
                     intent = "todo"  # a step of a plan, task list or milestone list
+                closes = intent != "question" and bool(closes_cue.search(normalised[0]))
                 units.append(_Unit(
                     text=text, line=message["line"], role=role, message=index,
                     intent=intent, confidence=confidence(text, intent, normalised),
                     entities=entities(piece, project), words=content_words(text), normalised=normalised,
+                    closes=closes,
                 ))
         # Only prose paragraphs merge; lists and separate lines were written as separate points.
         return (units if "\n" in content.strip() else _merge_context(units)), ""

@@ -434,7 +434,7 @@ class _Checker:
         confidence = raw.get("confidence", 0.7)
         if not _is_number(confidence):
             return f"confidence {confidence!r} is not a number", None
-        return None, {
+        out = {
             "type": intent,
             "content": content,
             "confidence": min(1.0, max(0.0, float(confidence))),
@@ -442,6 +442,9 @@ class _Checker:
             "entities": self.entities(raw.get("entities")),
             "answered": intent == "question" and _as_bool(raw.get("answered", False)),
         }
+        if intent != "question" and _as_bool(raw.get("closes", False)):
+            out["closes"] = True
+        return None, out
 
     def entities(self, raw: Any) -> list[dict]:
         if not isinstance(raw, list):
