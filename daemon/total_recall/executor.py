@@ -12,6 +12,7 @@ import json
 import re
 import unicodedata
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Iterable
 
 from total_recall.db import Database
@@ -59,6 +60,7 @@ class BatchContext:
     last_line: int
     cause: str  # e.g. "extract:offline"
     now: float
+    idle_gap: float = 1800.0  # seconds of silence after which a new topic starts
 
 
 @dataclass
@@ -140,6 +142,15 @@ def apply_topic(db: Database, ctx: BatchContext, root: int, update: dict, new_sp
     name, summary = (update.get("name") or "").strip(), (update.get("summary") or "").strip()
     start = int(update.get("start_line") or ctx.first_line)
     current = _open_span(db, ctx, 1, root)
+    gap = _idle_gap_line(db, ctx, current)
+    if current is not None and gap is not None:
+        # Trigger: a pause of idle_gap or more before line `gap`. Why: after a break people move
+        # on, whatever the extractor thinks. Outcome: the topic closes; a new one starts there.
+        _close_span(db, ctx, current[0], max(current[3], gap - 1))
+        same = not name or _same_topic(current[1], name)
+        topic = _insert_span(db, ctx, 1, root, name if name and not same else "conversation",
+                             summary if not same else "", gap)
+        return topic, None
     if current is None:
         topic = _insert_span(db, ctx, 1, root, name or "conversation", summary, ctx.first_line)
     elif name and not _same_topic(current[1], name):
@@ -163,6 +174,31 @@ def apply_topic(db: Database, ctx: BatchContext, root: int, update: dict, new_sp
             _close_span(db, ctx, sub[0], max(sub[3], sub_start - 1))
         sub = (_insert_span(db, ctx, 2, topic, new_span["name"].strip(), new_span.get("reason") or "", sub_start),)
     return topic, (sub[0] if sub else None)
+
+
+def _idle_gap_line(db: Database, ctx: BatchContext, current: tuple | None) -> int | None:
+    """The first line of this batch said idle_gap or more after the message before it, if any."""
+    if current is None or ctx.idle_gap <= 0:
+        return None
+    previous = db.scalar("SELECT ended_at FROM spans WHERE id = ?", (current[0],), None)
+    for line in sorted(ctx.line_times):
+        stamp = _seconds(ctx.line_times[line])
+        if stamp is None:
+            continue
+        before = _seconds(previous)
+        if before is not None and stamp - before >= ctx.idle_gap and line > current[3]:
+            return line
+        previous = ctx.line_times[line]
+    return None
+
+
+def _seconds(stamp: str | None) -> float | None:
+    if not stamp:
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 def extend_spans(db: Database, ctx: BatchContext, span_ids: Iterable[int | None]) -> None:
@@ -360,6 +396,13 @@ def apply_output(db: Database, ctx: BatchContext, output: dict, vectors: dict[st
     root = session_span(db, ctx)
     topic, sub = apply_topic(db, ctx, root, output.get("topic_update") or {}, output.get("new_span"))
     span_starts = [(topic, 0)]
+    topic_start = int(db.scalar("SELECT start_line FROM spans WHERE id = ?", (topic,), 0))
+    if topic_start > ctx.first_line:
+        # The topic began inside this batch: lines before it belong to the topic it closed.
+        before = db.scalar("SELECT id FROM spans WHERE parent_id = ? AND depth = 1 AND id < ? ORDER BY id DESC "
+                           "LIMIT 1", (root, topic), None)
+        if before is not None:
+            span_starts = [(int(before), 0), (topic, topic_start)]
     if sub:
         span_starts.append((sub, int(db.scalar("SELECT start_line FROM spans WHERE id = ?", (sub,), 0))))
     by_line: dict[int, list[int]] = {}

@@ -220,6 +220,7 @@ class Indexer:
         ctx = executor.BatchContext(
             source_file=path, session_id=ident["session"], project=ident["project"], git_branch=ident["branch"],
             line_times=times, first_line=min(lines), last_line=max(lines), cause=f"extract:{extractor_name}", now=now,
+            idle_gap=60.0 * float(self.settings.get("daemon", "idle_gap_minutes")),
         )
         vectors = self._embed_items(outputs)
         with self.db.write():
