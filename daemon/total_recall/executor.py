@@ -147,9 +147,7 @@ def apply_topic(db: Database, ctx: BatchContext, root: int, update: dict, new_sp
         # Trigger: a pause of idle_gap or more before line `gap`. Why: after a break people move
         # on, whatever the extractor thinks. Outcome: the topic closes; a new one starts there.
         _close_span(db, ctx, current[0], max(current[3], gap - 1))
-        same = not name or _same_topic(current[1], name)
-        topic = _insert_span(db, ctx, 1, root, name if name and not same else "conversation",
-                             summary if not same else "", gap)
+        topic = _insert_span(db, ctx, 1, root, name or current[1], summary, gap)
         return topic, None
     if current is None:
         topic = _insert_span(db, ctx, 1, root, name or "conversation", summary, ctx.first_line)
@@ -190,6 +188,12 @@ def _idle_gap_line(db: Database, ctx: BatchContext, current: tuple | None) -> in
             return line
         previous = ctx.line_times[line]
     return None
+
+
+def seconds_between(earlier: str | None, later: str | None) -> float:
+    """Seconds from one conversation timestamp to another; 0 when either is missing or unreadable."""
+    a, b = _seconds(earlier), _seconds(later)
+    return b - a if a is not None and b is not None else 0.0
 
 
 def _seconds(stamp: str | None) -> float | None:

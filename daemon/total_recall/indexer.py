@@ -180,8 +180,16 @@ class Indexer:
         """Cut the read into batches of at most max_batch_messages substantive new messages."""
         known = self._known_lines(path, result.messages)
         limit = max(1, int(self.settings.get("daemon", "max_batch_messages")))
-        chunks, current = [], Chunk([], 0, 0)
+        gap = 60.0 * float(self.settings.get("daemon", "idle_gap_minutes"))
+        chunks, current, previous = [], Chunk([], 0, 0), None
         for msg in result.messages:
+            if gap > 0 and current.fresh and msg.skip_reason is None \
+                    and executor.seconds_between(previous, msg.timestamp) >= gap:
+                # An idle gap ends a batch, so each batch lies on one side of it (a new topic starts).
+                current.end_offset, current.end_line = current.messages[-1].end_offset, current.messages[-1].last_line
+                chunks.append(current)
+                current = Chunk([], 0, 0)
+            previous = msg.timestamp or previous
             current.messages.append(msg)
             if msg.skip_reason is None and (msg.line, executor.content_hash(msg.text)) not in known:
                 current.fresh.append(msg)

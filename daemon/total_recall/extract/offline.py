@@ -1270,8 +1270,8 @@ def _topic(input_obj: dict, units: list[_Unit], embedder: Any) -> tuple[dict, di
         name, summary = _describe(units)
         update = {"name": name, "summary": summary}
     if shift:
-        name, _ = _describe([u for u in units if u.line >= shift[1]] or units)
-        return update, {"name": name, "reason": shift[2], "start_line": shift[1]}
+        name, summary = _describe([u for u in units if u.line >= shift[1]] or units)
+        return update, {"name": name, "reason": shift[2], "summary": summary, "start_line": shift[1]}
     return update, None
 
 
@@ -1322,46 +1322,91 @@ def _embedding_shift(input_obj: dict, embedder: Any, units: list[_Unit]) -> tupl
     sim, position = min(scored)
     line = new[position - len(recent)]["line"]
     if sim < SHIFT_SIM:
-        return ("topic", line, f"similarity {sim:.2f} between neighbouring messages")
+        return ("topic", line, "the conversation moved to another subject")
     if sim < SPAN_SIM:
-        return ("span", line, f"similarity {sim:.2f} between neighbouring messages")
+        return ("span", line, "a side subject within the topic")
     return None
+
+
+SUMMARY_ORDER = {"decision": 0, "conclusion": 1, "solution": 2, "problem": 3, "todo": 4, "context": 5, "question": 6}
+# Words that say what someone does or how, not what the span is about; they end a name phrase.
+PHRASE_BREAK = frozenset(
+    """doesnt dont isnt wont cant seem seems works work working worked check checking run running
+    add added adding fix fixed fixing make made get got set sets setting use used using need needs
+    want wants try tried trying still maybe because via please websearch scrolling catches
+    looks look looking sure right able whether""".split()
+)
+NAME_WORDS = 4
+
+
+def _phrases(text: str) -> list[list[str]]:
+    """Runs of content words (no stopwords, verbs of doing, or punctuation inside): noun-phrase-ish."""
+    out, run = [], []
+    for token in re.findall(r"[A-Za-z0-9][\w.+#/-]*[\w+#]|[A-Za-z0-9]|[^\w\s]", text):
+        key = token.lower().replace("’", "'").rstrip(".'")
+        breaks = (not token[0].isalnum() or key in STOPWORDS or key in SMALLTALK or key in NAME_NOISE
+                  or key in PHRASE_BREAK or key.endswith("ly") or key.isdigit() or len(key) < 2)
+        if breaks:
+            if run:
+                out.append(run)
+            run = []
+        else:
+            run.append(token.rstrip("."))
+    if run:
+        out.append(run)
+    return out
 
 
 def _describe(units: list[_Unit]) -> tuple[str, str]:
     """(name, summary) of a run of items, both extractive.
 
-    Name: the 3-4 heaviest content words (entities weigh double) in order of first appearance.
-    Summary: the one or two statements whose words carry most of that weight.
+    Name: the best noun phrase of the span (a run of content words, at most NAME_WORDS), scored
+    by how often its words occur in the span (entities count double), so "Redis session cache"
+    beats a list of the four most frequent words from different sentences.
+    Summary: the span's decisions and conclusions first (then solutions, problems...), one or two
+    statements whose words carry most of that weight; never a score.
     """
     if not units:
         return "", ""
-    weights: dict[str, list] = {}  # word -> [weight, surface form, first position]
+    weights: dict[str, float] = {}
     keys_of: list[set[str]] = []
+    phrases: list[tuple[list[str], int]] = []
     for unit in units:
-        named = {e["name"].lower(): e["name"] for e in unit.entities if e["type"] != "file"}
+        named = {e["name"].lower() for e in unit.entities if e["type"] != "file"}
         keys: set[str] = set()
-        for surface in words_of(unit.text):
-            key = surface.lower().replace("’", "'").rstrip(".'")
-            if key in STOPWORDS or key in SMALLTALK or key in NAME_NOISE or len(key) < 3 or key.isdigit():
-                continue
-            entry = weights.setdefault(key, [0.0, named.get(key, surface.rstrip(".")), len(weights)])
-            entry[0] += 2.0 if key in named else 1.0
-            keys.add(key)
+        for run in _phrases(unit.text):
+            phrases.append((run, len(phrases)))
+            for word in run:
+                key = word.lower()
+                weights[key] = weights.get(key, 0.0) + (2.0 if key in named else 1.0)
+                keys.add(key)
         keys_of.append(keys)
-    top = sorted(weights.items(), key=lambda kv: (-kv[1][0], kv[1][2]))[:4]
-    name = " ".join(entry[1] for _, entry in sorted(top, key=lambda kv: kv[1][2]))
-    if not name:
-        # Trigger: no content word qualifies (numbers, very short words). Why: a topic needs a
-        # name. Outcome: the first item's opening words.
-        name = " ".join(units[0].text.split()[:6])
+    seen_phrases: dict[str, int] = {}
+    for run, _ in phrases:
+        for size in range(1, min(NAME_WORDS, len(run)) + 1):
+            for i in range(len(run) - size + 1):
+                key = " ".join(run[i:i + size]).lower()
+                seen_phrases[key] = seen_phrases.get(key, 0) + 1
+    best: tuple[float, int, str] | None = None
+    for run, order in phrases:
+        for size in range(min(NAME_WORDS, len(run)), 0, -1):
+            for i in range(len(run) - size + 1):
+                words = run[i:i + size]
+                repeated = seen_phrases[" ".join(words).lower()] if size > 1 else 1
+                score = sum(weights[w.lower()] for w in words) * size ** -0.35 * (1 + 0.5 * (repeated - 1))
+                if size == 1:
+                    score *= 0.5 if weights[words[0].lower()] >= 2 else 0.25  # a lone word names little
+                candidate = (score, -order, " ".join(words))
+                if best is None or candidate[:2] > best[:2]:
+                    best = candidate
+    name = best[2] if best else " ".join(units[0].text.split()[:4])
     name = (name[:1].upper() + name[1:])[:80]
 
     def centrality(i: int) -> float:
-        return sum(weights[k][0] for k in keys_of[i]) / (1 + len(words_of(units[i].text))) ** 0.5
+        return sum(weights.get(k, 0.0) for k in keys_of[i]) / (1 + len(words_of(units[i].text))) ** 0.5
 
-    candidates = [i for i, u in enumerate(units) if u.intent != "question"] or list(range(len(units)))
-    ranked = sorted(candidates, key=lambda i: (-centrality(i), i))
-    best = [ranked[0]] + [i for i in ranked[1:2] if units[i].text != units[ranked[0]].text]
-    summary = " ".join(units[i].text for i in sorted(best))[:MAX_ITEM_CHARS].strip()
+    ranked = sorted(range(len(units)), key=lambda i: (SUMMARY_ORDER.get(units[i].intent, 5), -centrality(i), i))
+    chosen = [ranked[0]] + [i for i in ranked[1:2] if units[i].text != units[ranked[0]].text
+                            and SUMMARY_ORDER.get(units[i].intent, 5) < 5]
+    summary = " ".join(units[i].text for i in sorted(chosen))[:MAX_ITEM_CHARS].strip()
     return name, summary
