@@ -170,7 +170,8 @@ def apply_topic(db: Database, ctx: BatchContext, root: int, update: dict, new_sp
         sub_start = int(new_span.get("start_line") or ctx.first_line)
         if sub:
             _close_span(db, ctx, sub[0], max(sub[3], sub_start - 1))
-        sub = (_insert_span(db, ctx, 2, topic, new_span["name"].strip(), new_span.get("reason") or "", sub_start),)
+        # The summary says what the sub-span holds; the reason (why it started) is not a summary.
+        sub = (_insert_span(db, ctx, 2, topic, new_span["name"].strip(), new_span.get("summary") or "", sub_start),)
     return topic, (sub[0] if sub else None)
 
 

@@ -407,6 +407,9 @@ class _Checker:
             self.note("new_span is malformed; ignored")
             return None
         out = {"name": name, "reason": _as_text(raw.get("reason"), MAX_TEXT_CHARS) or ""}
+        summary = _as_text(raw.get("summary"), MAX_TEXT_CHARS)
+        if summary:
+            out["summary"] = summary
         self._optional_start(raw, out, "new_span")
         return out
 
