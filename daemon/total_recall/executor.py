@@ -483,6 +483,19 @@ def _mark_closed(db: Database, ctx: BatchContext, idea_id: int, line: int) -> No
     event(db, "idea", idea_id, "close", None, {"closed_by": f"{ctx.source_file}:{line}"}, ctx.cause, ctx.now)
 
 
+def delete_ideas(db: Database, ids: list[int], cause: str, now: float) -> None:
+    """Remove ideas an extractor made, to be replaced (no tombstone: this is not forgetting)."""
+    has_vec = bool(db.scalar("SELECT 1 FROM sqlite_master WHERE name = 'idea_embeddings'", (), 0))
+    for idea_id in ids:
+        row = db.one("SELECT content, intent FROM ideas WHERE id = ?", (idea_id,))
+        if row is None:
+            continue
+        if has_vec:
+            db.execute("DELETE FROM idea_embeddings WHERE idea_id = ?", (idea_id,))
+        db.execute("DELETE FROM ideas WHERE id = ?", (idea_id,))
+        event(db, "idea", idea_id, "replace", {"content": row[0], "intent": row[1]}, None, cause, now)
+
+
 def store_vectors(db: Database, table: str, key: str, rows: list[tuple[int, str, bytes]]) -> None:
     """Replace the vectors of (id, project, blob) rows and clear their needs_embedding mark."""
     owner = "ideas" if table == "idea_embeddings" else "spans"

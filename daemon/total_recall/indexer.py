@@ -8,6 +8,7 @@ pass (embed_pending) gives it one, and is found by BM25 meanwhile.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ class IndexReport:
     rewritten: bool = False
     missing: bool = False
     interrupted: bool = False  # stopped between batches (shutdown); the rest stays queued
+    fallbacks_pending: bool = False  # a batch of this run fell back offline (the LLM is failing)
 
 
 @dataclass
@@ -76,6 +78,7 @@ class Indexer:
         self._offline = None
         self._llm = None
         self._pending_calls: list[dict] = []
+        self._fallback_parts: list[list[int]] = []  # lines of this chunk's parts that fell back offline
 
     # -- components, created on first use -------------------------------------------------
     @property
@@ -156,6 +159,8 @@ class Indexer:
                 self._index_chunk(path, ident, chunk, result.head_hash, report)
             offset, line = result.end_offset, result.end_line
             self.embed_pending()
+        if report.batches and not report.fallbacks_pending:
+            self.reextract_fallbacks()
         return report
 
     def _state(self, path: str) -> dict:
@@ -231,6 +236,8 @@ class Indexer:
             idle_gap=60.0 * float(self.settings.get("daemon", "idle_gap_minutes")),
         )
         vectors = self._embed_items(outputs)
+        fell_back, self._fallback_parts = self._fallback_parts, []
+        report.fallbacks_pending |= bool(fell_back)
         with self.db.write():
             covered, skips = set(), {}
             for output in outputs:
@@ -241,6 +248,9 @@ class Indexer:
             self._write_messages(path, ident, chunk, covered, skips, now)
             self._write_calls(now)
             self._write_offset(path, ident, chunk, head_hash, now)
+            self.db.executemany(
+                "INSERT INTO fallback_batches (source_file, session_id, project, lines, created_at) VALUES (?, ?, ?, ?, ?)",
+                [(path, ident["session"], ident["project"], json.dumps(lines), now) for lines in fell_back])
         report.batches += bool(fresh)
         report.messages += len(fresh)
         report.llm_calls += extractor_name == "llm"
@@ -283,6 +293,9 @@ class Indexer:
                                        context["known"], max_chars=max_chars)
             raw, name = self._call_extractor(obj)
             lines = {m["line"] for m in part}
+            if name == "fallback":
+                self._fallback_parts.append(sorted(lines))
+                name = "offline"
             validated = protocol.validate_output(raw, lines, {k["id"] for k in context["known"]})
             if validated.dropped:
                 log.info("items_dropped", file=path, dropped=validated.dropped, problems=validated.problems[:5])
@@ -298,9 +311,72 @@ class Indexer:
                 log.warning("llm_fallback", error=str(exc))
                 self._pending_calls.append({"extractor": "fallback", "ok": 0, "error": str(exc)[:500],
                                             "messages": len(obj["new_messages"])})
+                raw = self.offline().extract(obj)
+                self._pending_calls.append({"extractor": "offline", "ok": 1, "messages": len(obj["new_messages"])})
+                return raw, "fallback"
         raw = self.offline().extract(obj)
         self._pending_calls.append({"extractor": "offline", "ok": 1, "messages": len(obj["new_messages"])})
         return raw, "offline"
+
+    def reextract_fallbacks(self, limit: int = 5) -> int:
+        """Give batches that fell back offline during an LLM outage to the LLM, now that it may answer.
+
+        Trigger: after a transcript is processed and on the heartbeat, with an LLM configured and
+        budget left. Why: the offline answer was a stopgap ("retry until it works"). Outcome: the
+        batch's offline ideas (unpinned, said only there) are replaced by the LLM's, in one
+        transaction; on failure the batch waits for the next try and nothing changes.
+        """
+        llm = self.llm()
+        if llm is None:
+            return 0
+        from total_recall.extract import protocol
+
+        done = 0
+        rows = self.db.execute("SELECT id, source_file, session_id, project, lines FROM fallback_batches "
+                               "WHERE done_at IS NULL ORDER BY id LIMIT ?", (limit,)).fetchall()
+        for batch_id, path, session, project, lines_json in rows:
+            if self.budget_exhausted():
+                break
+            lines = [int(x) for x in json.loads(lines_json)]
+            marks = ",".join("?" * len(lines))
+            new = [{"role": r[0], "content": r[1], "timestamp": r[2], "line": r[3]} for r in self.db.execute(
+                f"SELECT role, content, timestamp, source_line FROM messages WHERE source_file = ? "
+                f"AND source_line IN ({marks}) ORDER BY source_line", (path, *lines))]
+            ident = {"session": session, "project": project or "", "branch": None}
+            if not new:
+                with self.db.write():
+                    self.db.execute("UPDATE fallback_batches SET done_at = ? WHERE id = ?", (self.clock(), batch_id))
+                continue
+            context = self._context(path, ident, new)
+            max_chars = int(self.settings.get("llm", "max_prompt_chars"))
+            obj = protocol.build_input(context["hierarchy"], [], new, context["related"], context["known"],
+                                       max_chars=max_chars)
+            try:
+                raw = llm.extract(obj)
+            except ExtractionError as exc:
+                log.info("llm_still_failing", file=path, error=str(exc)[:200])
+                with self.db.write():
+                    self._write_calls(self.clock())
+                    self.db.execute("UPDATE fallback_batches SET attempts = attempts + 1 WHERE id = ?", (batch_id,))
+                break  # the outage goes on; the next heartbeat tries again
+            output = protocol.validate_output(raw, {m["line"] for m in new}, {k["id"] for k in context["known"]}).output
+            vectors = self._embed_items([output])
+            now = self.clock()
+            ctx = executor.BatchContext(
+                source_file=path, session_id=session, project=project or "", git_branch=None,
+                line_times={m["line"]: m["timestamp"] for m in new}, first_line=min(lines), last_line=max(lines),
+                cause="extract:llm-retry", now=now)
+            with self.db.write():
+                stale = [r[0] for r in self.db.execute(
+                    f"SELECT id FROM ideas WHERE source_file = ? AND source_line IN ({marks}) AND pinned = 0 "
+                    f"AND mention_count = 1", (path, *lines))]
+                executor.delete_ideas(self.db, stale, "extract:llm-retry", now)
+                executor.apply_output(self.db, ctx, output, vectors)
+                self._write_calls(now)
+                self.db.execute("UPDATE fallback_batches SET done_at = ?, attempts = attempts + 1 WHERE id = ?",
+                                (now, batch_id))
+            done += 1
+        return done
 
     def budget_exhausted(self) -> bool:
         budget = int(self.settings.get("llm", "daily_token_budget"))
