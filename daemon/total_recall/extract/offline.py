@@ -255,7 +255,7 @@ CUES: dict[str, Cue] = {
         r"|handling the|on)", r"experiencing (?:some )?(?:slow|issues?|problems?|performance|errors?|a)",
         r"bottleneck", r"(?:a|an) \d+ ?ms (?:delay|spikes?|lag)", r"\d+ ?ms spikes", "nothing seems to work",
         r"(?:tentative|too slow|very slow)", r"isn'?t being", r"(?:has|have) no (?:automated|tests?|checks?)",
-        r"(?:blocked|missing or incorrect|not found|not defined|undefined|unauthori[sz]ed)\b(?! yet)",
+        r"(?:blocked|missing or incorrect|not defined|undefined)\b(?! yet)",
     ),
     "decision": Cue(
         "we decided", "i decided", "we've decided", "i've decided", "we have decided", "i have decided",
@@ -277,6 +277,8 @@ CUES: dict[str, Cue] = {
         r"i (?:have )?confirmed that", r"i've confirmed", "found out", r"i found no", r"(?:i|we) found that",
         r"there might be a tension", r"(?:i think|probably) (?:it'?s|this is) because", "is caused by",
         r"no \w+ (?:installers?|support) exists?", "exist for",
+        r"(?:error|issue|problem|this|exception|warning)s? (?:typically |usually |often |generally )?(?:occurs?|"
+        r"happens?|indicates?|means|is caused|is due|is because)", r"(?:issues|causes) identified",
     ),
     "todo": Cue(
         "todo", "to-do", "next steps?", "follow-up", "follow up", "remember to", "don'?t forget",
@@ -297,7 +299,7 @@ NOT_CUES: dict[str, re.Pattern[str]] = {
         r"detect|log|track|report|fix|debug|surface|retr\w*) (?:\w+ )?(?:\w+ )?(?:errors?|issues?|"
         r"problems?|bugs?|exceptions?|failures?|leaks?)|(?:what|in case|even) if [^,.?]*|if (?:the |it |a |"
         r"an |there )[^,.?]*(?:fails?|errors?)|when [^,.?]*fails?|without (?:any )?(?:errors?|issues?|breaking)"
-        r"|bug fix\w*|known [^,.]*bug|trouble (?:figuring|understanding|deciding|with the (?:integration )?"
+        r"|if you (?:still )?(?:encounter|run into|face|have|see|get|hit|experience)[^,.?!]*|bug fix\w*|known [^,.]*bug|trouble (?:figuring|understanding|deciding|with the (?:integration )?"
         r"test)|potential (?:\w+ )?(?:issues?|problems?|errors?|bugs?)|(?:fixes|fix) (?:\w+ ){0,3}"
         r"(?:immediately|when)|no (?:reported )?(?:downtime|leaks?|errors?))"),
     "decision": re.compile(
@@ -305,7 +307,8 @@ NOT_CUES: dict[str, re.Pattern[str]] = {
         r"whether to|should i (?:use|go|switch|stick)|or (?:should|do) i|considering|decision(?:s)? "
         r"(?:together|=|point)|heard (?:that|of|about) [^,.]*|(?:could|might|would) help[^,.]*)"),
     "solution": re.compile(r"\b(?:(?:suggest|any|other|further|best|possible) (?:fix|solution)\w*|"
-                           r"bug fix\w*|never fixed|(?:to|can|could|should|would|will|want|trying|how) (?:further )?"
+                           r"bug fix\w*|never fixed|(?<!managed )(?<!able )"
+                           r"(?:to|can|could|should|would|will|want|trying|how) (?:further )?"
                            r"(?:reduce|improve|cut|lower|bring|speed)\w*[^,.?!]*|"
                            r"how (?:to|do i|can i) fix|help me fix|fix (?:this|it|the) ?(?:issue|error)?\?)"),
 }
@@ -370,8 +373,9 @@ SUB_SPAN = re.compile(
 # Text splitting
 
 PLAN_MARK = "\u2063"  # invisible separator: marks a list item of a plan inside this module only
-PLAN_LEAD = re.compile(r"\b(?:steps?|tasks?|milestones?|todos?|to-dos?|plan|action items?|remaining|"
-                       r"left to do|follow-ups?|next)\b")
+PLAN_LEAD = re.compile(r"\b(?:tasks?|milestones?|todos?|to-dos?|plan|action items?|remaining|left to do|"
+                       r"follow-ups?|next steps?|sprints?|phases?|timeline|schedule|roadmap|backlog|"
+                       r"before (?:the )?(?:public )?(?:launch|release|deploy\w*))\b")
 HEADING_WORDS = 8
 FENCE = re.compile(r"```[^\n]*\n?(.*?)(?:```|\Z)", re.DOTALL)
 URL = re.compile(r"https?://\S+")
@@ -406,7 +410,8 @@ def _strip_inline(text: str) -> str:
 def _blocks(content: str) -> list[str]:
     """Paragraph-like pieces of a message: lines, with soft-wrapped lines joined."""
     blocks: list[str] = []
-    plan = False  # inside a list introduced as steps, tasks, milestones or a plan
+    plan = False  # inside a list introduced as tasks, milestones, next steps or a plan
+    plan_level = 7  # heading level that opened it (7: a "...:" lead-in line, ended by a paragraph)
     for raw in content.splitlines():
         line = raw.strip()
         if not line or RULE.match(line) or TABLE_SEPARATOR.match(line):
@@ -418,9 +423,14 @@ def _blocks(content: str) -> list[str]:
         line = LIST_MARK.sub("", HEADING.sub("", line))
         if line.startswith("|"):
             line = "; ".join(cell.strip() for cell in line.strip("|").split("|") if cell.strip())
-        if is_heading or (not listed and line.endswith(":")):
-            plan = bool(PLAN_LEAD.search(line.lower()))
-        elif not listed:
+        if is_heading:
+            level = len(raw.strip()) - len(raw.strip().lstrip("#"))
+            if not (plan and level > plan_level):  # a sub-heading of a plan section stays in it
+                plan, plan_level = bool(PLAN_LEAD.search(line.lower())), level
+        elif not listed and line.endswith(":"):
+            if not plan:
+                plan, plan_level = bool(PLAN_LEAD.search(line.lower())), 7
+        elif not listed and plan_level == 7:
             plan = False
         if is_heading and len(line.split()) < HEADING_WORDS:
             continue  # section titles like "## Summary" or "The Key Decision" say nothing on their own
@@ -881,6 +891,21 @@ def _plan_pieces(plan: str) -> list[tuple[str, str, bool]]:
     return pieces
 
 
+PROPOSED_FIX = Cue(
+    r"here(?:'s| is) (?:the|an?|your) (?:updated|corrected|revised|fixed|improved|modified|refined|enhanced)",
+    r"(?:should|will) (?:now )?(?:resolve|fix|solve|work|display|ensure|help you (?:identify and )?resolve)",
+    r"to (?:fix|resolve|address|solve) (?:this|the|these|that|both)", r"let'?s (?:address|fix|resolve)",
+    r"(?:ensure|make sure) (?:that )?(?:you|the|your)", r"the fix", r"solutions?",
+    r"should be (?:placed|used|called|set|defined|applied)", r"(?:replace|switch to|use) \w+ instead",
+    scan=True,
+)
+
+
+def _reports_problem(content: str) -> bool:
+    return any(classify_clauses(s)[0][1] == "problem" or len(classify_clauses(s)) > 1
+               and any(k == "problem" for _, k in classify_clauses(s)) for s in sentences(content)[:40])
+
+
 TOOL_LINE = re.compile(r"^\[tool [^\n]*\]$", re.MULTILINE)
 
 
@@ -935,8 +960,13 @@ class OfflineExtractor:
         new = list(input_obj.get("new_messages") or [])
         project = ((input_obj.get("hierarchy") or {}).get("project") or {}).get("name") or ""
         units, skips = [], []
+        # Whether the user's last message reported a problem: then the reply's fixes are solutions.
+        earlier = [m for m in input_obj.get("recent_messages") or () if m.get("role") == "user"][-1:]
+        answering = bool(earlier) and _reports_problem(str(earlier[0].get("content") or ""))
         for index, message in enumerate(new):
-            found, reason = self._message_units(index, message, project)
+            found, reason = self._message_units(index, message, project, answering)
+            if message.get("role") == "user":
+                answering = any(u.intent == "problem" for u in found)
             units.extend(found)
             if not found:
                 skips.append({"line": message["line"], "reason": reason})
@@ -956,7 +986,8 @@ class OfflineExtractor:
             "skip_lines": skips,
         }
 
-    def _message_units(self, index: int, message: dict, project: str) -> tuple[list[_Unit], str]:
+    def _message_units(self, index: int, message: dict, project: str,
+                       answering: bool = False) -> tuple[list[_Unit], str]:
         content = str(message.get("content") or "")
         if not content.strip():
             return [], "empty"
@@ -971,10 +1002,11 @@ class OfflineExtractor:
                     normalised=normalised, closes=closes))
             if not content.strip():
                 return structured, "" if structured else "empty"
-        units, reason = self._prose_units(index, message, content, project)
+        units, reason = self._prose_units(index, message, content, project, answering)
         return structured + units, "" if structured else reason
 
-    def _prose_units(self, index: int, message: dict, content: str, project: str) -> tuple[list[_Unit], str]:
+    def _prose_units(self, index: int, message: dict, content: str, project: str,
+                     answering: bool = False) -> tuple[list[_Unit], str]:
         closes_cue = DONE_STATEMENT
         stripped = TOOL_LINE.sub("", content)  # "[tool Bash: ls]": what ran is not what was said
         ran_tools, content = stripped != content, stripped
@@ -1003,6 +1035,9 @@ class OfflineExtractor:
                 normalised = normalise(text)
                 if planned and intent in ("context", "decision"):
                     intent = "todo"  # a step of a plan, task list or milestone list
+                if answering and role == "assistant" and intent in ("context", "todo", "decision") \
+                        and PROPOSED_FIX.search(normalised[0], normalised[1]):
+                    intent = "solution"  # the reply to a reported problem says how to fix it
                 closes = intent != "question" and bool(closes_cue.search(normalised[0]))
                 units.append(_Unit(
                     text=text, line=message["line"], role=role, message=index,
