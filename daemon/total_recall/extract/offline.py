@@ -282,11 +282,12 @@ CUES: dict[str, Cue] = {
     ),
     "todo": Cue(
         "todo", "to-do", "next steps?", "follow-up", "follow up", "remember to", "don'?t forget",
-        r"(?:we|you) (?:still )?(?:need|have|ought) to", r"(?:we|you) should(?! (?:have|'ve|be))",
-        r"we must(?! (?:have|'ve|be))", "still need to", "left to do", "later on", r"(?:i|we)'?ll (?:add|write|"
+        r"we (?:still )?(?:need|have|ought) to", r"we should(?! (?:have|'ve|be))",
+        r"we must(?! (?:have|'ve|be))", "still need to", "left to do", r"(?:i|we)'?ll (?:add|write|"
         r"run|reach|convert|set up|schedule|implement|fix|look into|get back|test|update|document|start)",
         r"i (?:will|am going to|'m going to) (?:add|write|run|reach|convert|schedule|implement|fix|test|update)",
         "task \\d", "milestones?", "epic", "tasks? created", "beads? created",
+        scan=True,  # "i'll" is one token: the first-word pre-test would miss "(?:i|we)'?ll"
     ),
 }
 # Trigger: these phrasings name an intent without carrying it ("error handling", "trying to decide
@@ -306,6 +307,9 @@ NOT_CUES: dict[str, re.Pattern[str]] = {
         r"\b(?:decide (?:between|whether|on the best|which)|trying to decide|before deciding|"
         r"whether to|should i (?:use|go|switch|stick)|or (?:should|do) i|considering|decision(?:s)? "
         r"(?:together|=|point)|heard (?:that|of|about) [^,.]*|(?:could|might|would) help[^,.]*)"),
+    # advice and predictions, not work anyone took on
+    "todo": re.compile(r"\b(?:(?:don'?t|do not|doesn'?t|does not|no|never) (?:\w+ )?need to|"
+                       r"(?:need to|should|must) (?:\w+ )?(?:balance|consider|make sure|ensure|see|be able|keep in mind))"),
     "solution": re.compile(r"\b(?:(?:suggest|any|other|further|best|possible) (?:fix|solution)\w*|"
                            r"bug fix\w*|never fixed|(?<!managed )(?<!able )"
                            r"(?:to|can|could|should|would|will|want|trying|how) (?:further )?"
