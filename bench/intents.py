@@ -2,9 +2,9 @@
 
     python bench/intents.py [--split tune|confirm|all] [--extractor offline|llm] [--show N]
 
-The labels (``bench/intents_labels.jsonl``, rules in ``bench/intents_labels.md``) hold per line
+The labels (``bench/intents_labels.tsv``, rules in ``bench/intents_labels.md``) hold per line
 only a locator (transcript file name + JSONL line, or BEAM chat folder + message id), the set of
-intents it carries and a 60-character fingerprint. The text is read at run time from the shared
+intents it carries and a 40-character fingerprint. The text is read at run time from the shared
 data folder next to the repository (``../shared``, or ``--shared``); without it the benchmark
 skips with a message. A fingerprint that does not match stops the run: the locator is stale.
 
@@ -25,18 +25,25 @@ from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-LABELS = REPO / "bench" / "intents_labels.jsonl"
+LABELS = REPO / "bench" / "intents_labels.tsv"
 INTENTS = ("decision", "todo", "problem", "solution", "conclusion", "question")
+CODES = {"d": "decision", "c": "conclusion", "q": "question", "p": "problem", "s": "solution", "t": "todo"}
 BATCH = 40
 RECENT = 8
 
 
 def fingerprint(text: str) -> str:
-    return " ".join(text.split())[:60]
+    return " ".join(text.split())[:40]
 
 
 def load_labels(split: str) -> list[dict]:
-    rows = [json.loads(line) for line in LABELS.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = []
+    for line in LABELS.read_text(encoding="utf-8").splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        source, ident, role, part, intents, print_ = line.split("\t")
+        rows.append({"source": source, "id": int(ident), "role": role, "split": part, "fingerprint": print_,
+                     "intents": [] if intents == "-" else [CODES[c] for c in intents]})
     return [r for r in rows if split == "all" or r["split"] == split]
 
 
@@ -100,7 +107,8 @@ def score(rows: list[dict], predicted: dict[tuple[str, int], set[str]]) -> dict:
         r = c["tp"] / (c["tp"] + c["fn"]) if c["tp"] + c["fn"] else None
         out[intent] = {"precision": p, "recall": r, "gold": c["tp"] + c["fn"], "predicted": c["tp"] + c["fp"]}
     fillers = sum(not r["intents"] for r in rows)
-    return {"lines": len(rows), "per_intent": out, "filler_lines": fillers, "filler_given_an_intent": filler_flagged}
+    return {"lines": len(rows), "per_intent": out, "filler_lines": fillers,
+            "filler_given_an_intent": filler_flagged}
 
 
 def _offline():
@@ -190,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{result['extractor']} extractor, {result['split']} split: {result['lines']} labelled lines")
     print(f"{'intent':<11} {'precision':>9} {'recall':>7} {'gold':>5} {'predicted':>9}")
     for intent, s in result["per_intent"].items():
-        print(f"{intent:<11} {_fmt(s['precision']):>9} {_fmt(s['recall']):>7} {s['gold']:>5} {s['predicted']:>9}")
+        print(f"{intent:<11} {_fmt(s['precision']):>9} {_fmt(s['recall']):>7} {s['gold']:>5} "
+              f"{s['predicted']:>9}")
     print(f"filler lines given an intent: {result['filler_given_an_intent']} of {result['filler_lines']}")
     if args.show:
         for intent in INTENTS:
