@@ -269,6 +269,8 @@ CUES: dict[str, Cue] = {
         r"(?:switch|switched|switching) (?:from|over|to)", r"agreed (?:to|on)", "the plan is",
         r"prefer (?:it|this|that|\w+(?: [\w.]+)?) over", r"planning to store",
         r"instead of", "architecture:",
+        r"(?:is|seems like|looks like|seems to be|would be) the (?:best|right|clear) (?:fit|choice|option|pick)",
+        "the way to go",
     ),
     "conclusion": Cue(
         "key insight", "key findings?", "therefore", "turns out", "turned out", "in conclusion", r"the reason (?:is|was)",
@@ -906,8 +908,9 @@ PROPOSED_FIX = Cue(
 
 
 def _reports_problem(content: str) -> bool:
-    return any(classify_clauses(s)[0][1] == "problem" or len(classify_clauses(s)) > 1
-               and any(k == "problem" for _, k in classify_clauses(s)) for s in sentences(content)[:40])
+    """Whether a (user) message reports a problem in any clause of its first 40 sentences."""
+    return any(kind == "problem" for sentence in sentences(content)[:40]
+               for _, kind in classify_clauses(sentence, "user"))
 
 
 TOOL_LINE = re.compile(r"^\[tool [^\n]*\]$", re.MULTILINE)
@@ -1011,7 +1014,6 @@ class OfflineExtractor:
 
     def _prose_units(self, index: int, message: dict, content: str, project: str,
                      answering: bool = False) -> tuple[list[_Unit], str]:
-        closes_cue = DONE_STATEMENT
         stripped = TOOL_LINE.sub("", content)  # "[tool Bash: ls]": what ran is not what was said
         ran_tools, content = stripped != content, stripped
         parts = sentences(content)
@@ -1042,7 +1044,7 @@ class OfflineExtractor:
                 if answering and role == "assistant" and intent in ("context", "todo", "decision") \
                         and PROPOSED_FIX.search(normalised[0], normalised[1]):
                     intent = "solution"  # the reply to a reported problem says how to fix it
-                closes = intent != "question" and bool(closes_cue.search(normalised[0]))
+                closes = intent != "question" and bool(DONE_STATEMENT.search(normalised[0]))
                 units.append(_Unit(
                     text=text, line=message["line"], role=role, message=index,
                     intent=intent, confidence=confidence(text, intent, normalised),
