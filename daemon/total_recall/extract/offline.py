@@ -9,8 +9,14 @@ sentence form. Rules, in the order they run:
   boundaries. Greetings, thanks and acknowledgements are dropped; a fragment of under
   ``SHORT_WORDS`` words joins the next sentence of its message. A message of ``FALLBACK_WORDS``
   or more words always keeps at least its longest sentence.
-- Intent: a question by form ("?" or an interrogative opener), else the first intent whose cue
-  phrases match, in the order solution, decision, conclusion, problem, todo; else context.
+- Tool lines ("[tool Bash: ls]") are dropped; "[plan]" and "[todos]" blocks (ExitPlanMode,
+  TodoWrite) give a decision and step todos, or one todo per entry (completed ones close todos).
+  An assistant's narration before a tool call or a colon ("Let me check the file.") is dropped.
+- Intent, per clause (``classify_clauses``): a question by form ("?", an interrogative opener, a
+  request), else the first intent whose cue phrases match once ``NOT_CUES`` blanked phrasings
+  that only name it, in the order solution, problem, decision, conclusion, todo; else context.
+  Speaker role matters (a user's "I'll add X" is a todo, an assistant's is narration); a reply
+  to a reported problem that proposes a fix is a solution; list items of a plan are todos.
 - Confidence: 0.7, lowered by hedges ("maybe", "I think"), raised by boosters ("definitely",
   "confirmed"), kept within [0.3, 0.95].
 - Entities: file paths, code identifiers, a built-in list of technologies, the project name, and
@@ -19,11 +25,13 @@ sentence form. Rules, in the order they run:
   most similar earlier item or known idea of the same family; builds_on on "also / additionally"
   to the previous message's last item; answers from a solution to the most similar earlier
   problem and from a reply of the other role to the questions just asked; contradicts on
-  "actually no / that's wrong". Similarity is the embedder's cosine when one is given, else word-set Jaccard.
+  "actually no / that's wrong". Similarity is the embedder's cosine when one is given, else
+  word-set Jaccard.
 - Topic: see ``_topic``. Explicit transition phrases ("let's move on to", "anyway,") open a new
   topic at that message; "by the way" opens a sub-span. With an embedder, a drop in similarity
   between the two messages before and the two from a point (below ``SHIFT_SIM``: new topic,
   below ``SPAN_SIM``: sub-span) does the same. Otherwise the current topic is kept.
+  Names are the span's best noun phrase, summaries lead with decisions and conclusions.
 - skip_lines: every new message that yields no item, with the reason.
 
 Deterministic: the same input (and embedder) gives the same output.
