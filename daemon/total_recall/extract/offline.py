@@ -924,6 +924,16 @@ def _reports_problem(content: str) -> bool:
 TOOL_LINE = re.compile(r"^\[tool [^\n]*\]$", re.MULTILINE)
 
 
+TOOL_FILE = re.compile(r"^\[tool (?:Read|Edit|Write|MultiEdit|NotebookEdit): ([^\]\s]+)\]$", re.MULTILINE)
+
+
+def _tool_files(content: str) -> list[str]:
+    """Files a message's Read/Edit/Write calls touched (from the reader's tool descriptors)."""
+    if "[tool " not in content:
+        return []
+    return list(dict.fromkeys(m.group(1) for m in TOOL_FILE.finditer(content) if FILE_PATH.fullmatch(m.group(1))))
+
+
 def _is_narration(sentence: str) -> bool:
     """An assistant sentence that only announces its next step ("Let me check the tests.")."""
     lowered = sentence.lower().replace("’", "'").strip()
@@ -1022,6 +1032,7 @@ class OfflineExtractor:
 
     def _prose_units(self, index: int, message: dict, content: str, project: str,
                      answering: bool = False) -> tuple[list[_Unit], str]:
+        touched = _tool_files(content)
         stripped = TOOL_LINE.sub("", content)  # "[tool Bash: ls]": what ran is not what was said
         ran_tools, content = stripped != content, stripped
         parts = sentences(content)
@@ -1059,6 +1070,10 @@ class OfflineExtractor:
                     entities=entities(piece, project), words=content_words(text), normalised=normalised,
                     closes=closes,
                 ))
+        for unit in units:  # files the message's tool calls touched are what its statements are about
+            named = {e["name"].lower() for e in unit.entities}
+            unit.entities = (unit.entities + [{"name": f, "type": "file"} for f in touched
+                                              if f.lower() not in named])[:MAX_ENTITIES]
         # Only prose paragraphs merge; lists and separate lines were written as separate points.
         return (units if "\n" in content.strip() else _merge_context(units)), ""
 
