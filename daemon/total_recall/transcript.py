@@ -496,7 +496,10 @@ class _Reader:
         pieces: list[str] = []
         seen: set[str] = set()
         for item in items:
-            _response_pieces(_blocks(_content(item.record or {})), env["cwd"], pieces, seen, self.plans)
+            blocks = _blocks(_content(item.record or {}))
+            if "latest" not in self.plans and any(_needs_plan_file(b) for b in blocks):
+                self.plans["latest"] = self._plan_before(item.end)
+            _response_pieces(blocks, env["cwd"], pieces, seen, self.plans)
         if self._is_compaction(record):
             kind, skip = "compact_summary", "compact_summary"
         else:
@@ -517,6 +520,26 @@ class _Reader:
             if reason in seen:
                 return reason
         return "empty"
+
+    def _plan_before(self, end: int) -> str:
+        """The last plan file written before byte `end`, for an ExitPlanMode whose Write an
+        earlier read consumed (so a read in pieces sees what a whole read sees)."""
+        try:
+            with _open_regular(self.path) as fh:
+                start = max(0, end - PLAN_SCAN_BYTES)
+                fh.seek(start)
+                chunk = fh.read(end - start)
+        except (OSError, TranscriptError):
+            return ""
+        plans: dict[str, str] = {}
+        for raw in chunk.split(b"\n")[1 if start else 0:]:
+            if b"plan" not in raw or b'"Write"' not in raw:
+                continue
+            record = _parse(raw, 0, 0).record
+            if record is not None and record["type"] == "assistant":
+                for block in _blocks(_content(record)):
+                    _plan_or_todos(block, plans)
+        return plans.get("latest", "")
 
     # -- shared --------------------------------------------------------------------------
 
@@ -588,6 +611,12 @@ def _response_pieces(
 
 TODO_STATUSES = ("pending", "in_progress", "completed")
 PLAN_CHARS = 8_000
+PLAN_SCAN_BYTES = 4 << 20  # how far back an ExitPlanMode looks for its plan file in an earlier read
+
+
+def _needs_plan_file(block: dict[str, Any]) -> bool:
+    args = block.get("input") if isinstance(block.get("input"), dict) else {}
+    return block.get("name") == "ExitPlanMode" and not isinstance(args.get("plan"), str)
 
 
 def _plan_or_todos(block: dict[str, Any], plans: dict[str, str]) -> str | None:
@@ -605,7 +634,7 @@ def _plan_or_todos(block: dict[str, Any], plans: dict[str, str]) -> str | None:
                 plans["latest"] = args["content"]
         return None
     if name == "ExitPlanMode":
-        plan = args.get("plan") if isinstance(args.get("plan"), str) else plans.pop("latest", "")
+        plan = args.get("plan") if isinstance(args.get("plan"), str) else plans.get("latest", "")
         return f"[plan]\n{plan.strip()[:PLAN_CHARS]}\n[/plan]" if plan.strip() else None
     if name == "TodoWrite" and isinstance(args.get("todos"), list):
         rows = []
