@@ -233,3 +233,14 @@ def test_after_pin_the_very_next_session_start_shows_the_pinned_memory(tmp_path)
     cli("pin", str(idea))  # no indexing in between
     out = run_session_start(payload).stdout
     assert "## Pinned" in out and out.index("## Pinned") < out.index("port 5433")
+
+
+def test_session_start_lists_current_decisions_with_date_and_source_not_superseded_ones(tmp_path):
+    claude = tmp_path / "claude"
+    session(claude, "s1", [("user", "We decided to use MySQL for the orders database.")], 0)
+    session(claude, "s2", [("user", "We switched from MySQL to Postgres for the orders database.")], 3)
+    payload = {"session_id": "s3", "cwd": PROJECT, "hook_event_name": "SessionStart", "source": "startup"}
+    out = run_session_start(payload).stdout
+    decisions = out.split("## Latest decisions", 1)[1].split("##", 1)[0]
+    assert "switched from MySQL to Postgres" in decisions and "use MySQL" not in decisions
+    assert "2026-03-05" in decisions and "s2.jsonl:1" in decisions  # its date and file:line
