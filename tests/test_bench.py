@@ -181,3 +181,19 @@ def test_recall_tool_runs_end_to_end_on_the_tiny_file(tiny_file, tmp_path):
     assert bm25["n"] == 3 and 0.0 <= bm25["recall@5"] <= 1.0
     ours = report["figures"]["total-recall"]["overall"]
     assert ours["n"] == 3 and report["index"]["ideas"] > 0
+
+
+def test_intents_bench_scores_per_message_and_skips_without_the_shared_data(tmp_path, capsys):
+    import intents
+
+    rows = intents.load_labels("all")
+    assert len(rows) >= 300 and {r["split"] for r in rows} == {"tune", "confirm"}
+    assert all(len(r["fingerprint"]) <= 40 for r in rows)
+    gold = [{"source": "s", "id": 1, "intents": ["decision"]}, {"source": "s", "id": 2, "intents": []},
+            {"source": "s", "id": 3, "intents": ["todo", "question"]}]
+    result = intents.score(gold, {("s", 1): {"decision", "context"}, ("s", 2): {"todo"}, ("s", 3): {"question"}})
+    assert result["per_intent"]["decision"] == {"precision": 1.0, "recall": 1.0, "gold": 1, "predicted": 1}
+    assert result["per_intent"]["todo"] == {"precision": 0.0, "recall": 0.0, "gold": 1, "predicted": 1}
+    assert result["filler_given_an_intent"] == 1
+    assert intents.run("confirm", "offline", tmp_path / "absent") is None
+    assert "skipped" in capsys.readouterr().err
