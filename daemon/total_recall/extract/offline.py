@@ -237,7 +237,10 @@ class Cue:
 CUES: dict[str, Cue] = {
     "solution": Cue(
         r"fixed (?:it |this |that |the \w+ )?by", r"the fix (?:was|is)", r"the solution (?:was|is)",
-        r"the trick (?:was|is)", "fixes", "fixed", "solved", "resolved", "solves", r"(?:this|that|which) removes",
+        r"the trick (?:was|is)", r"(?:this|that|which|it) (?:fixes|solves|resolves|removes)",
+        r"(?:i|we|it|this|that|which) (?:have |has |had |finally |now |just )?(?:fixed|solved|resolved)",
+        r"(?:is|was|are|were|got|has been|have been) (?:now |finally )?(?:fixed|solved|resolved)"
+        r"(?! (?:quickly|automatically|later))", r"fixed (?:with|using|after|it)",
         "workaround", "worked around", "works now", "got it working", "is working now",
         # a measured improvement reached by an action: "reduced it from 800ms to 300ms by caching"
         r"(?:reduc|brought|bring|cut|improv|lower|dropp?|decreas|sped|speed)\w*\b[^.?!]{0,60}?"
@@ -274,9 +277,9 @@ CUES: dict[str, Cue] = {
         r"(?:i|we) (?:have )?chosen", r"opted (?:for|to)", "settled on",
         r"(?:we're|we are|i'm|i am) (?:going to use|switching to|sticking with|planning to (?:use|implement|store|"
         r"add|switch|go))",
-        r"(?:switch|switched|switching) (?:from|over|to)", r"agreed (?:to|on)", "the plan is",
+        r"agreed (?:to|on)", "the plan is",
         r"prefer (?:it|this|that|\w+(?: [\w.]+)?) over", r"planning to store",
-        r"instead of", "architecture:",
+        "architecture:",
         r"(?:is|seems like|looks like|seems to be|would be) the (?:best|right|clear) (?:fit|choice|option|pick)",
         "the way to go",
     ),
@@ -296,7 +299,7 @@ CUES: dict[str, Cue] = {
         r"we must(?! (?:have|'ve|be))", "still need to", "left to do", r"(?:i|we)'?ll (?:add|write|"
         r"run|reach|convert|set up|schedule|implement|fix|look into|get back|test|update|document|start)",
         r"i (?:will|am going to|'m going to) (?:add|write|run|reach|convert|schedule|implement|fix|test|update)",
-        "task \\d", "milestones?", "epic", "tasks? created", "beads? created",
+        "task \\d", "epic", "tasks? created", "beads? created",
         scan=True,  # "i'll" is one token: the first-word pre-test would miss "(?:i|we)'?ll"
     ),
 }
@@ -333,8 +336,15 @@ NARRATION = re.compile(
     r"(?:let me|let's|let us|i'll|i will|i'm going to|i am going to|we'll now|i'm now|i am now|"
     r"i'll now|time to|checking|looking at|listing|reading|searching|running)\b"
 )
+ASSISTANT_NOW = re.compile(
+    r"^(?:(?:ok(?:ay)?|now|next|first|then|so|here)[,.]?\s+)*(?:let me|let's|let us|i'll|i will|we'll|we will|"
+    r"i'm going to|we're going to)\b|\bwe (?:need|have) to (?!still)"
+)
 NARRATION_END = re.compile(r"(?:[:.…]|\.\.\.)\s*$")
 SHORT_NARRATION_WORDS = 22
+# Choices that are advice when nobody in the clause made them ("use X instead of Y" in a how-to).
+WEAK_DECISION = Cue(r"(?:switch|switched|switching) (?:from|over|to)", "instead of", "rather than")
+FIRST_PERSON = re.compile(r"\b(?:i|we|i'm|i've|i'll|we're|we've|we'll|let's|my|our|us)\b")
 INTENT_ORDER = ("solution", "problem", "decision", "conclusion", "todo")
 INTERROGATIVE = re.compile(
     r"^(?:what|why|how|when|where|who|whom|whose|which|can|could|should|would|will|shall|is|are|am|"
@@ -756,11 +766,14 @@ def _cue(intent: str, lowered: str, tokens: frozenset[str]) -> bool:
             lowered, tokens = blanked, tokens_of(blanked)
     if CUES[intent].search(lowered, tokens):
         return True
+    if intent == "decision":
+        return bool(WEAK_DECISION.search(lowered, tokens) and FIRST_PERSON.search(lowered))
     # TypeError, ConnectionResetError, NullPointerException, a 404 status
     return intent == "problem" and bool(ERROR_NAME.search(lowered) and not NOT_CUES["problem"].search(lowered))
 
 
-ERROR_NAME = re.compile(r"\b\w+(?:error|exception)\b(?!\s+(?:handling|message|when))")
+ERROR_NAME = re.compile(r"\b(?!handle|on|log|show|display|render|catch|throw|raise|set|get|is|has|custom|http)"
+                        r"\w+(?:error|exception)\b(?!\s+(?:handling|message|when))")
 
 
 def _is_question(sentence: str, lowered: str, tokens: frozenset[str], clause: bool = False) -> bool:
@@ -784,8 +797,8 @@ def classify(sentence: str, normalised: tuple[str, frozenset[str]] | None = None
     if _is_question(sentence, lowered, tokens, clause):
         return "question"
     for intent in INTENT_ORDER:
-        if intent == "todo" and role == "assistant" and NARRATION.match(lowered):
-            continue
+        if intent == "todo" and role == "assistant" and ASSISTANT_NOW.search(lowered):
+            continue  # the assistant says what it does now ("We'll add error handling ..."), not later
         if _cue(intent, lowered, tokens):
             return intent
     return "context"
@@ -1063,6 +1076,8 @@ class OfflineExtractor:
                 if answering and role == "assistant" and intent in ("context", "todo", "decision") \
                         and PROPOSED_FIX.search(normalised[0], normalised[1]):
                     intent = "solution"  # the reply to a reported problem says how to fix it
+                elif answering and role == "assistant" and intent == "problem":
+                    intent = "context"  # the reply restates the user's problem, already remembered
                 closes = intent != "question" and bool(DONE_STATEMENT.search(normalised[0]))
                 units.append(_Unit(
                     text=text, line=message["line"], role=role, message=index,
