@@ -233,3 +233,19 @@ def test_beam_chats_become_one_transcript_per_batch_with_message_ids_mapped(tmp_
     assert [(q.category, q.evidence) for q in qs] == [("information_extraction", ("M2",)),
                                                       ("knowledge_update", ("M4", "M5"))]
     assert left == {"other_category": 1, "no_evidence": 0}
+
+
+def test_intents_bench_scores_per_message_and_skips_without_the_shared_data(tmp_path, capsys):
+    import intents
+
+    rows = intents.load_labels("all")
+    assert len(rows) >= 300 and {r["split"] for r in rows} == {"tune", "confirm"}
+    assert all(len(r["fingerprint"]) <= 40 for r in rows)
+    gold = [{"source": "s", "id": 1, "intents": ["decision"]}, {"source": "s", "id": 2, "intents": []},
+            {"source": "s", "id": 3, "intents": ["todo", "question"]}]
+    result = intents.score(gold, {("s", 1): {"decision", "context"}, ("s", 2): {"todo"}, ("s", 3): {"question"}})
+    assert result["per_intent"]["decision"] == {"precision": 1.0, "recall": 1.0, "gold": 1, "predicted": 1}
+    assert result["per_intent"]["todo"] == {"precision": 0.0, "recall": 0.0, "gold": 1, "predicted": 1}
+    assert result["filler_given_an_intent"] == 1
+    assert intents.run("confirm", "offline", tmp_path / "absent") is None
+    assert "skipped" in capsys.readouterr().err

@@ -212,3 +212,35 @@ def test_near_duplicate_guard_merges_rewordings_not_different_facts():
     assert not same_fact("We chose Meilisearch for the catalogue search.", "We chose Typesense for the catalogue search.")
     assert not same_fact("The API rate limit is 100 requests per minute.", "The API rate limit is 120 requests per minute.")
     assert not same_fact("Call fetch_rows() in export.py.", "Call fetch_all() in export.py.")
+
+
+def test_a_decision_restated_with_lead_ins_in_three_sessions_is_one_memory(tmp_path):
+    claude = tmp_path / "claude"
+    fact = "We decided to use PostgreSQL 16 for the orders database."
+    session(claude, "s1", [("user", fact)], 0)
+    session(claude, "s2", [("user", "Reminder: we decided to use PostgreSQL 16 for the orders database.")], 1)
+    session(claude, "s3", [("user", "As decided, we decided to use PostgreSQL 16 for the orders database.")], 2)
+    rows = db_rows("SELECT content, mention_count, intent FROM ideas WHERE content LIKE '%PostgreSQL 16%'")
+    assert rows == [(fact, 3, "decision")]
+
+
+def test_after_pin_the_very_next_session_start_shows_the_pinned_memory(tmp_path):
+    claude = tmp_path / "claude"
+    session(claude, "s1", [("user", "The staging database listens on port 5433 behind the VPN.")])
+    idea = ideas_like("port 5433")[0][0]
+    payload = {"session_id": "s2", "cwd": PROJECT, "hook_event_name": "SessionStart", "source": "startup"}
+    assert "## Pinned" not in run_session_start(payload).stdout
+    cli("pin", str(idea))  # no indexing in between
+    out = run_session_start(payload).stdout
+    assert "## Pinned" in out and out.index("## Pinned") < out.index("port 5433")
+
+
+def test_session_start_lists_current_decisions_with_date_and_source_not_superseded_ones(tmp_path):
+    claude = tmp_path / "claude"
+    session(claude, "s1", [("user", "We decided to use MySQL for the orders database.")], 0)
+    session(claude, "s2", [("user", "We switched from MySQL to Postgres for the orders database.")], 3)
+    payload = {"session_id": "s3", "cwd": PROJECT, "hook_event_name": "SessionStart", "source": "startup"}
+    out = run_session_start(payload).stdout
+    decisions = out.split("## Latest decisions", 1)[1].split("##", 1)[0]
+    assert "switched from MySQL to Postgres" in decisions and "use MySQL" not in decisions
+    assert "2026-03-05" in decisions and "s2.jsonl:1" in decisions  # its date and file:line

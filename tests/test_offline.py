@@ -429,3 +429,49 @@ def test_locomo_every_non_trivial_turn_yields_an_item():
     print(f"\nLoCoMo: {turns} turns -> {items} items in {elapsed:.2f} s ({turns / elapsed:,.0f} turns/s)")
     assert turns > 500
     assert missing == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Speaker role, narration, tool lines, clauses (the rules measured by bench/intents.py)
+
+
+def test_narration_and_tool_lines_are_not_ideas_but_touched_files_are_entities():
+    out = extract(conversation(
+        ("assistant", "Let me check the project structure.\n[tool Bash: mix phx.server]\n[tool Glob: mix.exs]"),
+        ("assistant", "Now let's build and test:\n[tool Bash: mix test]"),
+        ("assistant", "The retry loop now caps the backoff at ten seconds.\n[tool Edit: daemon/retry.py]"),
+    ))
+    assert [i["source_line"] for i in out["items"]] == [12]
+    assert {"name": "daemon/retry.py", "type": "file"} in out["items"][0]["entities"]
+    assert not any(i["content"].startswith("[tool") for i in out["items"])
+
+
+@pytest.mark.parametrize(
+    ("role", "text", "intent"),
+    [
+        ("user", "ok. let's use apple container instead of docker", "decision"),
+        ("user", "I'll add those tests to cover the edge cases.", "todo"),
+        ("assistant", "This is a crucial architectural decision.", "context"),
+        ("user", "I want to make sure my error handling covers 404 and 500 responses.", "context"),
+        ("user", "I'm trying to decide between React and Vue for the frontend.", "context"),
+        ("user", "No, you don't need to redo all the migrations.", "context"),
+        ("user", "Adding an index cut the query time from 450ms to 120ms.", "solution"),
+        ("user", "I want to reduce the page load time from 3s to 1s.", "context"),
+    ],
+)
+def test_role_negation_and_goals_decide_the_intent(role, text, intent):
+    assert only_item(text, role)["type"] == intent
+
+
+def test_a_run_on_sentence_yields_one_item_per_intent():
+    out = extract(conversation(("user", "I'm trying to build the settings page, but I chose vanilla JS for "
+                                         "simplicity, can you help me wire up the form validation?")))
+    assert [i["type"] for i in out["items"]] == ["decision", "question"]
+
+
+def test_a_reply_to_a_reported_problem_that_proposes_a_fix_is_a_solution():
+    out = extract(conversation(
+        ("user", "I keep getting a TemplateNotFound error when I render the index page."),
+        ("assistant", "Here's the corrected layout: move index.html into the templates folder next to app.py."),
+    ))
+    assert [i["type"] for i in out["items"]] == ["problem", "solution"]

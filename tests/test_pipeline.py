@@ -333,3 +333,26 @@ def test_200_concurrent_hooks_while_the_daemon_writes_lose_nothing(claude_dir, t
     assert indexed == {str(p) for p in small} | {str(big)}
     assert db_rows("SELECT count(*) FROM work_queue WHERE state != 'done'") == [(0,)]
     assert db_rows("PRAGMA integrity_check") == [("ok",)]
+
+
+def test_batches_that_fell_back_offline_are_re_extracted_once_the_llm_answers(claude_dir, monkeypatch):
+    from fake_openai import FakeOpenAI
+
+    with FakeOpenAI(chat=_llm_answer) as srv:
+        monkeypatch.setenv("TOTAL_RECALL_LLM_BASE_URL", srv.base_url)
+        monkeypatch.setenv("TOTAL_RECALL_LLM_MODEL", "extractor-test")
+        srv.queue_chat({"status": 400, "error": "model not loaded"})  # the outage: one refused call
+        first = write_transcript(transcript_path(claude_dir, "sess-a"), CONVERSATION[:4], cwd=PROJECT)
+        cli("backfill", str(first), "--wait")
+        offline = db_rows("SELECT content FROM ideas WHERE source_file = ?", (str(first),))
+        assert offline and not any(c.startswith("LLM: ") for (c,) in offline)
+        assert db_rows("SELECT count(*) FROM fallback_batches WHERE done_at IS NULL") == [(1,)]
+
+        second = write_transcript(transcript_path(claude_dir, "sess-b"), CONVERSATION[4:6], cwd=PROJECT)
+        cli("backfill", str(second), "--wait")  # the LLM answers again
+        replaced = db_rows("SELECT content, source_line FROM ideas WHERE source_file = ? ORDER BY source_line",
+                           (str(first),))
+        assert [line for _, line in replaced] == [1, 2, 3, 4]
+        assert all(c.startswith("LLM: ") for c, _ in replaced), replaced
+        assert db_rows("SELECT count(*) FROM fallback_batches WHERE done_at IS NULL") == [(0,)]
+        assert db_rows("SELECT count(*) FROM messages WHERE source_file = ?", (str(first),)) == [(4,)]

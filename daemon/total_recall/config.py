@@ -40,6 +40,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "batch_window": 5.0,  # seconds to gather a session's new messages into one batch
         "poll_interval": 2.0,  # safety-net poll when no file event arrives
         "max_batch_messages": 40,  # messages per extraction call
+        "idle_gap_minutes": 30.0,  # a pause this long inside a session starts a new topic
         "max_attempts": 5,  # non-transient failures before a queue item is parked
         "heartbeat": 60.0,
         "lease_seconds": 600.0,

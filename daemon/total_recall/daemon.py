@@ -313,6 +313,7 @@ class Daemon:
 
         queue.prune_done(self.db, now=now)
         self.indexer.embed_pending()
+        self.indexer.reextract_fallbacks()
         memory.decay_activation(self.db, now - (self._last_decay or now))
         self._last_decay = now
         last = float(self.db.get_meta("last_maintain") or 0)

@@ -39,10 +39,16 @@ def _ideas(db: Database, where: str, params: tuple, extra: str, limit: int) -> l
         f"ORDER BY message_time DESC, id DESC LIMIT ?", (*params, limit)).fetchall()
 
 
-def _bullets(rows: list[tuple], with_source: bool) -> list[str]:
+# A decision another one superseded is history, not the current state.
+CURRENT = "id NOT IN (SELECT to_id FROM relations WHERE relation_type = 'supersedes')"
+
+
+def _bullets(rows: list[tuple], with_source: bool | str) -> list[str]:
+    """One line per memory with its date and id; with_source "short" names the file, not its path."""
     out = []
     for r in rows:
-        src = f" ({r[3]}:{r[4]})" if with_source else ""
+        where = Path(r[3]).name if with_source == "short" else r[3]
+        src = f" ({where}:{r[4]})" if with_source else ""
         out.append(f"- {_short(r[1])} [{(r[2] or '')[:10]}, #{r[0]}]{src}")
     return out
 
@@ -69,14 +75,14 @@ def context_digest(db: Database, project: str, per_section: int = 6) -> str:
     sections = [
         ("Pinned", _ideas(db, where, params, "AND pinned = 1", per_section)),
         ("Open questions", _ideas(db, where, params, "AND intent = 'question' AND answered = 0", per_section)),
-        ("Todos", _ideas(db, where, params, "AND intent = 'todo'", per_section)),
-        ("Latest decisions", _ideas(db, where, params, "AND intent = 'decision'", per_section)),
+        ("Todos", _ideas(db, where, params, "AND intent = 'todo' AND closed_source_line IS NULL", per_section)),
+        ("Latest decisions", _ideas(db, where, params, f"AND intent = 'decision' AND {CURRENT}", per_section)),
     ]
     lines = [f"# Memory of project {project_name(project) or project} (total-recall)",
              f"Use {_remember_command()} <query> for more."]
     for title, rows in sections:
         if rows:
-            lines += [f"## {title}", *_bullets(rows, with_source=False)]
+            lines += [f"## {title}", *_bullets(rows, with_source="short")]
     when, topics = _last_session_topics(db, project)
     if topics:
         lines += [f"## Last session ({(when or '')[:10]}) topics", *topics[:per_section]]
@@ -91,7 +97,7 @@ def project_digest(db: Database, project: str, branch: str | None = None, limit:
                    f"FROM ideas WHERE {where}", params)
     out = [f"# {title}", "",
            f"{stats[0]} memories from {stats[1]} sessions, {(stats[2] or '')[:10]} to {(stats[3] or '')[:10]}.", ""]
-    decisions = _ideas(db, where, params, "AND intent = 'decision'", limit)
+    decisions = _ideas(db, where, params, f"AND intent = 'decision' AND {CURRENT}", limit)
     conventions = [r for r in _ideas(db, where, params, "AND intent IN ('decision', 'conclusion', 'context')", 300)
                    if CONVENTION.search(r[1])][:limit]
     sections = [
@@ -99,7 +105,7 @@ def project_digest(db: Database, project: str, branch: str | None = None, limit:
         ("Decisions", decisions),
         ("Conventions", conventions),
         ("Open questions", _ideas(db, where, params, "AND intent = 'question' AND answered = 0", limit)),
-        ("Open todos", _ideas(db, where, params, "AND intent = 'todo'", limit)),
+        ("Open todos", _ideas(db, where, params, "AND intent = 'todo' AND closed_source_line IS NULL", limit)),
         ("Conclusions", _ideas(db, where, params, "AND intent = 'conclusion'", limit)),
     ]
     for name, rows in sections:

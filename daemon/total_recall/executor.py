@@ -12,6 +12,7 @@ import json
 import re
 import unicodedata
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Iterable
 
 from total_recall.db import Database
@@ -23,6 +24,21 @@ def normalise(text: str) -> str:
     """Case-, space- and punctuation-folded text: equal meaning-preserving variants hash alike."""
     text = unicodedata.normalize("NFKC", text).lower()
     return " ".join(WORD.findall(text))
+
+
+# A lead-in says the fact is repeated, not what it is: "Reminder: ...", "Again, ...", "As decided, ...".
+LEAD_IN = re.compile(
+    r"^(?:(?:(?:just |quick |a )*(?:reminder|recap|note|fyi|again|once again|once more|to recap|to be clear|"
+    r"as (?:a reminder|decided|agreed|discussed|mentioned|noted|said)(?: (?:earlier|before|above|last time))?|"
+    r"like i said|as i said|for the record|remember)\s*[:,;!.—–-]+\s*)+)",
+    re.IGNORECASE,
+)
+
+
+def without_lead_in(text: str) -> str:
+    """The statement without a leading "Reminder:" / "Again," / "As decided,": one fact, one memory."""
+    rest = LEAD_IN.sub("", text.strip(), count=1)
+    return (rest[:1].upper() + rest[1:]) if rest and rest != text.strip() else text.strip()
 
 
 def content_hash(text: str) -> str:
@@ -44,6 +60,7 @@ class BatchContext:
     last_line: int
     cause: str  # e.g. "extract:offline"
     now: float
+    idle_gap: float = 1800.0  # seconds of silence after which a new topic starts
 
 
 @dataclass
@@ -125,6 +142,13 @@ def apply_topic(db: Database, ctx: BatchContext, root: int, update: dict, new_sp
     name, summary = (update.get("name") or "").strip(), (update.get("summary") or "").strip()
     start = int(update.get("start_line") or ctx.first_line)
     current = _open_span(db, ctx, 1, root)
+    gap = _idle_gap_line(db, ctx, current)
+    if current is not None and gap is not None:
+        # Trigger: a pause of idle_gap or more before line `gap`. Why: after a break people move
+        # on, whatever the extractor thinks. Outcome: the topic closes; a new one starts there.
+        _close_span(db, ctx, current[0], max(current[3], gap - 1))
+        topic = _insert_span(db, ctx, 1, root, name or current[1], summary, gap)
+        return topic, None
     if current is None:
         topic = _insert_span(db, ctx, 1, root, name or "conversation", summary, ctx.first_line)
     elif name and not _same_topic(current[1], name):
@@ -146,8 +170,40 @@ def apply_topic(db: Database, ctx: BatchContext, root: int, update: dict, new_sp
         sub_start = int(new_span.get("start_line") or ctx.first_line)
         if sub:
             _close_span(db, ctx, sub[0], max(sub[3], sub_start - 1))
-        sub = (_insert_span(db, ctx, 2, topic, new_span["name"].strip(), new_span.get("reason") or "", sub_start),)
+        # The summary says what the sub-span holds; the reason (why it started) is not a summary.
+        sub = (_insert_span(db, ctx, 2, topic, new_span["name"].strip(), new_span.get("summary") or "", sub_start),)
     return topic, (sub[0] if sub else None)
+
+
+def _idle_gap_line(db: Database, ctx: BatchContext, current: tuple | None) -> int | None:
+    """The first line of this batch said idle_gap or more after the message before it, if any."""
+    if current is None or ctx.idle_gap <= 0:
+        return None
+    previous = db.scalar("SELECT ended_at FROM spans WHERE id = ?", (current[0],), None)
+    for line in sorted(ctx.line_times):
+        stamp = _seconds(ctx.line_times[line])
+        if stamp is None:
+            continue
+        before = _seconds(previous)
+        if before is not None and stamp - before >= ctx.idle_gap and line > current[3]:
+            return line
+        previous = ctx.line_times[line]
+    return None
+
+
+def seconds_between(earlier: str | None, later: str | None) -> float:
+    """Seconds from one conversation timestamp to another; 0 when either is missing or unreadable."""
+    a, b = _seconds(earlier), _seconds(later)
+    return b - a if a is not None and b is not None else 0.0
+
+
+def _seconds(stamp: str | None) -> float | None:
+    if not stamp:
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 def extend_spans(db: Database, ctx: BatchContext, span_ids: Iterable[int | None]) -> None:
@@ -250,7 +306,8 @@ def insert_idea(db: Database, ctx: BatchContext, item: dict, span_id: int | None
 
     None when the user forgot this memory (a tombstone) - forgotten things stay forgotten.
     """
-    content = item["content"].strip()
+    content = without_lead_in(item["content"])
+    item = {**item, "content": content}
     chash = content_hash(content)
     line = int(item["source_line"])
     if tombstoned(db, ctx, line, chash):
@@ -344,6 +401,13 @@ def apply_output(db: Database, ctx: BatchContext, output: dict, vectors: dict[st
     root = session_span(db, ctx)
     topic, sub = apply_topic(db, ctx, root, output.get("topic_update") or {}, output.get("new_span"))
     span_starts = [(topic, 0)]
+    topic_start = int(db.scalar("SELECT start_line FROM spans WHERE id = ?", (topic,), 0))
+    if topic_start > ctx.first_line:
+        # The topic began inside this batch: lines before it belong to the topic it closed.
+        before = db.scalar("SELECT id FROM spans WHERE parent_id = ? AND depth = 1 AND id < ? ORDER BY id DESC "
+                           "LIMIT 1", (root, topic), None)
+        if before is not None:
+            span_starts = [(int(before), 0), (topic, topic_start)]
     if sub:
         span_starts.append((sub, int(db.scalar("SELECT start_line FROM spans WHERE id = ?", (sub,), 0))))
     by_line: dict[int, list[int]] = {}
@@ -352,7 +416,15 @@ def apply_output(db: Database, ctx: BatchContext, output: dict, vectors: dict[st
         # of the message's first line (`message_line`), as the extractor saw it.
         message_line = int(item.get("message_line", item["source_line"]))
         span_id = pick_span(span_starts, message_line, topic)
+        closed = close_todo(db, ctx, item) if item.get("closes") else None
+        if closed is not None and item["type"] == "todo":
+            # The completed entry is the open todo itself: it is closed, not stored twice.
+            _add_source(db, ctx, closed, int(item["source_line"]))
+            report.lines_with_items.add(message_line)
+            continue
         idea_id, created = insert_idea(db, ctx, item, span_id, (vectors or {}).get(item["content"].strip()))
+        if idea_id is not None and item.get("closes") and item["type"] == "todo" and closed is None:
+            _mark_closed(db, ctx, idea_id, int(item["source_line"]))  # completed when first seen
         if idea_id is None:
             continue
         by_line.setdefault(message_line, []).append(idea_id)
@@ -365,6 +437,66 @@ def apply_output(db: Database, ctx: BatchContext, output: dict, vectors: dict[st
     extend_spans(db, ctx, (root, topic, sub))
     report.spans_touched = {s for s in (root, topic, sub) if s}
     return report
+
+
+TODO_MATCH = 0.5  # stemmed content-word Jaccard for "this says that todo is done"
+TODO_STOP = FILLER | frozenset("now done finished completed complete all has been have i ve we just".split())
+
+
+def _stems(text: str) -> set[str]:
+    out = set()
+    for word in WORD.findall(normalise(without_lead_in(text))):
+        if word in TODO_STOP or len(word) < 2:
+            continue
+        for suffix in ("ing", "ed", "es", "s"):
+            if len(word) > len(suffix) + 2 and word.endswith(suffix):
+                word = word[: -len(suffix)]
+                break
+        out.add(word)
+    return out
+
+
+def close_todo(db: Database, ctx: BatchContext, item: dict) -> int | None:
+    """Close the open todo of this project that ``item`` says is done; its id, or None.
+
+    The best match by stemmed content words ("Added the migration test" closes "Add a migration
+    test"), at least TODO_MATCH; among equals the most recent todo.
+    """
+    words = _stems(item["content"])
+    if not words:
+        return None
+    best: tuple[float, int] | None = None
+    for idea_id, content in db.execute(
+            "SELECT id, content FROM ideas WHERE project IS ? AND intent = 'todo' AND closed_source_line IS NULL "
+            "ORDER BY id DESC LIMIT 500", (ctx.project,)):
+        other = _stems(content)
+        score = len(words & other) / len(words | other) if other else 0.0
+        if score >= TODO_MATCH and (best is None or score > best[0]):
+            best = (score, int(idea_id))
+    if best is None:
+        return None
+    _mark_closed(db, ctx, best[1], int(item["source_line"]))
+    return best[1]
+
+
+def _mark_closed(db: Database, ctx: BatchContext, idea_id: int, line: int) -> None:
+    db.execute("UPDATE ideas SET closed_at = ?, closed_source_file = ?, closed_source_line = ?, updated_at = ? "
+               "WHERE id = ? AND closed_source_line IS NULL",
+               (ctx.line_times.get(line), ctx.source_file, line, ctx.now, idea_id))
+    event(db, "idea", idea_id, "close", None, {"closed_by": f"{ctx.source_file}:{line}"}, ctx.cause, ctx.now)
+
+
+def delete_ideas(db: Database, ids: list[int], cause: str, now: float) -> None:
+    """Remove ideas an extractor made, to be replaced (no tombstone: this is not forgetting)."""
+    has_vec = bool(db.scalar("SELECT 1 FROM sqlite_master WHERE name = 'idea_embeddings'", (), 0))
+    for idea_id in ids:
+        row = db.one("SELECT content, intent FROM ideas WHERE id = ?", (idea_id,))
+        if row is None:
+            continue
+        if has_vec:
+            db.execute("DELETE FROM idea_embeddings WHERE idea_id = ?", (idea_id,))
+        db.execute("DELETE FROM ideas WHERE id = ?", (idea_id,))
+        event(db, "idea", idea_id, "replace", {"content": row[0], "intent": row[1]}, None, cause, now)
 
 
 def store_vectors(db: Database, table: str, key: str, rows: list[tuple[int, str, bytes]]) -> None:

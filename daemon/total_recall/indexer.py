@@ -8,6 +8,7 @@ pass (embed_pending) gives it one, and is found by BM25 meanwhile.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -55,6 +56,7 @@ class IndexReport:
     missing: bool = False
     interrupted: bool = False  # stopped between batches (shutdown); the rest stays queued
     deferred: bool = False  # daemon.file_timeout reached; progress is saved, the rest comes next turn
+    fallbacks_pending: bool = False  # a batch of this run fell back offline (the LLM is failing)
 
 
 @dataclass
@@ -89,6 +91,7 @@ class Indexer:
         self._offline = None
         self._llm = None
         self._pending_calls: list[dict] = []
+        self._fallback_parts: list[list[int]] = []  # lines of this chunk's parts that fell back offline
 
     # -- components, created on first use -------------------------------------------------
     @property
@@ -196,6 +199,8 @@ class Indexer:
                 # committed offset is the resume point; the daemon queues the rest behind them.
                 report.deferred = True
                 break
+        if report.batches and not report.fallbacks_pending:
+            self.reextract_fallbacks()
         return report
 
     def _state(self, path: str) -> dict:
@@ -221,8 +226,16 @@ class Indexer:
         """Cut the read into batches of at most max_batch_messages substantive new messages."""
         known = self._known_lines(path, result.messages)
         limit = max(1, int(self.settings.get("daemon", "max_batch_messages")))
-        chunks, current = [], Chunk([], 0, 0)
+        gap = 60.0 * float(self.settings.get("daemon", "idle_gap_minutes"))
+        chunks, current, previous = [], Chunk([], 0, 0), None
         for msg in result.messages:
+            if gap > 0 and current.fresh and msg.skip_reason is None \
+                    and executor.seconds_between(previous, msg.timestamp) >= gap:
+                # An idle gap ends a batch, so each batch lies on one side of it (a new topic starts).
+                current.end_offset, current.end_line = current.messages[-1].end_offset, current.messages[-1].last_line
+                chunks.append(current)
+                current = Chunk([], 0, 0)
+            previous = msg.timestamp or previous
             current.messages.append(msg)
             if msg.skip_reason is None and (msg.line, executor.content_hash(msg.text)) not in known:
                 current.fresh.append(msg)
@@ -263,9 +276,12 @@ class Indexer:
         ctx = executor.BatchContext(
             source_file=path, session_id=ident["session"], project=ident["project"], git_branch=ident["branch"],
             line_times=times, first_line=min(lines), last_line=max(lines), cause=f"extract:{extractor_name}", now=now,
+            idle_gap=60.0 * float(self.settings.get("daemon", "idle_gap_minutes")),
         )
         units = self._new_units(path, chunk.units)
         vectors = self._embed_batch(outputs, units)
+        fell_back, self._fallback_parts = self._fallback_parts, []
+        report.fallbacks_pending |= bool(fell_back)
         with self.db.write():
             covered, skips = set(), {}
             for output in outputs:
@@ -277,6 +293,9 @@ class Indexer:
             self._write_units(path, ident, units, vectors)
             self._write_calls(now)
             self._write_offset(path, ident, chunk, head_hash, now)
+            self.db.executemany(
+                "INSERT INTO fallback_batches (source_file, session_id, project, lines, created_at) VALUES (?, ?, ?, ?, ?)",
+                [(path, ident["session"], ident["project"], json.dumps(lines), now) for lines in fell_back])
         report.batches += bool(fresh)
         report.messages += len(fresh)
         report.llm_calls += extractor_name == "llm"
@@ -352,6 +371,9 @@ class Indexer:
                                        context["known"], max_chars=max_chars)
             raw, name = self._call_extractor(obj)
             lines = {m["line"] for m in part}
+            if name == "fallback":
+                self._fallback_parts.append(sorted(lines))
+                name = "offline"
             validated = protocol.validate_output(raw, lines, {k["id"] for k in context["known"]})
             if validated.dropped:
                 log.info("items_dropped", file=path, dropped=validated.dropped, problems=validated.problems[:5])
@@ -367,9 +389,89 @@ class Indexer:
                 log.warning("llm_fallback", error=str(exc))
                 self._pending_calls.append({"extractor": "fallback", "ok": 0, "error": str(exc)[:500],
                                             "messages": len(obj["new_messages"])})
+                raw = self.offline().extract(obj)
+                self._pending_calls.append({"extractor": "offline", "ok": 1, "messages": len(obj["new_messages"])})
+                return raw, "fallback"
         raw = self.offline().extract(obj)
         self._pending_calls.append({"extractor": "offline", "ok": 1, "messages": len(obj["new_messages"])})
         return raw, "offline"
+
+    def reextract_fallbacks(self, limit: int = 5) -> int:
+        """Give batches that fell back offline during an LLM outage to the LLM, now that it may answer.
+
+        Trigger: after a transcript is processed and on the heartbeat, with an LLM configured and
+        budget left. Why: the offline answer was a stopgap ("retry until it works"). Outcome: the
+        batch's offline ideas (unpinned, said only there) are replaced by the LLM's, in one
+        transaction; on failure the batch waits for the next try and nothing changes.
+        """
+        llm = self.llm()
+        if llm is None:
+            return 0
+        from total_recall.extract import protocol
+
+        done = 0
+        rows = self.db.execute("SELECT id, source_file, session_id, project, lines FROM fallback_batches "
+                               "WHERE done_at IS NULL ORDER BY id LIMIT ?", (limit,)).fetchall()
+        for batch_id, path, session, project, lines_json in rows:
+            if self.budget_exhausted():
+                break
+            lines = [int(x) for x in json.loads(lines_json)]
+            marks = ",".join("?" * len(lines))
+            new = [{"role": r[0], "content": r[1], "timestamp": r[2], "line": r[3]} for r in self.db.execute(
+                f"SELECT role, content, timestamp, source_line FROM messages WHERE source_file = ? "
+                f"AND source_line IN ({marks}) ORDER BY source_line", (path, *lines))]
+            ident = {"session": session, "project": project or "", "branch": None}
+            if not new:
+                with self.db.write():
+                    self.db.execute("UPDATE fallback_batches SET done_at = ? WHERE id = ?", (self.clock(), batch_id))
+                continue
+            context = self._context(path, ident, new)
+            max_chars = int(self.settings.get("llm", "max_prompt_chars"))
+            obj = protocol.build_input(context["hierarchy"], [], new, context["related"], context["known"],
+                                       max_chars=max_chars)
+            try:
+                raw = llm.extract(obj)
+            except ExtractionError as exc:
+                log.info("llm_still_failing", file=path, error=str(exc)[:200])
+                with self.db.write():
+                    self._write_calls(self.clock())
+                    self.db.execute("UPDATE fallback_batches SET attempts = attempts + 1 WHERE id = ?", (batch_id,))
+                break  # the outage goes on; the next heartbeat tries again
+            output = protocol.validate_output(raw, {m["line"] for m in new}, {k["id"] for k in context["known"]}).output
+            self._point_from_chunks(path, output)
+            vectors = self._embed_batch([output], [])
+            now = self.clock()
+            ctx = executor.BatchContext(
+                source_file=path, session_id=session, project=project or "", git_branch=None,
+                line_times={m["line"]: m["timestamp"] for m in new}, first_line=min(lines), last_line=max(lines),
+                cause="extract:llm-retry", now=now)
+            with self.db.write():
+                stale = [r[0] for r in self.db.execute(
+                    f"SELECT id FROM ideas WHERE source_file = ? AND (source_line IN ({marks}) OR source_line IN "
+                    f"(SELECT source_line FROM chunks WHERE source_file = ? AND message_line IN ({marks}))) "
+                    f"AND pinned = 0 AND mention_count = 1", (path, *lines, path, *lines))]
+                executor.delete_ideas(self.db, stale, "extract:llm-retry", now)
+                executor.apply_output(self.db, ctx, output, vectors)
+                self._write_calls(now)
+                self.db.execute("UPDATE fallback_batches SET done_at = ?, attempts = attempts + 1 WHERE id = ?",
+                                (now, batch_id))
+            done += 1
+        return done
+
+    def _point_from_chunks(self, path: str, output: dict) -> None:
+        """point_at_text_lines for a batch read back from the database: a message's pieces are its
+        chunks (line and text), stored when it was first indexed."""
+        for item in output.get("items", []):
+            rows = self.db.execute("SELECT source_line, content FROM chunks WHERE source_file = ? AND message_line = ? "
+                                   "ORDER BY source_line, seq", (path, int(item["source_line"]))).fetchall()
+            if len({r[0] for r in rows}) < 2:
+                continue
+            message = transcript.Message(
+                line=int(item["source_line"]), last_line=rows[-1][0], end_offset=0, role="", kind="", text="",
+                timestamp=None, session_id=None, cwd=None, git_branch=None, uuid=None, is_sidechain=False,
+                agent_id=None, skip_reason=None, parts=[(r[0], r[1]) for r in rows])
+            item["message_line"] = message.line
+            item["source_line"] = message.line_of(item["content"])
 
     def budget_exhausted(self) -> bool:
         budget = int(self.settings.get("llm", "daily_token_budget"))

@@ -35,11 +35,23 @@ def _event(db: Database, object_id: int | None, action: str, old, new, cause: st
     executor.event(db, "idea", object_id, action, old, new, cause, time.time())
 
 
+def refresh_digests(db: Database, projects) -> None:
+    """Rewrite the digests (and so the next SessionStart output) of these projects right now.
+
+    Trigger: a user changed memory (pin, unpin, edit, forget, review). Why: the next session must
+    see the change, not wait for the next indexed turn. Outcome: digests/<key>.md rewritten.
+    """
+    from total_recall import digest
+
+    digest.write_digests(db, [p for p in projects if p])
+
+
 def pin(db: Database, idea_id: int, pinned: bool = True) -> dict:
     with db.write():
         idea = _idea(db, idea_id)
         db.execute("UPDATE ideas SET pinned = ?, updated_at = ? WHERE id = ?", (int(pinned), time.time(), idea_id))
         _event(db, idea_id, "pin" if pinned else "unpin", {"pinned": bool(idea["pinned"])}, {"pinned": pinned})
+    refresh_digests(db, [idea["project"]])
     return {"id": idea_id, "pinned": pinned, "content": idea["content"]}
 
 
@@ -54,6 +66,7 @@ def edit(db: Database, idea_id: int, text: str) -> dict:
         if vector_tables_exist(db):
             db.execute("DELETE FROM idea_embeddings WHERE idea_id = ?", (idea_id,))
         _event(db, idea_id, "edit", {"content": idea["content"]}, {"content": text})
+    refresh_digests(db, [idea["project"]])
     return {"id": idea_id, "old": idea["content"], "new": text}
 
 
@@ -106,13 +119,17 @@ def forget(db: Database, idea_id: int | None = None, *, session: str | None = No
         raise TotalRecallError("forget needs an ID, --session, --project or --before")
     with db.write():
         if idea_id is not None:
-            _idea(db, idea_id)
-            return {"forgotten": _delete_ideas(db, [idea_id], "user: forget id", line_tombstones=False)}
-        where, params = _scope(db, session, project, before)
-        ids = [r[0] for r in db.execute(f"SELECT id FROM ideas WHERE {where}", params)]
-        count = _delete_ideas(db, ids, "user: forget scope", line_tombstones=True)
-        spans = _forget_spans_and_messages(db, session, project, before)
-    return {"forgotten": count, "spans_removed": spans}
+            touched = [_idea(db, idea_id)["project"]]
+            result = {"forgotten": _delete_ideas(db, [idea_id], "user: forget id", line_tombstones=False)}
+        else:
+            where, params = _scope(db, session, project, before)
+            rows = db.execute(f"SELECT id, project FROM ideas WHERE {where}", params).fetchall()
+            touched = sorted({r[1] for r in rows if r[1]})
+            count = _delete_ideas(db, [r[0] for r in rows], "user: forget scope", line_tombstones=True)
+            spans = _forget_spans_and_messages(db, session, project, before)
+            result = {"forgotten": count, "spans_removed": spans}
+    refresh_digests(db, touched)
+    return result
 
 
 def _scope(db: Database, session: str | None, project: str | None, before: str | None) -> tuple[str, tuple]:
@@ -182,6 +199,8 @@ def decide(db: Database, proposal_id: int, apply: bool) -> dict:
         state = "applied" if apply else "rejected"
         db.execute("UPDATE proposals SET state = ?, decided_at = ? WHERE id = ?", (state, now, proposal_id))
         executor.event(db, "proposal", proposal_id, state, {"state": "pending"}, {"state": state}, "user: review", now)
+        touched = [r[0] for r in db.execute("SELECT project FROM ideas WHERE id IN (?, ?)", (target, new_id))]
+    refresh_digests(db, touched)
     return {"id": proposal_id, "state": state}
 
 

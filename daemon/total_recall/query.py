@@ -33,6 +33,10 @@ INTENT_PATTERNS = [
 ]
 
 
+OPEN_WORK = re.compile(r"\b(?:left to do|still to do|(?:is|are|remains?|'s) left|remaining (?:work|tasks?|todos?)|"
+                       r"open (?:todos?|tasks?)|pending (?:todos?|tasks?)|not (?:yet )?done)\b", re.I)
+
+
 @dataclass
 class Query:
     text: str
@@ -108,6 +112,11 @@ def analyze(text: str, now: datetime | None = None) -> Query:
     since, until = temporal(text, now)
     q = Query(text=text, terms=terms_of(text), since=since, until=until)
     q.time_sensitive = since is not None or until is not None or bool(re.search(r"\b(latest|recent|last|current)\b", text, re.I))
+    if OPEN_WORK.search(text):
+        # "what is left to do": open todos only, wherever the phrase stands; closed ones are done.
+        q.intents.add("todo")
+        q.unanswered_only = True
+        return q
     for pattern, intent, unanswered in INTENT_PATTERNS:
         m = pattern.search(text)
         if not m:

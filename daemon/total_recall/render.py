@@ -42,6 +42,8 @@ def _line(r: dict) -> str:
         flags.append(f"superseded by #{r['superseded_by'][0]}")
     if r["intent"] == "question":
         flags.append("answered" if r["answered"] else "open")
+    if r["intent"] == "todo":
+        flags.append("done" if r.get("closed") else "open")
     extra = f" ({', '.join(flags)})" if flags else ""
     text = f"- **{r['intent']}** ({r['confidence']:.2f}) {r['content']}{extra}  \n  `{_source(r)}` · {_date(r['timestamp'])} · #{r['id']}"
     return ("  " + text.replace("\n", "\n  ")) if r["superseded_by"] else text

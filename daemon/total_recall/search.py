@@ -278,7 +278,7 @@ def line_score(strategies: dict[str, int], norm: dict[str, float]) -> float:
 
 # -- details, filters, weighting ------------------------------------------------------------
 IDEA_COLUMNS = ("id", "content", "intent", "confidence", "answered", "source_file", "source_line", "session_id",
-                "project", "message_time", "span_id", "created_at", "mention_count", "pinned")
+                "project", "message_time", "span_id", "created_at", "mention_count", "pinned", "closed_source_line")
 SPAN_COLUMNS = ("id", "name", "summary", "depth", "start_line", "end_line", "source_file", "session_id",
                 "project", "started_at", "parent_id")
 CHUNK_COLUMNS = ("id", "source_file", "source_line", "message_line", "session_id", "project", "timestamp", "role",
@@ -297,8 +297,8 @@ def _passes(row: dict, q: querymod.Query, time_key: str) -> bool:
         return False
     if q.intents and row.get("intent") not in q.intents:
         return False
-    if q.unanswered_only and row.get("answered"):
-        return False
+    if q.unanswered_only and (row.get("answered") or row.get("closed_source_line") is not None):
+        return False  # an answered question or a closed todo
     stamp = (row.get(time_key) or "")[:19]
     if q.since and (not stamp or stamp < q.since.strftime("%Y-%m-%dT%H:%M:%S")):
         return False
@@ -582,6 +582,7 @@ def build_results(db: Database, cands: list[Candidate], terms: Iterable[str] = (
                 "entities": ents.get(c.id, []), "relations": rels.get(c.id, []),
                 "superseded_by": succ.get(c.id, []), "matched_by": sorted(c.strategies),
                 "mention_count": r["mention_count"], "pinned": bool(r["pinned"]),
+                "closed": r["closed_source_line"] is not None,
                 "sources": sources.get(c.id, [{"source_file": r["source_file"], "source_line": r["source_line"]}]),
             })
         elif c.kind == "chunk":

@@ -380,6 +380,7 @@ class _Reader:
         self.first_prompt_done = False
         self.file_skip: str | None = None  # set by the first prompt: headless/warmup sessions
         self._fallback_session: str | None = None
+        self.plans: dict[str, str] = {}  # the latest plan file written in this read (ExitPlanMode shows it)
 
     # -- driving -------------------------------------------------------------------------
 
@@ -538,8 +539,11 @@ class _Reader:
         parts: list[tuple[int, str]] = []
         seen: set[str] = set()
         for item in items:
+            blocks = _blocks(_content(item.record or {}))
+            if "latest" not in self.plans and any(_needs_plan_file(b) for b in blocks):
+                self.plans["latest"] = self._plan_before(item.end)
             before = len(pieces)
-            _response_pieces(_blocks(_content(item.record or {})), env["cwd"], pieces, seen)
+            _response_pieces(blocks, env["cwd"], pieces, seen, self.plans)
             parts += [(item.number, _clean(p)) for p in pieces[before:]]
         if self._is_compaction(record):
             kind, skip = "compact_summary", "compact_summary"
@@ -562,6 +566,26 @@ class _Reader:
             if reason in seen:
                 return reason
         return "empty"
+
+    def _plan_before(self, end: int) -> str:
+        """The last plan file written before byte `end`, for an ExitPlanMode whose Write an
+        earlier read consumed (so a read in pieces sees what a whole read sees)."""
+        try:
+            with _open_regular(self.path) as fh:
+                start = max(0, end - PLAN_SCAN_BYTES)
+                fh.seek(start)
+                chunk = fh.read(end - start)
+        except (OSError, TranscriptError):
+            return ""
+        plans: dict[str, str] = {}
+        for raw in chunk.split(b"\n")[1 if start else 0:]:
+            if b"plan" not in raw or b'"Write"' not in raw:
+                continue
+            record = _parse(raw, 0, 0).record
+            if record is not None and record["type"] == "assistant":
+                for block in _blocks(_content(record)):
+                    _plan_or_todos(block, plans)
+        return plans.get("latest", "")
 
     # -- shared --------------------------------------------------------------------------
 
@@ -603,9 +627,14 @@ class _Reader:
 
 
 def _response_pieces(
-    blocks: list[dict[str, Any]], cwd: str | None, pieces: list[str], seen: set[str]
+    blocks: list[dict[str, Any]], cwd: str | None, pieces: list[str], seen: set[str],
+    plans: dict[str, str] | None = None,
 ) -> None:
-    """Append one response line's text and tool descriptors; note what else it held."""
+    """Append one response line's text and tool descriptors; note what else it held.
+
+    TodoWrite lists and ExitPlanMode plans are what was decided and what is left to do, so they
+    are text for extraction (``[todos]`` / ``[plan]`` blocks), not tool descriptors.
+    """
     for block in blocks:
         kind = block.get("type")
         if kind == "text" and isinstance(block.get("text"), str):
@@ -616,10 +645,52 @@ def _response_pieces(
                 pieces.append(text)
                 seen.add("text")
         elif kind in ("tool_use", "server_tool_use"):
-            pieces.append(_tool_descriptor(block, cwd))
-            seen.add("tool_use_only")
+            structured = _plan_or_todos(block, plans if plans is not None else {})
+            if structured:
+                pieces.append(structured)
+                seen.add("text")
+            else:
+                pieces.append(_tool_descriptor(block, cwd))
+                seen.add("tool_use_only")
         elif kind in ("thinking", "redacted_thinking"):
             seen.add("thinking_only")
+
+
+TODO_STATUSES = ("pending", "in_progress", "completed")
+PLAN_CHARS = 8_000
+PLAN_SCAN_BYTES = 4 << 20  # how far back an ExitPlanMode looks for its plan file in an earlier read
+
+
+def _needs_plan_file(block: dict[str, Any]) -> bool:
+    args = block.get("input") if isinstance(block.get("input"), dict) else {}
+    return block.get("name") == "ExitPlanMode" and not isinstance(args.get("plan"), str)
+
+
+def _plan_or_todos(block: dict[str, Any], plans: dict[str, str]) -> str | None:
+    """A ``[todos]`` block for TodoWrite, a ``[plan]`` block for ExitPlanMode, else None.
+
+    ExitPlanMode carries its plan in ``input.plan`` (Claude Code 1.x/2.0) or shows the plan file
+    written just before it (2.1: a Write to ``plan.md`` or under ``plans/``), remembered in ``plans``.
+    """
+    name = _str(block.get("name"))
+    args = block.get("input") if isinstance(block.get("input"), dict) else {}
+    if name in ("Write", "Edit") and isinstance(args.get("file_path"), str):
+        path = args["file_path"]
+        if path.rsplit("/", 1)[-1].lower() == "plan.md" or "/plans/" in path:
+            if isinstance(args.get("content"), str):
+                plans["latest"] = args["content"]
+        return None
+    if name == "ExitPlanMode":
+        plan = args.get("plan") if isinstance(args.get("plan"), str) else plans.get("latest", "")
+        return f"[plan]\n{plan.strip()[:PLAN_CHARS]}\n[/plan]" if plan.strip() else None
+    if name == "TodoWrite" and isinstance(args.get("todos"), list):
+        rows = []
+        for todo in args["todos"]:
+            if isinstance(todo, dict) and isinstance(todo.get("content"), str) and todo["content"].strip():
+                status = todo.get("status") if todo.get("status") in TODO_STATUSES else "pending"
+                rows.append(f"- [{status}] {' '.join(todo['content'].split())[:300]}")
+        return "[todos]\n" + "\n".join(rows) + "\n[/todos]" if rows else None
+    return None
 
 
 def _tool_descriptor(block: dict[str, Any], cwd: str | None) -> str:

@@ -9,8 +9,14 @@ sentence form. Rules, in the order they run:
   boundaries. Greetings, thanks and acknowledgements are dropped; a fragment of under
   ``SHORT_WORDS`` words joins the next sentence of its message. A message of ``FALLBACK_WORDS``
   or more words always keeps at least its longest sentence.
-- Intent: a question by form ("?" or an interrogative opener), else the first intent whose cue
-  phrases match, in the order solution, decision, conclusion, problem, todo; else context.
+- Tool lines ("[tool Bash: ls]") are dropped; "[plan]" and "[todos]" blocks (ExitPlanMode,
+  TodoWrite) give a decision and step todos, or one todo per entry (completed ones close todos).
+  An assistant's narration before a tool call or a colon ("Let me check the file.") is dropped.
+- Intent, per clause (``classify_clauses``): a question by form ("?", an interrogative opener, a
+  request), else the first intent whose cue phrases match once ``NOT_CUES`` blanked phrasings
+  that only name it, in the order solution, problem, decision, conclusion, todo; else context.
+  Speaker role matters (a user's "I'll add X" is a todo, an assistant's is narration); a reply
+  to a reported problem that proposes a fix is a solution; list items of a plan are todos.
 - Confidence: 0.7, lowered by hedges ("maybe", "I think"), raised by boosters ("definitely",
   "confirmed"), kept within [0.3, 0.95].
 - Entities: file paths, code identifiers, a built-in list of technologies, the project name, and
@@ -19,11 +25,13 @@ sentence form. Rules, in the order they run:
   most similar earlier item or known idea of the same family; builds_on on "also / additionally"
   to the previous message's last item; answers from a solution to the most similar earlier
   problem and from a reply of the other role to the questions just asked; contradicts on
-  "actually no / that's wrong". Similarity is the embedder's cosine when one is given, else word-set Jaccard.
+  "actually no / that's wrong". Similarity is the embedder's cosine when one is given, else
+  word-set Jaccard.
 - Topic: see ``_topic``. Explicit transition phrases ("let's move on to", "anyway,") open a new
   topic at that message; "by the way" opens a sub-span. With an embedder, a drop in similarity
   between the two messages before and the two from a point (below ``SHIFT_SIM``: new topic,
   below ``SPAN_SIM``: sub-span) does the same. Otherwise the current topic is kept.
+  Names are the span's best noun phrase, summaries lead with decisions and conclusions.
 - skip_lines: every new message that yields no item, with the reason.
 
 Deterministic: the same input (and embedder) gives the same output.
@@ -198,8 +206,9 @@ class Cue:
     none, and skipping the scan is what makes thousands of messages per second possible.
     """
 
-    def __init__(self, *phrases: str, anchored: bool = False) -> None:
+    def __init__(self, *phrases: str, anchored: bool = False, scan: bool = False) -> None:
         firsts: set[str] = set()
+        scan_always = scan  # True: the pattern always runs (phrases whose first word is a stem)
         for phrase in phrases:
             group = re.match(r"\(\?:([^()]*)\)", phrase)  # "(?:we|i) will": a choice of first words
             alternatives = group.group(1).split("|") if group else [phrase]
@@ -207,19 +216,20 @@ class Cue:
             for first in head:
                 first = first.split("(?", 1)[0].replace(",?", "").rstrip(",")  # drop a lookahead
                 if not re.fullmatch(r"[a-z0-9'?+#.-]+", first):
-                    raise ValueError(f"cue phrase must start with a plain word: {phrase!r}")
+                    scan_always = True  # a regex first word: no cheap pre-test, the pattern always runs
                 firsts |= {first.replace("'?", "'"), first.replace("'?", "")}
         self.first_words = frozenset(firsts)
+        self.scan_always = scan_always
         body = "|".join(phrases)
         self.pattern = re.compile(rf"^(?:{body})\b" if anchored else rf"\b(?:{body})\b")
 
     def search(self, lowered: str, tokens: frozenset[str]) -> re.Match[str] | None:
-        if self.first_words.isdisjoint(tokens):
+        if not self.scan_always and self.first_words.isdisjoint(tokens):
             return None
         return self.pattern.search(lowered)
 
     def count(self, lowered: str, tokens: frozenset[str]) -> int:
-        if self.first_words.isdisjoint(tokens):
+        if not self.scan_always and self.first_words.isdisjoint(tokens):
             return 0
         return len(self.pattern.findall(lowered))
 
@@ -227,39 +237,115 @@ class Cue:
 CUES: dict[str, Cue] = {
     "solution": Cue(
         r"fixed (?:it |this |that |the \w+ )?by", r"the fix (?:was|is)", r"the solution (?:was|is)",
-        r"the trick (?:was|is)", r"fix (?:it|this|that)", "fixes", "fixed", "solved", "resolved",
-        "workaround", "worked around", "works now", "got it working",
-    ),
-    "decision": Cue(
-        "we decided", "i decided", "we've decided", "i've decided", "we have decided", "decided to",
-        "decided on", "decision", "let'?s go with", "let'?s use",
-        r"(?:we'll|i'll|we will|i will) (?:use|go with|stick with|switch to|keep)",
-        "going with", "we chose", "i chose", "chose to", r"opted (?:for|to)", "settled on",
-        r"(?:we're|we are) (?:going to use|switching to|sticking with)",
-        r"switch (?:from|over|to)", r"switched (?:from|over|to)", r"switching (?:from|over|to)",
-        r"agreed (?:to|on)", "the plan is",
-    ),
-    "conclusion": Cue(
-        "key insight", "turns out", "turned out", "it seems", "seems like", "therefore", "in conclusion",
-        r"the reason (?:is|was)", "root cause", "this means", "which means", "that means", "i realized",
-        "i realised", "we learned", "i learned", "lesson", r"that explains", "which explains",
-        "the takeaway", "in short", "in summary",
+        r"the trick (?:was|is)", r"(?:this|that|which|it) (?:fixes|solves|resolves|removes)",
+        r"(?:i|we|it|this|that|which) (?:have |has |had |finally |now |just )?(?:fixed|solved|resolved)",
+        r"(?:is|was|are|were|got|has been|have been) (?:now |finally )?(?:fixed|solved|resolved)"
+        r"(?! (?:quickly|automatically|later))", r"fixed (?:with|using|after|it)",
+        "workaround", "worked around", "works now", "got it working", "is working now",
+        # a measured improvement reached by an action: "reduced it from 800ms to 300ms by caching"
+        r"(?:reduc|brought|bring|cut|improv|lower|dropp?|decreas|sped|speed)\w*\b[^.?!]{0,60}?"
+        r"\b(?:from \d+\w*|to \d[^.?!]{0,60}?\b(?:after|by|with)|by \d+(?:\.\d+)?(?= ?%))",
+        r"(?:managed|able) to (?:reduce|bring|cut|improve|fix|speed|lower|get it)",
+        r"refactored (?:the |my )?\\w+ to use", r"(?:added|adding) [^.?!]{0,60}\\bto (?:fix|reduce|avoid|handle the)",
+        scan=True,
     ),
     "problem": Cue(
-        r"the (?:issue|problem|bug) (?:is|was)", "raises", "raised", "throws", "threw", "error", "errors",
-        "fails", "fail", "failing", "failed", "failure", "broken", "breaks", "bug", "bugs",
-        "doesn'?t work", "does not work", "isn'?t working", "not working", "exception", "exceptions",
-        r"won'?t (?:start|work|run|load|compile|build)",
-        "crash", "crashes", "crashed", "crashing", "traceback", "segfault", "timed out", "timeout",
-        "regression", "hangs", "deadlock", "leak",
+        r"the (?:issue|problem|bug|error) (?:is|was)", "raises", "raised", "throws", "threw",
+        r"(?:getting|get|got|seeing|see|saw|encounter\w*|hit\w*|run\w* into|receiv\w*) (?:an?|the|this|that|"
+        r"some|these|those|a few)?\s?[\w'\"“”:.-]*\s?(?:[\w'\"“”:.-]+\s){0,6}?(?:errors?|exceptions?|warnings?|"
+        r"failures?|issues?|problems?|bugs?|crash\w*)",
+        r"keep (?:getting|seeing|hitting)", r"still (?:getting|seeing|experiencing|having|failing|broken)",
+        r"(?:fails|failed|failing)(?! (?:attempts?|logins?|requests?|calls?))", "broken", "crash", "crashes",
+        "crashed", "crashing", "traceback", "segfault", "timed out", "regression", "hangs", "deadlock",
+        "memory leaks?", r"(?:is|are|was|were)n'?t (?:working|showing|displaying|loading|being|triggering|picked)",
+        r"(?:is|are|was|were) not (?:working|showing|displaying|loading|being|triggering|picked)",
+        r"(?:does|do|did)(?:n'?t| not) (?:seem to )?(?:work|start|run|load|compile|build|make a|trigger|"
+        r"display|show|change|fire|get picked|pick|apply|respond)",
+        "not working", r"won'?t (?:start|work|run|load|compile|build)", r"(?:can'?t|cannot) (?:seem to )?get",
+        r"having (?:some )?(?:trouble|issues?|problems?) (?:with|getting|making|displaying|loading|implementing"
+        r"|handling the|on)", r"experiencing (?:some )?(?:slow|issues?|problems?|performance|errors?|a)",
+        r"bottleneck", r"(?:a|an) \d+ ?ms (?:delay|spikes?|lag)", r"\d+ ?ms spikes", "nothing seems to work",
+        r"(?:tentative|too slow|very slow)", r"isn'?t being", r"(?:has|have) no (?:automated|tests?|checks?)",
+        r"(?:blocked|missing or incorrect|not defined|undefined)\b(?! yet)",
+    ),
+    "decision": Cue(
+        "we decided", "i decided", "we've decided", "i've decided", "we have decided", "i have decided",
+        "decided to", "decided on", "decided against", "decide against", r"had to decide against",
+        r"let'?s (?:go with|use|stick with|switch to|keep|start with|do it)",
+        r"(?:we'll|i'll|we will|i will|i think i'll) (?:use|go with|stick with|switch to|keep|try|definitely)",
+        "going with", "go with", "we chose", "i chose", "chose to", "i've chosen", "we've chosen",
+        r"(?:i|we) (?:have )?chosen", r"opted (?:for|to)", "settled on",
+        r"(?:we're|we are|i'm|i am) (?:going to use|switching to|sticking with|planning to (?:use|implement|store|"
+        r"add|switch|go))",
+        r"agreed (?:to|on)", "the plan is",
+        r"prefer (?:it|this|that|\w+(?: [\w.]+)?) over", r"planning to store",
+        "architecture:",
+        r"(?:is|seems like|looks like|seems to be|would be) the (?:best|right|clear) (?:fit|choice|option|pick)",
+        "the way to go",
+    ),
+    "conclusion": Cue(
+        "key insight", "key findings?", "therefore", "turns out", "turned out", "in conclusion", r"the reason (?:is|was)",
+        "root cause", "this means", "which means", "that means", "i realized", "i realised", "we learned",
+        "i learned", "lesson", r"that explains", "which explains", "the takeaway", "in short", "in summary",
+        r"i (?:have )?confirmed that", r"i've confirmed", "found out", r"i found no", r"(?:i|we) found that",
+        r"there might be a tension", r"(?:i think|probably) (?:it'?s|this is) because", "is caused by",
+        r"no \w+ (?:installers?|support) exists?", "exist for",
+        r"(?:error|issue|problem|this|exception|warning)s? (?:typically |usually |often |generally )?(?:occurs?|"
+        r"happens?|indicates?|means|is caused|is due|is because)", r"(?:issues|causes) identified",
     ),
     "todo": Cue(
-        "need to", "needs to", "todo", "to-do", r"should(?! (?:have|'ve|be))", r"must(?! (?:have|'ve|be))",
-        "have to", "has to", "remember to", "don'?t forget", "next step", "next steps", "follow-up",
-        "follow up", "let'?s", "i'?ll", "we'?ll", "going to", "plan to", "want to",
+        "todo", "to-do", "next steps?", "follow-up", "follow up", "remember to", "don'?t forget",
+        r"we (?:still )?(?:need|have|ought) to", r"we should(?! (?:have|'ve|be))",
+        r"we must(?! (?:have|'ve|be))", "still need to", "left to do", r"(?:i|we)'?ll (?:add|write|"
+        r"run|reach|convert|set up|schedule|implement|fix|look into|get back|test|update|document|start)",
+        r"i (?:will|am going to|'m going to) (?:add|write|run|reach|convert|schedule|implement|fix|test|update)",
+        "task \\d", "epic", "tasks? created", "beads? created",
+        scan=True,  # "i'll" is one token: the first-word pre-test would miss "(?:i|we)'?ll"
     ),
 }
-INTENT_ORDER = ("solution", "decision", "conclusion", "problem", "todo")
+# Trigger: these phrasings name an intent without carrying it ("error handling", "trying to decide
+# between", a hypothetical failure). Why: the words alone made most requests look like problems or
+# decisions. Outcome: the matching span is blanked before the cue of that intent is looked for.
+NOT_CUES: dict[str, re.Pattern[str]] = {
+    "problem": re.compile(
+        r"\b(?:error[- ]handling|handl\w* (?:\w+ )?(?:errors?|exceptions?|failures?)|errors? (?:messages?|"
+        r"boundar\w*|status|rate|codes?|logs?|display)|(?:catch|prevent|avoid|anticipat\w*|reduce|"
+        r"detect|log|track|report|fix|debug|surface|retr\w*) (?:\w+ )?(?:\w+ )?(?:errors?|issues?|"
+        r"problems?|bugs?|exceptions?|failures?|leaks?)|(?:what|in case|even) if [^,.?]*|if (?:the |it |a |"
+        r"an |there )[^,.?]*(?:fails?|errors?)|when [^,.?]*fails?|without (?:any )?(?:errors?|issues?|breaking)"
+        r"|if you (?:still )?(?:encounter|run into|face|have|see|get|hit|experience)[^,.?!]*|bug fix\w*|known [^,.]*bug|trouble (?:figuring|understanding|deciding|with the (?:integration )?"
+        r"test)|potential (?:\w+ )?(?:issues?|problems?|errors?|bugs?)|(?:fixes|fix) (?:\w+ ){0,3}"
+        r"(?:immediately|when)|no (?:reported )?(?:downtime|leaks?|errors?))"),
+    "decision": re.compile(
+        r"\b(?:decide (?:between|whether|on the best|which)|trying to decide|before deciding|"
+        r"whether to|should i (?:use|go|switch|stick)|or (?:should|do) i|considering|decision(?:s)? "
+        r"(?:together|=|point)|heard (?:that|of|about) [^,.]*|(?:could|might|would) help[^,.]*)"),
+    # advice and predictions, not work anyone took on
+    "todo": re.compile(r"\b(?:(?:don'?t|do not|doesn'?t|does not|no|never) (?:\w+ )?need to|"
+                       r"(?:need to|should|must) (?:\w+ )?(?:balance|consider|make sure|ensure|see|be able|keep in mind))"),
+    "solution": re.compile(r"\b(?:(?:suggest|any|other|further|best|possible) (?:fix|solution)\w*|"
+                           r"bug fix\w*|never fixed|(?<!managed )(?<!able )"
+                           r"(?:to|can|could|should|would|will|want|trying|how) (?:further )?"
+                           r"(?:reduce|improve|cut|lower|bring|speed)\w*[^,.?!]*|"
+                           r"how (?:to|do i|can i) fix|help me fix|fix (?:this|it|the) ?(?:issue|error)?\?)"),
+}
+# An assistant's narration of what it is about to do is not a memory ("Let me check the file",
+# "Now let's run the tests:", "I'll research the options and then draft beads for you.").
+NARRATION = re.compile(
+    r"^(?:(?:ok(?:ay)?|good|great|now|next|first|then|alright|so|perfect|done)[,.!:-]?\s+(?:[-—]\s+)?)*"
+    r"(?:let me|let's|let us|i'll|i will|i'm going to|i am going to|we'll now|i'm now|i am now|"
+    r"i'll now|time to|checking|looking at|listing|reading|searching|running)\b"
+)
+ASSISTANT_NOW = re.compile(
+    r"^(?:(?:ok(?:ay)?|now|next|first|then|so|here)[,.]?\s+)*(?:let me|let's|let us|i'll|i will|we'll|we will|"
+    r"i'm going to|we're going to)\b|\bwe (?:need|have) to (?!still)"
+)
+NARRATION_END = re.compile(r"(?:[:.…]|\.\.\.)\s*$")
+SHORT_NARRATION_WORDS = 22
+# Choices that are advice when nobody in the clause made them ("use X instead of Y" in a how-to).
+WEAK_DECISION = Cue(r"(?:switch|switched|switching) (?:from|over|to)", "instead of", "rather than")
+FIRST_PERSON = re.compile(r"\b(?:i|we|i'm|i've|i'll|we're|we've|we'll|let's|my|our|us)\b")
+INTENT_ORDER = ("solution", "problem", "decision", "conclusion", "todo")
 INTERROGATIVE = re.compile(
     r"^(?:what|why|how|when|where|who|whom|whose|which|can|could|should|would|will|shall|is|are|am|"
     r"was|were|do|does|did|have|has|had|may|might|isn't|aren't|doesn't|don't|didn't|won't|wouldn't|"
@@ -310,6 +396,11 @@ SUB_SPAN = re.compile(
 # ---------------------------------------------------------------------------------------------
 # Text splitting
 
+PLAN_MARK = "\u2063"  # invisible separator: marks a list item of a plan inside this module only
+PLAN_LEAD = re.compile(r"\b(?:tasks?|milestones?|todos?|to-dos?|plan|action items?|remaining|left to do|"
+                       r"follow-ups?|next steps?|sprints?|phases?|timeline|schedule|roadmap|backlog|"
+                       r"before (?:the )?(?:public )?(?:launch|release|deploy\w*))\b")
+HEADING_WORDS = 8
 FENCE = re.compile(r"```[^\n]*\n?(.*?)(?:```|\Z)", re.DOTALL)
 URL = re.compile(r"https?://\S+")
 HEADING = re.compile(r"^#{1,6}\s+")
@@ -343,6 +434,8 @@ def _strip_inline(text: str) -> str:
 def _blocks(content: str) -> list[str]:
     """Paragraph-like pieces of a message: lines, with soft-wrapped lines joined."""
     blocks: list[str] = []
+    plan = False  # inside a list introduced as tasks, milestones, next steps or a plan
+    plan_level = 7  # heading level that opened it (7: a "...:" lead-in line, ended by a paragraph)
     for raw in content.splitlines():
         line = raw.strip()
         if not line or RULE.match(line) or TABLE_SEPARATOR.match(line):
@@ -354,8 +447,19 @@ def _blocks(content: str) -> list[str]:
         line = LIST_MARK.sub("", HEADING.sub("", line))
         if line.startswith("|"):
             line = "; ".join(cell.strip() for cell in line.strip("|").split("|") if cell.strip())
-        if is_heading and len(line.split()) < SHORT_WORDS:
-            continue  # section titles like "## Summary" carry nothing on their own
+        if is_heading:
+            level = len(raw.strip()) - len(raw.strip().lstrip("#"))
+            if not (plan and level > plan_level):  # a sub-heading of a plan section stays in it
+                plan, plan_level = bool(PLAN_LEAD.search(line.lower())), level
+        elif not listed and line.endswith(":"):
+            if not plan:
+                plan, plan_level = bool(PLAN_LEAD.search(line.lower())), 7
+        elif not listed and plan_level == 7:
+            plan = False
+        if is_heading and len(line.split()) < HEADING_WORDS:
+            continue  # section titles like "## Summary" or "The Key Decision" say nothing on their own
+        if listed and plan:
+            line = PLAN_MARK + line
         open_line = bool(blocks and blocks[-1]) and blocks[-1][-1] not in ".!?:"
         soft_wrap = open_line and not listed and line[:1].islower()
         if soft_wrap:
@@ -637,19 +741,97 @@ def normalise(sentence: str) -> tuple[str, frozenset[str]]:
     return lowered, tokens_of(lowered)
 
 
-def classify(sentence: str, normalised: tuple[str, frozenset[str]] | None = None) -> str:
-    lowered, tokens = normalised or normalise(sentence)
+QUESTION_CLAUSE = Cue(
+    r"(?:can|could|would|will) (?:you|someone|anyone|i|we)\b", r"how (?:do|can|should|would|does) (?:i|we|it|this)",
+    r"(?:is|are) there (?:a|any)", r"what(?:'s| is| are) the (?:best|right)", r"any (?:suggestions|advice|ideas|"
+    r"thoughts|recommendations)", r"i'?m (?:not sure|wondering|unsure) (?:how|if|whether|what|where|which|why)",
+    r"i am (?:not sure|wondering|unsure) (?:how|if|whether|what|where|which|why)",
+    r"(?:i'?d|i would) (?:like|love|appreciate)(?: it)? (?:to know|to see|to get|some|any|if)",
+    r"i need help", r"(?:i'?m|i am) looking for (?:advice|help|guidance)", r"not sure (?:how|where) to start",
+    r"help me (?:understand|figure|with|review|implement|fix|debug|build|write|create|improve|set)",
+    r"(?:does|do) (?:this|that|it) (?:work|look)",
+)
+CLAUSE_CUT = re.compile(
+    r"(?:;\s+|,\s+(?=(?:but|and|so|however|although|though|because|since|which|can you|could you|maybe|also|"
+    r"then|as|considering|now|i'?ve|i'?m|i have|i am|i'?d|i want|i need|i think|i'?ll|we'?ll|we'?ve)\b)"
+    r"|\s+(?=but\s))"
+)
+
+
+def _cue(intent: str, lowered: str, tokens: frozenset[str]) -> bool:
+    negated = NOT_CUES.get(intent)
+    if negated is not None:
+        blanked = negated.sub(" ", lowered)
+        if blanked != lowered:
+            lowered, tokens = blanked, tokens_of(blanked)
+    if CUES[intent].search(lowered, tokens):
+        return True
+    if intent == "decision":
+        return bool(WEAK_DECISION.search(lowered, tokens) and FIRST_PERSON.search(lowered))
+    # TypeError, ConnectionResetError, NullPointerException, a 404 status
+    return intent == "problem" and bool(ERROR_NAME.search(lowered) and not NOT_CUES["problem"].search(lowered))
+
+
+ERROR_NAME = re.compile(r"\b(?!handle|on|log|show|display|render|catch|throw|raise|set|get|is|has|custom|http)"
+                        r"\w+(?:error|exception)\b(?!\s+(?:handling|message|when))")
+
+
+def _is_question(sentence: str, lowered: str, tokens: frozenset[str], clause: bool = False) -> bool:
     if lowered.rstrip(" \"')]*_~").endswith("?") or WONDER.search(lowered, tokens):
-        return "question"
-    opening = INTERROGATIVE.match(lowered)
-    if opening and not re.search(r"[.!]\s*$", sentence) and len(tokens) <= 25:
+        return True
+    if QUESTION_CLAUSE.search(lowered, tokens):
+        return True
+    opening = not clause and INTERROGATIVE.match(lowered)  # inside a sentence "which" is relative
+    return bool(opening and not re.search(r"[.!]\s*$", sentence) and len(tokens) <= 25)
+
+
+def classify(sentence: str, normalised: tuple[str, frozenset[str]] | None = None, role: str = "user",
+             clause: bool = False) -> str:
+    """The intent of one clause or sentence: question by form, else the first cue that holds.
+
+    Cue phrases are looked for after ``NOT_CUES`` blanked phrasings that only name an intent
+    ("error handling", "trying to decide between", "what if it fails"). An assistant's "I'll ..."
+    is narration of the next step, not a todo; a user's is a commitment.
+    """
+    lowered, tokens = normalised or normalise(sentence)
+    if _is_question(sentence, lowered, tokens, clause):
         return "question"
     for intent in INTENT_ORDER:
-        if CUES[intent].search(lowered, tokens):
+        if intent == "todo" and role == "assistant" and ASSISTANT_NOW.search(lowered):
+            continue  # the assistant says what it does now ("We'll add error handling ..."), not later
+        if _cue(intent, lowered, tokens):
             return intent
-        if intent == "problem" and any(t.endswith(("error", "exception")) for t in tokens):
-            return intent  # TypeError, ConnectionResetError, NullPointerException
     return "context"
+
+
+def classify_clauses(sentence: str, role: str = "user") -> list[tuple[str, str]]:
+    """(text, intent) pieces of a sentence: one piece unless its clauses carry different intents.
+
+    "I'm trying to decide between X and Y, but I chose X, can you help me with the setup?" holds
+    a decision and a question; each becomes its own item. Clauses without a typed intent stay
+    with the typed clause before them (or the next one, at the start).
+    """
+    whole = classify(sentence, None, role)
+    clauses = [c.strip() for c in CLAUSE_CUT.split(sentence) if c and c.strip()]
+    if len(clauses) < 2:
+        return [(sentence, whole)]
+    typed = [(c, classify(c, None, role, clause=i > 0)) for i, c in enumerate(clauses)]
+    kinds = [k for _, k in typed if k != "context"]
+    if len(set(kinds)) <= 1:
+        return [(sentence, kinds[0] if kinds else whole)]
+    groups: list[list] = []
+    for text, kind in typed:
+        if groups and (kind == "context" or kind == groups[-1][1] or groups[-1][1] == "context"):
+            groups[-1][0].append(text)
+            if groups[-1][1] == "context":
+                groups[-1][1] = kind
+        else:
+            groups.append([[text], kind])
+    out = []
+    for texts, kind in groups:
+        text = ", ".join(t.rstrip(",") for t in texts)
+        out.append((text[:1].upper() + text[1:], kind))
+    return out
 
 
 def confidence(sentence: str, intent: str, normalised: tuple[str, frozenset[str]] | None = None) -> float:
@@ -666,6 +848,113 @@ def confidence(sentence: str, intent: str, normalised: tuple[str, frozenset[str]
 # The extractor
 
 
+STRUCTURED = re.compile(r"\[(plan|todos)\]\n(.*?)\n\[/\1\]", re.DOTALL)
+TODO_ROW = re.compile(r"^- \[(pending|in_progress|completed)\] (.+)$", re.MULTILINE)
+TASK_HEADING = re.compile(r"^(?:task|step|phase|milestone)\s*\d+\s*[:.)-]\s*(.+)$", re.IGNORECASE)
+APPROACH_HEADING = re.compile(r"\b(?:approach|solution|architecture|design|decision|chosen|strategy|overview)\b")
+MAX_PLAN_TODOS = 20
+STEP_SECTION = re.compile(r"\b(?:steps?|tasks|todos?|to-dos?|action items|milestones|remaining|work items)\b")
+# "X is done", "finished X", "I've completed X": a statement that closes an open todo
+DONE_STATEMENT = re.compile(
+    r"\b(?:is|are|was|were|now|all|has been|have been) (?:now )?(?:done|finished|completed|complete|merged|shipped)\b"
+    r"|^(?:i'?ve |we'?ve |i have |we have |just )?(?:finished|completed|done with|wrapped up|checked off)\b"
+    r"|\bmarked (?:it |them |\w+ )?(?:as )?(?:done|complete|completed)\b"
+)
+
+
+def _structured_blocks(content: str) -> tuple[str, list[tuple[str, str, bool]]]:
+    """Plans and todo lists (rendered by the transcript reader) -> (rest of content, pieces).
+
+    A TodoWrite list gives one todo per entry; a completed entry closes that todo. An
+    ExitPlanMode plan gives a decision (its title and the first sentence of its approach) and one
+    todo per step: a numbered item, an item of a steps/tasks section, or a "Task N: ..." heading.
+    """
+    pieces: list[tuple[str, str, bool]] = []
+    for match in STRUCTURED.finditer(content):
+        if match.group(1) == "todos":
+            for status, text in TODO_ROW.findall(match.group(2)):
+                pieces.append((text.strip(), "todo", status == "completed"))
+        else:
+            pieces.extend(_plan_pieces(match.group(2)))
+    return STRUCTURED.sub("", content), pieces
+
+
+def _plan_pieces(plan: str) -> list[tuple[str, str, bool]]:
+    title, section, approach, steps = "", "", "", []
+    body = FENCE.sub("", plan)
+    for raw in body.splitlines():
+        line = raw.strip().lstrip(">").strip()
+        if not line:
+            continue
+        heading = HEADING.match(line)
+        if heading:
+            text = _strip_inline(HEADING.sub("", line)).strip()
+            task = TASK_HEADING.match(text)
+            if task:
+                steps.append(task.group(1).strip())
+            if not title:
+                title = re.sub(r"^(?:implementation )?plan\s*[:—-]\s*", "", text, flags=re.IGNORECASE)
+            section = "" if task else text.lower()
+            continue
+        listed = LIST_MARK.match(line)
+        text = _strip_inline(LIST_MARK.sub("", line)).strip()
+        if not listed and text.endswith(":") and len(words_of(text)) <= 4:
+            section = text.lower()  # a bold pseudo-heading ("**Steps:**")
+            continue
+        if listed and (re.match(r"^\d{1,3}[.)]", line) or STEP_SECTION.search(section)):
+            steps.append(text)
+        elif not approach and APPROACH_HEADING.search(section) and not listed:
+            approach = (_split_sentences(text) or [text])[0]
+    pieces = []
+    if title:
+        pieces.append((f"Plan: {title}", "decision", False))
+    if approach:
+        pieces.append((approach, "decision", False))
+    seen = set()
+    for step in steps[:MAX_PLAN_TODOS]:
+        if step and step.lower() not in seen and len(words_of(step)) >= 2:
+            seen.add(step.lower())
+            pieces.append((BACKTICK.sub(r"\1", step), "todo", False))
+    return pieces
+
+
+PROPOSED_FIX = Cue(
+    r"here(?:'s| is) (?:the|an?|your) (?:updated|corrected|revised|fixed|improved|modified|refined|enhanced)",
+    r"(?:should|will) (?:now )?(?:resolve|fix|solve|work|display|ensure|help you (?:identify and )?resolve)",
+    r"to (?:fix|resolve|address|solve) (?:this|the|these|that|both)", r"let'?s (?:address|fix|resolve)",
+    r"(?:ensure|make sure) (?:that )?(?:you|the|your)", r"the fix", r"solutions?",
+    r"should be (?:placed|used|called|set|defined|applied)", r"(?:replace|switch to|use) \w+ instead",
+    scan=True,
+)
+
+
+def _reports_problem(content: str) -> bool:
+    """Whether a (user) message reports a problem in any clause of its first 40 sentences."""
+    return any(kind == "problem" for sentence in sentences(content)[:40]
+               for _, kind in classify_clauses(sentence, "user"))
+
+
+TOOL_LINE = re.compile(r"^\[tool [^\n]*\]$", re.MULTILINE)
+
+
+TOOL_FILE = re.compile(r"^\[tool (?:Read|Edit|Write|MultiEdit|NotebookEdit): ([^\]\s]+)\]$", re.MULTILINE)
+
+
+def _tool_files(content: str) -> list[str]:
+    """Files a message's Read/Edit/Write calls touched (from the reader's tool descriptors)."""
+    if "[tool " not in content:
+        return []
+    return list(dict.fromkeys(m.group(1) for m in TOOL_FILE.finditer(content) if FILE_PATH.fullmatch(m.group(1))))
+
+
+def _is_narration(sentence: str) -> bool:
+    """An assistant sentence that only announces its next step ("Let me check the tests.")."""
+    lowered = sentence.lower().replace("’", "'").strip()
+    if len(words_of(lowered)) > SHORT_NARRATION_WORDS:
+        return False
+    return bool(NARRATION.match(lowered)) or bool(re.fullmatch(r"(?:good|great|done|ok(?:ay)?|perfect)[.!]?(?: -)?", lowered))
+
+
 @dataclass
 class _Unit:
     text: str
@@ -678,13 +967,17 @@ class _Unit:
     words: set[str] = field(default_factory=set)
     normalised: tuple[str, frozenset[str]] = ("", frozenset())
     answered: bool = False
+    closes: bool = False  # says that a todo is done (a completed TodoWrite entry, "X is done now")
 
     def item(self) -> dict:
-        return {
+        out = {
             "type": self.intent, "content": self.text, "confidence": self.confidence,
             "source_line": self.line, "entities": self.entities,
             "answered": self.answered if self.intent == "question" else False,
         }
+        if self.closes:
+            out["closes"] = True
+        return out
 
 
 @dataclass
@@ -705,8 +998,13 @@ class OfflineExtractor:
         new = list(input_obj.get("new_messages") or [])
         project = ((input_obj.get("hierarchy") or {}).get("project") or {}).get("name") or ""
         units, skips = [], []
+        # Whether the user's last message reported a problem: then the reply's fixes are solutions.
+        earlier = [m for m in input_obj.get("recent_messages") or () if m.get("role") == "user"][-1:]
+        answering = bool(earlier) and _reports_problem(str(earlier[0].get("content") or ""))
         for index, message in enumerate(new):
-            found, reason = self._message_units(index, message, project)
+            found, reason = self._message_units(index, message, project, answering)
+            if message.get("role") == "user":
+                answering = any(u.intent == "problem" for u in found)
             units.extend(found)
             if not found:
                 skips.append({"line": message["line"], "reason": reason})
@@ -726,11 +1024,35 @@ class OfflineExtractor:
             "skip_lines": skips,
         }
 
-    def _message_units(self, index: int, message: dict, project: str) -> tuple[list[_Unit], str]:
+    def _message_units(self, index: int, message: dict, project: str,
+                       answering: bool = False) -> tuple[list[_Unit], str]:
         content = str(message.get("content") or "")
         if not content.strip():
             return [], "empty"
+        structured: list[_Unit] = []
+        if "[/plan]" in content or "[/todos]" in content:
+            content, pieces = _structured_blocks(content)
+            for text, intent, closes in pieces:
+                normalised = normalise(text)
+                structured.append(_Unit(
+                    text=text, line=message["line"], role=str(message.get("role") or ""), message=index,
+                    intent=intent, confidence=0.9, entities=entities(text, project), words=content_words(text),
+                    normalised=normalised, closes=closes))
+            if not content.strip():
+                return structured, "" if structured else "empty"
+        units, reason = self._prose_units(index, message, content, project, answering)
+        return structured + units, "" if structured else reason
+
+    def _prose_units(self, index: int, message: dict, content: str, project: str,
+                     answering: bool = False) -> tuple[list[_Unit], str]:
+        touched = _tool_files(content)
+        stripped = TOOL_LINE.sub("", content)  # "[tool Bash: ls]": what ran is not what was said
+        ran_tools, content = stripped != content, stripped
         parts = sentences(content)
+        if str(message.get("role") or "") == "assistant":
+            # Narration announces the tool call that follows it ("Let me check the tests.") or the
+            # text after it ("Now let's build and test:"); elsewhere "let's" may be a plan.
+            parts = [p for p in parts if not (_is_narration(p) and (ran_tools or p.rstrip().endswith(":")))]
         texts = _group(parts)
         if not texts:
             texts = _fallback(parts, content)
@@ -739,19 +1061,34 @@ class OfflineExtractor:
             return [], "acknowledgement" if acknowledgement else "no substantive content"
         units = []
         seen: set[str] = set()
+        role = str(message.get("role") or "")
         for marked in texts[:MAX_ITEMS_PER_MESSAGE]:
-            marked = strip_vocative(marked)
-            text = BACKTICK.sub(r"\1", marked)  # entities read the backticks; content drops them
-            if text.lower() in seen:
-                continue
-            seen.add(text.lower())
-            normalised = normalise(text)
-            intent = classify(text, normalised)
-            units.append(_Unit(
-                text=text, line=message["line"], role=str(message.get("role") or ""), message=index,
-                intent=intent, confidence=confidence(text, intent, normalised),
-                entities=entities(marked, project), words=content_words(text), normalised=normalised,
-            ))
+            planned = PLAN_MARK in marked
+            marked = strip_vocative(marked.replace(PLAN_MARK, ""))
+            for piece, intent in classify_clauses(marked, role):
+                text = BACKTICK.sub(r"\1", piece)  # entities read the backticks; content drops them
+                if text.lower() in seen:
+                    continue
+                seen.add(text.lower())
+                normalised = normalise(text)
+                if planned and intent in ("context", "decision"):
+                    intent = "todo"  # a step of a plan, task list or milestone list
+                if answering and role == "assistant" and intent in ("context", "todo", "decision") \
+                        and PROPOSED_FIX.search(normalised[0], normalised[1]):
+                    intent = "solution"  # the reply to a reported problem says how to fix it
+                elif answering and role == "assistant" and intent == "problem":
+                    intent = "context"  # the reply restates the user's problem, already remembered
+                closes = intent != "question" and bool(DONE_STATEMENT.search(normalised[0]))
+                units.append(_Unit(
+                    text=text, line=message["line"], role=role, message=index,
+                    intent=intent, confidence=confidence(text, intent, normalised),
+                    entities=entities(piece, project), words=content_words(text), normalised=normalised,
+                    closes=closes,
+                ))
+        for unit in units:  # files the message's tool calls touched are what its statements are about
+            named = {e["name"].lower() for e in unit.entities}
+            unit.entities = (unit.entities + [{"name": f, "type": "file"} for f in touched
+                                              if f.lower() not in named])[:MAX_ENTITIES]
         # Only prose paragraphs merge; lists and separate lines were written as separate points.
         return (units if "\n" in content.strip() else _merge_context(units)), ""
 
@@ -1012,8 +1349,8 @@ def _topic(input_obj: dict, units: list[_Unit], embedder: Any) -> tuple[dict, di
         name, summary = _describe(units)
         update = {"name": name, "summary": summary}
     if shift:
-        name, _ = _describe([u for u in units if u.line >= shift[1]] or units)
-        return update, {"name": name, "reason": shift[2], "start_line": shift[1]}
+        name, summary = _describe([u for u in units if u.line >= shift[1]] or units)
+        return update, {"name": name, "reason": shift[2], "summary": summary, "start_line": shift[1]}
     return update, None
 
 
@@ -1064,46 +1401,91 @@ def _embedding_shift(input_obj: dict, embedder: Any, units: list[_Unit]) -> tupl
     sim, position = min(scored)
     line = new[position - len(recent)]["line"]
     if sim < SHIFT_SIM:
-        return ("topic", line, f"similarity {sim:.2f} between neighbouring messages")
+        return ("topic", line, "the conversation moved to another subject")
     if sim < SPAN_SIM:
-        return ("span", line, f"similarity {sim:.2f} between neighbouring messages")
+        return ("span", line, "a side subject within the topic")
     return None
+
+
+SUMMARY_ORDER = {"decision": 0, "conclusion": 1, "solution": 2, "problem": 3, "todo": 4, "context": 5, "question": 6}
+# Words that say what someone does or how, not what the span is about; they end a name phrase.
+PHRASE_BREAK = frozenset(
+    """doesnt dont isnt wont cant seem seems works work working worked check checking run running
+    add added adding fix fixed fixing make made get got set sets setting use used using need needs
+    want wants try tried trying still maybe because via please websearch scrolling catches
+    looks look looking sure right able whether""".split()
+)
+NAME_WORDS = 4
+
+
+def _phrases(text: str) -> list[list[str]]:
+    """Runs of content words (no stopwords, verbs of doing, or punctuation inside): noun-phrase-ish."""
+    out, run = [], []
+    for token in re.findall(r"[A-Za-z0-9][\w.+#/-]*[\w+#]|[A-Za-z0-9]|[^\w\s]", text):
+        key = token.lower().replace("’", "'").rstrip(".'")
+        breaks = (not token[0].isalnum() or key in STOPWORDS or key in SMALLTALK or key in NAME_NOISE
+                  or key in PHRASE_BREAK or key.endswith("ly") or key.isdigit() or len(key) < 2)
+        if breaks:
+            if run:
+                out.append(run)
+            run = []
+        else:
+            run.append(token.rstrip("."))
+    if run:
+        out.append(run)
+    return out
 
 
 def _describe(units: list[_Unit]) -> tuple[str, str]:
     """(name, summary) of a run of items, both extractive.
 
-    Name: the 3-4 heaviest content words (entities weigh double) in order of first appearance.
-    Summary: the one or two statements whose words carry most of that weight.
+    Name: the best noun phrase of the span (a run of content words, at most NAME_WORDS), scored
+    by how often its words occur in the span (entities count double), so "Redis session cache"
+    beats a list of the four most frequent words from different sentences.
+    Summary: the span's decisions and conclusions first (then solutions, problems...), one or two
+    statements whose words carry most of that weight; never a score.
     """
     if not units:
         return "", ""
-    weights: dict[str, list] = {}  # word -> [weight, surface form, first position]
+    weights: dict[str, float] = {}
     keys_of: list[set[str]] = []
+    phrases: list[tuple[list[str], int]] = []
     for unit in units:
-        named = {e["name"].lower(): e["name"] for e in unit.entities if e["type"] != "file"}
+        named = {e["name"].lower() for e in unit.entities if e["type"] != "file"}
         keys: set[str] = set()
-        for surface in words_of(unit.text):
-            key = surface.lower().replace("’", "'").rstrip(".'")
-            if key in STOPWORDS or key in SMALLTALK or key in NAME_NOISE or len(key) < 3 or key.isdigit():
-                continue
-            entry = weights.setdefault(key, [0.0, named.get(key, surface.rstrip(".")), len(weights)])
-            entry[0] += 2.0 if key in named else 1.0
-            keys.add(key)
+        for run in _phrases(unit.text):
+            phrases.append((run, len(phrases)))
+            for word in run:
+                key = word.lower()
+                weights[key] = weights.get(key, 0.0) + (2.0 if key in named else 1.0)
+                keys.add(key)
         keys_of.append(keys)
-    top = sorted(weights.items(), key=lambda kv: (-kv[1][0], kv[1][2]))[:4]
-    name = " ".join(entry[1] for _, entry in sorted(top, key=lambda kv: kv[1][2]))
-    if not name:
-        # Trigger: no content word qualifies (numbers, very short words). Why: a topic needs a
-        # name. Outcome: the first item's opening words.
-        name = " ".join(units[0].text.split()[:6])
+    seen_phrases: dict[str, int] = {}
+    for run, _ in phrases:
+        for size in range(1, min(NAME_WORDS, len(run)) + 1):
+            for i in range(len(run) - size + 1):
+                key = " ".join(run[i:i + size]).lower()
+                seen_phrases[key] = seen_phrases.get(key, 0) + 1
+    best: tuple[float, int, str] | None = None
+    for run, order in phrases:
+        for size in range(min(NAME_WORDS, len(run)), 0, -1):
+            for i in range(len(run) - size + 1):
+                words = run[i:i + size]
+                repeated = seen_phrases[" ".join(words).lower()] if size > 1 else 1
+                score = sum(weights[w.lower()] for w in words) * size ** -0.35 * (1 + 0.5 * (repeated - 1))
+                if size == 1:
+                    score *= 0.5 if weights[words[0].lower()] >= 2 else 0.25  # a lone word names little
+                candidate = (score, -order, " ".join(words))
+                if best is None or candidate[:2] > best[:2]:
+                    best = candidate
+    name = best[2] if best else " ".join(units[0].text.split()[:4])
     name = (name[:1].upper() + name[1:])[:80]
 
     def centrality(i: int) -> float:
-        return sum(weights[k][0] for k in keys_of[i]) / (1 + len(words_of(units[i].text))) ** 0.5
+        return sum(weights.get(k, 0.0) for k in keys_of[i]) / (1 + len(words_of(units[i].text))) ** 0.5
 
-    candidates = [i for i, u in enumerate(units) if u.intent != "question"] or list(range(len(units)))
-    ranked = sorted(candidates, key=lambda i: (-centrality(i), i))
-    best = [ranked[0]] + [i for i in ranked[1:2] if units[i].text != units[ranked[0]].text]
-    summary = " ".join(units[i].text for i in sorted(best))[:MAX_ITEM_CHARS].strip()
+    ranked = sorted(range(len(units)), key=lambda i: (SUMMARY_ORDER.get(units[i].intent, 5), -centrality(i), i))
+    chosen = [ranked[0]] + [i for i in ranked[1:2] if units[i].text != units[ranked[0]].text
+                            and SUMMARY_ORDER.get(units[i].intent, 5) < 5]
+    summary = " ".join(units[i].text for i in sorted(chosen))[:MAX_ITEM_CHARS].strip()
     return name, summary
