@@ -598,7 +598,7 @@ class Indexer:
         for table, owner, key, text_sql in (
             ("idea_embeddings", "ideas", "idea_id", "content"),
             ("span_embeddings", "spans", "span_id", "name || '. ' || summary"),
-            ("chunk_embeddings", "chunks", "chunk_id", "content"),
+            ("chunk_embeddings", "chunks", "chunk_id", "content, context"),
         ):
             only = " AND depth > 0" if owner == "spans" else ""
             while True:
@@ -607,7 +607,7 @@ class Indexer:
                     (limit,)).fetchall()
                 if not rows:
                     break
-                texts = [embed_text({"content": r[2]}) if owner == "chunks" else r[2] for r in rows]
+                texts = [embed_text({"content": r[2], "context": r[3]}) if owner == "chunks" else r[2] for r in rows]
                 try:
                     vectors = self.embedder.embed(texts)
                 except (EmbeddingError, TransientError) as exc:
@@ -662,12 +662,21 @@ def message_chunks(messages: list[transcript.Message]) -> list[dict]:
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
+SHORT_REPLY_WORDS = 25
+REPLY_CONTEXT_WORDS = 20
+
+
 def embed_text(unit: dict) -> str:
     """What a chunk's vector is made from: its words without the names a speaker addresses
-    ("Thanks, Sam!"), which would otherwise make a line match every question about that person."""
+    ("Thanks, Sam!"), which would otherwise make a line match every question about that person;
+    a short reply is preceded by the end of the turn before it."""
     from total_recall.extract.offline import strip_vocative
 
-    return " ".join(strip_vocative(s) for s in SENTENCE_END.split(unit["content"]) if s.strip())
+    text = " ".join(strip_vocative(s) for s in SENTENCE_END.split(unit["content"]) if s.strip())
+    if unit.get("context") and len(text.split()) < SHORT_REPLY_WORDS:
+        # A short reply ("Yes, last Friday!") means little alone: the end of the turn it answers goes first.
+        text = " ".join(unit["context"].split()[-REPLY_CONTEXT_WORDS:]) + " — " + text
+    return text
 
 
 def point_at_text_lines(outputs: list[dict], messages: list[transcript.Message]) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -28,13 +29,15 @@ RRF_K = 60
 POOL = 60  # candidates per strategy
 # Strategy weights (bench/recall.py measures the effect of changing them).
 WEIGHTS = {
-    "idea_vec": 1.0,
-    "idea_bm25": 0.35,  # below vectors: equal weights let lexically similar but wrong ideas win
-    "chunk_vec": 1.0,  # the conversation's own lines (chunks), fused per line with their ideas
-    "chunk_bm25": 1.0,
+    # Chosen on the tune split of bench/recall.py (DESIGN.md "Search"): the words of the
+    # conversation's own lines lead; meaning (vectors) and distilled ideas add what words miss.
+    "chunk_bm25": 2.0,
+    "chunk_vec": 0.5,
+    "idea_vec": 0.3,
+    "idea_bm25": 0.2,
     "entity": 0.15,  # exact names and paths; a tie-breaker, not a ranking of its own
-    "hyde": 0.8,
-    "hyde_chunk": 0.8,
+    "hyde": 0.3,  # an LLM-written answer, embedded: like the query's own vector
+    "hyde_chunk": 0.5,
     "span_vec": 0.35,
     "span_bm25": 0.175,
     "time": 0.3,
@@ -453,7 +456,7 @@ def search(
         here = os.path.abspath(cwd or os.getcwd())
         ctx._note(f"{here} is not inside a known project: searched all projects")
     pool = gather(ctx, q, projects, hyde_text)
-    ranked = _rank(ctx, pool, q, now)
+    ranked = rescore(ctx.db, _rank(ctx, pool, q, now), q)
     top = _select(ranked, k)
     extra = expand(ctx.db, top, {c.id for c in ranked if c.kind == "idea"})
     if extra:
@@ -461,6 +464,63 @@ def search(
         extra = [c for c in extra if c.id in extra_rows and _passes(extra_rows[c.id], q, "message_time")]
         top = _select(sorted(top + extra, key=lambda c: -c.score), k)
     return build_results(ctx.db, order_chains(ctx.db, top), q.terms)
+
+
+RERANK_N = 40  # the head of the fused list that the second stage rescores
+COVERAGE_WEIGHT = 0.3  # share of a line's score that depends on how many of the query's words it holds
+_SUFFIX = re.compile(r"(?:ing|ed|es|s)$")
+
+
+def _stem(word: str) -> str:
+    """A light stemmer for matching query words to a line's words (both sides the same way)."""
+    short = _SUFFIX.sub("", word)
+    return short if len(short) >= 3 else word
+
+
+def rescore(db: Database, ranked: list[Candidate], q: querymod.Query) -> list[Candidate]:
+    """Second stage over the head of the list: a line holding more of the query's distinctive words
+    (IDF among the head's lines, so a name on every line counts little) keeps more of its score.
+
+    A soft AND after the fused OR: it lifts the line that says the whole thing above lines that
+    share one loud word (a name, a vocative) with the query, without overruling meaning.
+    """
+    terms = sorted({_stem(t) for t in q.terms})
+    head = [c for c in ranked[:RERANK_N] if c.origin is not None]
+    if COVERAGE_WEIGHT <= 0 or len(terms) < 2 or len(head) < 2:
+        return ranked
+    texts = _line_texts(db, [c.origin for c in head])
+    bags = {c.origin: {_stem(w) for w in querymod.WORD.findall(texts.get(c.origin, "").lower())} for c in head}
+    n = len(bags)
+    idf = {t: math.log(1 + n / (1 + sum(t in bag for bag in bags.values()))) for t in terms}
+    total = sum(idf.values()) or 1.0
+    for cand in head:
+        bag = bags[cand.origin]
+        coverage = sum(w for t, w in idf.items() if t in bag) / total
+        cand.score *= 1 - COVERAGE_WEIGHT + COVERAGE_WEIGHT * coverage
+    return sorted(ranked, key=lambda c: -c.score)
+
+
+def _line_texts(db: Database, origins: list[tuple]) -> dict[tuple, str]:
+    """Each line's words: its chunks and the turn before (context), else its ideas."""
+    wanted = set(origins)
+    files = sorted({f for f, _ in wanted})
+    numbers = sorted({n for _, n in wanted})
+    marks_f, marks_n = ",".join("?" * len(files)), ",".join("?" * len(numbers))
+    out: dict[tuple, list[str]] = {}
+    chunked: set[tuple] = set()
+    for table, sql in (
+        ("chunks", f"SELECT source_file, source_line, content || ' ' || context FROM chunks "
+                   f"WHERE source_file IN ({marks_f}) AND source_line IN ({marks_n})"),
+        ("ideas", f"SELECT s.source_file, s.source_line, i.content FROM idea_sources s JOIN ideas i ON i.id = s.idea_id "
+                  f"WHERE s.source_file IN ({marks_f}) AND s.source_line IN ({marks_n})"),
+    ):
+        for file, line, text in db.execute(sql, (*files, *numbers)):
+            if (file, line) not in wanted or (table == "ideas" and (file, line) in chunked):
+                continue
+            out.setdefault((file, line), []).append(text or "")
+            if table == "chunks":
+                chunked.add((file, line))
+    return {key: " ".join(parts) for key, parts in out.items()}
 
 
 def _rank(ctx: SearchContext, pool: dict, q: querymod.Query, now: datetime) -> list[Candidate]:
