@@ -20,7 +20,7 @@ import structlog
 from total_recall import config, executor, transcript
 from total_recall.db import Database
 from total_recall.errors import EmbeddingError, ExtractionError, TransientError
-from total_recall.redact import redact
+from total_recall.redact import redact_batch
 
 log = structlog.get_logger(__name__)
 
@@ -139,8 +139,10 @@ class Indexer:
             offset, line, report.rewritten = 0, 0, True
         while True:
             result = transcript.read_new(p, offset, line, max_bytes=READ_CHUNK_BYTES)
-            for msg in result.messages:  # once, here: nothing below sees, stores or sends a secret
-                msg.text = redact(msg.text)
+            # Once, here: nothing below sees, stores or sends a secret or a <private> part; a
+            # secret value found in one message of the read is hidden in all of them.
+            for msg, text in zip(result.messages, redact_batch([m.text for m in result.messages])):
+                msg.text = text
             if result.end_offset <= offset:
                 if report.rewritten:
                     self._save_offset_only(path, result, state)
@@ -277,6 +279,8 @@ class Indexer:
             validated = protocol.validate_output(raw, lines, {k["id"] for k in context["known"]})
             if validated.dropped:
                 log.info("items_dropped", file=path, dropped=validated.dropped, problems=validated.problems[:5])
+            if validated.cut:
+                log.warning("extractor_output_capped", file=path, cut=validated.cut, problems=validated.problems[-3:])
             outputs.append(validated.output)
         return outputs, name
 
