@@ -3,6 +3,7 @@ and the per-day "standup" of `total-recall recent`.
 
 The daemon writes digests/<key>.md after each batch; the SessionStart hook only reads that file,
 so it stays as fast as the enqueue shim. <key> follows the hook's rule (hooks/session_start.py).
+``remove_digests`` deletes a forgotten project's files.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections import OrderedDict
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from total_recall import config
+from total_recall import config, trust
 from total_recall.db import Database
 from total_recall.indexer import project_name
 
@@ -20,8 +21,13 @@ CONVENTION = re.compile(r"\b(always|never|convention|prefer|we use|must not|styl
 
 
 def digest_key(path: str) -> str:
-    """Claude Code's project-folder rule: every character that is not [A-Za-z0-9] becomes '-'."""
-    return re.sub(r"[^A-Za-z0-9]", "-", path)
+    """Claude Code's project-folder rule plus a short hash of the path (trust.digest_key): two
+    projects whose folder names collide (client-a, client_a) never share a digest."""
+    return trust.digest_key(path)
+
+
+def _branch_key(branch: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]", "-", branch)[:80] + "-" + trust.digest_key(branch)[-10:]
 
 
 def _short(text: str, n: int = 220) -> str:
@@ -127,9 +133,29 @@ def write_digests(db: Database, projects: list[str]) -> list[Path]:
         written.append(_write(folder / f"{key}.full.md", project_digest(db, project)))
         for (branch,) in db.execute("SELECT DISTINCT git_branch FROM ideas WHERE project = ? AND git_branch != ''",
                                     (project,)):
-            written.append(_write(folder / f"{key}@{digest_key(branch)}.full.md",
+            written.append(_write(folder / f"{key}@{_branch_key(branch)}.full.md",
                                   project_digest(db, project, branch)))
     return written
+
+
+def digest_files(project: str) -> list[Path]:
+    """Every digest file of a project (context, full, per branch)."""
+    folder = config.paths().digests
+    key = digest_key(project)
+    return [p for p in (folder / f"{key}.md", folder / f"{key}.full.md") if p.exists()] + \
+        sorted(folder.glob(f"{glob_escape(key)}@*.full.md"))
+
+
+def glob_escape(text: str) -> str:
+    return re.sub(r"([*?\[])", r"[\1]", text)
+
+
+def remove_digests(project: str) -> list[str]:
+    removed = []
+    for path in digest_files(project):
+        path.unlink(missing_ok=True)
+        removed.append(path.name)
+    return removed
 
 
 def _write(path: Path, text: str) -> Path:

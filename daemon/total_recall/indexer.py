@@ -17,7 +17,7 @@ from typing import Any
 
 import structlog
 
-from total_recall import config, executor, transcript
+from total_recall import config, executor, transcript, trust
 from total_recall.db import Database
 from total_recall.errors import EmbeddingError, ExtractionError, TransientError
 from total_recall.redact import redact_batch
@@ -43,6 +43,7 @@ class IndexReport:
     rewritten: bool = False
     missing: bool = False
     interrupted: bool = False  # stopped between batches (shutdown); the rest stays queued
+    refused: str | None = None  # why the file was not read (path rule, exclusion, forgotten scope)
 
 
 @dataclass
@@ -128,10 +129,18 @@ class Indexer:
     def process(self, path: str, *, session_hint: str | None = None, cwd_hint: str | None = None,
                 should_stop=lambda: False) -> IndexReport:
         report = IndexReport(path)
+        report.refused = trust.refusal(path, self.settings)
+        if report.refused:
+            log.warning("transcript_refused", file=path, reason=report.refused)
+            return report
         state = self._state(path)
         p = Path(path)
         if not os.path.isfile(path):  # also False for names the OS refuses (ENAMETOOLONG)
             report.missing = True
+            return report
+        report.refused = self._scope_refusal(path, state["session_id"] or session_hint or transcript.session_of(p),
+                                             state["project"] or cwd_hint)
+        if report.refused:
             return report
         offset, line = state["byte_offset"], state["line_number"]
         if offset and transcript.was_rewritten(p, offset, state["head_hash"]):
@@ -143,12 +152,19 @@ class Indexer:
             # secret value found in one message of the read is hidden in all of them.
             for msg, text in zip(result.messages, redact_batch([m.text for m in result.messages])):
                 msg.text = text
+            self._withhold(path, result.messages)
             if result.end_offset <= offset:
                 if report.rewritten:
                     self._save_offset_only(path, result, state)
                 break
             report.lines += result.end_line - line
             ident = self._identity(path, state, result, session_hint, cwd_hint)
+            report.refused = self._scope_refusal(path, ident["session"], ident["project"])
+            if report.refused:
+                # Trigger: the transcript itself names a forgotten or excluded session/project.
+                # Why: nothing of it may be kept. Outcome: only the offset moves on.
+                self._save_offset_only(path, result, {"session_id": None, "project": ""})
+                return report
             for chunk in self._chunks(path, result):
                 if should_stop():
                     # Trigger: SIGTERM/SIGINT. Why: shutdown should wait for one batch, not a
@@ -159,6 +175,33 @@ class Indexer:
             offset, line = result.end_offset, result.end_line
             self.embed_pending()
         return report
+
+    def _scope_refusal(self, path: str, session: str | None, project: str | None) -> str | None:
+        """Why a transcript of an allowed path must still not be indexed, or None."""
+        scope = trust.forgotten(self.db, file=path, session=session, project=project)
+        if scope:
+            log.info("transcript_forgotten", file=path, scope=scope)
+            return f"forgotten {scope}"
+        pattern = trust.excluded(self.settings, project, Path(path).parent.name)
+        if pattern:
+            log.info("transcript_excluded", file=path, pattern=pattern)
+            return f"excluded by {pattern}"
+        return None
+
+    def _withhold(self, path: str, messages: list) -> None:
+        """Lines said while paused, or forgotten line by line, keep their place but not their text."""
+        if not messages:
+            return
+        ranges = trust.paused_ranges(self.db)
+        forgotten = {r[0] for r in self.db.execute(
+            "SELECT source_line FROM tombstones WHERE kind = 'line' AND source_file = ? AND source_line BETWEEN ? AND ?",
+            (path, messages[0].line, messages[-1].last_line))}
+        now = self.clock()
+        for m in messages:
+            if m.line in forgotten:
+                m.text, m.skip_reason = "", "forgotten"
+            elif trust.in_paused(m.timestamp, ranges, now):
+                m.text, m.skip_reason = "", "paused"
 
     def _state(self, path: str) -> dict:
         row = self.db.one(
