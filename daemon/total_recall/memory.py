@@ -282,7 +282,8 @@ def _scrub_events(db: Database, idea_ids: list[int], span_ids: list[int], texts:
     for kind, ids in (("idea", idea_ids), ("span", span_ids)):
         for chunk in (ids[i:i + 500] for i in range(0, len(ids), 500)):
             count += db.execute(f"UPDATE memory_events SET old = NULL, new = NULL WHERE kind = ? AND object_id IN "
-                                f"({_in(chunk)}) AND (old IS NOT NULL OR new IS NOT NULL)", (kind, *chunk)).rowcount
+                                f"({_in(chunk)}) AND action != 'forget' AND (old IS NOT NULL OR new IS NOT NULL)",
+                                (kind, *chunk)).rowcount
     for text in texts:
         quoted = json.dumps(text, ensure_ascii=False)[1:-1]
         count += db.execute("UPDATE memory_events SET old = NULL, new = NULL WHERE instr(old, ?1) > 0 "

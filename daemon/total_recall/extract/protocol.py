@@ -497,13 +497,13 @@ class _Checker:
             if isinstance(entity, str):
                 entity = {"name": entity, "type": "concept"}
             if not isinstance(entity, dict):
-                self.note(f"entity {entity!r} dropped")
+                self.note("an entity that is not a name of a known type was dropped")
                 continue
             name = _as_text(entity.get("name"), MAX_NAME_CHARS)
             kind = entity.get("type", "concept")
             kind = kind.strip().lower() if isinstance(kind, str) else kind
             if name is None or kind not in ENTITY_TYPES:
-                self.note(f"entity {entity!r} dropped")
+                self.note("an entity that is not a name of a known type was dropped")
                 continue
             if _secret_or_private(name):
                 self.note("an entity name that holds a secret or a private part was dropped")
@@ -541,7 +541,7 @@ class _Checker:
                 value, reason = entry.get("line"), entry.get("reason")
             line = self.line(value)
             if line is None:
-                self.note(f"skip_lines entry {entry!r} ignored")
+                self.note("a skip_lines entry without a line of this batch was ignored")
                 continue
             reason = _as_text(reason, MAX_NAME_CHARS) or "skipped by extractor"
             out.setdefault(line, {"line": line, "reason": reason})
