@@ -139,7 +139,8 @@ def refusal(path: str, home: str) -> str | None:
         return "path cannot be resolved"
 
     def under(roots: list[str]) -> bool:
-        return any(real.startswith(os.path.realpath(os.path.expanduser(r)).rstrip(os.sep) + os.sep) for r in roots)
+        resolved = [os.path.realpath(os.path.expanduser(r)).rstrip(os.sep) + os.sep for r in roots]
+        return any(real.startswith(r) for r in resolved)
 
     if not under([claude_projects()]) and not under(extra_roots(home)):
         return "outside the Claude projects folder (and [privacy] extra_roots)"

@@ -402,7 +402,8 @@ def test_session_start_ignores_a_fifo_digest(isolated_home, tmp_path):
 
 @pytest.mark.parametrize("hook", [ENQUEUE, SESSION_START], ids=lambda p: p.name)
 def test_hooks_import_only_cheap_stdlib_modules(hook):
-    allowed = {"__future__", "json", "os", "sys", "time", "stat", "sqlite3", "fcntl", "tomllib", "hashlib", "unicodedata"}
+    allowed = {"__future__", "json", "os", "sys", "time", "stat", "sqlite3", "fcntl", "tomllib", "hashlib",
+               "unicodedata"}
     imported = set()
     for node in ast.walk(ast.parse(hook.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):

@@ -44,9 +44,13 @@ def found_in_home(needle: str) -> list[str]:
 
 
 def session_start(cwd: str) -> str:
-    done = subprocess.run([sys.executable, "-I", "-S", str(SESSION_START)], capture_output=True, env=env(),
-                          input=json.dumps({"session_id": "x", "cwd": cwd, "hook_event_name": "SessionStart"}).encode(),
-                          timeout=30)
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", str(SESSION_START)],
+        capture_output=True,
+        env=env(),
+        input=json.dumps({"session_id": "x", "cwd": cwd, "hook_event_name": "SessionStart"}).encode(),
+        timeout=30,
+    )
     return done.stdout.decode()
 
 
@@ -70,16 +74,33 @@ GONE_PROJECT = "/home/dev/projects/vendorx"
 def test_canaries_forgotten_by_session_idea_and_project_leave_no_byte_behind(tmp_path, fake):
     claude = tmp_path / "claude"
     (claude / "settings.json").write_text('{"cleanupPeriodDays": 10}')
-    s1 = write_transcript(folder(tmp_path, MAIN_PROJECT) / "sess-canary.jsonl", [
-        ("user", "We decided the gateway codename is Cnrysession4242 for the billing rollout."),
-        ("assistant", "Noted: the Cnrysession4242 gateway handles the billing rollout.")], cwd=MAIN_PROJECT)
-    s2 = write_transcript(folder(tmp_path, MAIN_PROJECT) / "sess-two.jsonl", [
-        ("user", "We decided the retry budget is Cnryidea7777 requests per minute."),
-        ("user", "We decided to keep Postgres for the orders database.")], cwd=MAIN_PROJECT, start=DAY)
-    s3 = write_transcript(folder(tmp_path, GONE_PROJECT) / "sess-vendor.jsonl", [
-        ("user", "We decided the vendor contract code is Cnryproject9999 for all invoices.")], cwd=GONE_PROJECT)
-    s4 = write_transcript(folder(tmp_path, KEEP_PROJECT) / "sess-keep.jsonl", [
-        ("user", "We decided to deploy the keeper service with Docker Compose.")], cwd=KEEP_PROJECT)
+    s1 = write_transcript(
+        folder(tmp_path, MAIN_PROJECT) / "sess-canary.jsonl",
+        [
+            ("user", "We decided the gateway codename is Cnrysession4242 for the billing rollout."),
+            ("assistant", "Noted: the Cnrysession4242 gateway handles the billing rollout."),
+        ],
+        cwd=MAIN_PROJECT,
+    )
+    s2 = write_transcript(
+        folder(tmp_path, MAIN_PROJECT) / "sess-two.jsonl",
+        [
+            ("user", "We decided the retry budget is Cnryidea7777 requests per minute."),
+            ("user", "We decided to keep Postgres for the orders database."),
+        ],
+        cwd=MAIN_PROJECT,
+        start=DAY,
+    )
+    s3 = write_transcript(
+        folder(tmp_path, GONE_PROJECT) / "sess-vendor.jsonl",
+        [("user", "We decided the vendor contract code is Cnryproject9999 for all invoices.")],
+        cwd=GONE_PROJECT,
+    )
+    s4 = write_transcript(
+        folder(tmp_path, KEEP_PROJECT) / "sess-keep.jsonl",
+        [("user", "We decided to deploy the keeper service with Docker Compose.")],
+        cwd=KEEP_PROJECT,
+    )
     cli("backfill", "--all", "--wait")
     age([s1, s2, s3, s4])
     cli("maintain")  # archives every transcript (they are about to be swept by Claude Code)
@@ -101,13 +122,32 @@ def test_canaries_forgotten_by_session_idea_and_project_leave_no_byte_behind(tmp
     cli("maintain")
 
     # Later hooks and backfills never bring a forgotten session or project back.
-    write_transcript(s1, [("user", "Also the Cnrysession4242 fallback uses port 7070.")], cwd=MAIN_PROJECT,
-                     append=True, start=DAY + timedelta(hours=3))
-    write_transcript(s3, [("user", "The Cnryproject9999 invoices go out monthly.")], cwd=GONE_PROJECT,
-                     append=True, start=DAY + timedelta(hours=3))
+    write_transcript(
+        s1,
+        [("user", "Also the Cnrysession4242 fallback uses port 7070.")],
+        cwd=MAIN_PROJECT,
+        append=True,
+        start=DAY + timedelta(hours=3),
+    )
+    write_transcript(
+        s3,
+        [("user", "The Cnryproject9999 invoices go out monthly.")],
+        cwd=GONE_PROJECT,
+        append=True,
+        start=DAY + timedelta(hours=3),
+    )
     for path, session in ((s1, "sess-canary"), (s3, "sess-vendor")):
-        assert hook({"session_id": session, "transcript_path": str(path), "cwd": MAIN_PROJECT,
-                     "hook_event_name": "SessionEnd"}).returncode == 0
+        assert (
+            hook(
+                {
+                    "session_id": session,
+                    "transcript_path": str(path),
+                    "cwd": MAIN_PROJECT,
+                    "hook_event_name": "SessionEnd",
+                }
+            ).returncode
+            == 0
+        )
     cli("daemon", "--once")
     cli("backfill", "--all", "--wait")
     age([s1, s2, s3, s4])
@@ -130,8 +170,11 @@ def test_canaries_forgotten_by_session_idea_and_project_leave_no_byte_behind(tmp
 
 def test_forget_project_by_a_short_name_shared_by_two_projects_is_refused(tmp_path, fake):
     for project in ("/home/u/one/api", "/home/u/two/api"):
-        write_transcript(folder(tmp_path, project) / f"s-{project.split('/')[3]}.jsonl",
-                         [("user", f"We decided the {project.split('/')[3]} api uses gRPC.")], cwd=project)
+        write_transcript(
+            folder(tmp_path, project) / f"s-{project.split('/')[3]}.jsonl",
+            [("user", f"We decided the {project.split('/')[3]} api uses gRPC.")],
+            cwd=project,
+        )
     cli("backfill", "--all", "--wait")
     before = db_rows("SELECT count(*) FROM ideas")
     done = cli("forget", "--project", "api", check=False)
@@ -148,16 +191,39 @@ def test_forget_project_by_a_short_name_shared_by_two_projects_is_refused(tmp_pa
 
 def test_forget_rederives_llm_paraphrases_and_drops_event_text_and_orphan_entities(tmp_path, monkeypatch):
     project = "/home/dev/projects/para"
-    path = write_transcript(folder(tmp_path, project) / "sess-para.jsonl", [
-        ("user", "The zebra codeword for the vault is Paracanary55."),
-        ("user", "We decided to rotate the vault keys every quarter.")], cwd=project)
-    answer = {"topic_update": {"name": "Vault and the Paracanary55 zebra word",
-                               "summary": "They talked about the zebra word (Paracanary55) and key rotation."},
-              "items": [{"type": "context", "content": "The vault codeword is Paracanary55.", "source_line": 1,
-                         "confidence": 0.9, "entities": [{"name": "Paracanary55", "type": "concept"},
-                                                         {"name": "vault", "type": "technology"}]},
-                        {"type": "decision", "content": "Vault keys are rotated every quarter.", "source_line": 2,
-                         "confidence": 0.9, "entities": [{"name": "vault", "type": "technology"}]}]}
+    path = write_transcript(
+        folder(tmp_path, project) / "sess-para.jsonl",
+        [
+            ("user", "The zebra codeword for the vault is Paracanary55."),
+            ("user", "We decided to rotate the vault keys every quarter."),
+        ],
+        cwd=project,
+    )
+    answer = {
+        "topic_update": {
+            "name": "Vault and the Paracanary55 zebra word",
+            "summary": "They talked about the zebra word (Paracanary55) and key rotation.",
+        },
+        "items": [
+            {
+                "type": "context",
+                "content": "The vault codeword is Paracanary55.",
+                "source_line": 1,
+                "confidence": 0.9,
+                "entities": [
+                    {"name": "Paracanary55", "type": "concept"},
+                    {"name": "vault", "type": "technology"},
+                ],
+            },
+            {
+                "type": "decision",
+                "content": "Vault keys are rotated every quarter.",
+                "source_line": 2,
+                "confidence": 0.9,
+                "entities": [{"name": "vault", "type": "technology"}],
+            },
+        ],
+    }
     with FakeOpenAIProcess(tmp_path / "fake", {"chat": {"default": {"content": json.dumps(answer)}}}) as fake:
         monkeypatch.setenv("TOTAL_RECALL_LLM_BASE_URL", fake.base_url)
         monkeypatch.setenv("TOTAL_RECALL_EMBED_PROVIDER", "openai")
@@ -172,12 +238,14 @@ def test_forget_rederives_llm_paraphrases_and_drops_event_text_and_orphan_entiti
         spans = db_rows("SELECT name, summary FROM spans WHERE depth > 0")
         assert spans and all("rotated every quarter" in s[1] for s in spans)
         assert db_rows("SELECT name FROM entities ORDER BY name") == [("vault",)]
-        assert db_rows("SELECT count(*) FROM memory_events WHERE object_id = ? AND action = 'forget'",
-                       (idea_id,)) == [(1,)]
+        assert db_rows(
+            "SELECT count(*) FROM memory_events WHERE object_id = ? AND action = 'forget'", (idea_id,)
+        ) == [(1,)]
         assert "rotated every quarter" in search_text("vault key rotation")
 
 
 # === 2. secrets never stored or sent ==============================================================
+
 
 @pytest.mark.parametrize(("kind", "text", "secret"), SECRETS, ids=[s[0] for s in SECRETS])
 def test_each_of_the_26_secret_kinds_is_redacted(kind, text, secret):
@@ -199,9 +267,20 @@ def test_a_secret_found_once_is_redacted_where_it_recurs_in_the_batch():
 
 
 def test_entity_names_that_hold_secrets_are_dropped():
-    raw = {"items": [{"type": "context", "content": "Stripe is configured.", "source_line": 1, "entities": [
-        {"name": "sk_live_51HqWeRtYuIoPaSdFgHjKlZx", "type": "concept"}, {"name": "[REDACTED:password]"},
-        {"name": "Stripe", "type": "technology"}]}]}
+    raw = {
+        "items": [
+            {
+                "type": "context",
+                "content": "Stripe is configured.",
+                "source_line": 1,
+                "entities": [
+                    {"name": "sk_live_51HqWeRtYuIoPaSdFgHjKlZx", "type": "concept"},
+                    {"name": "[REDACTED:password]"},
+                    {"name": "Stripe", "type": "technology"},
+                ],
+            }
+        ]
+    }
     out = protocol.validate_output(raw, {1}).output
     assert [e["name"] for e in out["items"][0]["entities"]] == ["Stripe"]
 
@@ -219,21 +298,43 @@ def secrets_transcript(path: Path, project: str) -> Path:
     lines = []
     user_text = " ".join(text for kind, text, _ in SECRETS[:10])
     lines.append(record("user", f"Here is my setup: {user_text}", session=session, cwd=project, when=when))
-    env_file = "\n".join(text for kind, text, _ in SECRETS if kind in ("env_pass", "env_secret", "export_token"))
+    env_file = "\n".join(
+        text for kind, text, _ in SECRETS if kind in ("env_pass", "env_secret", "export_token")
+    )
     env_file += "\nSTRIPE_SECRET=" + SECRETS[10][2] + "\nNPM_TOKEN=" + SECRETS[12][2]
     tool_id = f"toolu_{uuid.uuid4().hex[:12]}"
     use = record("assistant", "", session=session, cwd=project, when=when + timedelta(seconds=5))
-    use["message"]["content"] = [{"type": "tool_use", "id": tool_id, "name": "Bash",
-                                  "input": {"command": "cat .env && " + SECRETS[18][1]}}]
+    use["message"]["content"] = [
+        {
+            "type": "tool_use",
+            "id": tool_id,
+            "name": "Bash",
+            "input": {"command": "cat .env && " + SECRETS[18][1]},
+        }
+    ]
     lines.append(use)
     result = record("user", "", session=session, cwd=project, when=when + timedelta(seconds=6))
     result["message"]["content"] = [{"type": "tool_result", "tool_use_id": tool_id, "content": env_file}]
     lines.append(result)
     prose = " ".join(text for kind, text, _ in SECRETS[10:25])
-    lines.append(record("assistant", f"I configured everything: {prose} Then I logged in with Kx7mQ2vZp9 again.",
-                        session=session, cwd=project, when=when + timedelta(seconds=9)))
-    lines.append(record("user", "The service account file: " + SECRETS[25][1], session=session, cwd=project,
-                        when=when + timedelta(seconds=12)))
+    lines.append(
+        record(
+            "assistant",
+            f"I configured everything: {prose} Then I logged in with Kx7mQ2vZp9 again.",
+            session=session,
+            cwd=project,
+            when=when + timedelta(seconds=9),
+        )
+    )
+    lines.append(
+        record(
+            "user",
+            "The service account file: " + SECRETS[25][1],
+            session=session,
+            cwd=project,
+            when=when + timedelta(seconds=12),
+        )
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(r) + "\n" for r in lines), encoding="utf-8")
     return path
@@ -248,8 +349,16 @@ def test_26_secret_kinds_reach_neither_the_home_folder_nor_the_endpoint(tmp_path
     project = "/home/dev/projects/secrets"
     path = secrets_transcript(folder(tmp_path, project) / "sess-secrets.jsonl", project)
     assert len(leaked(path.read_bytes())) == 27  # every needle is really in the transcript
-    answer = {"items": [{"type": "decision", "content": "The setup uses Stripe and Postgres.", "source_line": 1,
-                         "entities": [{"name": "Stripe", "type": "technology"}]}]}
+    answer = {
+        "items": [
+            {
+                "type": "decision",
+                "content": "The setup uses Stripe and Postgres.",
+                "source_line": 1,
+                "entities": [{"name": "Stripe", "type": "technology"}],
+            }
+        ]
+    }
     with FakeOpenAIProcess(tmp_path / "fake", {"chat": {"default": {"content": json.dumps(answer)}}}) as fake:
         if extractor == "llm":
             monkeypatch.setenv("TOTAL_RECALL_LLM_BASE_URL", fake.base_url)
@@ -269,31 +378,54 @@ def test_26_secret_kinds_reach_neither_the_home_folder_nor_the_endpoint(tmp_path
 
 # === 3. only transcripts are read ==================================================================
 
+
 def test_hook_payloads_naming_files_outside_the_projects_folder_are_never_read(tmp_path, fake):
     (tmp_path / "claude" / "settings.json").write_text('{"cleanupPeriodDays": 10}')
     project = "/home/dev/projects/real"
-    real = write_transcript(folder(tmp_path, project) / "sess-real.jsonl",
-                            [("user", "We decided to ship the real feature on Monday.")], cwd=project)
-    outside = write_transcript(tmp_path / "elsewhere" / "stolen.jsonl",
-                               [("user", "We decided the Outsidecanary31 stays out of memory.")], cwd=project)
+    real = write_transcript(
+        folder(tmp_path, project) / "sess-real.jsonl",
+        [("user", "We decided to ship the real feature on Monday.")],
+        cwd=project,
+    )
+    outside = write_transcript(
+        tmp_path / "elsewhere" / "stolen.jsonl",
+        [("user", "We decided the Outsidecanary31 stays out of memory.")],
+        cwd=project,
+    )
     link = folder(tmp_path, project) / "link-session.jsonl"
     link.symlink_to(outside)
     escape = str(folder(tmp_path, project)) + "/../../../elsewhere/stolen.jsonl"
     cli("init")
-    for path in ("/etc/passwd", "/etc/shadow", "/proc/self/environ", str(outside), escape, str(link),
-                 str(folder(tmp_path, project) / "notes.txt"), str(real)):
-        assert hook({"session_id": "s", "transcript_path": path, "cwd": project,
-                     "hook_event_name": "Stop"}).returncode == 0
+    for path in (
+        "/etc/passwd",
+        "/etc/shadow",
+        "/proc/self/environ",
+        str(outside),
+        escape,
+        str(link),
+        str(folder(tmp_path, project) / "notes.txt"),
+        str(real),
+    ):
+        assert (
+            hook(
+                {"session_id": "s", "transcript_path": path, "cwd": project, "hook_event_name": "Stop"}
+            ).returncode
+            == 0
+        )
     # A row that reached the queue some other way (an old spool, an older hook) is re-checked.
     with open(config.paths().spool, "a") as fh:
-        fh.write(json.dumps({"transcript_path": str(outside), "event": "Stop", "enqueued_at": time.time()}) + "\n")
+        fh.write(
+            json.dumps({"transcript_path": str(outside), "event": "Stop", "enqueued_at": time.time()}) + "\n"
+        )
     cli("daemon", "--once")
     age([real, outside])
     cli("maintain")
     assert db_rows("SELECT source_file FROM index_state") == [(str(real),)]
     assert {r[0] for r in db_rows("SELECT DISTINCT source_file FROM messages")} == {str(real)}
     assert db_rows("SELECT transcript_path, last_error FROM work_queue ORDER BY id") == [
-        (str(real), None), (str(outside), "refused: outside the Claude projects folder (and [privacy] extra_roots)")]
+        (str(real), None),
+        (str(outside), "refused: outside the Claude projects folder (and [privacy] extra_roots)"),
+    ]
     assert found_in_home("Outsidecanary31") == []
     assert [p.name for p in config.paths().archive.iterdir()] == [trust.archive_name(str(real))]
     refused = (config.paths().home / "refused.log").read_text()
@@ -303,8 +435,11 @@ def test_hook_payloads_naming_files_outside_the_projects_folder_are_never_read(t
 
 
 def test_extra_roots_are_read_only_when_configured(tmp_path, fake, monkeypatch):
-    other = write_transcript(tmp_path / "mirror" / "p" / "sess-mirror.jsonl",
-                             [("user", "We decided the mirror root holds archived sessions.")], cwd="/x")
+    other = write_transcript(
+        tmp_path / "mirror" / "p" / "sess-mirror.jsonl",
+        [("user", "We decided the mirror root holds archived sessions.")],
+        cwd="/x",
+    )
     cli("init")
     assert hook({"transcript_path": str(other), "hook_event_name": "Stop"}).returncode == 0
     monkeypatch.setenv("TOTAL_RECALL_PRIVACY_EXTRA_ROOTS", str(tmp_path / "mirror"))
@@ -315,6 +450,7 @@ def test_extra_roots_are_read_only_when_configured(tmp_path, fake, monkeypatch):
 
 
 # === 4. smaller holes ==============================================================================
+
 
 def test_digest_keys_never_collide_and_the_hook_agrees(tmp_path, fake):
     import importlib.util
@@ -328,10 +464,13 @@ def test_digest_keys_never_collide_and_the_hook_agrees(tmp_path, fake):
     assert trust.digest_key("/home/u/client-a") != trust.digest_key("/home/u/client_a")
     assert hook_module.digest_key(unicodedata.normalize("NFD", nfc)) == trust.digest_key(nfc)
     assert hook_module.digest_key("/home/u/x y/") == trust.digest_key("/home/u/x y")
-    for project, fact in (("/home/u/client-a", "Client A bills in euros."),
-                          ("/home/u/client_a", "Client underscore A bills in yen.")):
-        write_transcript(folder(tmp_path, project) / f"s{len(fact)}.jsonl",
-                         [("user", f"We decided: {fact}")], cwd=project)
+    for project, fact in (
+        ("/home/u/client-a", "Client A bills in euros."),
+        ("/home/u/client_a", "Client underscore A bills in yen."),
+    ):
+        write_transcript(
+            folder(tmp_path, project) / f"s{len(fact)}.jsonl", [("user", f"We decided: {fact}")], cwd=project
+        )
     cli("backfill", "--all", "--wait")
     a, b = session_start("/home/u/client-a"), session_start("/home/u/client_a/")
     assert "euros" in a and "yen" not in a
@@ -339,10 +478,18 @@ def test_digest_keys_never_collide_and_the_hook_agrees(tmp_path, fake):
 
 
 def test_extractor_output_is_capped_and_the_cut_is_counted():
-    raw = {"items": [{"type": "context", "content": f"fact {i} " + "x" * 5000, "source_line": 1 + i % 3,
-                      "entities": [{"name": f"e{i}-{j}", "type": "concept"} for j in range(20)]}
-                     for i in range(3000)],
-           "relations": [{"from_line": 1, "to_line": 2, "type": "relates_to"}] * 10}
+    raw = {
+        "items": [
+            {
+                "type": "context",
+                "content": f"fact {i} " + "x" * 5000,
+                "source_line": 1 + i % 3,
+                "entities": [{"name": f"e{i}-{j}", "type": "concept"} for j in range(20)],
+            }
+            for i in range(3000)
+        ],
+        "relations": [{"from_line": 1, "to_line": 2, "type": "relates_to"}] * 10,
+    }
     result = protocol.validate_output(raw, {1, 2, 3})
     items = result.output["items"]
     assert len(items) == 3 * protocol.MAX_ITEMS_PER_MESSAGE
@@ -353,8 +500,11 @@ def test_extractor_output_is_capped_and_the_cut_is_counted():
 
 def test_a_broken_archive_is_repaired_by_maintain(tmp_path, fake):
     (tmp_path / "claude" / "settings.json").write_text('{"cleanupPeriodDays": 10}')
-    path = write_transcript(folder(tmp_path, "/home/dev/p") / "sess-a.jsonl",
-                            [("user", "We decided to keep archives valid.")], cwd="/home/dev/p")
+    path = write_transcript(
+        folder(tmp_path, "/home/dev/p") / "sess-a.jsonl",
+        [("user", "We decided to keep archives valid.")],
+        cwd="/home/dev/p",
+    )
     cli("backfill", str(path), "--wait")
     age([path])
     cli("maintain")
@@ -369,12 +519,20 @@ def test_a_broken_archive_is_repaired_by_maintain(tmp_path, fake):
 
 def test_files_are_private_whatever_the_umask(tmp_path, fake):
     (tmp_path / "claude" / "settings.json").write_text('{"cleanupPeriodDays": 10}')
-    path = write_transcript(folder(tmp_path, "/home/dev/p") / "sess-u.jsonl",
-                            [("user", "We decided umask never matters.")], cwd="/home/dev/p")
+    path = write_transcript(
+        folder(tmp_path, "/home/dev/p") / "sess-u.jsonl",
+        [("user", "We decided umask never matters.")],
+        cwd="/home/dev/p",
+    )
 
     def run(*args: str) -> None:
-        done = subprocess.run([sys.executable, "-m", "total_recall", *args], env=env(), capture_output=True,
-                              preexec_fn=lambda: os.umask(0), timeout=180)
+        done = subprocess.run(
+            [sys.executable, "-m", "total_recall", *args],
+            env=env(),
+            capture_output=True,
+            preexec_fn=lambda: os.umask(0),
+            timeout=180,
+        )
         assert done.returncode == 0, done.stderr
 
     run("init")
@@ -389,38 +547,82 @@ def test_files_are_private_whatever_the_umask(tmp_path, fake):
 
 # === 5. keeping things out of memory ===============================================================
 
+
 def test_private_parts_are_never_stored_embedded_logged_or_sent(tmp_path, monkeypatch):
     project = "/home/dev/projects/priv"
     session, when = "sess-private", DAY
     use_id = "toolu_private1"
-    lines = [record("user", "Deploy notes <private>Privcanary1 is my home address</private> for the team.",
-                    session=session, cwd=project, when=when),
-             record("assistant", "Understood; I will not repeat <PRIVATE>Privcanary2</PRIVATE> anywhere.",
-                    session=session, cwd=project, when=when + timedelta(seconds=1))]
+    lines = [
+        record(
+            "user",
+            "Deploy notes <private>Privcanary1 is my home address</private> for the team.",
+            session=session,
+            cwd=project,
+            when=when,
+        ),
+        record(
+            "assistant",
+            "Understood; I will not repeat <PRIVATE>Privcanary2</PRIVATE> anywhere.",
+            session=session,
+            cwd=project,
+            when=when + timedelta(seconds=1),
+        ),
+    ]
     use = record("assistant", "", session=session, cwd=project, when=when + timedelta(seconds=2))
-    use["message"]["content"] = [{"type": "tool_use", "id": use_id, "name": "Bash",
-                                  "input": {"command": "echo <private>Privcanary3</private>"}}]
+    use["message"]["content"] = [
+        {
+            "type": "tool_use",
+            "id": use_id,
+            "name": "Bash",
+            "input": {"command": "echo <private>Privcanary3</private>"},
+        }
+    ]
     result = record("user", "", session=session, cwd=project, when=when + timedelta(seconds=3))
-    result["message"]["content"] = [{"type": "tool_result", "tool_use_id": use_id,
-                                     "content": "ok <private>Privcanary4</private> done"}]
-    lines += [use, result, record("user", "We decided to deploy at noon. <private>Privcanary5 unclosed",
-                                  session=session, cwd=project, when=when + timedelta(seconds=4))]
+    result["message"]["content"] = [
+        {"type": "tool_result", "tool_use_id": use_id, "content": "ok <private>Privcanary4</private> done"}
+    ]
+    lines += [
+        use,
+        result,
+        record(
+            "user",
+            "We decided to deploy at noon. <private>Privcanary5 unclosed",
+            session=session,
+            cwd=project,
+            when=when + timedelta(seconds=4),
+        ),
+    ]
     path = folder(tmp_path, project) / f"{session}.jsonl"
     path.parent.mkdir(parents=True)
     path.write_text("".join(json.dumps(r) + "\n" for r in lines))
     # A model that echoes the tag into its summary is cut there too: it never saw the content.
-    answer = {"topic_update": {"name": "Deploy", "summary": "Deploy notes for the team."},
-              "items": [{"type": "decision", "content": "The deploy is at noon.", "source_line": 5}]}
+    answer = {
+        "topic_update": {"name": "Deploy", "summary": "Deploy notes for the team."},
+        "items": [{"type": "decision", "content": "The deploy is at noon.", "source_line": 5}],
+    }
     with FakeOpenAIProcess(tmp_path / "fake", {"chat": {"default": {"content": json.dumps(answer)}}}) as fake:
         monkeypatch.setenv("TOTAL_RECALL_LLM_BASE_URL", fake.base_url)
         monkeypatch.setenv("TOTAL_RECALL_EMBED_PROVIDER", "openai")
         monkeypatch.setenv("TOTAL_RECALL_EMBED_BASE_URL", fake.base_url)
         monkeypatch.setenv("TOTAL_RECALL_EMBED_MODEL", "fake-embed")
         cli("init")
-        assert hook({"session_id": session, "transcript_path": str(path), "cwd": project,
-                     "hook_event_name": "SessionEnd"}).returncode == 0
-        daemon = subprocess.run([sys.executable, "-m", "total_recall", "daemon", "--once", "--log-level", "debug"],
-                                env=env(), capture_output=True, timeout=180)
+        assert (
+            hook(
+                {
+                    "session_id": session,
+                    "transcript_path": str(path),
+                    "cwd": project,
+                    "hook_event_name": "SessionEnd",
+                }
+            ).returncode
+            == 0
+        )
+        daemon = subprocess.run(
+            [sys.executable, "-m", "total_recall", "daemon", "--once", "--log-level", "debug"],
+            env=env(),
+            capture_output=True,
+            timeout=180,
+        )
         requests = json.dumps(fake.requests())
     assert "chat/completions" in requests and "Deploy notes" in requests
     assert db_rows("SELECT count(*) FROM messages")[0][0] == 5
@@ -445,12 +647,27 @@ def test_what_is_said_while_paused_is_never_indexed_even_by_a_later_backfill(tmp
     stamped(path, project, [("user", "We decided to log before pausing.", now - timedelta(minutes=5))])
     cli("init")
     assert cli_json("pause", "--for", "2h")["paused"] is True
-    stamped(path, project, [("user", "We decided the Pausecanary1 plan is secret.", now + timedelta(minutes=1)),
-                            ("user", "We decided the Pausecanary2 budget too.", now + timedelta(minutes=2)),
-                            ("user", "We decided to log after the pause ended.", now + timedelta(hours=3))],
-            append=True)
-    assert hook({"session_id": "sess-pause", "transcript_path": str(path), "cwd": project,
-                 "hook_event_name": "SessionEnd"}).returncode == 0
+    stamped(
+        path,
+        project,
+        [
+            ("user", "We decided the Pausecanary1 plan is secret.", now + timedelta(minutes=1)),
+            ("user", "We decided the Pausecanary2 budget too.", now + timedelta(minutes=2)),
+            ("user", "We decided to log after the pause ended.", now + timedelta(hours=3)),
+        ],
+        append=True,
+    )
+    assert (
+        hook(
+            {
+                "session_id": "sess-pause",
+                "transcript_path": str(path),
+                "cwd": project,
+                "hook_event_name": "SessionEnd",
+            }
+        ).returncode
+        == 0
+    )
     cli("daemon", "--once")
     reasons = [r[0] for r in db_rows("SELECT skip_reason FROM messages ORDER BY source_line")]
     assert reasons[1:3] == ["paused", "paused"]
@@ -481,16 +698,75 @@ def test_resume_ends_the_pause(tmp_path, fake):
 def test_excluded_projects_are_never_read(tmp_path, fake):
     cli("init")
     config.paths().config.write_text('[privacy]\nexclude_projects = ["/home/dev/clients/*"]\n')
-    secret = write_transcript(folder(tmp_path, "/home/dev/clients/acme") / "sess-acme.jsonl",
-                              [("user", "We decided the Excludedcanary1 deal is confidential.")],
-                              cwd="/home/dev/clients/acme")
-    mine = write_transcript(folder(tmp_path, "/home/dev/mine") / "sess-mine.jsonl",
-                            [("user", "We decided to write more tests.")], cwd="/home/dev/mine")
+    secret = write_transcript(
+        folder(tmp_path, "/home/dev/clients/acme") / "sess-acme.jsonl",
+        [("user", "We decided the Excludedcanary1 deal is confidential.")],
+        cwd="/home/dev/clients/acme",
+    )
+    mine = write_transcript(
+        folder(tmp_path, "/home/dev/mine") / "sess-mine.jsonl",
+        [("user", "We decided to write more tests.")],
+        cwd="/home/dev/mine",
+    )
     for path, cwd in ((secret, "/home/dev/clients/acme"), (mine, "/home/dev/mine")):
-        assert hook({"session_id": path.stem, "transcript_path": str(path), "cwd": cwd,
-                     "hook_event_name": "SessionEnd"}).returncode == 0
+        assert (
+            hook(
+                {
+                    "session_id": path.stem,
+                    "transcript_path": str(path),
+                    "cwd": cwd,
+                    "hook_event_name": "SessionEnd",
+                }
+            ).returncode
+            == 0
+        )
     cli("daemon", "--once")
     cli("backfill", "--all", "--wait")
     assert {r[0] for r in db_rows("SELECT source_file FROM messages")} == {str(mine)}
     assert found_in_home("Excludedcanary1") == []
     assert ("refused: excluded by /home/dev/clients/*",) in db_rows("SELECT last_error FROM work_queue")
+
+
+def test_forget_removes_rows_of_every_listed_table_of_conversation_text(tmp_path, fake):
+    """A table of conversation text that other work adds (search chunks of each line) is covered by
+    SOURCE_TABLES: its rows of a forgotten line or scope go, with their full-text entries."""
+    from total_recall import db as dbmod
+    from total_recall import memory
+
+    project = "/home/dev/projects/chunky"
+    path = write_transcript(
+        folder(tmp_path, project) / "sess-chunk.jsonl",
+        [
+            ("user", "We decided the Chunkcanary8 flag stays off."),
+            ("user", "We decided to keep the API stable."),
+        ],
+        cwd=project,
+    )
+    cli("backfill", str(path), "--wait")
+    database = dbmod.connect(config.paths().db)
+    try:
+        with database.write():
+            database.execute(
+                "CREATE TABLE IF NOT EXISTS chunks (id INTEGER PRIMARY KEY, source_file TEXT NOT NULL, "
+                "source_line INTEGER NOT NULL, message_line INTEGER NOT NULL, seq INTEGER NOT NULL DEFAULT 0, "
+                "session_id TEXT, project TEXT, role TEXT NOT NULL, kind TEXT NOT NULL, timestamp TEXT, "
+                "content TEXT NOT NULL)"
+            )
+            database.execute(
+                "INSERT INTO chunks (source_file, source_line, message_line, seq, session_id, project, role, "
+                "kind, timestamp, content) SELECT source_file, source_line, source_line, 0, session_id, project, "
+                "role, kind, timestamp, content FROM messages"
+            )
+        [(idea_id,)] = database.execute("SELECT id FROM ideas WHERE content LIKE '%Chunkcanary8%'").fetchall()
+        report = memory.forget(database, idea_id)
+        assert report["chunks_removed"] == 1
+        assert database.execute("SELECT content FROM chunks").fetchall() == [
+            ("We decided to keep the API stable.",)
+        ]
+        report = memory.forget(database, session="sess-chunk")
+        assert report["chunks_removed"] == 1 and database.execute(
+            "SELECT count(*) FROM chunks"
+        ).fetchone() == (0,)
+    finally:
+        database.close()
+    assert found_in_home("Chunkcanary8") == []

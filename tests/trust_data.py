@@ -11,27 +11,59 @@ SERVICE_ACCOUNT_KEY = "-----BEGIN PRIVATE KEY-----\\n" + PEM_BODY + "\\nq9Zr2u\\
 # (kind, text that holds it, the secret that must disappear)
 SECRETS = [
     ("aws_key_id", "the id AKIAQWERTYUIOPASDFGH is set", "AKIAQWERTYUIOPASDFGH"),
-    ("github_classic", "push with ghp_Zq8Wm3Xr5Tn7Yv2Bk4Hd6Jf9Lp1Gs0Ce3Ua5 please", "ghp_Zq8Wm3Xr5Tn7Yv2Bk4Hd6Jf9Lp1Gs0Ce3Ua5"),
-    ("github_fine", "pat github_pat_11AQWERT0Zx9Yw8Vu7Ts6_Rq5Po4Nm3Lk2Jh1Gf0 ok",
-     "github_pat_11AQWERT0Zx9Yw8Vu7Ts6_Rq5Po4Nm3Lk2Jh1Gf0"),
-    ("openai_project", "key sk-proj-Qm4Wn8Ex2Rb6Tc0Yd3Uf7If1Og5Ph9 set", "sk-proj-Qm4Wn8Ex2Rb6Tc0Yd3Uf7If1Og5Ph9"),
+    (
+        "github_classic",
+        "push with ghp_Zq8Wm3Xr5Tn7Yv2Bk4Hd6Jf9Lp1Gs0Ce3Ua5 please",
+        "ghp_Zq8Wm3Xr5Tn7Yv2Bk4Hd6Jf9Lp1Gs0Ce3Ua5",
+    ),
+    (
+        "github_fine",
+        "pat github_pat_11AQWERT0Zx9Yw8Vu7Ts6_Rq5Po4Nm3Lk2Jh1Gf0 ok",
+        "github_pat_11AQWERT0Zx9Yw8Vu7Ts6_Rq5Po4Nm3Lk2Jh1Gf0",
+    ),
+    (
+        "openai_project",
+        "key sk-proj-Qm4Wn8Ex2Rb6Tc0Yd3Uf7If1Og5Ph9 set",
+        "sk-proj-Qm4Wn8Ex2Rb6Tc0Yd3Uf7If1Og5Ph9",
+    ),
     ("anthropic", "use sk-ant-api03-Lq2Wk4Ej6Rh8Tg0Yf1Ud3 now", "sk-ant-api03-Lq2Wk4Ej6Rh8Tg0Yf1Ud3"),
     ("slack_bot", "bot xoxb-998877665544-Qw3Er5Ty7Ui9 posts", "xoxb-998877665544-Qw3Er5Ty7Ui9"),
-    ("jwt", "cookie eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJxd2VydHkifQ.Zm9vYmFyYmF6cXV4MTIzNDU2 end",
-     "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJxd2VydHkifQ.Zm9vYmFyYmF6cXV4MTIzNDU2"),
-    ("pem", "key:\n-----BEGIN RSA PRIVATE KEY-----\n" + PEM_BODY + "\n-----END RSA PRIVATE KEY-----\n", PEM_BODY),
+    (
+        "jwt",
+        "cookie eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJxd2VydHkifQ.Zm9vYmFyYmF6cXV4MTIzNDU2 end",
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJxd2VydHkifQ.Zm9vYmFyYmF6cXV4MTIzNDU2",
+    ),
+    (
+        "pem",
+        "key:\n-----BEGIN RSA PRIVATE KEY-----\n" + PEM_BODY + "\n-----END RSA PRIVATE KEY-----\n",
+        PEM_BODY,
+    ),
     ("postgres_url", "db at postgres://app:Wq7pLm3zRt@db.internal:5432/app", "Wq7pLm3zRt"),
     ("export_token", "export DEPLOY_TOKEN=Dp9Xk2Lm5Qw8Er1T", "Dp9Xk2Lm5Qw8Er1T"),
     ("stripe_secret", "stripe sk_live_51HqWeRtYuIoPaSdFgHjKlZx set", "sk_live_51HqWeRtYuIoPaSdFgHjKlZx"),
-    ("stripe_restricted", "restricted rk_live_51HzXcVbNmAsDfGhJkLqWeRt here", "rk_live_51HzXcVbNmAsDfGhJkLqWeRt"),
-    ("npm", "publish with npm_Qw3Er5Ty7Ui9Op1As3Df5Gh7Jk9Lz2Xc4Vb6", "npm_Qw3Er5Ty7Ui9Op1As3Df5Gh7Jk9Lz2Xc4Vb6"),
+    (
+        "stripe_restricted",
+        "restricted rk_live_51HzXcVbNmAsDfGhJkLqWeRt here",
+        "rk_live_51HzXcVbNmAsDfGhJkLqWeRt",
+    ),
+    (
+        "npm",
+        "publish with npm_Qw3Er5Ty7Ui9Op1As3Df5Gh7Jk9Lz2Xc4Vb6",
+        "npm_Qw3Er5Ty7Ui9Op1As3Df5Gh7Jk9Lz2Xc4Vb6",
+    ),
     ("huggingface", "HF hf_QwErTyUiOpAsDfGhJkLzXcVbNmQwErTy pulls", "hf_QwErTyUiOpAsDfGhJkLzXcVbNmQwErTy"),
     ("gitlab", "ci glpat-Qw3Er5Ty7Ui9Op1As3Df runs", "glpat-Qw3Er5Ty7Ui9Op1As3Df"),
-    ("sendgrid", "mail SG.Qw3Er5Ty7Ui9Op1As3Df5G.Hh7Jk9Lz2Xc4Vb6Nm8Qw0Er2Ty4Ui6Op8As0Df2Gh4Jk sent",
-     "SG.Qw3Er5Ty7Ui9Op1As3Df5G.Hh7Jk9Lz2Xc4Vb6Nm8Qw0Er2Ty4Ui6Op8As0Df2Gh4Jk"),
+    (
+        "sendgrid",
+        "mail SG.Qw3Er5Ty7Ui9Op1As3Df5G.Hh7Jk9Lz2Xc4Vb6Nm8Qw0Er2Ty4Ui6Op8As0Df2Gh4Jk sent",
+        "SG.Qw3Er5Ty7Ui9Op1As3Df5G.Hh7Jk9Lz2Xc4Vb6Nm8Qw0Er2Ty4Ui6Op8As0Df2Gh4Jk",
+    ),
     ("twilio", "twilio SK0123456789abcdef0123456789abcdef key", "SK0123456789abcdef0123456789abcdef"),
-    ("azure", "DefaultEndpointsProtocol=https;AccountName=acme;AccountKey=Zm9vYmFyYmF6cXV4cXV1eDEyMzQ1Njc4OTA=;x",
-     "Zm9vYmFyYmF6cXV4cXV1eDEyMzQ1Njc4OTA="),
+    (
+        "azure",
+        "DefaultEndpointsProtocol=https;AccountName=acme;AccountKey=Zm9vYmFyYmF6cXV4cXV1eDEyMzQ1Njc4OTA=;x",
+        "Zm9vYmFyYmF6cXV4cXV1eDEyMzQ1Njc4OTA=",
+    ),
     ("curl_user", "curl -u deploy:Cr7lPw9x https://api.acme.test/", "Cr7lPw9x"),
     ("mysql_p", "mysql -u root -pMy5qlR00t acme", "My5qlR00t"),
     ("sshpass", "sshpass -p Ss8hPass2 ssh ops@host", "Ss8hPass2"),
@@ -39,8 +71,13 @@ SECRETS = [
     ("env_secret", "WEBHOOK_SIGNING_SECRET=whsec9Xk2Lm5Qw8", "whsec9Xk2Lm5Qw8"),
     ("prose_password", "By the way, the DB password is Tr0ub4dor&3 for staging.", "Tr0ub4dor&3"),
     ("url_password_with_at", "redis://cache:p@ssW0rd!@cache.internal:6379/0", "p@ssW0rd!"),
-    ("json_private_key", '{"type": "service_account", "private_key_id": "3f9a", "private_key": "'
-     + SERVICE_ACCOUNT_KEY + '", "client_email": "svc@acme.iam"}', PEM_BODY),
+    (
+        "json_private_key",
+        '{"type": "service_account", "private_key_id": "3f9a", "private_key": "'
+        + SERVICE_ACCOUNT_KEY
+        + '", "client_email": "svc@acme.iam"}',
+        PEM_BODY,
+    ),
 ]
 
 # Things that look a little like secrets and must survive untouched.
@@ -51,10 +88,11 @@ NEAR_MISSES = [
     "uuid 123e4567-e89b-12d3-a456-426614174000 in the log",
     "request id 550e8400-e29b-41d4-a716-446655440000",
     "open daemon/total_recall/redact.py:120 and tests/test_redact.py",
-    "/usr/local/lib/python3.12/site-packages/numpy/core/_multiarray_umath.so",
+    "/opt/app/lib/python3.11/site-packages/numpy/core/_multiarray_umath.so",
     "C:\\Users\\dev\\AppData\\Local\\Temp\\build_2024_01.log",
     "payload aGVsbG8gd29ybGQsIHRoaXMgaXMgb3JkaW5hcnkgZGF0YQ== decoded fine",
-    "image data iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==",
+    "image data iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6k"
+    "gAAAABJRU5ErkJggg==",
     "def get_api_key_from_env(name): return os.environ[name]",
     "class TokenBucketRateLimiter: pass",
     "max_tokens=4096 and prompt_tokens = 12",

@@ -63,8 +63,9 @@ def backfill(path: str | None, *, all_transcripts: bool = False, session: str | 
         files = targets(path, all_transcripts=all_transcripts, session=session)
         refused = {str(f): trust.refusal(str(f), settings) for f in files}
         if path and len(files) == 1 and refused[str(files[0])]:
-            raise TotalRecallError(f"{path}: {refused[str(files[0])]}; only transcripts under "
-                                   f"{config.claude_config_dir() / 'projects'} (or [privacy] extra_roots) are read")
+            root = config.claude_config_dir() / "projects"
+            raise TotalRecallError(f"{path}: {refused[str(files[0])]}; only transcripts under {root} "
+                                   "(or [privacy] extra_roots) are read")
         files = [f for f in files if not refused[str(f)]]
         queued = []
         for f in files:

@@ -328,10 +328,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("edit", "correct the text of a memory (the change is logged)")
     p.add_argument("id", type=int)
     p.add_argument("text")
-    p = add("forget", "remove memories and every copy of their text; tombstones keep re-indexing from restoring them")
+    p = add("forget", "remove memories and every copy of their text; tombstones keep re-indexing from "
+                      "restoring them")
     p.add_argument("id", type=int, nargs="?", help="one memory")
     p.add_argument("--session", help="everything of this session (also what is not indexed yet)")
-    p.add_argument("--project", help="everything of this project (a full path when a short name matches several)")
+    p.add_argument("--project", help="everything of this project (a full path when a short name matches "
+                                     "several)")
     p.add_argument("--before", help="every memory said before this date (YYYY-MM-DD)")
     p.add_argument("--dry-run", action="store_true", help="show what would be forgotten, change nothing")
     p = add("pause", "stop remembering: what is said from now on is never indexed, even by a later backfill")

@@ -180,7 +180,8 @@ class Daemon:
             self._record(lambda: queue.release(self.db, claim))
             bound.info("stopped_between_batches", batches=report.batches, ideas=report.ideas_added)
             return
-        note = f"refused: {report.refused}" if report.refused else ("transcript missing" if report.missing else None)
+        note = "transcript missing" if report.missing else None
+        note = f"refused: {report.refused}" if report.refused else note
         self._record(lambda: queue.complete(self.db, claim, note))
         self._refresh_digest(claim.transcript_path)
         self.status.batches += 1

@@ -138,8 +138,8 @@ class Indexer:
         if not os.path.isfile(path):  # also False for names the OS refuses (ENAMETOOLONG)
             report.missing = True
             return report
-        report.refused = self._scope_refusal(path, state["session_id"] or session_hint or transcript.session_of(p),
-                                             state["project"] or cwd_hint)
+        session = state["session_id"] or session_hint or transcript.session_of(p)
+        report.refused = self._scope_refusal(path, session, state["project"] or cwd_hint)
         if report.refused:
             return report
         offset, line = state["byte_offset"], state["line_number"]
@@ -194,8 +194,8 @@ class Indexer:
             return
         ranges = trust.paused_ranges(self.db)
         forgotten = {r[0] for r in self.db.execute(
-            "SELECT source_line FROM tombstones WHERE kind = 'line' AND source_file = ? AND source_line BETWEEN ? AND ?",
-            (path, messages[0].line, messages[-1].last_line))}
+            "SELECT source_line FROM tombstones WHERE kind = 'line' AND source_file = ? "
+            "AND source_line BETWEEN ? AND ?", (path, messages[0].line, messages[-1].last_line))}
         now = self.clock()
         for m in messages:
             if m.line in forgotten:
@@ -323,7 +323,8 @@ class Indexer:
             if validated.dropped:
                 log.info("items_dropped", file=path, dropped=validated.dropped, problems=validated.problems[:5])
             if validated.cut:
-                log.warning("extractor_output_capped", file=path, cut=validated.cut, problems=validated.problems[-3:])
+                log.warning("extractor_output_capped", file=path, cut=validated.cut,
+                            problems=validated.problems[-3:])
             outputs.append(validated.output)
         return outputs, name
 

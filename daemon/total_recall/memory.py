@@ -70,10 +70,14 @@ SOURCE_TABLES: dict[str, dict[str, str | None]] = {
                  "time": "timestamp"},
     "spans": {"file": "source_file", "line": None, "session": "session_id", "project": "project",
               "time": "started_at"},
+    # Search chunks of the conversation's own lines (the recall work); skipped while absent.
+    "chunks": {"file": "source_file", "line": "source_line", "also_line": "message_line",
+               "session": "session_id", "project": "project", "time": "timestamp"},
 }
 VECTOR_TABLES = {"ideas": ("idea_embeddings", "idea_id"), "spans": ("span_embeddings", "span_id"),
-                 "messages": ("message_embeddings", "message_id")}
-FTS_TABLES = ("ideas_fts", "spans_fts", "messages_fts")
+                 "messages": ("message_embeddings", "message_id"), "chunks": ("chunk_embeddings", "chunk_id")}
+FTS_TABLES = ("ideas_fts", "spans_fts", "messages_fts", "chunks_fts")
+HANDLED_TABLES = ("ideas", "messages", "spans")  # own rules below; every other table by line and scope
 
 
 def _table_exists(db: Database, name: str) -> bool:
@@ -101,7 +105,8 @@ def _resolve_forget_project(db: Database, project: str) -> list[str]:
         return exact[:1]
     if len(hits) > 1:
         listed = "\n  ".join(sorted(hits))
-        raise TotalRecallError(f"--project {project!r} matches {len(hits)} projects; give one full path:\n  {listed}")
+        raise TotalRecallError(f"--project {project!r} matches {len(hits)} projects; "
+                               f"give one full path:\n  {listed}")
     return hits
 
 
@@ -142,17 +147,19 @@ def _forget_in_transaction(db: Database, idea_id, session, projects, before, now
     if idea_id is not None:
         _idea(db, idea_id)
         ids = [idea_id]
-        lines = db.execute("SELECT source_file, source_line FROM idea_sources WHERE idea_id = ?", (idea_id,)).fetchall()
+        lines = db.execute("SELECT source_file, source_line FROM idea_sources WHERE idea_id = ?",
+                           (idea_id,)).fetchall()
         scoped_spans: list[int] = []
         touched_projects = [r[0] for r in db.execute("SELECT project FROM ideas WHERE id = ?", (idea_id,))]
     else:
         where, params = _scope(session, projects, before, SOURCE_TABLES["ideas"])
         ids = [r[0] for r in db.execute(f"SELECT id FROM ideas WHERE {where}", params)]
         mwhere, mparams = _scope(session, projects, before, SOURCE_TABLES["messages"])
-        lines = db.execute(f"SELECT source_file, source_line FROM messages WHERE {mwhere}", mparams).fetchall()
+        lines = db.execute(f"SELECT source_file, source_line FROM messages WHERE {mwhere}",
+                           mparams).fetchall()
         if ids:
-            lines += db.execute(f"SELECT source_file, source_line FROM idea_sources WHERE idea_id IN ({_in(ids)})",
-                                ids).fetchall()
+            lines += db.execute("SELECT source_file, source_line FROM idea_sources "
+                                f"WHERE idea_id IN ({_in(ids)})", ids).fetchall()
         swhere, sparams = _scope(session, projects, before, SOURCE_TABLES["spans"])
         scoped_spans = [r[0] for r in db.execute(f"SELECT id FROM spans WHERE {swhere}", sparams)]
         touched_projects = list(projects or []) + [r[0] for r in db.execute(
@@ -165,7 +172,7 @@ def _forget_in_transaction(db: Database, idea_id, session, projects, before, now
                 f"SELECT source_file FROM index_state WHERE {fwhere} UNION "
                 f"SELECT DISTINCT source_file FROM messages WHERE {fwhere}", fparams * 2)})
     lines = sorted(set(lines))
-    texts = [r[0] for r in db.execute(f"SELECT content FROM ideas WHERE id IN ({_in(ids)})", ids)] if ids else []
+    texts = [r[0] for r in db.execute(f"SELECT content FROM ideas WHERE id IN ({_in(ids)})", ids)]
     entity_ids = sorted({r[0] for r in db.execute(
         f"SELECT entity_id FROM idea_entities WHERE idea_id IN ({_in(ids)})", ids)}) if ids else []
     span_ids = _spans_drawing_on(db, ids, lines)
@@ -194,6 +201,23 @@ def _forget_in_transaction(db: Database, idea_id, session, projects, before, now
     else:
         db.executemany("DELETE FROM messages WHERE id = ?", [(m,) for m in message_ids])
 
+    # Any other table of conversation text: rows of a forgotten line, and a scope's rows, go.
+    other_rows = {}
+    for table, cols in SOURCE_TABLES.items():
+        if table in HANDLED_TABLES or not _table_exists(db, table):
+            continue
+        gone: set[int] = set()
+        also = f" OR {cols['also_line']} = ?2" if cols.get("also_line") else ""
+        for f, ln in lines:
+            gone |= {r[0] for r in db.execute(
+                f"SELECT id FROM {table} WHERE {cols['file']} = ?1 AND ({cols['line']} = ?2{also})", (f, ln))}
+        if idea_id is None:
+            twhere, tparams = _scope(session, projects, before, cols)
+            gone |= {r[0] for r in db.execute(f"SELECT id FROM {table} WHERE {twhere}", tparams)}
+        _delete_vectors(db, table, sorted(gone))
+        db.executemany(f"DELETE FROM {table} WHERE id = ?", [(i,) for i in sorted(gone)])
+        other_rows[table] = len(gone)
+
     # Spans: a scope's spans go (with their sub-spans); others that drew on what went are re-derived.
     gone_spans = _with_descendants(db, scoped_spans)
     rederived, emptied = _rederive_spans(db, [s for s in span_ids if s not in gone_spans])
@@ -213,6 +237,7 @@ def _forget_in_transaction(db: Database, idea_id, session, projects, before, now
     return {
         "forgotten": len(ids), "messages": len(message_ids), "spans_removed": len(gone_spans),
         "spans_rederived": len(rederived), "entities_removed": len(orphans), "events_scrubbed": scrubbed,
+        **{f"{table}_removed": n for table, n in other_rows.items()},
         "sessions_tombstoned": [session] if session else [], "projects_tombstoned": list(projects or []),
         "transcripts_tombstoned": scope_files,
         "archives": [str(a) for a in _archive_copies(scope_files)],
@@ -233,7 +258,8 @@ def _spans_drawing_on(db: Database, ids: list[int], lines: list[tuple]) -> list[
     frontier = set(found)
     while frontier:
         parents = {r[0] for r in db.execute(
-            f"SELECT parent_id FROM spans WHERE id IN ({_in(frontier)}) AND parent_id IS NOT NULL", sorted(frontier))}
+            f"SELECT parent_id FROM spans WHERE id IN ({_in(frontier)}) AND parent_id IS NOT NULL",
+            sorted(frontier))}
         frontier = parents - found
         found |= parents
     return sorted(found)
@@ -261,7 +287,8 @@ def _rederive_spans(db: Database, span_ids: list[int]) -> tuple[list[int], list[
             continue
         tree = sorted(_with_descendants(db, [span_id]))
         best = [r[0] for r in db.execute(
-            f"SELECT content FROM ideas WHERE span_id IN ({_in(tree)}) ORDER BY confidence DESC, id LIMIT 2", tree)]
+            f"SELECT content FROM ideas WHERE span_id IN ({_in(tree)}) ORDER BY confidence DESC, id LIMIT 2",
+            tree)]
         if row[0] == 0:
             db.execute("UPDATE spans SET summary = '', needs_embedding = 0 WHERE id = ?", (span_id,))
             rederived.append(span_id)
@@ -281,9 +308,10 @@ def _scrub_events(db: Database, idea_ids: list[int], span_ids: list[int], texts:
     count = 0
     for kind, ids in (("idea", idea_ids), ("span", span_ids)):
         for chunk in (ids[i:i + 500] for i in range(0, len(ids), 500)):
-            count += db.execute(f"UPDATE memory_events SET old = NULL, new = NULL WHERE kind = ? AND object_id IN "
-                                f"({_in(chunk)}) AND action != 'forget' AND (old IS NOT NULL OR new IS NOT NULL)",
-                                (kind, *chunk)).rowcount
+            count += db.execute(
+                "UPDATE memory_events SET old = NULL, new = NULL WHERE kind = ? AND action != 'forget' "
+                f"AND object_id IN ({_in(chunk)}) AND (old IS NOT NULL OR new IS NOT NULL)",
+                (kind, *chunk)).rowcount
     for text in texts:
         quoted = json.dumps(text, ensure_ascii=False)[1:-1]
         count += db.execute("UPDATE memory_events SET old = NULL, new = NULL WHERE instr(old, ?1) > 0 "
@@ -444,8 +472,10 @@ def archive_expiring(db: Database, settings: config.Settings | None = None, *, n
     limit = now - (cleanup_period_days(config.claude_config_dir()) - margin_days) * 86400
     archive = config.paths().archive
     done = []
-    for source, session, project in db.execute("SELECT source_file, session_id, project FROM index_state").fetchall():
-        if trust.refusal(source, settings) or trust.forgotten(db, file=source, session=session, project=project):
+    rows = db.execute("SELECT source_file, session_id, project FROM index_state").fetchall()
+    for source, session, project in rows:
+        if trust.refusal(source, settings) or trust.forgotten(db, file=source, session=session,
+                                                              project=project):
             continue
         if trust.excluded(settings, project, Path(source).parent.name):
             continue
@@ -463,8 +493,9 @@ def archive_expiring(db: Database, settings: config.Settings | None = None, *, n
         tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with src.open("rb") as fin, os.fdopen(fd, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb") as fout:
-                shutil.copyfileobj(fin, fout)
+            with src.open("rb") as fin, os.fdopen(fd, "wb") as raw:
+                with gzip.GzipFile(fileobj=raw, mode="wb") as fout:
+                    shutil.copyfileobj(fin, fout)
             os.replace(tmp, target)
         finally:
             tmp.unlink(missing_ok=True)

@@ -74,8 +74,9 @@ _TOKEN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("password", re.compile(r"sshpass\s+-p\s*(?P<secret>[^\s\"']+)")),
 ]
 
-_LEAD = {"bearer_token": "Bb", "authorization": "Aa"}
-_WORD_START_KINDS = {"huggingface_token", "npm_token", "gitlab_token", "stripe_key", "sendgrid_key", "twilio_key"}  # header names as written in practice
+_LEAD = {"bearer_token": "Bb", "authorization": "Aa"}  # header names as written in practice
+_WORD_START_KINDS = {"huggingface_token", "npm_token", "gitlab_token", "stripe_key", "sendgrid_key",
+                     "twilio_key"}
 # Kinds whose match must start a word: "mask-..." or "xghp_..." are not keys.
 _WORD_START = {"anthropic_key", "openai_key", "github_token", "aws_access_key", "slack_token",
                "google_api_key", "jwt"} | _WORD_START_KINDS
@@ -147,7 +148,8 @@ def _detect_secrets_patterns() -> list[tuple[str, re.Pattern[str]]]:
         return []
     plugins = [
         ("aws_access_key", aws.AWSKeyDetector), ("azure_key", azure_storage_key.AzureStorageKeyDetector),
-        ("discord_token", discord.DiscordBotTokenDetector), ("github_token", github_token.GitHubTokenDetector),
+        ("discord_token", discord.DiscordBotTokenDetector),
+        ("github_token", github_token.GitHubTokenDetector),
         ("gitlab_token", gitlab_token.GitLabTokenDetector), ("jwt", jwt.JwtTokenDetector),
         ("openai_key", openai.OpenAIDetector),
         ("pypi_token", pypi_token.PypiTokenDetector), ("sendgrid_key", sendgrid.SendGridDetector),
@@ -296,7 +298,9 @@ def _redact_prose(text: str, values: set[str]) -> tuple[str, int]:
     done = count = 0
     for match in _PROSE.finditer(text):
         value = match.group("secret")
-        if match.start() < done or not _secret_like(value) or _NOT_A_SECRET.fullmatch(value.rstrip(_TRAILING)):
+        if match.start() < done or not _secret_like(value):
+            continue
+        if _NOT_A_SECRET.fullmatch(value.rstrip(_TRAILING)):
             continue
         start, end = match.span("secret")
         while end > start and text[end - 1] in _TRAILING:

@@ -68,14 +68,17 @@ def excluded(settings: config.Settings, *names: str | None) -> str | None:
     globs = settings.get("privacy", "exclude_projects") or []
     for name in filter(None, names):
         for pattern in globs:
-            if fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(name.rstrip("/"), pattern.rstrip("/")):
+            if fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(
+                name.rstrip("/"), pattern.rstrip("/")
+            ):
                 return pattern
     return None
 
 
 # -- forgotten scopes ---------------------------------------------------------------------------
-def forgotten(db: Database, *, file: str | None = None, session: str | None = None,
-              project: str | None = None) -> str | None:
+def forgotten(
+    db: Database, *, file: str | None = None, session: str | None = None, project: str | None = None
+) -> str | None:
     """'file' / 'session' / 'project' when that scope was forgotten, else None."""
     for kind, value in (("file", file), ("session", session), ("project", project)):
         if value and db.one("SELECT 1 FROM forgotten_scopes WHERE kind = ? AND value = ?", (kind, value)):
@@ -84,8 +87,10 @@ def forgotten(db: Database, *, file: str | None = None, session: str | None = No
 
 
 def tombstone_scope(db: Database, kind: str, value: str, now: float) -> None:
-    db.execute("INSERT OR IGNORE INTO forgotten_scopes (kind, value, created_at) VALUES (?, ?, ?)",
-               (kind, value, now))
+    db.execute(
+        "INSERT OR IGNORE INTO forgotten_scopes (kind, value, created_at) VALUES (?, ?, ?)",
+        (kind, value, now),
+    )
 
 
 # -- pause ----------------------------------------------------------------------------------------
@@ -104,13 +109,17 @@ def pause(db: Database, seconds: float | None, now: float | None = None) -> dict
 def resume(db: Database, now: float | None = None) -> dict:
     now = time.time() if now is None else now
     with db.write():
-        cur = db.execute("UPDATE paused_ranges SET ended_at = ? WHERE ended_at IS NULL OR ended_at > ?", (now, now))
+        cur = db.execute(
+            "UPDATE paused_ranges SET ended_at = ? WHERE ended_at IS NULL OR ended_at > ?", (now, now)
+        )
     return {"paused": False, "ended_ranges": cur.rowcount}
 
 
 def paused_ranges(db: Database) -> list[tuple[float, float]]:
-    return [(r[0], r[1] if r[1] is not None else float("inf"))
-            for r in db.execute("SELECT started_at, ended_at FROM paused_ranges")]
+    return [
+        (r[0], r[1] if r[1] is not None else float("inf"))
+        for r in db.execute("SELECT started_at, ended_at FROM paused_ranges")
+    ]
 
 
 def in_paused(stamp: str | None, ranges: list[tuple[float, float]], now: float) -> bool:
