@@ -37,7 +37,7 @@ def index(box: harness.Sandbox, samples: list[dict]) -> tuple[locomo.Corpus, dic
     Returns the corpus, counts, and every (file, line) some idea came from: an evidence turn with
     no idea cannot be found by an idea, whatever the ranking.
     """
-    root = box.root / "transcripts"
+    root = box.claude / "projects"  # only transcripts under it are read
     corpus = locomo.convert(samples, root)
     seconds, proc = harness.timed(box.cli, "backfill", str(root), "--wait", "--json")
     stats = {"transcripts": len(corpus.files), "turns": len(corpus.turns), "index_seconds": round(seconds, 1),
