@@ -770,3 +770,71 @@ def test_forget_removes_rows_of_every_listed_table_of_conversation_text(tmp_path
     finally:
         database.close()
     assert found_in_home("Chunkcanary8") == []
+
+
+def test_forget_while_the_daemon_runs_leaves_no_byte_in_the_database_wal_or_log(tmp_path, fake):
+    from helpers import start_daemon, wait_for
+
+    project = "/home/dev/projects/live"
+    path = write_transcript(
+        folder(tmp_path, project) / "sess-live.jsonl",
+        [("user", "We decided the Livecanary3 switch guards the payments."), ("assistant", "Noted.")],
+        cwd=project,
+    )
+    keep = write_transcript(
+        folder(tmp_path, project) / "sess-keep.jsonl",
+        [("user", "We decided to cache the catalogue for an hour.")],
+        cwd=project,
+    )
+    cli("init")
+    proc = start_daemon(config.paths().log)  # where the service writes it, at debug level
+    try:
+        for p in (path, keep):
+            assert (
+                hook(
+                    {
+                        "session_id": p.stem,
+                        "transcript_path": str(p),
+                        "cwd": project,
+                        "hook_event_name": "SessionEnd",
+                    }
+                ).returncode
+                == 0
+            )
+
+        def done(n: int) -> bool:
+            return db_rows("SELECT count(*) FROM work_queue WHERE state = 'done'")[0][0] == n
+
+        wait_for(lambda: done(2), timeout=120)
+        assert "Livecanary3" in search_text("Livecanary3 switch payments")  # over the warm socket
+        assert found_in_home("Livecanary3")
+        went = cli_json("forget", "--session", "sess-live")
+        assert went["forgotten"] >= 1 and went["wal_checkpointed"] is True
+        cli("maintain")
+        write_transcript(
+            path,
+            [("user", "The Livecanary3 switch flips at noon.")],
+            cwd=project,
+            append=True,
+            start=DAY + timedelta(hours=2),
+        )
+        assert (
+            hook(
+                {
+                    "session_id": "sess-live",
+                    "transcript_path": str(path),
+                    "cwd": project,
+                    "hook_event_name": "SessionEnd",
+                }
+            ).returncode
+            == 0
+        )
+        wait_for(lambda: done(3), timeout=120)
+        assert found_in_home("Livecanary3") == []  # database, WAL, digests, log, spool: all of the home
+        assert "Livecanary3" not in search_text("Livecanary3 switch payments")
+        assert "Livecanary3" not in session_start(project)
+        assert "catalogue" in search_text("cache the catalogue")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    assert found_in_home("Livecanary3") == []

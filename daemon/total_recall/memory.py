@@ -503,6 +503,20 @@ def archive_expiring(db: Database, settings: config.Settings | None = None, *, n
     return done
 
 
+def refresh_digests(db: Database) -> int:
+    """Rewrite every project's digests from what the database holds now; drop forgotten projects'."""
+    from total_recall import digest
+
+    projects = [r[0] for r in db.execute("SELECT DISTINCT project FROM ideas WHERE project != ''")]
+    for (project,) in db.execute("SELECT value FROM forgotten_scopes WHERE kind = 'project'").fetchall():
+        digest.remove_digests(project)
+    try:
+        digest.write_digests(db, projects)
+    except OSError as exc:
+        log.warning("digest_write_failed", error=str(exc))
+    return len(projects)
+
+
 def gzip_ok(path: Path) -> bool:
     """The `gzip -t` check: the whole file decompresses and its checksum matches."""
     try:
@@ -543,6 +557,7 @@ def maintain(db: Database, settings: config.Settings) -> dict:
     with db.write():
         db.execute("INSERT INTO ideas_fts (ideas_fts) VALUES ('optimize')")
         db.execute("INSERT INTO spans_fts (spans_fts) VALUES ('optimize')")
+    report["digests"] = refresh_digests(db)
     report["archives_repaired"] = verify_archives()
     report["archived"] = archive_expiring(db, settings)
     report["wal_checkpointed"] = checkpoint(db)
