@@ -748,25 +748,25 @@ def test_forget_removes_rows_of_every_listed_table_of_conversation_text(tmp_path
         with database.write():
             database.execute(
                 "CREATE TABLE IF NOT EXISTS chunks (id INTEGER PRIMARY KEY, source_file TEXT NOT NULL, "
-                "source_line INTEGER NOT NULL, message_line INTEGER NOT NULL, seq INTEGER NOT NULL DEFAULT 0, "
-                "session_id TEXT, project TEXT, role TEXT NOT NULL, kind TEXT NOT NULL, timestamp TEXT, "
-                "content TEXT NOT NULL)"
+                "source_line INTEGER NOT NULL, message_line INTEGER NOT NULL, "
+                "seq INTEGER NOT NULL DEFAULT 0, session_id TEXT, project TEXT, role TEXT NOT NULL, "
+                "kind TEXT NOT NULL, timestamp TEXT, content TEXT NOT NULL, "
+                "UNIQUE (source_file, source_line, seq))"
             )
-            database.execute(
-                "INSERT INTO chunks (source_file, source_line, message_line, seq, session_id, project, role, "
-                "kind, timestamp, content) SELECT source_file, source_line, source_line, 0, session_id, project, "
-                "role, kind, timestamp, content FROM messages"
+            database.execute(  # where the recall work already made chunks, these are the same rows
+                "INSERT OR IGNORE INTO chunks (source_file, source_line, message_line, seq, session_id, "
+                "project, role, kind, timestamp, content) "
+                "SELECT source_file, source_line, source_line, 0, session_id, "
+                "project, role, kind, timestamp, content FROM messages"
             )
         [(idea_id,)] = database.execute("SELECT id FROM ideas WHERE content LIKE '%Chunkcanary8%'").fetchall()
         report = memory.forget(database, idea_id)
-        assert report["chunks_removed"] == 1
-        assert database.execute("SELECT content FROM chunks").fetchall() == [
-            ("We decided to keep the API stable.",)
-        ]
+        assert report["chunks_removed"] >= 1
+        left = " ".join(r[0] for r in database.execute("SELECT content FROM chunks"))
+        assert "Chunkcanary8" not in left and "keep the API stable" in left
         report = memory.forget(database, session="sess-chunk")
-        assert report["chunks_removed"] == 1 and database.execute(
-            "SELECT count(*) FROM chunks"
-        ).fetchone() == (0,)
+        assert report["chunks_removed"] >= 1
+        assert database.execute("SELECT count(*) FROM chunks").fetchone() == (0,)
     finally:
         database.close()
     assert found_in_home("Chunkcanary8") == []
