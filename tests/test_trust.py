@@ -475,6 +475,12 @@ def test_digest_keys_never_collide_and_the_hook_agrees(tmp_path, fake):
     a, b = session_start("/home/u/client-a"), session_start("/home/u/client_a/")
     assert "euros" in a and "yen" not in a
     assert "yen" in b and "euros" not in b
+    # A digest named by the old key scheme is never read again, and maintain deletes it.
+    stale = config.paths().digests / "-home-u-client-a.md"
+    stale.write_text("- Client A bills in euros.\n")
+    report = cli_json("maintain")
+    assert stale.name in report["digests_removed"] and not stale.exists()
+    assert "euros" in session_start("/home/u/client-a")
 
 
 def test_extractor_output_is_capped_and_the_cut_is_counted():

@@ -3,7 +3,6 @@ and the per-day "standup" of `total-recall recent`.
 
 The daemon writes digests/<key>.md after each batch; the SessionStart hook only reads that file,
 so it stays as fast as the enqueue shim. <key> follows the hook's rule (hooks/session_start.py).
-``remove_digests`` deletes a forgotten project's files.
 """
 
 from __future__ import annotations
@@ -136,26 +135,6 @@ def write_digests(db: Database, projects: list[str]) -> list[Path]:
             written.append(_write(folder / f"{key}@{_branch_key(branch)}.full.md",
                                   project_digest(db, project, branch)))
     return written
-
-
-def digest_files(project: str) -> list[Path]:
-    """Every digest file of a project (context, full, per branch)."""
-    folder = config.paths().digests
-    key = digest_key(project)
-    return [p for p in (folder / f"{key}.md", folder / f"{key}.full.md") if p.exists()] + \
-        sorted(folder.glob(f"{glob_escape(key)}@*.full.md"))
-
-
-def glob_escape(text: str) -> str:
-    return re.sub(r"([*?\[])", r"[\1]", text)
-
-
-def remove_digests(project: str) -> list[str]:
-    removed = []
-    for path in digest_files(project):
-        path.unlink(missing_ok=True)
-        removed.append(path.name)
-    return removed
 
 
 def _write(path: Path, text: str) -> Path:

@@ -335,23 +335,13 @@ def _archive_copies(files: list[str]) -> list[Path]:
 def _after_forget(db: Database, report: dict) -> None:
     """Outside the transaction: rebuild full-text indexes, delete archive copies, rewrite digests,
     and checkpoint the WAL so no forgotten byte stays in it (secure_delete zeroed freed pages)."""
-    from total_recall import digest
-
     with db.write():
         for fts in FTS_TABLES:
             if _table_exists(db, fts):
                 db.execute(f"INSERT INTO {fts} ({fts}) VALUES ('rebuild')")
     for path in report["archives"]:
         Path(path).unlink(missing_ok=True)
-    removed = []
-    for project in report["projects"]:
-        if project in report["projects_tombstoned"]:
-            removed += digest.remove_digests(project)
-    try:
-        digest.write_digests(db, [p for p in report["projects"] if p not in report["projects_tombstoned"]])
-    except OSError as exc:
-        log.warning("digest_write_failed", error=str(exc))
-    report["digests_removed"] = removed
+    report["digests_removed"] = refresh_digests(db)
     report["wal_checkpointed"] = checkpoint(db)
 
 
@@ -503,18 +493,24 @@ def archive_expiring(db: Database, settings: config.Settings | None = None, *, n
     return done
 
 
-def refresh_digests(db: Database) -> int:
-    """Rewrite every project's digests from what the database holds now; drop forgotten projects'."""
+def refresh_digests(db: Database) -> list[str]:
+    """Rewrite every project's digests from what the database holds now, and delete every other
+    file in digests/ (forgotten projects', and those named by an older key scheme, which the
+    SessionStart hook no longer reads but which would still hold their text). Returns the removed."""
     from total_recall import digest
 
     projects = [r[0] for r in db.execute("SELECT DISTINCT project FROM ideas WHERE project != ''")]
-    for (project,) in db.execute("SELECT value FROM forgotten_scopes WHERE kind = 'project'").fetchall():
-        digest.remove_digests(project)
     try:
-        digest.write_digests(db, projects)
+        written = {p.name for p in digest.write_digests(db, projects)}
     except OSError as exc:
         log.warning("digest_write_failed", error=str(exc))
-    return len(projects)
+        return []
+    removed = []
+    for path in config.paths().digests.glob("*.md"):
+        if path.name not in written:
+            path.unlink(missing_ok=True)
+            removed.append(path.name)
+    return removed
 
 
 def gzip_ok(path: Path) -> bool:
@@ -557,7 +553,7 @@ def maintain(db: Database, settings: config.Settings) -> dict:
     with db.write():
         db.execute("INSERT INTO ideas_fts (ideas_fts) VALUES ('optimize')")
         db.execute("INSERT INTO spans_fts (spans_fts) VALUES ('optimize')")
-    report["digests"] = refresh_digests(db)
+    report["digests_removed"] = refresh_digests(db)
     report["archives_repaired"] = verify_archives()
     report["archived"] = archive_expiring(db, settings)
     report["wal_checkpointed"] = checkpoint(db)
