@@ -117,16 +117,17 @@ _PRIVATE = re.compile(r"<private>.*?(?:</private>|\Z)", re.DOTALL | re.IGNORECAS
 PRIVATE_MARK = "[private]"
 
 # `.env`-style names in capitals that hold a secret: DB_PASS=, STRIPE_KEY=, GH_AUTH_TOKEN=...
-_ENV_ASSIGN = re.compile(
-    r"(?<![\w$])(?P<key>[A-Z][A-Z0-9_]*(?:PASS|PWD|SECRET|TOKEN|KEY|CREDENTIAL|AUTH)[A-Z0-9_]*)"
-    r"""[ \t]*(?:=|:(?!:))[ \t]*(?P<value>"[^"\n]*"|'[^'\n]*'|[^\s"'#,;)}\]]+)"""
-)
-# Prose: "the DB password is X", "my token was X", "the api key for staging is X".
-_PROSE = re.compile(
-    r"(?:passw(?:or)?d|passphrase|secret|token|api[ _\-]?key|pin code)\b"
-    r"(?:[ \t]+(?:for|of|on|to|at)[ \t]+[\w.\-]+)?[ \t]+(?:is|was)[ \t]+(?:now[ \t]+|still[ \t]+)?"
-    r"""["'`]?(?P<secret>[^\s"'`,;]+)""",
-    re.IGNORECASE,
+# Found like the assignments: the word first (a literal scan), then the name around it and the tail.
+_ENV_WORD = re.compile(r"PASS|PWD|SECRET|TOKEN|KEY|CREDENTIAL|AUTH")
+_ENV_NAME_CHAR = re.compile(r"[A-Z0-9_]")
+_ENV_TAIL = re.compile(r"""[ \t]*(?:=|:(?!:))[ \t]*(?P<value>"[^"\n]*"|'[^'\n]*'|[^\s"'#,;)}\]]+)""")
+# Prose: "the DB password is X", "my token was X", "the api key for staging is X"; matched on
+# the lowercased text (a case-insensitive regex is several times slower), the value taken from
+# the text itself.
+_PROSE_WORD = re.compile(r"passw(?:or)?d|passphrase|secret|token|api[ _\-]?key|pin code")
+_PROSE_TAIL = re.compile(
+    r"\b(?:[ \t]+(?:for|of|on|to|at)[ \t]+[\w.\-]+)?[ \t]+(?:is|was)[ \t]+(?:now[ \t]+|still[ \t]+)?"
+    r"""["'`]?(?P<secret>[^\s"'`,;]+)"""
 )
 _TRAILING = ".!?)]}>:"
 _MIN_RECUR = 6  # shorter values ("abc") recur in ordinary text by chance
@@ -166,6 +167,26 @@ def _detect_secrets_patterns() -> list[tuple[str, re.Pattern[str]]]:
 
 _LIBRARY_PATTERNS = _detect_secrets_patterns()
 
+# Patterns that cannot start on a literal scan every position of the text; they run only when a
+# cheaper test passes first: a substring test on the lowercased text, or a gate regex that starts
+# on a literal. (A pattern that starts with a literal is fast on its own and needs no gate; a
+# substring test per literal costs about 1 ms per MB, so gates are kept few.)
+_GATES: dict[str, tuple[str, ...] | re.Pattern[str]] = {
+    "stripe_key": ("_live_", "_test_"),
+    "azure_key": ("accountkey=", "sharedaccesskey=", "sig="),
+    "telegram_token": re.compile(r":[0-9A-Za-z_-]{35}"),
+    "discord_token": re.compile(r"\.[a-zA-Z\d_-]{6}\.[a-zA-Z\d_-]{27}"),
+}
+
+
+def _open(kind: str, text: str, lowered: str) -> bool:
+    gate = _GATES.get(kind)
+    if gate is None:
+        return True
+    if isinstance(gate, re.Pattern):
+        return gate.search(text) is not None
+    return any(literal in lowered for literal in gate)
+
 
 def strip_private(text: str) -> str:
     """``text`` with every ``<private>...</private>`` part replaced by ``[private]``."""
@@ -198,12 +219,17 @@ def _redact(text: str) -> tuple[str, int, set[str]]:
     text = strip_private(text)
     values: set[str] = set()
     total = 0
+    lowered = text.lower()
     for kind, pattern in _TOKEN_PATTERNS:
-        text, n = _substitute(text, kind, pattern, values)
-        total += n
+        if _open(kind, text, lowered):
+            text, n = _substitute(text, kind, pattern, values)
+            if n:
+                total += n
+                lowered = text.lower()
     for kind, pattern in _LIBRARY_PATTERNS:
-        text, n = _substitute(text, kind, pattern, values, library=True)
-        total += n
+        if _open(kind, text, lowered):
+            text, n = _substitute(text, kind, pattern, values, library=True)
+            total += n
     text, n = _redact_assignments(text, values)
     total += n
     text, n = _redact_env(text, values)
@@ -248,10 +274,25 @@ def _secret_like(value: str) -> bool:
     return any(c.isupper() for c in core[1:]) and any(c.islower() for c in core)
 
 
+def _env_assignments(text: str) -> Iterator[tuple[str, re.Match[str]]]:
+    """(name, tail match) of each capitalised name holding a secret word followed by = or :."""
+    for word in _ENV_WORD.finditer(text):
+        start, end = word.start(), word.end()
+        while start > 0 and _ENV_NAME_CHAR.match(text, start - 1):
+            start -= 1
+        while end < len(text) and _ENV_NAME_CHAR.match(text, end):
+            end += 1
+        if not text[start].isalpha() or (start and (text[start - 1].isalnum() or text[start - 1] in "_$")):
+            continue
+        tail = _ENV_TAIL.match(text, end)
+        if tail:
+            yield text[start:end], tail
+
+
 def _redact_env(text: str, values: set[str]) -> tuple[str, int]:
     out: list[str] = []
     done = count = 0
-    for match in _ENV_ASSIGN.finditer(text):
+    for key, match in _env_assignments(text):
         if match.start() < done:
             continue
         value = match.group("value")
@@ -260,12 +301,12 @@ def _redact_env(text: str, values: set[str]) -> tuple[str, int]:
             start, end, value = start + 1, end - 1, value[1:-1]
         if not value.strip() or value.startswith("[REDACTED") or _NOT_A_SECRET.fullmatch(value):
             continue
-        if _settings_key(match.group("key")):
+        if _settings_key(key):
             continue
         if value.isalpha() and value.islower() and len(value) < 6:
             continue  # KEY=true-ish words such as "none", "auto"
         _remember(values, value)
-        out += [text[done:start], MARK.format(_env_kind(match.group("key")))]
+        out += [text[done:start], MARK.format(_env_kind(key))]
         done = end
         count += 1
     if not count:
@@ -293,16 +334,25 @@ def _env_kind(key: str) -> str:
     return "secret"
 
 
+def _prose_values(text: str) -> Iterator[tuple[int, int]]:
+    lowered = text.lower()
+    if len(lowered) != len(text):  # rare letters whose lowercase is longer: offsets would not line up
+        lowered = "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
+    for word in _PROSE_WORD.finditer(lowered):
+        tail = _PROSE_TAIL.match(lowered, word.end())
+        if tail:
+            yield tail.span("secret")
+
+
 def _redact_prose(text: str, values: set[str]) -> tuple[str, int]:
     out: list[str] = []
     done = count = 0
-    for match in _PROSE.finditer(text):
-        value = match.group("secret")
-        if match.start() < done or not _secret_like(value):
+    for start, end in _prose_values(text):
+        value = text[start:end]
+        if start < done or not _secret_like(value):
             continue
         if _NOT_A_SECRET.fullmatch(value.rstrip(_TRAILING)):
             continue
-        start, end = match.span("secret")
         while end > start and text[end - 1] in _TRAILING:
             end -= 1
         _remember(values, text[start:end])
