@@ -148,9 +148,23 @@ def test_canaries_forgotten_by_session_idea_and_project_leave_no_byte_behind(tmp
             ).returncode
             == 0
         )
+    # A session of the forgotten project that was never indexed (said before the forget) stays out;
+    # a session begun after the forget is remembered: forgetting is not excluding.
+    s5 = write_transcript(
+        folder(tmp_path, GONE_PROJECT) / "sess-vendor-old.jsonl",
+        [("user", "We decided the Cnryproject9999 rebate applies twice.")],
+        cwd=GONE_PROJECT,
+        start=DAY,
+    )
+    s6 = write_transcript(
+        folder(tmp_path, GONE_PROJECT) / "sess-vendor-new.jsonl",
+        [("user", "We decided the new vendor portal uses single sign-on.")],
+        cwd=GONE_PROJECT,
+        start=datetime.now(timezone.utc) + timedelta(minutes=1),
+    )
     cli("daemon", "--once")
     cli("backfill", "--all", "--wait")
-    age([s1, s2, s3, s4])
+    age([s1, s2, s3, s4, s5, s6])
     cli("maintain")
 
     for kind, needle in canaries.items():
@@ -164,8 +178,11 @@ def test_canaries_forgotten_by_session_idea_and_project_leave_no_byte_behind(tmp
     assert "keep Postgres" in search_text("Postgres orders database")
     assert "Docker Compose" in search_text("keeper service Docker Compose")
     assert "Postgres" in session_start(MAIN_PROJECT)
+    assert "single sign-on" in search_text("vendor portal single sign-on")
     archived = sorted(p.name for p in config.paths().archive.iterdir())
-    assert archived == sorted(trust.archive_name(str(p)) for p in (s2, s4))
+    assert archived == sorted(trust.archive_name(str(p)) for p in (s2, s4, s5, s6))
+    old_copy = gzip.decompress((config.paths().archive / trust.archive_name(str(s5))).read_bytes())
+    assert old_copy == b"{}\n"  # its one line was said before the forget: withheld, line kept
 
 
 def test_forget_project_by_a_short_name_shared_by_two_projects_is_refused(tmp_path, fake):
@@ -368,6 +385,9 @@ def test_26_secret_kinds_reach_neither_the_home_folder_nor_the_endpoint(tmp_path
         cli("backfill", str(path), "--wait")
         cli_json("search", "Stripe Postgres setup", "--all-projects")
         requests = fake.requests()
+    (tmp_path / "claude" / "settings.json").write_text('{"cleanupPeriodDays": 10}')
+    age([path])
+    assert cli_json("maintain")["archived"]  # the archive copy is redacted too
     if extractor == "llm":
         assert any(r["path"].endswith("/chat/completions") for r in requests)
     assert db_rows("SELECT count(*) FROM messages")[0][0] == 5
@@ -632,6 +652,9 @@ def test_private_parts_are_never_stored_embedded_logged_or_sent(tmp_path, monkey
         requests = json.dumps(fake.requests())
     assert "chat/completions" in requests and "Deploy notes" in requests
     assert db_rows("SELECT count(*) FROM messages")[0][0] == 5
+    (tmp_path / "claude" / "settings.json").write_text('{"cleanupPeriodDays": 10}')
+    age([path])
+    assert cli_json("maintain")["archived"]  # the archive copy has no private part either
     for i in range(1, 6):
         needle = f"Privcanary{i}"
         assert needle not in requests, needle
@@ -686,6 +709,9 @@ def test_what_is_said_while_paused_is_never_indexed_even_by_a_later_backfill(tmp
     conn.commit()
     conn.close()
     cli("backfill", str(path), "--wait")
+    (tmp_path / "claude" / "settings.json").write_text('{"cleanupPeriodDays": 10}')
+    age([path])
+    assert cli_json("maintain")["archived"]  # archived without the paused lines
     assert found_in_home("Pausecanary1") == [] and found_in_home("Pausecanary2") == []
     text = search_text("log pausing pause ended")
     assert "before pausing" in text and "after the pause ended" in text

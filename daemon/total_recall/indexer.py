@@ -152,7 +152,6 @@ class Indexer:
             # secret value found in one message of the read is hidden in all of them.
             for msg, text in zip(result.messages, redact_batch([m.text for m in result.messages])):
                 msg.text = text
-            self._withhold(path, result.messages)
             if result.end_offset <= offset:
                 if report.rewritten:
                     self._save_offset_only(path, result, state)
@@ -165,6 +164,7 @@ class Indexer:
                 # Why: nothing of it may be kept. Outcome: only the offset moves on.
                 self._save_offset_only(path, result, {"session_id": None, "project": ""})
                 return report
+            self._withhold(path, result.messages, ident["project"])
             for chunk in self._chunks(path, result):
                 if should_stop():
                     # Trigger: SIGTERM/SIGINT. Why: shutdown should wait for one batch, not a
@@ -178,7 +178,7 @@ class Indexer:
 
     def _scope_refusal(self, path: str, session: str | None, project: str | None) -> str | None:
         """Why a transcript of an allowed path must still not be indexed, or None."""
-        scope = trust.forgotten(self.db, file=path, session=session, project=project)
+        scope = trust.forgotten(self.db, file=path, session=session)
         if scope:
             log.info("transcript_forgotten", file=path, scope=scope)
             return f"forgotten {scope}"
@@ -188,20 +188,21 @@ class Indexer:
             return f"excluded by {pattern}"
         return None
 
-    def _withhold(self, path: str, messages: list) -> None:
-        """Lines said while paused, or forgotten line by line, keep their place but not their text."""
+    def _withhold(self, path: str, messages: list, project: str | None) -> None:
+        """Lines said while paused, forgotten line by line, or said in a project before it was
+        forgotten keep their place but not their text."""
         if not messages:
             return
         ranges = trust.paused_ranges(self.db)
+        cutoff = trust.project_cutoff(self.db, project)
         forgotten = {r[0] for r in self.db.execute(
             "SELECT source_line FROM tombstones WHERE kind = 'line' AND source_file = ? "
             "AND source_line BETWEEN ? AND ?", (path, messages[0].line, messages[-1].last_line))}
         now = self.clock()
         for m in messages:
-            if m.line in forgotten:
-                m.text, m.skip_reason = "", "forgotten"
-            elif trust.in_paused(m.timestamp, ranges, now):
-                m.text, m.skip_reason = "", "paused"
+            reason = "forgotten" if m.line in forgotten else trust.withheld(m.timestamp, ranges, cutoff, now)
+            if reason:
+                m.text, m.skip_reason = "", reason
 
     def _state(self, path: str) -> dict:
         row = self.db.one(

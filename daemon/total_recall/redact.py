@@ -195,6 +195,17 @@ def strip_private(text: str) -> str:
     return _PRIVATE.sub(PRIVATE_MARK, text)
 
 
+def redact_json(obj):
+    """A copy of a parsed JSON value with every string redacted (keys too: they can hold text)."""
+    if isinstance(obj, str):
+        return redact(obj)
+    if isinstance(obj, dict):
+        return {redact(k): redact_json(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [redact_json(v) for v in obj]
+    return obj
+
+
 def redact(text: str) -> str:
     """``text`` with every secret replaced by ``[REDACTED:<kind>]``."""
     return redact_count(text)[0]

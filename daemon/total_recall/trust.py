@@ -76,14 +76,23 @@ def excluded(settings: config.Settings, *names: str | None) -> str | None:
 
 
 # -- forgotten scopes ---------------------------------------------------------------------------
-def forgotten(
-    db: Database, *, file: str | None = None, session: str | None = None, project: str | None = None
-) -> str | None:
-    """'file' / 'session' / 'project' when that scope was forgotten, else None."""
-    for kind, value in (("file", file), ("session", session), ("project", project)):
+def forgotten(db: Database, *, file: str | None = None, session: str | None = None) -> str | None:
+    """'file' / 'session' when that whole transcript or session was forgotten, else None.
+
+    A forgotten project is not refused whole: what it said before the forget is withheld line by
+    line (``project_cutoff``), and sessions begun after it are remembered again."""
+    for kind, value in (("file", file), ("session", session)):
         if value and db.one("SELECT 1 FROM forgotten_scopes WHERE kind = ? AND value = ?", (kind, value)):
             return kind
     return None
+
+
+def project_cutoff(db: Database, project: str | None) -> float | None:
+    """When the project was last forgotten: its messages said before then are never indexed."""
+    if not project:
+        return None
+    return db.scalar("SELECT max(created_at) FROM forgotten_scopes WHERE kind = 'project' AND value = ?",
+                     (project,))
 
 
 def tombstone_scope(db: Database, kind: str, value: str, now: float) -> None:
@@ -122,19 +131,31 @@ def paused_ranges(db: Database) -> list[tuple[float, float]]:
     ]
 
 
-def in_paused(stamp: str | None, ranges: list[tuple[float, float]], now: float) -> bool:
-    """Whether a message with conversation time ``stamp`` was said while paused. A message
-    without a time counts as said now."""
-    if not ranges:
-        return False
-    when = now
+def said_at(stamp: str | None, now: float) -> float:
+    """Unix time of a conversation timestamp; a message without one counts as said now."""
     if stamp:
         try:
             parsed = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-            when = (parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)).timestamp()
-        except ValueError:
+            return (parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)).timestamp()
+        except (ValueError, TypeError, AttributeError):
             pass
+    return now
+
+
+def in_paused(stamp: str | None, ranges: list[tuple[float, float]], now: float) -> bool:
+    """Whether a message with conversation time ``stamp`` was said while paused."""
+    if not ranges:
+        return False
+    when = said_at(stamp, now)
     return any(start <= when < end for start, end in ranges)
+
+
+def withheld(stamp: str | None, ranges: list[tuple[float, float]], cutoff: float | None,
+             now: float) -> str | None:
+    """'paused' or 'forgotten' when a message said at ``stamp`` must not be kept, else None."""
+    if cutoff is not None and said_at(stamp, now) < cutoff:
+        return "forgotten"
+    return "paused" if in_paused(stamp, ranges, now) else None
 
 
 def _iso(stamp: float) -> str:
