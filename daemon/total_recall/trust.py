@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
+import json
 import os
 import re
 import time
@@ -24,8 +25,15 @@ ARCHIVE_SUFFIX = ".jsonl.gz"
 
 # -- which files may be opened ----------------------------------------------------------------
 def allowed_roots(settings: config.Settings) -> list[str]:
-    """$CLAUDE_CONFIG_DIR/projects plus the roots named in [privacy] extra_roots, resolved."""
+    """$CLAUDE_CONFIG_DIR/projects, the projects folder of the Claude config that `install` wrote
+    our hooks into (a service may run without CLAUDE_CONFIG_DIR), and [privacy] extra_roots."""
     roots = [config.claude_config_dir() / "projects"]
+    try:
+        installed = json.loads((config.home() / "installed.json").read_text(encoding="utf-8"))
+        if isinstance(installed, dict) and isinstance(installed.get("settings_path"), str):
+            roots.append(Path(installed["settings_path"]).parent / "projects")
+    except (OSError, ValueError):
+        pass
     roots += [Path(r).expanduser() for r in settings.get("privacy", "extra_roots") or []]
     return [os.path.realpath(r) for r in roots]
 
