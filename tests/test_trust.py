@@ -878,7 +878,9 @@ def test_a_daemon_without_claude_config_dir_still_reads_the_folder_install_used(
     claude = tmp_path / "custom-claude"
     (claude / "skills").mkdir(parents=True)
     install.install(claude_dir=claude)
-    path = write_transcript(claude / "projects" / "-p" / "sess-c.jsonl", [("user", "We decided X.")], cwd="/p")
+    path = write_transcript(
+        claude / "projects" / "-p" / "sess-c.jsonl", [("user", "We decided X.")], cwd="/p"
+    )
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))  # what a service would see
     assert trust.refusal(str(path), config.load()) is None
     assert trust.refusal(str(tmp_path / "other" / "s.jsonl"), config.load())
