@@ -884,3 +884,21 @@ def test_a_daemon_without_claude_config_dir_still_reads_the_folder_install_used(
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))  # what a service would see
     assert trust.refusal(str(path), config.load()) is None
     assert trust.refusal(str(tmp_path / "other" / "s.jsonl"), config.load())
+
+
+def test_a_memory_also_said_in_another_session_stays_but_stops_citing_the_forgotten_one(tmp_path, fake):
+    project = "/home/dev/projects/shared"
+    fact = "The staging database runs on port 5433."
+    first = write_transcript(folder(tmp_path, project) / "sess-a.jsonl", [("user", fact)], cwd=project)
+    write_transcript(
+        folder(tmp_path, project) / "sess-b.jsonl",
+        [("user", fact)],
+        cwd=project,
+        start=DAY + timedelta(days=1),
+    )
+    cli("backfill", "--all", "--wait")
+    [(idea_id, mentions)] = db_rows("SELECT id, mention_count FROM ideas WHERE content LIKE '%5433%'")
+    assert mentions == 2
+    cli_json("forget", "--session", "sess-b")
+    assert db_rows("SELECT id, mention_count FROM ideas WHERE content LIKE '%5433%'") == [(idea_id, 1)]
+    assert db_rows("SELECT source_file FROM idea_sources WHERE idea_id = ?", (idea_id,)) == [(str(first),)]

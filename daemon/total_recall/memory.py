@@ -187,6 +187,14 @@ def _forget_in_transaction(db: Database, idea_id, session, projects, before, now
     _delete_vectors(db, "ideas", ids)
     if ids:
         db.execute(f"DELETE FROM ideas WHERE id IN ({_in(ids)})", ids)
+    # A memory also said elsewhere stays, but no longer cites a forgotten line.
+    cited = set()
+    for f, ln in lines:
+        cited |= {r[0] for r in db.execute(
+            "SELECT idea_id FROM idea_sources WHERE source_file = ? AND source_line = ?", (f, ln))}
+        db.execute("DELETE FROM idea_sources WHERE source_file = ? AND source_line = ?", (f, ln))
+    db.executemany("UPDATE ideas SET mention_count = max(1, (SELECT count(*) FROM idea_sources "
+                   "WHERE idea_id = ideas.id)) WHERE id = ?", [(i,) for i in sorted(cited)])
 
     # Messages: a scope's rows go; one memory's source lines keep their place, not their text.
     message_ids = []
