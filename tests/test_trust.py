@@ -902,3 +902,16 @@ def test_a_memory_also_said_in_another_session_stays_but_stops_citing_the_forgot
     cli_json("forget", "--session", "sess-b")
     assert db_rows("SELECT id, mention_count FROM ideas WHERE content LIKE '%5433%'") == [(idea_id, 1)]
     assert db_rows("SELECT source_file FROM idea_sources WHERE idea_id = ?", (idea_id,)) == [(str(first),)]
+
+
+def test_what_the_extractor_writes_is_redacted_too():
+    raw = {
+        "topic_update": {"name": "Deploy keys", "summary": "We set DB_PASS=Kx7mQ2vZp9 for staging."},
+        "new_span": {"name": "hf_QwErTyUiOpAsDfGhJkLzXcVbNmQwErTy rollout", "reason": "<private>home</private>"},
+        "items": [{"type": "context", "content": "The key is sk_live_51HqWeRtYuIoPaSdFgHjKlZx.", "source_line": 1}],
+    }
+    out = protocol.validate_output(raw, {1}).output
+    text = json.dumps(out)
+    for needle in ("Kx7mQ2vZp9", "hf_QwErTy", "sk_live_51Hq", "home"):
+        assert needle not in text, needle
+    assert protocol.validate_output(out, {1}).output == out  # still a fixpoint of the validator

@@ -379,6 +379,14 @@ def _as_text(value: Any, limit: int) -> str | None:
     return value.strip()[:limit]
 
 
+def _clean(value: Any, limit: int) -> str | None:
+    """Text the extractor wrote, redacted like conversation text (defence in depth: it only saw
+    redacted input), then cut to ``limit``; redaction first, so validating again changes nothing."""
+    from total_recall.redact import redact
+
+    return _as_text(redact(value) if isinstance(value, str) else value, limit)
+
+
 def _secret_or_private(text: str) -> bool:
     """Whether an entity name is (or holds) a secret: names are never redacted in place, only dropped."""
     from total_recall.redact import PRIVATE_MARK, redact
@@ -436,7 +444,8 @@ class _Checker:
         if name is None:
             self.note("topic_update is missing a name; the current topic is kept")
             return empty
-        out = {"name": name, "summary": _as_text(raw.get("summary"), MAX_TEXT_CHARS) or ""}
+        name = _clean(name, MAX_NAME_CHARS)
+        out = {"name": name, "summary": _clean(raw.get("summary"), MAX_TEXT_CHARS) or ""}
         self._optional_start(raw, out, "topic_update")
         return out
 
@@ -447,7 +456,8 @@ class _Checker:
         if name is None:
             self.note("new_span is malformed; ignored")
             return None
-        out = {"name": name, "reason": _as_text(raw.get("reason"), MAX_TEXT_CHARS) or ""}
+        name = _clean(name, MAX_NAME_CHARS)
+        out = {"name": name, "reason": _clean(raw.get("reason"), MAX_TEXT_CHARS) or ""}
         self._optional_start(raw, out, "new_span")
         return out
 
@@ -465,7 +475,7 @@ class _Checker:
         intent = intent.strip().lower() if isinstance(intent, str) else intent
         if intent not in INTENTS:
             return f"unknown type {raw.get('type')!r}", None
-        content = _as_text(raw.get("content"), MAX_TEXT_CHARS)
+        content = _clean(raw.get("content"), MAX_TEXT_CHARS)
         if content is None:
             return "content is not a non-empty string", None
         line = self.line(raw.get("source_line"))
