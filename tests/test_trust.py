@@ -907,8 +907,13 @@ def test_a_memory_also_said_in_another_session_stays_but_stops_citing_the_forgot
 def test_what_the_extractor_writes_is_redacted_too():
     raw = {
         "topic_update": {"name": "Deploy keys", "summary": "We set DB_PASS=Kx7mQ2vZp9 for staging."},
-        "new_span": {"name": "hf_QwErTyUiOpAsDfGhJkLzXcVbNmQwErTy rollout", "reason": "<private>home</private>"},
-        "items": [{"type": "context", "content": "The key is sk_live_51HqWeRtYuIoPaSdFgHjKlZx.", "source_line": 1}],
+        "new_span": {
+            "name": "hf_QwErTyUiOpAsDfGhJkLzXcVbNmQwErTy rollout",
+            "reason": "<private>home</private>",
+        },
+        "items": [
+            {"type": "context", "content": "The key is sk_live_51HqWeRtYuIoPaSdFgHjKlZx.", "source_line": 1}
+        ],
     }
     out = protocol.validate_output(raw, {1}).output
     text = json.dumps(out)
