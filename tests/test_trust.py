@@ -920,3 +920,8 @@ def test_what_the_extractor_writes_is_redacted_too():
     for needle in ("Kx7mQ2vZp9", "hf_QwErTy", "sk_live_51Hq", "home"):
         assert needle not in text, needle
     assert protocol.validate_output(out, {1}).output == out  # still a fixpoint of the validator
+
+
+def test_an_ordinary_word_used_as_a_value_is_not_hidden_everywhere():
+    first, later = redact_batch(['api_key: "production"', "deploy to production on Friday"])
+    assert "production" not in first and later == "deploy to production on Friday"

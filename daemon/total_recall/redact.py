@@ -268,8 +268,12 @@ def _replace_word(text: str, value: str) -> str:
 
 
 def _remember(values: set[str], secret: str) -> None:
+    """Keep a found value to hide where it recurs, unless it is an ordinary word ("production"),
+    which would then be hidden all over the batch."""
     secret = secret.strip().strip("\"'")
-    if len(secret) >= _MIN_RECUR and "[REDACTED" not in secret and "\n" not in secret:
+    if len(secret) < _MIN_RECUR or "[REDACTED" in secret or "\n" in secret:
+        return
+    if _secret_like(secret) or len(secret) >= 16:
         values.add(secret)
 
 
