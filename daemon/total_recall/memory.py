@@ -97,7 +97,10 @@ def _resolve_forget_project(db: Database, project: str) -> list[str]:
     """The one project a --project argument names; several matches are listed and refused."""
     from total_recall.search import resolve_projects
 
-    hits = resolve_projects(db, project, False, None) or []
+    try:
+        hits = resolve_projects(db, project, False, None) or []
+    except TotalRecallError:
+        hits = []
     as_path = os.path.abspath(os.path.expanduser(project))
     exact = [h for h in hits if h in (project, as_path, project.rstrip("/"), as_path.rstrip("/"))]
     if exact:
