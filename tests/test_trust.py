@@ -783,7 +783,7 @@ def test_forget_removes_rows_of_every_listed_table_of_conversation_text(tmp_path
                 "source_line INTEGER NOT NULL, message_line INTEGER NOT NULL, "
                 "seq INTEGER NOT NULL DEFAULT 0, session_id TEXT, project TEXT, role TEXT NOT NULL, "
                 "kind TEXT NOT NULL, timestamp TEXT, content TEXT NOT NULL, "
-                "UNIQUE (source_file, source_line, seq))"
+                "context TEXT NOT NULL DEFAULT '', UNIQUE (source_file, source_line, seq))"
             )
             database.execute(  # where the recall work already made chunks, these are the same rows
                 "INSERT OR IGNORE INTO chunks (source_file, source_line, message_line, seq, session_id, "
@@ -791,11 +791,17 @@ def test_forget_removes_rows_of_every_listed_table_of_conversation_text(tmp_path
                 "SELECT source_file, source_line, source_line, 0, session_id, "
                 "project, role, kind, timestamp, content FROM messages"
             )
+            database.execute(  # the reply's chunk carries the end of the turn before it
+                "UPDATE chunks SET context = (SELECT content FROM messages WHERE source_line = 1) "
+                "WHERE source_line = 2 AND context = ''"
+            )
         [(idea_id,)] = database.execute("SELECT id FROM ideas WHERE content LIKE '%Chunkcanary8%'").fetchall()
         report = memory.forget(database, idea_id)
         assert report["chunks_removed"] >= 1
         left = " ".join(r[0] for r in database.execute("SELECT content FROM chunks"))
         assert "Chunkcanary8" not in left and "keep the API stable" in left
+        contexts = " ".join(r[0] for r in database.execute("SELECT context FROM chunks"))
+        assert "Chunkcanary8" not in contexts
         report = memory.forget(database, session="sess-chunk")
         assert report["chunks_removed"] >= 1
         assert database.execute("SELECT count(*) FROM chunks").fetchone() == (0,)

@@ -203,6 +203,8 @@ class Indexer:
             reason = "forgotten" if m.line in forgotten else trust.withheld(m.timestamp, ranges, cutoff, now)
             if reason:
                 m.text, m.skip_reason = "", reason
+                if getattr(m, "parts", None):  # per-line pieces of a merged response, where present
+                    m.parts = []
 
     def _state(self, path: str) -> dict:
         row = self.db.one(

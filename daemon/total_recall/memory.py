@@ -70,8 +70,9 @@ SOURCE_TABLES: dict[str, dict[str, str | None]] = {
     "spans": {"file": "source_file", "line": None, "session": "session_id", "project": "project",
               "time": "started_at"},
     # Search chunks of the conversation's own lines (the recall work); skipped while absent.
+    # "quotes": a column holding the end of an earlier turn, blanked where it quotes what went.
     "chunks": {"file": "source_file", "line": "source_line", "also_line": "message_line",
-               "session": "session_id", "project": "project", "time": "timestamp"},
+               "session": "session_id", "project": "project", "time": "timestamp", "quotes": "context"},
 }
 VECTOR_TABLES = {"ideas": ("idea_embeddings", "idea_id"), "spans": ("span_embeddings", "span_id"),
                  "messages": ("message_embeddings", "message_id"), "chunks": ("chunk_embeddings", "chunk_id")}
@@ -175,6 +176,8 @@ def _forget_in_transaction(db: Database, idea_id, session, projects, before, now
                 f"SELECT DISTINCT source_file FROM messages WHERE {fwhere}", fparams * 2)})
     lines = sorted(set(lines))
     texts = [r[0] for r in db.execute(f"SELECT content FROM ideas WHERE id IN ({_in(ids)})", ids)]
+    said = [r[0] for f, ln in (lines if idea_id is not None else []) for r in db.execute(
+        "SELECT content FROM messages WHERE source_file = ? AND source_line = ? AND content != ''", (f, ln))]
     entity_ids = sorted({r[0] for r in db.execute(
         f"SELECT entity_id FROM idea_entities WHERE idea_id IN ({_in(ids)})", ids)}) if ids else []
     span_ids = _spans_drawing_on(db, ids, lines)
@@ -227,6 +230,8 @@ def _forget_in_transaction(db: Database, idea_id, session, projects, before, now
         _delete_vectors(db, table, sorted(gone))
         db.executemany(f"DELETE FROM {table} WHERE id = ?", [(i,) for i in sorted(gone)])
         other_rows[table] = len(gone)
+        if cols.get("quotes") and idea_id is not None:  # a scope's rows of those files are gone already
+            _blank_quotes(db, table, cols, {f for f, _ in lines}, texts + said)
 
     # Spans: a scope's spans go (with their sub-spans); others that drew on what went are re-derived.
     gone_spans = _with_descendants(db, scoped_spans)
@@ -253,6 +258,19 @@ def _forget_in_transaction(db: Database, idea_id, session, projects, before, now
         "archives": [str(a) for a in _archive_copies(scope_files)],
         "projects": sorted({p for p in touched_projects if p}),
     }
+
+
+def _blank_quotes(db: Database, table: str, cols: dict, files: set[str], texts: list[str]) -> None:
+    """Rows that carry the end of an earlier turn (a chunk's context) lose it where it quotes
+    forgotten text; the end of a turn is recognised by its last 12 words."""
+    for text in texts:
+        words = text.split()
+        if len(words) < 3:
+            continue
+        needle = " ".join(words[-12:])
+        for f in files:
+            db.execute(f"UPDATE {table} SET {cols['quotes']} = '' WHERE {cols['file']} = ? "
+                       f"AND instr({cols['quotes']}, ?) > 0", (f, needle))
 
 
 def _spans_drawing_on(db: Database, ids: list[int], lines: list[tuple]) -> list[int]:
