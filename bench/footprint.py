@@ -96,7 +96,7 @@ def measure(samples: list[dict], messages: int) -> dict[str, Any]:
             box.wait_for_socket(daemon)
             time.sleep(SETTLE_SECONDS)
             idle_start = harness.rss_kb(daemon.pid)
-            root = box.root / "transcripts"
+            root = box.claude / "projects"  # only transcripts under it are read
             _, total = corpus_of(samples, root, messages)
             box.cli("backfill", str(root), "--json")
             peak, peak_anon, seconds = _watch(daemon.pid, box.db_path, timeout=3600)

@@ -120,7 +120,7 @@ def slices(files: list[str], root: Path, parts: int) -> list[tuple[Path, int]]:
     size = max(1, math.ceil(len(files) / max(1, parts)))
     out = []
     for index in range(0, len(files), size):
-        folder = root.parent / f"slice{len(out)}"
+        folder = root / f"slice{len(out)}"  # still under the projects folder
         messages = 0
         for path in map(Path, files[index:index + size]):
             target = folder / path.parent.name / path.name
@@ -138,7 +138,7 @@ def offline_run(samples: list[dict], messages: int, parts: int) -> dict[str, Any
     it, so load from other processes hits a ratio's two sides alike; the figure is their median.
     """
     with harness.Sandbox() as box:
-        root = box.root / "transcripts"
+        root = box.claude / "projects"  # only transcripts under it are read
         corpus, total = corpus_of(samples, root, messages)
         bare = BareEmbedding(transcript_texts(corpus.files))
         _progress(f"embedded default: {total} messages in {len(corpus.files)} transcripts, {parts} slices ...")
@@ -160,7 +160,7 @@ def llm_run(samples: list[dict], messages: int) -> dict[str, Any]:
     with harness.Sandbox() as box, LLMServer(box.root / "llm") as srv:
         box.extra_env.update({"TOTAL_RECALL_LLM_BASE_URL": srv.base_url, "TOTAL_RECALL_LLM_MODEL": "fake-model",
                               "TOTAL_RECALL_LLM_API_KEY": "bench", "TOTAL_RECALL_LLM_DAILY_TOKEN_BUDGET": "0"})
-        root = box.root / "transcripts"
+        root = box.claude / "projects"  # only transcripts under it are read
         corpus, total = corpus_of(samples, root, messages)
         _progress(f"LLM path: {total} messages in {len(corpus.files)} transcripts ...")
         result = backfill(box, root)

@@ -232,7 +232,7 @@ def evaluate_set(name: str, ks: Sequence[int], locomo_path: Path, beam_root: Pat
     """One dataset in its own throw-away home; returns every figure."""
     k = max(ks)
     with harness.Sandbox() as box:
-        root = box.root / "transcripts"
+        root = box.claude / "projects"  # only transcripts under it are read
         corpus, qs, left_out = load_set(name, root, locomo_path, beam_root)
         stats, sources = index(box, corpus, root)
         stats["evidence_with_an_idea"] = _extraction_ceiling(corpus, qs, sources)

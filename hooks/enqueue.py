@@ -14,6 +14,11 @@ Where the record goes:
   2. otherwise one JSON line appended to $TOTAL_RECALL_HOME/spool.jsonl under an exclusive
      flock; the daemon drains it under the same lock.
 Then $TOTAL_RECALL_HOME/wake is touched so the daemon's file watcher wakes at once.
+
+Only a regular *.jsonl file under $CLAUDE_CONFIG_DIR/projects (or a root named in config.toml
+[privacy] extra_roots / TOTAL_RECALL_PRIVACY_EXTRA_ROOTS), named by an absolute path without
+"..", whose resolved path stays under that root, is even stat'ed and recorded. Anything else
+is dropped; the reason goes to $TOTAL_RECALL_HOME/refused.log (the daemon re-checks every path).
 """
 
 from __future__ import annotations
@@ -94,6 +99,75 @@ def size_of(path: str) -> int | None:
     return st.st_size if stat.S_ISREG(st.st_mode) else None
 
 
+def claude_projects() -> str:
+    return os.path.join(os.path.expanduser(os.environ.get("CLAUDE_CONFIG_DIR") or "~/.claude"), "projects")
+
+
+def extra_roots(home: str) -> list[str]:
+    """Roots besides the Claude projects folder, from the environment or config.toml [privacy]."""
+    raw = os.environ.get("TOTAL_RECALL_PRIVACY_EXTRA_ROOTS")
+    if raw is not None:
+        return [r.strip() for r in raw.split(",") if r.strip()]
+    path = os.path.join(home, "config.toml")
+    if not os.path.isfile(path):
+        return []
+    try:
+        import tomllib
+
+        with open(path, "rb") as fh:
+            roots = tomllib.load(fh).get("privacy", {}).get("extra_roots", [])
+    except Exception:
+        # Trigger: Python 3.10 (no tomllib) or an unreadable config. Why: stdlib only, and a
+        # broken config must not break the hook. Outcome: only the Claude projects folder.
+        return []
+    return [r for r in roots if isinstance(r, str)] if isinstance(roots, list) else []
+
+
+def refusal(path: str, home: str) -> str | None:
+    """Why the transcript must not be touched, or None. Same rule as total_recall.trust.refusal."""
+    if "\x00" in path:
+        return "not a path"
+    if not os.path.isabs(path):
+        return "not an absolute path"
+    if ".." in path.split(os.sep):
+        return "path contains '..'"
+    if not path.endswith(".jsonl"):
+        return "not a .jsonl file"
+    try:
+        real = os.path.realpath(path)
+    except (OSError, ValueError):
+        return "path cannot be resolved"
+
+    def under(roots: list[str]) -> bool:
+        resolved = [os.path.realpath(os.path.expanduser(r)).rstrip(os.sep) + os.sep for r in roots]
+        return any(real.startswith(r) for r in resolved)
+
+    if not under([claude_projects()]) and not under(extra_roots(home)):
+        return "outside the Claude projects folder (and [privacy] extra_roots)"
+    try:
+        if not stat.S_ISREG(os.stat(real).st_mode):
+            return "not a regular file"
+    except FileNotFoundError:
+        return None  # not written yet: recorded without a size, the daemon finds it missing
+    except (OSError, ValueError):
+        return "cannot be examined"
+    return None
+
+
+def log_refusal(home: str, reason: str, path: str) -> None:
+    line = json.dumps({"at": time.time(), "reason": reason, "path": path[:300]}, ensure_ascii=True) + "\n"
+    try:
+        os.makedirs(home, mode=0o700, exist_ok=True)
+        fd = os.open(os.path.join(home, "refused.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            if os.fstat(fd).st_size < (1 << 20):  # bounded: a flood of bad payloads cannot fill the disk
+                os.write(fd, line.encode("ascii"))
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+
+
 def build_record(data: dict, argv: list[str]) -> dict | None:
     event = text_field(data, "hook_event_name") or (argv[1] if len(argv) > 1 and argv[1] else "unknown")
     path = text_field(data, "transcript_path")
@@ -107,7 +181,7 @@ def build_record(data: dict, argv: list[str]) -> dict | None:
         "session_id": text_field(data, "session_id"),
         "cwd": text_field(data, "cwd"),
         "event": event,
-        "size_seen": size_of(path),
+        "size_seen": None,  # stat'ed only once the path is allowed
         "enqueued_at": time.time(),
     }
 
@@ -183,11 +257,17 @@ def touch_wake(home: str) -> None:
 
 
 def main(argv: list[str]) -> None:
+    os.umask(0o077)  # whatever the user's umask, what we create is private
     raw, truncated = read_stdin()
     record = build_record(parse(raw, truncated), argv)
     if record is None:
         return
     home = os.path.expanduser(os.environ.get("TOTAL_RECALL_HOME") or DEFAULT_HOME)
+    reason = refusal(record["transcript_path"], home)
+    if reason is not None:
+        log_refusal(home, reason, record["transcript_path"])
+        return
+    record["size_seen"] = size_of(record["transcript_path"])
     if not insert_row(os.path.join(home, "memory.db"), record):
         # Trigger: no database yet, locked past DB_TIMEOUT, or unusable. Why: the hook must
         # finish fast and never lose the event. Outcome: the daemon imports the spool line.

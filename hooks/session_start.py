@@ -26,11 +26,17 @@ OPEN_TAG, CLOSE_TAG = "<total-recall-context>", "</total-recall-context>"
 
 
 def digest_key(project_dir: str) -> str:
-    """File name stem for a project: every character outside [A-Za-z0-9] becomes '-'.
-
-    The rule Claude Code uses for its ~/.claude/projects/<folder> names.
+    """File name stem for a project: Claude Code's folder rule (every character outside
+    [A-Za-z0-9] becomes '-') plus a short hash of the NFC-normalised path, so client-a and
+    client_a never share a digest. Same as total_recall.trust.digest_key (a test pins it).
     """
-    return "".join(c if c.isascii() and c.isalnum() else "-" for c in project_dir)
+    import hashlib
+    import unicodedata
+
+    norm = unicodedata.normalize("NFC", project_dir)
+    norm = os.path.normpath(norm) if norm else norm
+    folder = "".join(c if c.isascii() and c.isalnum() else "-" for c in norm)[:120]
+    return folder + "-" + hashlib.sha256(norm.encode("utf-8", "surrogatepass")).hexdigest()[:10]
 
 
 def read_input() -> dict:

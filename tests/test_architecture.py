@@ -91,7 +91,8 @@ def test_hooks_import_only_the_standard_library(hook):
 
 def test_the_hook_at_runtime_loads_nothing_but_the_standard_library(tmp_path):
     """Run the shim the way Claude Code does, with input it accepts, and list what got loaded."""
-    transcript = tmp_path / "s.jsonl"
+    transcript = tmp_path / "claude" / "projects" / "-p" / "s.jsonl"
+    transcript.parent.mkdir(parents=True)
     transcript.write_text("{}\n")
     payload = json.dumps({"session_id": "s", "transcript_path": str(transcript), "hook_event_name": "Stop"})
     code = (
@@ -102,7 +103,8 @@ def test_the_hook_at_runtime_loads_nothing_but_the_standard_library(tmp_path):
     )
     done = subprocess.run([sys.executable, "-I", "-S", "-c", code, str(HOOKS / "enqueue.py"), payload],
                           capture_output=True, text=True, timeout=60,
-                          env={"TOTAL_RECALL_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin"})
+                          env={"TOTAL_RECALL_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin",
+                               "CLAUDE_CONFIG_DIR": str(tmp_path / "claude")})
     loaded = set(json.loads(done.stdout.splitlines()[-1]))
     assert not {m for m in loaded if m not in sys.stdlib_module_names and m not in sys.builtin_module_names
                 and not m.startswith("_")}

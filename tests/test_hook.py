@@ -61,7 +61,7 @@ def spool_lines(home: Path) -> list[dict]:
 
 @pytest.fixture
 def transcript(tmp_path) -> Path:
-    path = tmp_path / "projects" / "-home-u-proj" / "abc.jsonl"
+    path = tmp_path / "claude" / "projects" / "-home-u-proj" / "abc.jsonl"
     path.parent.mkdir(parents=True)
     path.write_text('{"type":"user"}\n{"type":"assistant"}\n', encoding="utf-8")
     return path
@@ -113,7 +113,7 @@ def test_hook_leaves_journal_mode_alone(isolated_home, transcript):
 
 def test_subagent_stop_records_the_subagent_transcript(isolated_home, transcript, tmp_path):
     dbfile = make_db(isolated_home)
-    agent = tmp_path / "agent-def.jsonl"
+    agent = transcript.parent / "agent-def.jsonl"
     agent.write_text("{}\n", encoding="utf-8")
     payload = stop_payload(transcript, hook_event_name="SubagentStop", agent_transcript_path=str(agent))
     run_hook(ENQUEUE, payload)
@@ -139,7 +139,7 @@ def test_wrong_typed_fields_are_treated_as_missing(isolated_home, transcript):
 
 def test_missing_transcript_file_is_recorded_without_size(isolated_home, tmp_path):
     dbfile = make_db(isolated_home)
-    run_hook(ENQUEUE, stop_payload(tmp_path / "not-yet.jsonl"))
+    run_hook(ENQUEUE, stop_payload(tmp_path / "claude" / "projects" / "-p" / "not-yet.jsonl"))
     [row] = queue_rows(dbfile)
     assert row["size_seen"] is None
 
@@ -241,14 +241,15 @@ def test_locked_database_goes_to_the_spool(isolated_home, transcript):
     assert queue_rows(dbfile) == []
 
 
-def test_fifo_transcript_is_recorded_without_blocking(isolated_home, tmp_path):
+def test_fifo_transcript_is_dropped_without_blocking(isolated_home, tmp_path):
     dbfile = make_db(isolated_home)
-    fifo = tmp_path / "pipe.jsonl"
+    fifo = tmp_path / "claude" / "projects" / "-home-u-proj" / "pipe.jsonl"
+    fifo.parent.mkdir(parents=True)
     os.mkfifo(fifo)
     done = run_hook(ENQUEUE, stop_payload(fifo))
     assert done.returncode == 0
-    [row] = queue_rows(dbfile)
-    assert (row["transcript_path"], row["size_seen"]) == (str(fifo), None)
+    assert queue_rows(dbfile) == []  # only regular files are recorded (issue 12, section 3)
+    assert "not a regular file" in (isolated_home / "refused.log").read_text()
 
 
 ODD_NAMES = [
@@ -265,7 +266,7 @@ def test_odd_paths_are_recorded_exactly(isolated_home, tmp_path, spool):
     dbfile = None if spool else make_db(isolated_home)
     paths = []
     for name in ODD_NAMES:
-        path = tmp_path / "t" / name
+        path = tmp_path / "claude" / "projects" / "t" / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("{}\n", encoding="utf-8")
         paths.append(str(path))
@@ -315,8 +316,9 @@ def test_concurrent_hooks_lose_nothing_while_another_process_writes(isolated_hom
 
 
 def write_digest(home: Path, project: Path, text: str) -> Path:
-    key = re.sub(r"[^A-Za-z0-9]", "-", str(project))
-    path = home / "digests" / f"{key}.md"
+    from total_recall import trust
+
+    path = home / "digests" / f"{trust.digest_key(str(project))}.md"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path
@@ -386,7 +388,9 @@ def test_session_start_without_digest_prints_nothing(isolated_home, tmp_path, pa
 
 
 def test_session_start_ignores_a_fifo_digest(isolated_home, tmp_path):
-    key = re.sub(r"[^A-Za-z0-9]", "-", str(tmp_path))
+    from total_recall import trust
+
+    key = trust.digest_key(str(tmp_path))
     (isolated_home / "digests").mkdir(parents=True)
     os.mkfifo(isolated_home / "digests" / f"{key}.md")
     done = run_hook(SESSION_START, start_payload(tmp_path))
@@ -398,7 +402,8 @@ def test_session_start_ignores_a_fifo_digest(isolated_home, tmp_path):
 
 @pytest.mark.parametrize("hook", [ENQUEUE, SESSION_START], ids=lambda p: p.name)
 def test_hooks_import_only_cheap_stdlib_modules(hook):
-    allowed = {"__future__", "json", "os", "sys", "time", "stat", "sqlite3", "fcntl", "tomllib"}
+    allowed = {"__future__", "json", "os", "sys", "time", "stat", "sqlite3", "fcntl", "tomllib", "hashlib",
+               "unicodedata"}
     imported = set()
     for node in ast.walk(ast.parse(hook.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):

@@ -82,7 +82,7 @@ def special_paths(tmp_path: Path) -> list[str]:
     ]
 
 
-def test_special_and_malformed_paths_are_recorded_never_followed_and_never_block(tmp_path, fake):
+def test_special_and_malformed_paths_are_dropped_never_followed_and_never_block(tmp_path, fake):
     cli("init")
     special_paths_given = special_paths(tmp_path)
     for path in special_paths_given:
@@ -100,11 +100,9 @@ def test_special_and_malformed_paths_are_recorded_never_followed_and_never_block
     states = dict(db_rows("SELECT state, count(*) FROM work_queue GROUP BY state"))
     assert not states.get("pending") and not states.get("claimed"), states
     assert not (config.paths().spool.exists() and config.paths().spool.read_bytes().strip())
-    # Every path was recorded as given, except the empty one and the one no database can store.
+    # Only regular *.jsonl files under the projects folder are recorded (issue 12): none of these.
     recorded = [r[0] for r in db_rows("SELECT transcript_path FROM work_queue ORDER BY id")]
-    assert recorded == [p for p in special_paths_given if p and "\udc80" not in p] + [str(good)]
-    assert db_rows("SELECT DISTINCT last_error FROM work_queue WHERE transcript_path != ?", (str(good),)) == \
-        [("transcript missing",)]
+    assert recorded == [str(good)]
     # The good transcript behind them was indexed; nothing came out of the special files.
     assert {r[0] for r in db_rows("SELECT DISTINCT source_file FROM messages")} == {str(good)}
     assert db_rows("SELECT count(*) FROM messages")[0][0] == len(TALK)
@@ -127,13 +125,14 @@ def test_odd_transcript_names_are_indexed_under_their_exact_path(tmp_path, fake)
         assert db_rows("SELECT count(*) FROM messages WHERE source_file = ?", (path,))[0][0] == len(TALK)
 
 
-def test_overlong_transcript_name_is_recorded_as_missing_not_retried_forever(tmp_path, fake):
+def test_overlong_transcript_name_is_dropped_not_retried_forever(tmp_path, fake):
     cli("init")
     path = projects(tmp_path) / ("x" * 5000 + ".jsonl")
     assert hook({"session_id": "s", "transcript_path": str(path), "cwd": PROJECT,
                  "hook_event_name": "Stop"}).returncode == 0
     assert cli("daemon", "--once", timeout=120).returncode == 0
-    assert db_rows("SELECT state, last_error FROM work_queue") == [("done", "transcript missing")]
+    assert db_rows("SELECT state, last_error FROM work_queue") == []  # the hook could not examine it
+    assert "cannot be examined" in (config.paths().home / "refused.log").read_text()
 
 
 FIFO_READER = textwrap.dedent(

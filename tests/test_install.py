@@ -169,7 +169,8 @@ def test_installed_command_enqueues_when_run_by_sh(claude_dir, skills_src, isola
     """The exact string Claude Code would run, in an environment without our variables."""
     install.install(skills_source=skills_src)
     db.connect(isolated_home / "memory.db").close()
-    transcript = tmp_path / "session.jsonl"
+    transcript = claude_dir / "projects" / "-p" / "session.jsonl"  # only these are ever recorded
+    transcript.parent.mkdir(parents=True, exist_ok=True)
     transcript.write_text("{}\n", encoding="utf-8")
     [command] = our_commands(read_json(claude_dir / "settings.json"), "Stop")
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOTAL_RECALL_")}

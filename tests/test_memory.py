@@ -79,7 +79,8 @@ def test_forget_removes_from_every_index_and_backfill_does_not_restore(tmp_path)
     assert db_rows("SELECT count(*) FROM idea_sources WHERE idea_id = ?", (idea_id,))[0][0] == 0
     events = db_rows("SELECT action, old FROM memory_events WHERE object_id = ? AND kind = 'idea' ORDER BY id",
                      (idea_id,))
-    assert events[-1][0] == "forget" and "passphrase" in events[-1][1]
+    # The event stays, the forgotten text does not (issue 12).
+    assert events[-1][0] == "forget" and all("passphrase" not in (e[1] or "") for e in events)
     results = cli_json("search", "office cat passphrase", "--all-projects")
     assert not [r for r in results if r["kind"] == "idea" and r["id"] == idea_id]
     assert all("passphrase" not in (r["content"] or "") + (r.get("name") or "") for r in results)

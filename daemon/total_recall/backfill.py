@@ -7,9 +7,9 @@ import sys
 import time
 from pathlib import Path
 
-from total_recall import config, queue, transcript
+from total_recall import config, queue, transcript, trust
 from total_recall.db import Database
-from total_recall.errors import NotFound
+from total_recall.errors import NotFound, TotalRecallError
 
 
 def encode_project_dir(cwd: str) -> str:
@@ -61,6 +61,12 @@ def backfill(path: str | None, *, all_transcripts: bool = False, session: str | 
     database = dbmod.connect(settings=settings)
     try:
         files = targets(path, all_transcripts=all_transcripts, session=session)
+        refused = {str(f): trust.refusal(str(f), settings) for f in files}
+        if path and len(files) == 1 and refused[str(files[0])]:
+            root = config.claude_config_dir() / "projects"
+            raise TotalRecallError(f"{path}: {refused[str(files[0])]}; only transcripts under {root} "
+                                   "(or [privacy] extra_roots) are read")
+        files = [f for f in files if not refused[str(f)]]
         queued = []
         for f in files:
             if _already_indexed(database, f):

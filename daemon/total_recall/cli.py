@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -253,9 +254,35 @@ def cmd_forget(args) -> int:
         from total_recall.search import resolve_session
 
         session = resolve_session(database, session)
-    _print(memory.forget(database, args.id, session=session, project=args.project, before=args.before),
-           args.json, _kv)
+    _print(memory.forget(database, args.id, session=session, project=args.project, before=args.before,
+                         dry_run=args.dry_run), args.json, _kv)
     return 0
+
+
+@command("pause")
+def cmd_pause(args) -> int:
+    from total_recall import trust
+
+    _print(trust.pause(_db(), parse_duration(args.for_) if args.for_ else None), args.json, _kv)
+    return 0
+
+
+@command("resume")
+def cmd_resume(args) -> int:
+    from total_recall import trust
+
+    _print(trust.resume(_db()), args.json, _kv)
+    return 0
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in "90s", "45m", "2h", "1d" or "1h30m"."""
+    import re
+
+    parts = re.findall(r"(\d+(?:\.\d+)?)\s*([smhd])", text.strip().lower())
+    if not parts or re.sub(r"[\d.\s smhd]", "", text.lower()):
+        raise TotalRecallError(f"--for takes a duration like 30m, 2h or 1d, not {text!r}")
+    return sum(float(n) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[u] for n, u in parts)
 
 
 @command("review")
@@ -382,11 +409,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("edit", "correct the text of a memory (the change is logged)")
     p.add_argument("id", type=int)
     p.add_argument("text")
-    p = add("forget", "remove memories from every index; a tombstone keeps re-indexing from restoring them")
+    p = add("forget", "remove memories and every copy of their text; tombstones keep re-indexing from "
+                      "restoring them")
     p.add_argument("id", type=int, nargs="?", help="one memory")
-    p.add_argument("--session", help="every memory of this session")
-    p.add_argument("--project", help="every memory of this project (directory or short name)")
+    p.add_argument("--session", help="everything of this session (also what is not indexed yet)")
+    p.add_argument("--project", help="everything of this project (a full path when a short name matches "
+                                     "several)")
     p.add_argument("--before", help="every memory said before this date (YYYY-MM-DD)")
+    p.add_argument("--dry-run", action="store_true", help="show what would be forgotten, change nothing")
+    p = add("pause", "stop remembering: what is said from now on is never indexed, even by a later backfill")
+    p.add_argument("--for", dest="for_", metavar="DURATION", help="resume by itself after e.g. 30m, 2h, 1d")
+    add("resume", "remember again after `total-recall pause`")
     p = add("review", "list changes the extractor proposed to pinned memories; apply or reject them")
     p.add_argument("--apply", type=int, metavar="ID", help="apply proposal ID")
     p.add_argument("--reject", type=int, metavar="ID", help="reject proposal ID")
@@ -429,6 +462,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from total_recall import log
 
+    os.umask(0o077)  # whatever the user's umask, every file we create is private
     log.configure("warning")  # stdout carries results only; the daemon reconfigures for itself
     try:
         code = COMMANDS[args.command](args)

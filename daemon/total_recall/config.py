@@ -58,6 +58,10 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "enabled": True,  # SessionStart digest injection
         "budget_chars": 4000,
     },
+    "privacy": {
+        "extra_roots": [],  # folders besides $CLAUDE_CONFIG_DIR/projects whose transcripts may be read
+        "exclude_projects": [],  # globs of project paths (or Claude's folder names) never read
+    },
 }
 
 
@@ -164,6 +168,12 @@ def env_name(section: str, key: str) -> str:
 
 
 def _coerce(raw: Any, default: Any, where: str) -> Any:
+    if isinstance(default, list):
+        if isinstance(raw, str):  # environment: comma-separated
+            return [part.strip() for part in raw.split(",") if part.strip()]
+        if isinstance(raw, list) and all(isinstance(x, str) for x in raw):
+            return list(raw)
+        raise ConfigError(f"{where}: expected a list of strings, got {raw!r}")
     if isinstance(default, bool):
         if isinstance(raw, bool):
             return raw

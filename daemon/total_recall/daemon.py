@@ -273,6 +273,7 @@ class Daemon:
                        seconds=round(time.time() - started, 3))
         else:
             note = "transcript missing" if report.missing else None
+            note = f"refused: {report.refused}" if report.refused else note
             self._record(lambda: queue.complete(self.db, claim, note))
         self._refresh_digest(claim.transcript_path)
         self.status.batches += 1

@@ -163,6 +163,8 @@ def _configure(db: Database, busy_timeout: float) -> None:
         log.warning("wal_unavailable", journal_mode=mode, path=str(db.path))
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("PRAGMA foreign_keys = ON")
+    # Deleted rows are overwritten with zeros, so a forgotten memory leaves no bytes in free pages.
+    conn.execute("PRAGMA secure_delete = ON")
     conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
     conn.execute("PRAGMA mmap_size = 1073741824")
 

@@ -12,7 +12,7 @@ from collections import OrderedDict
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from total_recall import config
+from total_recall import config, trust
 from total_recall.db import Database
 from total_recall.indexer import project_name
 
@@ -20,8 +20,13 @@ CONVENTION = re.compile(r"\b(always|never|convention|prefer|we use|must not|styl
 
 
 def digest_key(path: str) -> str:
-    """Claude Code's project-folder rule: every character that is not [A-Za-z0-9] becomes '-'."""
-    return re.sub(r"[^A-Za-z0-9]", "-", path)
+    """Claude Code's project-folder rule plus a short hash of the path (trust.digest_key): two
+    projects whose folder names collide (client-a, client_a) never share a digest."""
+    return trust.digest_key(path)
+
+
+def _branch_key(branch: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]", "-", branch)[:80] + "-" + trust.digest_key(branch)[-10:]
 
 
 def _short(text: str, n: int = 220) -> str:
@@ -139,7 +144,7 @@ def write_digests(db: Database, projects: list[str]) -> list[Path]:
         written.append(_write(folder / f"{key}.full.md", project_digest(db, project)))
         for (branch,) in db.execute("SELECT DISTINCT git_branch FROM ideas WHERE project = ? AND git_branch != ''",
                                     (project,)):
-            written.append(_write(folder / f"{key}@{digest_key(branch)}.full.md",
+            written.append(_write(folder / f"{key}@{_branch_key(branch)}.full.md",
                                   project_digest(db, project, branch)))
     return written
 

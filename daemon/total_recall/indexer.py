@@ -19,10 +19,10 @@ from typing import Any
 
 import structlog
 
-from total_recall import config, executor, transcript
+from total_recall import config, executor, transcript, trust
 from total_recall.db import Database
 from total_recall.errors import EmbeddingError, ExtractionError, TransientError
-from total_recall.redact import redact
+from total_recall.redact import redact_batch
 
 log = structlog.get_logger(__name__)
 
@@ -57,6 +57,7 @@ class IndexReport:
     interrupted: bool = False  # stopped between batches (shutdown); the rest stays queued
     deferred: bool = False  # daemon.file_timeout reached; progress is saved, the rest comes next turn
     fallbacks_pending: bool = False  # a batch of this run fell back offline (the LLM is failing)
+    refused: str | None = None  # why the file was not read (path rule, exclusion, forgotten scope)
 
 
 @dataclass
@@ -144,10 +145,18 @@ class Indexer:
     def process(self, path: str, *, session_hint: str | None = None, cwd_hint: str | None = None,
                 should_stop=lambda: False) -> IndexReport:
         report = IndexReport(path)
+        report.refused = trust.refusal(path, self.settings)
+        if report.refused:
+            log.warning("transcript_refused", file=path, reason=report.refused)
+            return report
         state = self._state(path)
         p = Path(path)
         if not os.path.isfile(path):  # also False for names the OS refuses (ENAMETOOLONG)
             report.missing = True
+            return report
+        session = state["session_id"] or session_hint or transcript.session_of(p)
+        report.refused = self._scope_refusal(path, session, state["project"] or cwd_hint)
+        if report.refused:
             return report
         offset, line, scan = state["byte_offset"], state["line_number"], state["scan_offset"]
         if offset and transcript.was_rewritten(p, offset, state["head_hash"]):
@@ -160,9 +169,16 @@ class Indexer:
         while True:
             result = transcript.read_new(p, offset, line, max_bytes=READ_CHUNK_BYTES, scan_from=scan or None,
                                          max_scan_bytes=SCAN_SLICE_BYTES)
-            for msg in result.messages:  # once, here: nothing below sees, stores or sends a secret
-                msg.text = redact(msg.text)
-                msg.parts = [(n, redact(t)) for n, t in msg.parts] if len(msg.parts) > 1 else [(msg.line, msg.text)]
+            # Once, here: nothing below sees, stores or sends a secret or a <private> part; a
+            # secret value found in one message of the read is hidden in all of them (and in the
+            # pieces of merged responses, which chunks and source lines are made from).
+            texts = [m.text for m in result.messages]
+            pieces = [t for m in result.messages if len(m.parts) > 1 for _, t in m.parts]
+            clean = redact_batch(texts + pieces)
+            it = iter(clean[len(texts):])
+            for msg, text in zip(result.messages, clean):
+                msg.text = text
+                msg.parts = [(n, next(it)) for n, _ in msg.parts] if len(msg.parts) > 1 else [(msg.line, text)]
             if result.end_offset <= offset:
                 if report.rewritten or result.scanned_to > max(scan, offset):
                     self._save_offset_only(path, result, state)
@@ -177,6 +193,13 @@ class Indexer:
                 break
             report.lines += result.end_line - line
             ident = self._identity(path, state, result, session_hint, cwd_hint)
+            report.refused = self._scope_refusal(path, ident["session"], ident["project"])
+            if report.refused:
+                # Trigger: the transcript itself names a forgotten or excluded session/project.
+                # Why: nothing of it may be kept. Outcome: only the offset moves on.
+                self._save_offset_only(path, result, {"session_id": None, "project": ""})
+                return report
+            self._withhold(path, result.messages, ident["project"])
             units = message_chunks(result.messages)
             for number, chunk in enumerate(self._chunks(path, result)):
                 chunk.units = [u for u in units if chunk.messages and
@@ -202,6 +225,36 @@ class Indexer:
         if report.batches and not report.fallbacks_pending:
             self.reextract_fallbacks()
         return report
+
+    def _scope_refusal(self, path: str, session: str | None, project: str | None) -> str | None:
+        """Why a transcript of an allowed path must still not be indexed, or None."""
+        scope = trust.forgotten(self.db, file=path, session=session)
+        if scope:
+            log.info("transcript_forgotten", file=path, scope=scope)
+            return f"forgotten {scope}"
+        pattern = trust.excluded(self.settings, project, Path(path).parent.name)
+        if pattern:
+            log.info("transcript_excluded", file=path, pattern=pattern)
+            return f"excluded by {pattern}"
+        return None
+
+    def _withhold(self, path: str, messages: list, project: str | None) -> None:
+        """Lines said while paused, forgotten line by line, or said in a project before it was
+        forgotten keep their place but not their text."""
+        if not messages:
+            return
+        ranges = trust.paused_ranges(self.db)
+        cutoff = trust.project_cutoff(self.db, project)
+        forgotten = {r[0] for r in self.db.execute(
+            "SELECT source_line FROM tombstones WHERE kind = 'line' AND source_file = ? "
+            "AND source_line BETWEEN ? AND ?", (path, messages[0].line, messages[-1].last_line))}
+        now = self.clock()
+        for m in messages:
+            reason = "forgotten" if m.line in forgotten else trust.withheld(m.timestamp, ranges, cutoff, now)
+            if reason:
+                m.text, m.skip_reason = "", reason
+                if getattr(m, "parts", None):  # per-line pieces of a merged response, where present
+                    m.parts = []
 
     def _state(self, path: str) -> dict:
         row = self.db.one(
@@ -377,6 +430,9 @@ class Indexer:
             validated = protocol.validate_output(raw, lines, {k["id"] for k in context["known"]})
             if validated.dropped:
                 log.info("items_dropped", file=path, dropped=validated.dropped, problems=validated.problems[:5])
+            if validated.cut:
+                log.warning("extractor_output_capped", file=path, cut=validated.cut,
+                            problems=validated.problems[-3:])
             outputs.append(validated.output)
         return outputs, name
 

@@ -1,8 +1,8 @@
 """Corrections by the user: pin, unpin, edit, forget, review proposals; and maintenance.
 
 Every change is written to memory_events with the old and new content. Forgetting removes a
-memory from every index (row, vector, FTS through its trigger) and leaves a tombstone so that
-re-indexing the transcript does not bring it back.
+memory and every derived copy of its text from everything stored (see ``forget`` and
+SOURCE_TABLES) and leaves tombstones so that re-indexing never brings it back.
 """
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import shutil
 import time
+import zlib
 from datetime import datetime, timezone
 from pathlib import Path
 
 import structlog
 
-from total_recall import config, executor
+from total_recall import config, executor, trust
 from total_recall.db import Database, vector_tables_exist
 from total_recall.errors import NotFound, TotalRecallError
 
@@ -70,105 +70,345 @@ def edit(db: Database, idea_id: int, text: str) -> dict:
     return {"id": idea_id, "old": idea["content"], "new": text}
 
 
-def _delete_ideas(db: Database, ids: list[int], cause: str, line_tombstones: bool) -> int:
-    now = time.time()
-    has_vec = vector_tables_exist(db)
-    for idea_id in ids:
-        row = db.one("SELECT content, content_hash, project, intent FROM ideas WHERE id = ?", (idea_id,))
-        if row is None:
-            continue
-        sources = db.execute("SELECT source_file, source_line FROM idea_sources WHERE idea_id = ?", (idea_id,)).fetchall()
-        db.execute("INSERT INTO tombstones (kind, project, content_hash, created_at, reason) VALUES "
-                   "('content', ?, ?, ?, ?)", (row[2], row[1], now, cause))
-        if line_tombstones:
-            db.executemany("INSERT INTO tombstones (kind, source_file, source_line, created_at, reason) "
-                           "VALUES ('line', ?, ?, ?, ?)", [(f, l, now, cause) for f, l in sources])
-        if has_vec:
-            db.execute("DELETE FROM idea_embeddings WHERE idea_id = ?", (idea_id,))
-        _scrub(db, row[0], sources)
-        db.execute("DELETE FROM ideas WHERE id = ?", (idea_id,))
-        _event(db, idea_id, "forget", {"content": row[0], "intent": row[3], "project": row[2]}, None, cause)
-    return len(ids)
+# Every table that holds text derived from a conversation, with the columns that tie a row to
+# where it was said (None: the table has no such column). `forget` removes rows by these columns;
+# a table added later that stores conversation text (for example an index of messages) belongs
+# here. Full-text tables follow their owner and are rebuilt after a forget (FTS_TABLES); vector
+# tables are keyed by their owner's id (VECTOR_TABLES). memory_events keeps its rows, not their text.
+SOURCE_TABLES: dict[str, dict[str, str | None]] = {
+    "ideas": {"file": "source_file", "line": "source_line", "session": "session_id", "project": "project",
+              "time": "message_time"},
+    "messages": {"file": "source_file", "line": "source_line", "session": "session_id", "project": "project",
+                 "time": "timestamp"},
+    "spans": {"file": "source_file", "line": None, "session": "session_id", "project": "project",
+              "time": "started_at"},
+    # Search chunks of the conversation's own lines (the recall work); skipped while absent.
+    # "quotes": a column holding the end of an earlier turn, blanked where it quotes what went.
+    "chunks": {"file": "source_file", "line": "source_line", "also_line": "message_line",
+               "session": "session_id", "project": "project", "time": "timestamp", "quotes": "context"},
+}
+VECTOR_TABLES = {"ideas": ("idea_embeddings", "idea_id"), "spans": ("span_embeddings", "span_id"),
+                 "messages": ("message_embeddings", "message_id"), "chunks": ("chunk_embeddings", "chunk_id")}
+FTS_TABLES = ("ideas_fts", "spans_fts", "messages_fts", "chunks_fts")
+HANDLED_TABLES = ("ideas", "messages", "spans")  # own rules below; every other table by line and scope
 
 
-def _scrub(db: Database, text: str, sources: list[tuple]) -> None:
-    """Remove a forgotten text from the extractive span names/summaries and stored messages quoting it."""
-    db.execute(
-        "UPDATE spans SET summary = trim(replace(summary, ?1, '')), name = CASE WHEN instr(name, ?1) > 0 "
-        "THEN 'forgotten' ELSE name END, needs_embedding = 1 WHERE instr(summary, ?1) > 0 OR instr(name, ?1) > 0",
-        (text,))
-    db.executemany("UPDATE messages SET content = trim(replace(content, ?, '')) WHERE source_file = ? "
-                   "AND source_line = ?", [(text, f, l) for f, l in sources])
-    # The line's own words (search chunks) said the forgotten thing: the line stops being a result.
-    for f, line in sources:
-        _delete_chunks(db, "source_file = ? AND (source_line = ? OR message_line = ?)", (f, line, line))
+def _table_exists(db: Database, name: str) -> bool:
+    return bool(db.one("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)))
 
 
-def _delete_chunks(db: Database, where: str, params: tuple) -> int:
-    ids = [r[0] for r in db.execute(f"SELECT id FROM chunks WHERE {where}", params)]
-    if ids and db.scalar("SELECT count(*) FROM sqlite_master WHERE name = 'chunk_embeddings'", default=0):
-        db.executemany("DELETE FROM chunk_embeddings WHERE chunk_id = ?", [(i,) for i in ids])
-    db.executemany("DELETE FROM chunks WHERE id = ?", [(i,) for i in ids])
-    return len(ids)
+def _in(values) -> str:
+    return ",".join("?" * len(values))
+
+
+def _delete_vectors(db: Database, owner: str, ids: list[int]) -> None:
+    table, key = VECTOR_TABLES[owner]
+    if ids and _table_exists(db, table):
+        db.executemany(f"DELETE FROM {table} WHERE {key} = ?", [(i,) for i in ids])
+
+
+def _resolve_forget_project(db: Database, project: str) -> list[str]:
+    """The one project a --project argument names; several matches are listed and refused."""
+    from total_recall.search import resolve_projects
+
+    try:
+        hits = resolve_projects(db, project, False, None) or []
+    except TotalRecallError:
+        hits = []
+    as_path = os.path.abspath(os.path.expanduser(project))
+    exact = [h for h in hits if h in (project, as_path, project.rstrip("/"), as_path.rstrip("/"))]
+    if exact:
+        return exact[:1]
+    if len(hits) > 1:
+        listed = "\n  ".join(sorted(hits))
+        raise TotalRecallError(f"--project {project!r} matches {len(hits)} projects; "
+                               f"give one full path:\n  {listed}")
+    return hits
 
 
 def forget(db: Database, idea_id: int | None = None, *, session: str | None = None, project: str | None = None,
-           before: str | None = None) -> dict:
-    """Forget one memory, or every memory of a session / project / before a date."""
+           before: str | None = None, dry_run: bool = False) -> dict:
+    """Forget one memory, or everything of a session / project / before a date, everywhere.
+
+    Removes the memories, their sources, relations, vectors and full-text entries; the messages
+    they came from (blanked for one memory, deleted for a scope); span names and summaries that
+    drew on them (re-derived from what remains, or deleted); the text of their change events;
+    entities nothing else uses; archive copies and digests (rewritten at once). Session and
+    project forgets tombstone the whole scope, so later hooks and backfills never bring it back.
+    With ``dry_run`` nothing changes and the report says what would go.
+    """
     if idea_id is None and not (session or project or before):
         raise TotalRecallError("forget needs an ID, --session, --project or --before")
-    with db.write():
-        if idea_id is not None:
-            touched = [_idea(db, idea_id)["project"]]
-            result = {"forgotten": _delete_ideas(db, [idea_id], "user: forget id", line_tombstones=False)}
+    projects = _resolve_forget_project(db, project) if project else None
+    if project and not projects:
+        raise TotalRecallError(f"no indexed project matches {project!r}")
+    now = time.time()
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        report = _forget_in_transaction(db, idea_id, session, projects, before, now)
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    if dry_run:
+        db.execute("ROLLBACK")
+        report["dry_run"] = True
+        return report
+    db.execute("COMMIT")
+    _after_forget(db, report)
+    return report
+
+
+def _forget_in_transaction(db: Database, idea_id, session, projects, before, now) -> dict:
+    scope_files: list[str] = []
+    if idea_id is not None:
+        _idea(db, idea_id)
+        ids = [idea_id]
+        lines = db.execute("SELECT source_file, source_line FROM idea_sources WHERE idea_id = ?",
+                           (idea_id,)).fetchall()
+        scoped_spans: list[int] = []
+        touched_projects = [r[0] for r in db.execute("SELECT project FROM ideas WHERE id = ?", (idea_id,))]
+    else:
+        where, params = _scope(session, projects, before, SOURCE_TABLES["ideas"])
+        ids = [r[0] for r in db.execute(f"SELECT id FROM ideas WHERE {where}", params)]
+        mwhere, mparams = _scope(session, projects, before, SOURCE_TABLES["messages"])
+        lines = db.execute(f"SELECT source_file, source_line FROM messages WHERE {mwhere}",
+                           mparams).fetchall()
+        if ids:
+            lines += db.execute("SELECT source_file, source_line FROM idea_sources "
+                                f"WHERE idea_id IN ({_in(ids)})", ids).fetchall()
+        swhere, sparams = _scope(session, projects, before, SOURCE_TABLES["spans"])
+        scoped_spans = [r[0] for r in db.execute(f"SELECT id FROM spans WHERE {swhere}", sparams)]
+        touched_projects = list(projects or []) + [r[0] for r in db.execute(
+            f"SELECT DISTINCT project FROM messages WHERE {mwhere}", mparams)]
+        if session or projects:
+            fwhere = " OR ".join((["session_id = ?"] if session else [])
+                                 + ([f"project IN ({_in(projects)})"] if projects else []))
+            fparams = ([session] if session else []) + list(projects or [])
+            scope_files = sorted({r[0] for r in db.execute(
+                f"SELECT source_file FROM index_state WHERE {fwhere} UNION "
+                f"SELECT DISTINCT source_file FROM messages WHERE {fwhere}", fparams * 2)})
+    lines = sorted(set(lines))
+    texts = [r[0] for r in db.execute(f"SELECT content FROM ideas WHERE id IN ({_in(ids)})", ids)]
+    said = [r[0] for f, ln in (lines if idea_id is not None else []) for r in db.execute(
+        "SELECT content FROM messages WHERE source_file = ? AND source_line = ? AND content != ''", (f, ln))]
+    entity_ids = sorted({r[0] for r in db.execute(
+        f"SELECT entity_id FROM idea_entities WHERE idea_id IN ({_in(ids)})", ids)}) if ids else []
+    span_ids = _spans_drawing_on(db, ids, lines)
+
+    cause = "user: forget id" if idea_id is not None else "user: forget scope"
+    for iid in ids:
+        row = db.one("SELECT content_hash, project, intent FROM ideas WHERE id = ?", (iid,))
+        db.execute("INSERT INTO tombstones (kind, project, content_hash, created_at, reason) VALUES "
+                   "('content', ?, ?, ?, ?)", (row[1], row[0], now, cause))
+        _event(db, iid, "forget", {"intent": row[2], "project": row[1]}, None, cause)
+    db.executemany("INSERT INTO tombstones (kind, source_file, source_line, created_at, reason) "
+                   "VALUES ('line', ?, ?, ?, ?)", [(f, ln, now, cause) for f, ln in lines])
+    _delete_vectors(db, "ideas", ids)
+    if ids:
+        db.execute(f"DELETE FROM ideas WHERE id IN ({_in(ids)})", ids)
+    # A memory also said elsewhere stays, but no longer cites a forgotten line.
+    cited = set()
+    for f, ln in lines:
+        cited |= {r[0] for r in db.execute(
+            "SELECT idea_id FROM idea_sources WHERE source_file = ? AND source_line = ?", (f, ln))}
+        db.execute("DELETE FROM idea_sources WHERE source_file = ? AND source_line = ?", (f, ln))
+    db.executemany("UPDATE ideas SET mention_count = max(1, (SELECT count(*) FROM idea_sources "
+                   "WHERE idea_id = ideas.id)) WHERE id = ?", [(i,) for i in sorted(cited)])
+
+    # Messages: a scope's rows go; one memory's source lines keep their place, not their text.
+    message_ids = []
+    for f, ln in lines:
+        message_ids += [r[0] for r in db.execute(
+            "SELECT id FROM messages WHERE source_file = ? AND source_line = ?", (f, ln))]
+    _delete_vectors(db, "messages", message_ids)
+    if idea_id is not None:
+        db.executemany("UPDATE messages SET content = '', skip_reason = 'forgotten' WHERE id = ?",
+                       [(m,) for m in message_ids])
+    else:
+        db.executemany("DELETE FROM messages WHERE id = ?", [(m,) for m in message_ids])
+
+    # Any other table of conversation text: rows of a forgotten line, and a scope's rows, go.
+    other_rows = {}
+    for table, cols in SOURCE_TABLES.items():
+        if table in HANDLED_TABLES or not _table_exists(db, table):
+            continue
+        gone: set[int] = set()
+        also = f" OR {cols['also_line']} = ?2" if cols.get("also_line") else ""
+        for f, ln in lines:
+            gone |= {r[0] for r in db.execute(
+                f"SELECT id FROM {table} WHERE {cols['file']} = ?1 AND ({cols['line']} = ?2{also})", (f, ln))}
+        if idea_id is None:
+            twhere, tparams = _scope(session, projects, before, cols)
+            gone |= {r[0] for r in db.execute(f"SELECT id FROM {table} WHERE {twhere}", tparams)}
+        _delete_vectors(db, table, sorted(gone))
+        db.executemany(f"DELETE FROM {table} WHERE id = ?", [(i,) for i in sorted(gone)])
+        other_rows[table] = len(gone)
+        if cols.get("quotes") and idea_id is not None:  # a scope's rows of those files are gone already
+            _blank_quotes(db, table, cols, {f for f, _ in lines}, texts + said)
+
+    # Spans: a scope's spans go (with their sub-spans); others that drew on what went are re-derived.
+    gone_spans = _with_descendants(db, scoped_spans)
+    rederived, emptied = _rederive_spans(db, [s for s in span_ids if s not in gone_spans])
+    gone_spans |= _with_descendants(db, emptied)
+    _delete_vectors(db, "spans", sorted(gone_spans))
+    db.executemany("DELETE FROM spans WHERE id = ?", [(s,) for s in sorted(gone_spans)])
+
+    # Events keep what happened, never the forgotten text.
+    scrubbed = _scrub_events(db, ids, sorted(gone_spans | set(rederived)), texts)
+    orphans = [e for e in entity_ids if not db.one("SELECT 1 FROM idea_entities WHERE entity_id = ?", (e,))]
+    db.executemany("DELETE FROM entities WHERE id = ?", [(e,) for e in orphans])
+
+    for value, kind in ([(session, "session")] if session else []) + [(p, "project") for p in projects or []]:
+        trust.tombstone_scope(db, kind, value, now)
+    for f in scope_files:
+        trust.tombstone_scope(db, "file", f, now)
+    return {
+        "forgotten": len(ids), "messages": len(message_ids), "spans_removed": len(gone_spans),
+        "spans_rederived": len(rederived), "entities_removed": len(orphans), "events_scrubbed": scrubbed,
+        **{f"{table}_removed": n for table, n in other_rows.items()},
+        "sessions_tombstoned": [session] if session else [], "projects_tombstoned": list(projects or []),
+        "transcripts_tombstoned": scope_files,
+        "archives": [str(a) for a in _archive_copies(scope_files)],
+        "projects": sorted({p for p in touched_projects if p}),
+    }
+
+
+def _blank_quotes(db: Database, table: str, cols: dict, files: set[str], texts: list[str]) -> None:
+    """Rows that carry the end of an earlier turn (a chunk's context) lose it where it quotes
+    forgotten text; the end of a turn is recognised by its last 12 words."""
+    for text in texts:
+        words = text.split()
+        if len(words) < 3:
+            continue
+        needle = " ".join(words[-12:])
+        for f in files:
+            db.execute(f"UPDATE {table} SET {cols['quotes']} = '' WHERE {cols['file']} = ? "
+                       f"AND instr({cols['quotes']}, ?) > 0", (f, needle))
+
+
+def _spans_drawing_on(db: Database, ids: list[int], lines: list[tuple]) -> list[int]:
+    """Spans whose name or summary may repeat what is forgotten: the memories' spans and their
+    ancestors, and every span whose line range covers a forgotten line."""
+    found: set[int] = set()
+    if ids:
+        found |= {r[0] for r in db.execute(
+            f"SELECT span_id FROM ideas WHERE id IN ({_in(ids)}) AND span_id IS NOT NULL", ids)}
+    for f, ln in lines:
+        found |= {r[0] for r in db.execute(
+            "SELECT id FROM spans WHERE source_file = ? AND start_line <= ? AND end_line >= ?", (f, ln, ln))}
+    frontier = set(found)
+    while frontier:
+        parents = {r[0] for r in db.execute(
+            f"SELECT parent_id FROM spans WHERE id IN ({_in(frontier)}) AND parent_id IS NOT NULL",
+            sorted(frontier))}
+        frontier = parents - found
+        found |= parents
+    return sorted(found)
+
+
+def _with_descendants(db: Database, span_ids) -> set[int]:
+    out = set(span_ids)
+    frontier = set(span_ids)
+    while frontier:
+        children = {r[0] for r in db.execute(f"SELECT id FROM spans WHERE parent_id IN ({_in(frontier)})",
+                                             sorted(frontier))}
+        frontier = children - out
+        out |= children
+    return out
+
+
+def _rederive_spans(db: Database, span_ids: list[int]) -> tuple[list[int], list[int]]:
+    """Rewrite each span's name and summary from the memories that remain in it (extractive), so
+    an LLM paraphrase of a forgotten memory cannot survive there. Spans left with no memory are
+    returned as emptied (the caller deletes them); session spans (named by id) are kept."""
+    rederived, emptied = [], []
+    for span_id in span_ids:
+        row = db.one("SELECT depth FROM spans WHERE id = ?", (span_id,))
+        if row is None:
+            continue
+        tree = sorted(_with_descendants(db, [span_id]))
+        best = [r[0] for r in db.execute(
+            f"SELECT content FROM ideas WHERE span_id IN ({_in(tree)}) ORDER BY confidence DESC, id LIMIT 2",
+            tree)]
+        if row[0] == 0:
+            db.execute("UPDATE spans SET summary = '', needs_embedding = 0 WHERE id = ?", (span_id,))
+            rederived.append(span_id)
+        elif best:
+            name = " ".join(best[0].split())
+            name = name if len(name) <= 80 else name[:79] + "…"
+            db.execute("UPDATE spans SET name = ?, summary = ?, needs_embedding = 1 WHERE id = ?",
+                       (name, " ".join(best)[:600], span_id))
+            _delete_vectors(db, "spans", [span_id])
+            rederived.append(span_id)
         else:
-            where, params = _scope(db, session, project, before)
-            rows = db.execute(f"SELECT id, project FROM ideas WHERE {where}", params).fetchall()
-            touched = sorted({r[1] for r in rows if r[1]})
-            count = _delete_ideas(db, [r[0] for r in rows], "user: forget scope", line_tombstones=True)
-            spans = _forget_spans_and_messages(db, session, project, before)
-            result = {"forgotten": count, "spans_removed": spans}
-    refresh_digests(db, touched)
-    return result
+            emptied.append(span_id)
+    return rederived, emptied
 
 
-def _scope(db: Database, session: str | None, project: str | None, before: str | None) -> tuple[str, tuple]:
+def _scrub_events(db: Database, idea_ids: list[int], span_ids: list[int], texts: list[str]) -> int:
+    count = 0
+    for kind, ids in (("idea", idea_ids), ("span", span_ids)):
+        for chunk in (ids[i:i + 500] for i in range(0, len(ids), 500)):
+            count += db.execute(
+                "UPDATE memory_events SET old = NULL, new = NULL WHERE kind = ? AND action != 'forget' "
+                f"AND object_id IN ({_in(chunk)}) AND (old IS NOT NULL OR new IS NOT NULL)",
+                (kind, *chunk)).rowcount
+    for text in texts:
+        quoted = json.dumps(text, ensure_ascii=False)[1:-1]
+        count += db.execute("UPDATE memory_events SET old = NULL, new = NULL WHERE instr(old, ?1) > 0 "
+                            "OR instr(new, ?1) > 0", (quoted,)).rowcount
+    return count
+
+
+def _archive_copies(files: list[str]) -> list[Path]:
+    archive = config.paths().archive
+    out = []
+    for f in files:
+        candidates = [archive / trust.archive_name(f)]
+        try:  # the layout before archive names were hashed: the transcript's own path
+            candidates.append(archive / (Path(f).relative_to(Path(f).anchor).as_posix() + ".gz"))
+        except ValueError:
+            pass
+        out += [c for c in candidates if c.is_file() and c.resolve().is_relative_to(archive.resolve())]
+    return out
+
+
+def _after_forget(db: Database, report: dict) -> None:
+    """Outside the transaction: rebuild full-text indexes, delete archive copies, rewrite digests,
+    and checkpoint the WAL so no forgotten byte stays in it (secure_delete zeroed freed pages)."""
+    with db.write():
+        for fts in FTS_TABLES:
+            if _table_exists(db, fts):
+                db.execute(f"INSERT INTO {fts} ({fts}) VALUES ('rebuild')")
+    for path in report["archives"]:
+        Path(path).unlink(missing_ok=True)
+    report["digests_removed"] = refresh_all_digests(db)
+    report["wal_checkpointed"] = checkpoint(db)
+
+
+def checkpoint(db: Database) -> bool:
+    """Copy the WAL into the database and truncate it; False when a reader kept it from finishing."""
+    row = db.one("PRAGMA wal_checkpoint(TRUNCATE)")
+    return bool(row) and row[0] == 0
+
+
+def _scope(session: str | None, projects: list[str] | None, before: str | None,
+           columns: dict[str, str | None]) -> tuple[str, tuple]:
     clauses, params = [], []
     if session:
-        clauses.append("session_id = ?")
+        clauses.append(f"{columns['session']} = ?")
         params.append(session)
-    if project:
-        from total_recall.search import resolve_projects
-
-        names = resolve_projects(db, project, False, None) or []
-        clauses.append(f"project IN ({','.join('?' * len(names))})")
-        params += names
+    if projects is not None:
+        clauses.append(f"{columns['project']} IN ({_in(projects) or 'NULL'})")
+        params += projects
     if before:
         try:
             datetime.fromisoformat(before)
         except ValueError:
             raise TotalRecallError(f"--before takes a date like 2025-05-01, not {before!r}") from None
-        clauses.append("substr(message_time, 1, 10) < ?")
+        clauses.append(f"substr({columns['time']}, 1, 10) < ?")
         params.append(before[:10])
     return " AND ".join(clauses), tuple(params)
-
-
-def _forget_spans_and_messages(db: Database, session, project, before) -> int:
-    where, params = _scope(db, session, project, before)
-    span_where = where.replace("message_time", "started_at")
-    msg_where = where.replace("message_time", "timestamp")
-    now = time.time()
-    db.executemany("INSERT INTO tombstones (kind, source_file, source_line, created_at, reason) "
-                   "VALUES ('line', ?, ?, ?, 'user: forget scope')",
-                   [(f, l, now) for f, l in db.execute(
-                       f"SELECT source_file, source_line FROM messages WHERE {msg_where}", params)])
-    db.execute(f"DELETE FROM messages WHERE {msg_where}", params)
-    _delete_chunks(db, msg_where, params)
-    ids = [r[0] for r in db.execute(f"SELECT id FROM spans WHERE {span_where}", params)]
-    if ids and vector_tables_exist(db):
-        db.executemany("DELETE FROM span_embeddings WHERE span_id = ?", [(i,) for i in ids])
-    db.executemany("DELETE FROM spans WHERE id = ?", [(i,) for i in ids])
-    return len(ids)
 
 
 def proposals(db: Database, state: str = "pending") -> list[dict]:
@@ -253,28 +493,130 @@ def cleanup_period_days(claude_dir: Path) -> int:
         return 30
 
 
-def archive_expiring(db: Database, *, now: float | None = None, margin_days: float = 3.0) -> list[str]:
-    """Copy (gzip) indexed transcripts that Claude Code's cleanupPeriodDays sweep will soon delete."""
+def archive_expiring(db: Database, settings: config.Settings | None = None, *, now: float | None = None,
+                     margin_days: float = 3.0) -> list[str]:
+    """Copy (gzip) indexed transcripts that Claude Code's cleanupPeriodDays sweep will soon delete.
+
+    Only transcripts the path rule allows and no forget covers; the copy is named after a hash
+    of the transcript's path (never the path itself), written to a temporary name and renamed.
+    The copy holds what we would store, not the raw file (``sanitized_transcript``).
+    """
+    settings = settings or config.load()
     now = now or time.time()
     limit = now - (cleanup_period_days(config.claude_config_dir()) - margin_days) * 86400
     archive = config.paths().archive
     done = []
-    for (source,) in db.execute("SELECT source_file FROM index_state"):
+    rows = db.execute("SELECT source_file, session_id, project FROM index_state").fetchall()
+    for source, session, project in rows:
+        if trust.refusal(source, settings) or trust.forgotten(db, file=source, session=session):
+            continue
+        if trust.excluded(settings, project, Path(source).parent.name):
+            continue
         src = Path(source)
         try:
-            if src.stat().st_mtime > limit:
-                continue
+            mtime = src.stat().st_mtime
         except OSError:
             continue
-        target = archive / (src.relative_to(src.anchor).as_posix() + ".gz")
-        if target.exists() and target.stat().st_mtime >= src.stat().st_mtime:
+        if mtime > limit:
             continue
-        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        with src.open("rb") as fin, gzip.open(target, "wb") as fout:
-            shutil.copyfileobj(fin, fout)
-        os.chmod(target, 0o600)
+        target = archive / trust.archive_name(source)
+        if target.exists() and target.stat().st_mtime >= mtime and gzip_ok(target):
+            continue
+        archive.mkdir(mode=0o700, parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            data = sanitized_transcript(db, source, project, src.read_bytes(), now)
+            with os.fdopen(fd, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb") as fout:
+                fout.write(data)
+            os.replace(tmp, target)
+        finally:
+            tmp.unlink(missing_ok=True)
         done.append(str(target))
     return done
+
+
+def sanitized_transcript(db: Database, source: str, project: str | None, raw: bytes, now: float) -> bytes:
+    """A transcript as we may keep it: every line redacted (secrets, ``<private>`` parts, values
+    that recur), lines said while paused or forgotten (by line or by project) replaced by ``{}``
+    so line numbers stay those of the original."""
+    from total_recall.redact import redact_batch, redact_json
+
+    ranges = trust.paused_ranges(db)
+    cutoff = trust.project_cutoff(db, project)
+    gone = {r[0] for r in db.execute(
+        "SELECT source_line FROM tombstones WHERE kind = 'line' AND source_file = ?", (source,))}
+    lines = raw.decode("utf-8", "replace").split("\n")
+    parsed: list = []
+    for number, line in enumerate(lines, 1):
+        try:
+            obj = json.loads(line) if line.strip() else None
+        except ValueError:
+            obj = None
+        stamp = obj.get("timestamp") if isinstance(obj, dict) else None
+        drop = number in gone or (line.strip() and trust.withheld(stamp, ranges, cutoff, now))
+        parsed.append((None if drop else line, obj))
+    kept = redact_batch([line for line, _ in parsed if line is not None])
+    out, it = [], iter(kept)
+    for line, obj in parsed:
+        if line is None:
+            out.append("{}")
+            continue
+        text = next(it)
+        if obj is not None:
+            try:
+                json.loads(text)
+            except ValueError:
+                # Trigger: a replacement cut through a JSON escape (or an unclosed <private> ran to
+                # the end of the line). Why: the copy must stay readable. Outcome: redact value by value.
+                text = json.dumps(redact_json(obj), ensure_ascii=False)
+        out.append(text)
+    return "\n".join(out).encode("utf-8")
+
+
+def refresh_all_digests(db: Database) -> list[str]:
+    """Rewrite every project's digests from what the database holds now, and delete every other
+    file in digests/ (forgotten projects', and those named by an older key scheme, which the
+    SessionStart hook no longer reads but which would still hold their text). Returns the removed."""
+    from total_recall import digest
+
+    projects = [r[0] for r in db.execute("SELECT DISTINCT project FROM ideas WHERE project != ''")]
+    try:
+        written = {p.name for p in digest.write_digests(db, projects)}
+    except OSError as exc:
+        log.warning("digest_write_failed", error=str(exc))
+        return []
+    removed = []
+    for path in config.paths().digests.glob("*.md"):
+        if path.name not in written:
+            path.unlink(missing_ok=True)
+            removed.append(path.name)
+    return removed
+
+
+def gzip_ok(path: Path) -> bool:
+    """The `gzip -t` check: the whole file decompresses and its checksum matches."""
+    try:
+        with gzip.open(path, "rb") as fh:
+            while fh.read(1 << 20):
+                pass
+        return True
+    except (OSError, EOFError, zlib.error):
+        return False
+
+
+def verify_archives() -> list[str]:
+    """Delete broken archive copies (a crash mid-write before archives were renamed into place,
+    a truncated disk write) and leftover temporary files; the next pass writes them again."""
+    archive = config.paths().archive
+    removed = []
+    if not archive.is_dir():
+        return removed
+    for path in archive.rglob("*"):
+        if path.is_file() and (path.name.endswith(".tmp") or not gzip_ok(path)):
+            path.unlink(missing_ok=True)
+            removed.append(path.name)
+    return removed
 
 
 def maintain(db: Database, settings: config.Settings) -> dict:
@@ -292,7 +634,10 @@ def maintain(db: Database, settings: config.Settings) -> dict:
     with db.write():
         db.execute("INSERT INTO ideas_fts (ideas_fts) VALUES ('optimize')")
         db.execute("INSERT INTO spans_fts (spans_fts) VALUES ('optimize')")
-    report["archived"] = archive_expiring(db)
+    report["digests_removed"] = refresh_all_digests(db)
+    report["archives_repaired"] = verify_archives()
+    report["archived"] = archive_expiring(db, settings)
+    report["wal_checkpointed"] = checkpoint(db)
     with db.write():
         db.set_meta("last_maintain", time.time())
     report["at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -11,12 +11,19 @@ Runs over every message before it is stored or sent to an extraction endpoint. T
 
 Prose survives: "the password policy is weak" has no assignment, and a lowercase one-word key
 followed by a colon and a plain word ("the token: it expires") is read as prose, not config.
+
+Before both passes, ``<private>...</private>`` is cut out whole (``[private]``). Between them,
+the token shapes that Yelp's detect-secrets publishes (Stripe, SendGrid, Twilio, GitLab, npm,
+PyPI, Azure storage, Square, Discord, Telegram...) run too, when that package is installed; our
+own patterns cover what it has no plugin for (Hugging Face, bare npm tokens, command-line
+passwords, ``.env`` names, prose such as "the password is X"). ``redact_batch`` also replaces,
+in every text of a batch, each secret value found anywhere in it.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from typing import Iterable, Iterator
 
 MARK = "[REDACTED:{}]"
 
@@ -50,14 +57,29 @@ _TOKEN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
             r"(?P<secret>[A-Za-z0-9._~+/\-]{8,}=*)"
         ),
     ),
-    # scheme://user:pass@host -> keep the user, hide the password.
-    ("password", re.compile(r"://[^\s:/@\[\]]+:(?P<secret>[^\s@/\[\]]+)@")),
+    # scheme://user:pass@host -> keep the user, hide the password (which may itself hold "@":
+    # the last "@" before the host ends it).
+    ("password", re.compile(r"://[^\s:/@\[\]]+:(?P<secret>[^\s/\[\]]+)@(?=[\w.\-]+(?:[:/?#\s]|\Z))")),
+    ("huggingface_token", re.compile(r"hf_[A-Za-z0-9]{30,}")),
+    ("npm_token", re.compile(r"npm_[A-Za-z0-9]{30,}")),
+    ("npm_token", re.compile(r":_authToken=\s*(?P<secret>[^\s\"']+)")),
+    ("gitlab_token", re.compile(r"gl(?:pat|dt|ft|rt|soat|cbt)-[A-Za-z0-9_\-]{20,}")),
+    ("stripe_key", re.compile(r"(?:sk|rk|pk)_(?:live|test)_[0-9A-Za-z]{16,}")),
+    ("sendgrid_key", re.compile(r"SG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}")),
+    ("twilio_key", re.compile(r"SK[0-9a-fA-F]{32}(?![0-9A-Za-z])")),
+    ("azure_key", re.compile(r"(?:AccountKey|SharedAccessKey|sig)=(?P<secret>[A-Za-z0-9+/%]{16,}=*)")),
+    # Command-line passwords: curl -u user:PASS, mysql -pPASS, sshpass -p PASS.
+    ("password", re.compile(r"(?:-u|--user)[ =][\"']?[^\s:\"']+:(?P<secret>[^\s\"']+)")),
+    ("password", re.compile(r"mysql(?:dump|admin)?\b[^\n]{0,200}?\s-p(?P<secret>[^\s\"']+)")),
+    ("password", re.compile(r"sshpass\s+-p\s*(?P<secret>[^\s\"']+)")),
 ]
 
 _LEAD = {"bearer_token": "Bb", "authorization": "Aa"}  # header names as written in practice
+_WORD_START_KINDS = {"huggingface_token", "npm_token", "gitlab_token", "stripe_key", "sendgrid_key",
+                     "twilio_key"}
 # Kinds whose match must start a word: "mask-..." or "xghp_..." are not keys.
 _WORD_START = {"anthropic_key", "openai_key", "github_token", "aws_access_key", "slack_token",
-               "google_api_key", "jwt"}
+               "google_api_key", "jwt"} | _WORD_START_KINDS
 
 # A word that makes a key name sensitive. TOKEN is not sensitive in "max_tokens", "tokenizer".
 # Matched against the lowercased text: a case-insensitive regex is several times slower.
@@ -90,6 +112,100 @@ _KIND_OF_WORD = {
 }
 
 
+# <private>...</private> (any case; an unclosed tag hides the rest of the text).
+_PRIVATE = re.compile(r"<private>.*?(?:</private>|\Z)", re.DOTALL | re.IGNORECASE)
+PRIVATE_MARK = "[private]"
+
+# `.env`-style names in capitals that hold a secret: DB_PASS=, STRIPE_KEY=, GH_AUTH_TOKEN=...
+# Found like the assignments: the word first (a literal scan), then the name around it and the tail.
+_ENV_WORD = re.compile(r"PASS|PWD|SECRET|TOKEN|KEY|CREDENTIAL|AUTH")
+_ENV_NAME_CHAR = re.compile(r"[A-Z0-9_]")
+_ENV_TAIL = re.compile(r"""[ \t]*(?:=|:(?!:))[ \t]*(?P<value>"[^"\n]*"|'[^'\n]*'|[^\s"'#,;)}\]]+)""")
+# Prose: "the DB password is X", "my token was X", "the api key for staging is X"; matched on
+# the lowercased text (a case-insensitive regex is several times slower), the value taken from
+# the text itself.
+_PROSE_WORD = re.compile(r"passw(?:or)?d|passphrase|secret|token|api[ _\-]?key|pin code")
+_PROSE_TAIL = re.compile(
+    r"\b(?:[ \t]+(?:for|of|on|to|at)[ \t]+[\w.\-]+)?[ \t]+(?:is|was)[ \t]+(?:now[ \t]+|still[ \t]+)?"
+    r"""["'`]?(?P<secret>[^\s"'`,;]+)"""
+)
+_TRAILING = ".!?)]}>:"
+_MIN_RECUR = 6  # shorter values ("abc") recur in ordinary text by chance
+
+
+def _detect_secrets_patterns() -> list[tuple[str, re.Pattern[str]]]:
+    """The token-shape regexes of Yelp's detect-secrets plugins, when the package is installed.
+
+    Only the plugins whose patterns start with a literal (fast, few false positives); its
+    keyword, entropy and IP plugins are left out (our assignment pass covers keywords; entropy
+    and IPs would redact commit hashes and addresses), and so is npm's (its `//.+/` prefix is
+    quadratic on long lines; our own npm patterns cover it).
+    """
+    try:
+        from detect_secrets.plugins import (aws, azure_storage_key, discord, github_token, gitlab_token, jwt,
+                                            openai, pypi_token, sendgrid, slack, square_oauth, stripe,
+                                            telegram_token, twilio)
+    except Exception:  # noqa: BLE001 - any import problem means: our own patterns only
+        return []
+    plugins = [
+        ("aws_access_key", aws.AWSKeyDetector), ("azure_key", azure_storage_key.AzureStorageKeyDetector),
+        ("discord_token", discord.DiscordBotTokenDetector),
+        ("github_token", github_token.GitHubTokenDetector),
+        ("gitlab_token", gitlab_token.GitLabTokenDetector), ("jwt", jwt.JwtTokenDetector),
+        ("openai_key", openai.OpenAIDetector),
+        ("pypi_token", pypi_token.PypiTokenDetector), ("sendgrid_key", sendgrid.SendGridDetector),
+        ("slack_token", slack.SlackDetector), ("square_key", square_oauth.SquareOAuthDetector),
+        ("stripe_key", stripe.StripeDetector), ("telegram_token", telegram_token.TelegramBotTokenDetector),
+        ("twilio_key", twilio.TwilioKeyDetector),
+    ]
+    out = []
+    for kind, plugin in plugins:
+        for pattern in getattr(plugin, "denylist", ()):
+            out.append((kind, pattern if isinstance(pattern, re.Pattern) else re.compile(pattern)))
+    return out
+
+
+_LIBRARY_PATTERNS = _detect_secrets_patterns()
+
+# Patterns that cannot start on a literal scan every position of the text; they run only when a
+# cheaper test passes first: a substring test on the lowercased text, or a gate regex that starts
+# on a literal. (A pattern that starts with a literal is fast on its own and needs no gate; a
+# substring test per literal costs about 1 ms per MB, so gates are kept few.)
+_GATES: dict[str, tuple[str, ...] | re.Pattern[str]] = {
+    "stripe_key": ("_live_", "_test_"),
+    "azure_key": ("accountkey=", "sharedaccesskey=", "sig="),
+    "telegram_token": re.compile(r":[0-9A-Za-z_-]{35}"),
+    "discord_token": re.compile(r"\.[a-zA-Z\d_-]{6}\.[a-zA-Z\d_-]{27}"),
+}
+
+
+def _open(kind: str, text: str, lowered: str) -> bool:
+    gate = _GATES.get(kind)
+    if gate is None:
+        return True
+    if isinstance(gate, re.Pattern):
+        return gate.search(text) is not None
+    return any(literal in lowered for literal in gate)
+
+
+def strip_private(text: str) -> str:
+    """``text`` with every ``<private>...</private>`` part replaced by ``[private]``."""
+    if not text or "<" not in text:
+        return text
+    return _PRIVATE.sub(PRIVATE_MARK, text)
+
+
+def redact_json(obj):
+    """A copy of a parsed JSON value with every string redacted (keys too: they can hold text)."""
+    if isinstance(obj, str):
+        return redact(obj)
+    if isinstance(obj, dict):
+        return {redact(k): redact_json(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [redact_json(v) for v in obj]
+    return obj
+
+
 def redact(text: str) -> str:
     """``text`` with every secret replaced by ``[REDACTED:<kind>]``."""
     return redact_count(text)[0]
@@ -97,29 +213,200 @@ def redact(text: str) -> str:
 
 def redact_count(text: str) -> tuple[str, int]:
     """``(redacted text, number of secrets replaced)``."""
+    out, count, _values = _redact(text)
+    return out, count
+
+
+def redact_batch(texts: Iterable[str]) -> list[str]:
+    """Each text redacted; a secret value found in one text is also replaced in all the others."""
+    results = [_redact(t) for t in texts]
+    values = sorted({v for _, _, vs in results for v in vs}, key=len, reverse=True)
+    return [_replace_values(out, values) for out, _, _ in results]
+
+
+def _redact(text: str) -> tuple[str, int, set[str]]:
     if not text:
-        return text, 0
+        return text, 0, set()
+    text = strip_private(text)
+    values: set[str] = set()
     total = 0
+    lowered = text.lower()
     for kind, pattern in _TOKEN_PATTERNS:
-        text, n = _substitute(text, kind, pattern)
-        total += n
-    text, n = _redact_assignments(text)
-    return text, total + n
+        if _open(kind, text, lowered):
+            text, n = _substitute(text, kind, pattern, values)
+            if n:
+                total += n
+                lowered = text.lower()
+    for kind, pattern in _LIBRARY_PATTERNS:
+        if _open(kind, text, lowered):
+            text, n = _substitute(text, kind, pattern, values, library=True)
+            total += n
+    text, n = _redact_assignments(text, values)
+    total += n
+    text, n = _redact_env(text, values)
+    total += n
+    text, n = _redact_prose(text, values)
+    total += n
+    if values:
+        before = text
+        text = _replace_values(text, sorted(values, key=len, reverse=True))
+        total += text.count("[REDACTED:") - before.count("[REDACTED:")
+    return text, total, values
 
 
-def _substitute(text: str, kind: str, pattern: re.Pattern[str]) -> tuple[str, int]:
+def _replace_values(text: str, values: list[str]) -> str:
+    for value in values:
+        if value in text:
+            text = _replace_word(text, value)
+    return text
+
+
+def _replace_word(text: str, value: str) -> str:
+    """Replace ``value`` where it stands as its own token (not inside a longer word)."""
+    pattern = re.compile(r"(?<![\w])" + re.escape(value) + r"(?![\w])")
+    return pattern.sub(MARK.format("recurring_secret"), text)
+
+
+def _remember(values: set[str], secret: str) -> None:
+    """Keep a found value to hide where it recurs, unless it is an ordinary word ("production"),
+    which would then be hidden all over the batch."""
+    secret = secret.strip().strip("\"'")
+    if len(secret) < _MIN_RECUR or "[REDACTED" in secret or "\n" in secret:
+        return
+    if _secret_like(secret) or len(secret) >= 16:
+        values.add(secret)
+
+
+def _secret_like(value: str) -> bool:
+    """A prose value worth hiding: it has a digit, a symbol or mixed case (not "wrong", "case-sensitive")."""
+    core = value.rstrip(_TRAILING)
+    if len(core) < 4 or core.startswith("[REDACTED"):
+        return False
+    if any(c.isdigit() for c in core):
+        return True
+    if any(not c.isalnum() and c not in "-._'" for c in core):
+        return True
+    return any(c.isupper() for c in core[1:]) and any(c.islower() for c in core)
+
+
+def _env_assignments(text: str) -> Iterator[tuple[str, re.Match[str]]]:
+    """(name, tail match) of each capitalised name holding a secret word followed by = or :."""
+    for word in _ENV_WORD.finditer(text):
+        start, end = word.start(), word.end()
+        while start > 0 and _ENV_NAME_CHAR.match(text, start - 1):
+            start -= 1
+        while end < len(text) and _ENV_NAME_CHAR.match(text, end):
+            end += 1
+        if not text[start].isalpha() or (start and (text[start - 1].isalnum() or text[start - 1] in "_$")):
+            continue
+        tail = _ENV_TAIL.match(text, end)
+        if tail:
+            yield text[start:end], tail
+
+
+def _redact_env(text: str, values: set[str]) -> tuple[str, int]:
+    out: list[str] = []
+    done = count = 0
+    for key, match in _env_assignments(text):
+        if match.start() < done:
+            continue
+        value = match.group("value")
+        start, end = match.span("value")
+        if value[:1] in "\"'":
+            start, end, value = start + 1, end - 1, value[1:-1]
+        if not value.strip() or value.startswith("[REDACTED") or _NOT_A_SECRET.fullmatch(value):
+            continue
+        if _settings_key(key):
+            continue
+        if value.isalpha() and value.islower() and len(value) < 6:
+            continue  # KEY=true-ish words such as "none", "auto"
+        _remember(values, value)
+        out += [text[done:start], MARK.format(_env_kind(key))]
+        done = end
+        count += 1
+    if not count:
+        return text, 0
+    out.append(text[done:])
+    return "".join(out), count
+
+
+_SETTING_WORDS = frozenset(
+    "MIN MAX LEN LENGTH COUNT SIZE TTL EXPIRY EXPIRES TIMEOUT FILE PATH URL HOST PORT NAME ID TYPE MODE "
+    "ENABLED REGION VERSION POLICY HEADER ROTATION LIMIT".split())
+
+
+def _settings_key(key: str) -> bool:
+    """Trigger: a secret-sounding name that configures something (PASSWORD_MIN_LENGTH, TOKEN_TTL).
+    Why: its value is a number, a path or a name, not a credential. Outcome: left alone."""
+    return any(part in _SETTING_WORDS for part in re.split(r"[_\-.]", key.upper()))
+
+
+def _env_kind(key: str) -> str:
+    for word, kind in (("PASS", "password"), ("PWD", "password"), ("SECRET", "secret"), ("TOKEN", "token"),
+                       ("CREDENTIAL", "credentials"), ("KEY", "api_key"), ("AUTH", "token")):
+        if word in key:
+            return kind
+    return "secret"
+
+
+def _prose_values(text: str) -> Iterator[tuple[int, int]]:
+    lowered = text.lower()
+    if len(lowered) != len(text):  # rare letters whose lowercase is longer: offsets would not line up
+        lowered = "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
+    for word in _PROSE_WORD.finditer(lowered):
+        tail = _PROSE_TAIL.match(lowered, word.end())
+        if tail:
+            yield tail.span("secret")
+
+
+def _redact_prose(text: str, values: set[str]) -> tuple[str, int]:
+    out: list[str] = []
+    done = count = 0
+    for start, end in _prose_values(text):
+        value = text[start:end]
+        if start < done or not _secret_like(value):
+            continue
+        if _NOT_A_SECRET.fullmatch(value.rstrip(_TRAILING)):
+            continue
+        while end > start and text[end - 1] in _TRAILING:
+            end -= 1
+        _remember(values, text[start:end])
+        out += [text[done:start], MARK.format("password")]
+        done = end
+        count += 1
+    if not count:
+        return text, 0
+    out.append(text[done:])
+    return "".join(out), count
+
+
+def _substitute(text: str, kind: str, pattern: re.Pattern[str], values: set[str] | None = None,
+                library: bool = False) -> tuple[str, int]:
     mark = MARK.format(kind)
     lead = _LEAD.get(kind)
     out: list[str] = []
     done = 0
-    word_start = kind in _WORD_START
+    word_start = kind in _WORD_START or library
     for match in pattern.finditer(text):
         before = text[match.start() - 1] if match.start() else ""
         if lead and (not before or before not in lead):
             continue
         if word_start and before and (before.isalnum() or before == "_"):
             continue
-        start, end = match.span("secret") if "secret" in pattern.groupindex else match.span()
+        if library:
+            # detect-secrets patterns may include a delimiter on either side, or capture the
+            # secret in group 1; redact the token itself and keep the delimiters.
+            start, end = match.span(1) if pattern.groups and match.group(1) else match.span()
+            while start < end and text[start] in " \t\n=:\"'":
+                start += 1
+            while end > start and text[end - 1] in " \t\n\"'":
+                end -= 1
+            if start < done or "[REDACTED" in text[start:end] or end - start < 8:
+                continue
+        else:
+            start, end = match.span("secret") if "secret" in pattern.groupindex else match.span()
+        if values is not None:
+            _remember(values, text[start:end])
         out.append(text[done:start])
         out.append(mark)
         done = end
@@ -129,7 +416,7 @@ def _substitute(text: str, kind: str, pattern: re.Pattern[str]) -> tuple[str, in
     return "".join(out), len(out) // 2
 
 
-def _redact_assignments(text: str) -> tuple[str, int]:
+def _redact_assignments(text: str, values: set[str]) -> tuple[str, int]:
     out: list[str] = []
     done = 0  # text[:done] is already in out
     count = 0
@@ -137,10 +424,13 @@ def _redact_assignments(text: str) -> tuple[str, int]:
         if word.start() < done:
             continue
         key_start, key_end = _expand_key(text, word.start(), word.end())
+        if _settings_key(text[key_start:key_end]):
+            continue
         value_span = _value_span(text, key_start, key_end)
         if value_span is None:
             continue
         start, end = value_span
+        _remember(values, text[start:end])
         out.append(text[done:start])
         out.append(MARK.format(_kind(text[key_start:key_end], word.group(0))))
         done = end

@@ -22,6 +22,12 @@ ENTITY_TYPES = ("project", "technology", "concept", "person", "file")
 TRUNCATION_MARK = "…[truncated {} chars]"
 MAX_NAME_CHARS = 200
 MAX_TEXT_CHARS = 2_000  # item content, summaries and reasons longer than this are cut
+# Bounds on what one answer may add (a runaway or hostile model must not flood the database).
+MAX_ITEMS_PER_MESSAGE = 12
+MAX_ENTITIES_PER_ITEM = 8
+MAX_ITEMS_PER_BATCH = 300
+MAX_RELATIONS_PER_BATCH = 300
+MAX_ANSWER_LIST = 5_000  # list entries looked at before any check (CPU bound on absurd answers)
 
 SYSTEM_PROMPT = """\
 You extract long-term memories from a conversation between a user and an AI coding assistant.
@@ -310,6 +316,7 @@ def _matching_brace(text: str, start: int) -> int | None:
 class Validated:
     output: dict
     dropped: int = 0
+    cut: int = 0  # conforming parts left out by the size caps
     problems: list[str] = field(default_factory=list)
 
 
@@ -327,14 +334,37 @@ def validate_output(
         raise ExtractionError(f"extractor answer is a {type(raw).__name__}, not a JSON object")
     result = Validated(output={})
     checker = _Checker(set(batch_lines), set(known_idea_ids), result)
+    items = _cap_items(checker.each(raw.get("items"), "items", checker.item), result)
+    relations = _unique(checker.each(raw.get("relations"), "relations", checker.relation))
+    if len(relations) > MAX_RELATIONS_PER_BATCH:
+        result.cut += len(relations) - MAX_RELATIONS_PER_BATCH
+        result.problems.append(f"{len(relations) - MAX_RELATIONS_PER_BATCH} relations over the batch cap cut")
+        relations = relations[:MAX_RELATIONS_PER_BATCH]
     result.output = {
         "topic_update": checker.topic_update(raw.get("topic_update")),
         "new_span": checker.new_span(raw.get("new_span")),
-        "items": checker.each(raw.get("items"), "items", checker.item),
-        "relations": _unique(checker.each(raw.get("relations"), "relations", checker.relation)),
+        "items": items,
+        "relations": relations,
         "skip_lines": checker.skip_lines(raw.get("skip_lines")),
     }
     return result
+
+
+def _cap_items(items: list[dict], result: Validated) -> list[dict]:
+    """At most MAX_ITEMS_PER_MESSAGE items per source line and MAX_ITEMS_PER_BATCH in all; the
+    number cut is counted in ``result.cut`` (the indexer logs it)."""
+    per_line: dict[int, int] = {}
+    kept = []
+    for item in items:
+        n = per_line.get(item["source_line"], 0)
+        if n >= MAX_ITEMS_PER_MESSAGE or len(kept) >= MAX_ITEMS_PER_BATCH:
+            result.cut += 1
+            continue
+        per_line[item["source_line"]] = n + 1
+        kept.append(item)
+    if len(kept) < len(items):
+        result.problems.append(f"{len(items) - len(kept)} items over the per-message or batch cap cut")
+    return kept
 
 
 def _unique(rows: list[dict]) -> list[dict]:
@@ -372,6 +402,21 @@ def _as_text(value: Any, limit: int) -> str | None:
     return value.strip()[:limit]
 
 
+def _clean(value: Any, limit: int) -> str | None:
+    """Text the extractor wrote, redacted like conversation text (defence in depth: it only saw
+    redacted input), then cut to ``limit``; redaction first, so validating again changes nothing."""
+    from total_recall.redact import redact
+
+    return _as_text(redact(value) if isinstance(value, str) else value, limit)
+
+
+def _secret_or_private(text: str) -> bool:
+    """Whether an entity name is (or holds) a secret: names are never redacted in place, only dropped."""
+    from total_recall.redact import PRIVATE_MARK, redact
+
+    return "[REDACTED" in text or PRIVATE_MARK in text or redact(text) != text
+
+
 def _as_bool(value: Any) -> bool:
     if isinstance(value, str):
         return value.strip().lower() in {"true", "yes", "1"}
@@ -397,6 +442,10 @@ class _Checker:
         if not isinstance(rows, list):
             self.note(f"{what} is not a list; ignored")
             return []
+        if len(rows) > MAX_ANSWER_LIST:
+            self.result.cut += len(rows) - MAX_ANSWER_LIST
+            self.note(f"{what}: {len(rows) - MAX_ANSWER_LIST} entries past {MAX_ANSWER_LIST} not read")
+            rows = rows[:MAX_ANSWER_LIST]
         kept = []
         for index, row in enumerate(rows):
             problem, value = check(row) if isinstance(row, dict) else ("not an object", None)
@@ -418,7 +467,8 @@ class _Checker:
         if name is None:
             self.note("topic_update is missing a name; the current topic is kept")
             return empty
-        out = {"name": name, "summary": _as_text(raw.get("summary"), MAX_TEXT_CHARS) or ""}
+        name = _clean(name, MAX_NAME_CHARS)
+        out = {"name": name, "summary": _clean(raw.get("summary"), MAX_TEXT_CHARS) or ""}
         self._optional_start(raw, out, "topic_update")
         return out
 
@@ -429,8 +479,9 @@ class _Checker:
         if name is None:
             self.note("new_span is malformed; ignored")
             return None
-        out = {"name": name, "reason": _as_text(raw.get("reason"), MAX_TEXT_CHARS) or ""}
-        summary = _as_text(raw.get("summary"), MAX_TEXT_CHARS)
+        name = _clean(name, MAX_NAME_CHARS)
+        out = {"name": name, "reason": _clean(raw.get("reason"), MAX_TEXT_CHARS) or ""}
+        summary = _clean(raw.get("summary"), MAX_TEXT_CHARS)
         if summary:
             out["summary"] = summary
         self._optional_start(raw, out, "new_span")
@@ -450,7 +501,7 @@ class _Checker:
         intent = intent.strip().lower() if isinstance(intent, str) else intent
         if intent not in INTENTS:
             return f"unknown type {raw.get('type')!r}", None
-        content = _as_text(raw.get("content"), MAX_TEXT_CHARS)
+        content = _clean(raw.get("content"), MAX_TEXT_CHARS)
         if content is None:
             return "content is not a non-empty string", None
         line = self.line(raw.get("source_line"))
@@ -478,17 +529,23 @@ class _Checker:
                 self.note("entities is not a list; ignored")
             return []
         out: dict[str, dict] = {}
-        for entity in raw:
+        for entity in raw[:MAX_ANSWER_LIST]:
+            if len(out) >= MAX_ENTITIES_PER_ITEM:
+                self.result.cut += 1
+                continue
             if isinstance(entity, str):
                 entity = {"name": entity, "type": "concept"}
             if not isinstance(entity, dict):
-                self.note(f"entity {entity!r} dropped")
+                self.note("an entity that is not a name of a known type was dropped")
                 continue
             name = _as_text(entity.get("name"), MAX_NAME_CHARS)
             kind = entity.get("type", "concept")
             kind = kind.strip().lower() if isinstance(kind, str) else kind
             if name is None or kind not in ENTITY_TYPES:
-                self.note(f"entity {entity!r} dropped")
+                self.note("an entity that is not a name of a known type was dropped")
+                continue
+            if _secret_or_private(name):
+                self.note("an entity name that holds a secret or a private part was dropped")
                 continue
             out.setdefault(name.lower(), {"name": name, "type": kind})
         return list(out.values())
@@ -523,7 +580,7 @@ class _Checker:
                 value, reason = entry.get("line"), entry.get("reason")
             line = self.line(value)
             if line is None:
-                self.note(f"skip_lines entry {entry!r} ignored")
+                self.note("a skip_lines entry without a line of this batch was ignored")
                 continue
             reason = _as_text(reason, MAX_NAME_CHARS) or "skipped by extractor"
             out.setdefault(line, {"line": line, "reason": reason})

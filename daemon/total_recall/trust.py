@@ -1,0 +1,192 @@
+"""What may be read and kept: allowed transcript paths, excluded projects, forgotten scopes,
+paused time ranges, and the keys of files we derive from a project or a transcript.
+
+The hook shims apply the same path and key rules with the standard library alone
+(hooks/enqueue.py, hooks/session_start.py); tests/test_trust.py pins that both agree.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import os
+import re
+import time
+import unicodedata
+from datetime import datetime, timezone
+from pathlib import Path
+
+from total_recall import config
+from total_recall.db import Database
+
+ARCHIVE_SUFFIX = ".jsonl.gz"
+
+
+# -- which files may be opened ----------------------------------------------------------------
+def allowed_roots(settings: config.Settings) -> list[str]:
+    """$CLAUDE_CONFIG_DIR/projects, the projects folder of the Claude config that `install` wrote
+    our hooks into (a service may run without CLAUDE_CONFIG_DIR), and [privacy] extra_roots."""
+    roots = [config.claude_config_dir() / "projects"]
+    try:
+        installed = json.loads((config.home() / "installed.json").read_text(encoding="utf-8"))
+        if isinstance(installed, dict) and isinstance(installed.get("settings_path"), str):
+            roots.append(Path(installed["settings_path"]).parent / "projects")
+    except (OSError, ValueError):
+        pass
+    roots += [Path(r).expanduser() for r in settings.get("privacy", "extra_roots") or []]
+    return [os.path.realpath(r) for r in roots]
+
+
+def refusal(path: str, settings: config.Settings) -> str | None:
+    """Why ``path`` must not be opened, or None when it is a transcript we may read.
+
+    Allowed: a regular ``*.jsonl`` file whose resolved path lies under an allowed root, named
+    by an absolute path without ``..`` (so neither a symlink nor a dot-dot escapes the root).
+    """
+    if not isinstance(path, str) or not path or "\x00" in path:
+        return "not a path"
+    if not os.path.isabs(path):
+        return "not an absolute path"
+    if ".." in path.split(os.sep):
+        return "path contains '..'"
+    if not path.endswith(".jsonl"):
+        return "not a .jsonl file"
+    try:
+        real = os.path.realpath(path)
+    except (OSError, ValueError):
+        return "path cannot be resolved"
+    if not any(real.startswith(root.rstrip(os.sep) + os.sep) for root in allowed_roots(settings)):
+        return "outside the Claude projects folder (and [privacy] extra_roots)"
+    try:
+        import stat
+
+        if not stat.S_ISREG(os.stat(real).st_mode):
+            return "not a regular file"
+    except FileNotFoundError:
+        return None  # a transcript that went away: the indexer reports it missing
+    except (OSError, ValueError):
+        return "cannot be examined"
+    return None
+
+
+def excluded(settings: config.Settings, *names: str | None) -> str | None:
+    """The [privacy] exclude_projects glob that matches one of ``names`` (project paths or
+    Claude's project-folder names), or None."""
+    globs = settings.get("privacy", "exclude_projects") or []
+    for name in filter(None, names):
+        for pattern in globs:
+            if fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(
+                name.rstrip("/"), pattern.rstrip("/")
+            ):
+                return pattern
+    return None
+
+
+# -- forgotten scopes ---------------------------------------------------------------------------
+def forgotten(db: Database, *, file: str | None = None, session: str | None = None) -> str | None:
+    """'file' / 'session' when that whole transcript or session was forgotten, else None.
+
+    A forgotten project is not refused whole: what it said before the forget is withheld line by
+    line (``project_cutoff``), and sessions begun after it are remembered again."""
+    for kind, value in (("file", file), ("session", session)):
+        if value and db.one("SELECT 1 FROM forgotten_scopes WHERE kind = ? AND value = ?", (kind, value)):
+            return kind
+    return None
+
+
+def project_cutoff(db: Database, project: str | None) -> float | None:
+    """When the project was last forgotten: its messages said before then are never indexed."""
+    if not project:
+        return None
+    return db.scalar("SELECT max(created_at) FROM forgotten_scopes WHERE kind = 'project' AND value = ?",
+                     (project,))
+
+
+def tombstone_scope(db: Database, kind: str, value: str, now: float) -> None:
+    db.execute(
+        "INSERT OR IGNORE INTO forgotten_scopes (kind, value, created_at) VALUES (?, ?, ?)",
+        (kind, value, now),
+    )
+
+
+# -- pause ----------------------------------------------------------------------------------------
+def pause(db: Database, seconds: float | None, now: float | None = None) -> dict:
+    now = time.time() if now is None else now
+    until = None if seconds is None else now + seconds
+    with db.write():
+        open_range = db.one("SELECT id FROM paused_ranges WHERE ended_at IS NULL OR ended_at > ?", (now,))
+        if open_range:
+            db.execute("UPDATE paused_ranges SET ended_at = ? WHERE id = ?", (until, open_range[0]))
+        else:
+            db.execute("INSERT INTO paused_ranges (started_at, ended_at) VALUES (?, ?)", (now, until))
+    return {"paused": True, "since": _iso(now), "until": _iso(until) if until else "resume"}
+
+
+def resume(db: Database, now: float | None = None) -> dict:
+    now = time.time() if now is None else now
+    with db.write():
+        cur = db.execute(
+            "UPDATE paused_ranges SET ended_at = ? WHERE ended_at IS NULL OR ended_at > ?", (now, now)
+        )
+    return {"paused": False, "ended_ranges": cur.rowcount}
+
+
+def paused_ranges(db: Database) -> list[tuple[float, float]]:
+    return [
+        (r[0], r[1] if r[1] is not None else float("inf"))
+        for r in db.execute("SELECT started_at, ended_at FROM paused_ranges")
+    ]
+
+
+def said_at(stamp: str | None, now: float) -> float:
+    """Unix time of a conversation timestamp; a message without one counts as said now."""
+    if stamp:
+        try:
+            parsed = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+            return (parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)).timestamp()
+        except (ValueError, TypeError, AttributeError):
+            pass
+    return now
+
+
+def in_paused(stamp: str | None, ranges: list[tuple[float, float]], now: float) -> bool:
+    """Whether a message with conversation time ``stamp`` was said while paused."""
+    if not ranges:
+        return False
+    when = said_at(stamp, now)
+    return any(start <= when < end for start, end in ranges)
+
+
+def withheld(stamp: str | None, ranges: list[tuple[float, float]], cutoff: float | None,
+             now: float) -> str | None:
+    """'paused' or 'forgotten' when a message said at ``stamp`` must not be kept, else None."""
+    if cutoff is not None and said_at(stamp, now) < cutoff:
+        return "forgotten"
+    return "paused" if in_paused(stamp, ranges, now) else None
+
+
+def _iso(stamp: float) -> str:
+    return datetime.fromtimestamp(stamp, tz=timezone.utc).isoformat(timespec="seconds")
+
+
+# -- keys of derived files ---------------------------------------------------------------------
+def normal_project(path: str) -> str:
+    """The form of a project path both the daemon and the hook key on: NFC, no trailing slash."""
+    path = unicodedata.normalize("NFC", path)
+    return os.path.normpath(path) if path else path
+
+
+def digest_key(project: str) -> str:
+    """Claude Code's folder rule (non-alphanumerics become '-') plus a short hash of the path, so
+    /home/u/client-a and /home/u/client_a get different digests. hooks/session_start.py has
+    the same function."""
+    norm = normal_project(project)
+    folder = re.sub(r"[^A-Za-z0-9]", "-", norm)[:120]
+    digest = hashlib.sha256(norm.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+    return f"{folder}-{digest}"
+
+
+def archive_name(source_file: str) -> str:
+    """The archive file of a transcript: a hash of its path (never the path itself)."""
+    return hashlib.sha256(source_file.encode("utf-8", "surrogatepass")).hexdigest()[:32] + ARCHIVE_SUFFIX
