@@ -95,7 +95,8 @@ NOISE_SIGMA = 0.03
 
 # Cached databases are reused only when built by this exact generator.
 FINGERPRINT = hashlib.sha256(repr((PROJECTS, TECH, COMPONENTS, ERRORS, PEOPLE, MODULES, NAMES, REASONS, FIXES,
-                                   TEMPLATES, INTENT_WEIGHTS, SESSION_IDEAS, TOPIC_IDEAS, NOISE_SIGMA)).encode()
+                                   TEMPLATES, INTENT_WEIGHTS, SESSION_IDEAS, TOPIC_IDEAS, NOISE_SIGMA,
+                                   "chunks")).encode()
                              ).hexdigest()[:12]
 
 
@@ -184,6 +185,8 @@ def _write(db: Any, rows: list[Idea], vectors: Any, to_blob: Any) -> None:
     spans: dict[tuple[str, int], int] = {}
     first_idea: dict[int, int] = {}  # span id -> index of its first idea, whose vector it takes
     entity_ids: dict[str, int] = {}
+    chunks = bool(db.scalar("SELECT count(*) FROM sqlite_master WHERE name = 'chunk_embeddings'", default=0))
+    previous = ""
     for index, (row, vec) in enumerate(zip(rows, vectors)):
         when = (base_time + timedelta(minutes=7 * index)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
         source = f"/home/dev/.claude/projects/-home-dev-projects-{row.project}/{row.session}.jsonl"
@@ -199,6 +202,15 @@ def _write(db: Any, rows: list[Idea], vectors: Any, to_blob: Any) -> None:
         idea_id = int(cur.lastrowid)
         db.execute("INSERT INTO idea_embeddings (idea_id, project, embedding) VALUES (?, ?, ?)",
                    (idea_id, project_path(row.project), to_blob(vec)))
+        if chunks:  # the line's own words, searched like the idea (one chunk per source line)
+            cid = int(db.execute(
+                "INSERT INTO chunks (source_file, source_line, message_line, seq, session_id, project, role, kind, "
+                "timestamp, content, context, needs_embedding) VALUES (?, ?, ?, 0, ?, ?, 'user', 'prompt', ?, ?, ?, 0)",
+                (source, row.line, row.line, row.session, project_path(row.project), when, row.text,
+                 previous)).lastrowid)
+            db.execute("INSERT INTO chunk_embeddings (chunk_id, project, embedding) VALUES (?, ?, ?)",
+                       (cid, project_path(row.project), to_blob(vec)))
+        previous = " ".join(row.text.split()[-40:])
         for name, kind in row.entities:
             if name not in entity_ids:
                 entity_ids[name] = int(db.execute("INSERT INTO entities (name, type) VALUES (?, ?)",

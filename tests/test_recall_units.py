@@ -1,0 +1,91 @@
+"""Search units: every line's words are searchable, one result per line, pointers on the words."""
+
+from __future__ import annotations
+
+import json
+
+from helpers import cli, cli_json, db_rows
+
+PROJECT = "/home/dev/projects/atlas"
+SESSION = "5d0f6a7e-0000-4000-8000-000000000001"
+
+
+def _line(kind: str, content, n: int, msg_id: str | None = None) -> str:
+    base = {"parentUuid": None, "isSidechain": False, "userType": "external", "cwd": PROJECT, "sessionId": SESSION,
+            "version": "2.1.39", "gitBranch": "main", "uuid": f"00000000-0000-4000-8000-{n:012d}",
+            "timestamp": f"2026-03-02T10:{n:02d}:00.000Z", "type": kind}
+    if kind == "user":
+        base["message"] = {"role": "user", "content": content}
+    else:
+        base["message"] = {"id": msg_id, "type": "message", "role": "assistant", "model": "claude-x",
+                           "content": content, "stop_reason": None}
+    return json.dumps(base)
+
+
+def transcript(claude_dir):
+    """A prompt, one response written over three lines (thinking, text, tool_use), a tool result
+    holding an error only it mentions, and a short user reply."""
+    lines = [
+        _line("user", "The session cache keeps dropping logins, can you look at it?", 1),
+        _line("assistant", [{"type": "thinking", "thinking": "Let me think about the cache.", "signature": "x"}],
+              2, "msg_a"),
+        _line("assistant", [{"type": "text", "text": "We should move the session cache from memcached to Redis "
+                                                     "because memcached evicts entries under memory pressure."}],
+              3, "msg_a"),
+        _line("assistant", [{"type": "tool_use", "id": "toolu_1", "name": "Bash",
+                             "input": {"command": "redis-cli ping"}}], 4, "msg_a"),
+        _line("user", [{"type": "tool_result", "tool_use_id": "toolu_1",
+                        "content": "Could not connect to Redis at 127.0.0.1:6379: ECONNREFUSED"}], 5),
+        _line("user", "ok, do it", 6),
+    ]
+    path = claude_dir / "projects" / "-home-dev-projects-atlas" / f"{SESSION}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+    cli("backfill", str(path), "--wait")
+    return path
+
+
+def test_an_idea_of_a_merged_response_points_at_its_text_line(tmp_path):
+    path = transcript(tmp_path / "claude")
+    rows = db_rows("SELECT source_line, content FROM ideas WHERE content LIKE '%Redis%'")
+    assert rows and {line for line, _ in rows} == {3}  # not line 2 (thinking), where the message starts
+    hits = cli_json("search", "why did we switch the session cache to Redis", "--project", "atlas")
+    assert hits[0]["kind"] == "idea" and (hits[0]["source_file"], hits[0]["source_line"]) == (str(path), 3)
+
+
+def test_a_line_with_no_memory_is_found_by_its_words_as_a_message(tmp_path):
+    path = transcript(tmp_path / "claude")
+    assert not db_rows("SELECT id FROM ideas WHERE source_line = 5")  # a tool result is no memory
+    hits = cli_json("search", "ECONNREFUSED 6379", "--project", "atlas")
+    message = next(r for r in hits if r["kind"] == "message")
+    assert (message["source_file"], message["source_line"]) == (str(path), 5)
+    assert "ECONNREFUSED" in message["content"] and message["role"] == "user"
+    assert message["intent"] is None and message["message_start_line"] == 5
+    assert "chunk_bm25" in message["matched_by"]
+    text = cli("search", "ECONNREFUSED 6379", "--project", "atlas").stdout
+    assert f"{path}:5" in text  # the human rendering shows file:line too
+
+
+def test_a_line_found_by_its_words_is_shown_as_its_idea_once(tmp_path):
+    path = transcript(tmp_path / "claude")
+    hits = cli_json("search", "memcached evicts entries under memory pressure", "--project", "atlas", "-k", "10")
+    lines = [(r["source_file"], r["source_line"]) for r in hits if r["kind"] in ("idea", "message")]
+    assert len(lines) == len(set(lines))  # one result per transcript line
+    top = hits[0]
+    assert top["kind"] == "idea" and top["source_line"] == 3
+    assert {"chunk_bm25", "idea_bm25"} <= set(top["matched_by"])  # its words and its idea both voted
+
+
+def test_an_intent_filter_keeps_message_results_out(tmp_path):
+    transcript(tmp_path / "claude")
+    hits = cli_json("search", "todos about the session cache", "--project", "atlas")
+    assert hits and all(r["kind"] == "idea" and r["intent"] == "todo" for r in hits)
+
+
+def test_forget_removes_the_lines_words_from_search(tmp_path):
+    path = transcript(tmp_path / "claude")
+    idea = db_rows("SELECT id FROM ideas WHERE source_line = 3")[0][0]
+    cli("forget", str(idea))
+    hits = cli_json("search", "memcached evicts entries under memory pressure", "--project", "atlas")
+    assert all((r["source_file"], r.get("source_line")) != (str(path), 3) for r in hits)
+    assert db_rows("SELECT count(*) FROM chunks WHERE source_file = ? AND source_line = 3", (str(path),)) == [(0,)]
