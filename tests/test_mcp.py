@@ -141,9 +141,14 @@ def test_search_over_a_real_transcript_points_at_the_line_it_came_from(
     import json
     import sqlite3
 
-    source = next(
+    import shutil
+
+    shared = next(
         p for p in fixture_transcripts if p.name == "obra__episodic-memory__tiny-conversation.jsonl"
     )
+    source = tmp_path / "claude" / "projects" / "-fixtures" / shared.name  # only the projects folder is read
+    source.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(shared, source)
     cli("backfill", str(source), "--wait")
     with sqlite3.connect(isolated_home / "memory.db") as conn:
         content, line = conn.execute(
