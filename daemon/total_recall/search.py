@@ -467,7 +467,8 @@ def search(
 
 
 RERANK_N = 40  # the head of the fused list that the second stage rescores
-COVERAGE_WEIGHT = 0.3  # share of a line's score that depends on how many of the query's words it holds
+COVERAGE_WEIGHT = 0.6  # share of a line's score that depends on how many of the query's words it holds
+NEIGHBOUR_WEIGHT = 0.4  # share of the best adjacent line's score a line in the head gains
 _SUFFIX = re.compile(r"(?:ing|ed|es|s)$")
 
 
@@ -479,7 +480,8 @@ def _stem(word: str) -> str:
 
 def rescore(db: Database, ranked: list[Candidate], q: querymod.Query) -> list[Candidate]:
     """Second stage over the head of the list: a line holding more of the query's distinctive words
-    (IDF among the head's lines, so a name on every line counts little) keeps more of its score.
+    (IDF among the head's lines, so a name on every line counts little) keeps more of its score,
+    and a line next to a strong line gains a share of its score (NEIGHBOUR_WEIGHT).
 
     A soft AND after the fused OR: it lifts the line that says the whole thing above lines that
     share one loud word (a name, a vocative) with the query, without overruling meaning.
@@ -497,7 +499,17 @@ def rescore(db: Database, ranked: list[Candidate], q: querymod.Query) -> list[Ca
         bag = bags[cand.origin]
         coverage = sum(w for t, w in idf.items() if t in bag) / total
         cand.score *= 1 - COVERAGE_WEIGHT + COVERAGE_WEIGHT * coverage
+    if NEIGHBOUR_WEIGHT > 0:
+        # A turn and its neighbours answer together (a question and its reply, a claim and its
+        # reason): a line next to a strong line in the head takes a share of that line's score.
+        score_of = {c.origin: c.score for c in head}
+        for cand in head:
+            f, n = cand.origin
+            near = max(score_of.get((f, n - 1), 0.0), score_of.get((f, n + 1), 0.0))
+            cand.score += NEIGHBOUR_WEIGHT * near
     return sorted(ranked, key=lambda c: -c.score)
+
+
 
 
 def _line_texts(db: Database, origins: list[tuple]) -> dict[tuple, str]:
