@@ -321,7 +321,9 @@ class Indexer:
 
     def _index_chunk(self, path: str, ident: dict, chunk: Chunk, head_hash: str, report: IndexReport) -> None:
         fresh = chunk.fresh
-        outputs, extractor_name = self._extract(path, ident, fresh) if fresh else ([], "none")
+        units = self._new_units(path, chunk.units)
+        query = self._batch_vector(units) if fresh else None
+        outputs, extractor_name = self._extract(path, ident, fresh, query) if fresh else ([], "none")
         now = self.clock()
         point_at_text_lines(outputs, fresh)
         times = {n: m.timestamp for m in chunk.messages for n in range(m.line, m.last_line + 1)}
@@ -331,7 +333,6 @@ class Indexer:
             line_times=times, first_line=min(lines), last_line=max(lines), cause=f"extract:{extractor_name}", now=now,
             idle_gap=60.0 * float(self.settings.get("daemon", "idle_gap_minutes")),
         )
-        units = self._new_units(path, chunk.units)
         vectors = self._embed_batch(outputs, units)
         fell_back, self._fallback_parts = self._fallback_parts, []
         report.fallbacks_pending |= bool(fell_back)
@@ -404,7 +405,27 @@ class Indexer:
             return {}
         return {text: to_blob(vec) for text, vec in zip(texts, matrix)}
 
-    def _extract(self, path: str, ident: dict, fresh: list) -> tuple[list[dict], str]:
+    def _batch_vector(self, units: list[dict]) -> bytes | None:
+        """The batch's meaning for finding related topics and ideas: the mean of its chunks' vectors.
+
+        They are needed anyway (the embedder's cache hands them to _embed_batch), so the batch is
+        not embedded a second time as one long query text. None when nothing of it is embedded.
+        """
+        texts = [embed_text(u) for u in units if u["embed"]]
+        if not texts or not self.vectors_ok():
+            return None
+        import numpy as np
+
+        from total_recall.embed import to_blob
+
+        try:
+            mean = np.asarray(self.embedder.embed(texts), dtype="float32").mean(axis=0)
+        except (EmbeddingError, TransientError):
+            return None
+        norm = float(np.linalg.norm(mean))
+        return to_blob(mean / norm) if norm > 0 else None
+
+    def _extract(self, path: str, ident: dict, fresh: list, query: bytes | None = None) -> tuple[list[dict], str]:
         """One extraction call per batch: the LLM when configured and within budget, else offline.
 
         Trigger: the LLM fails after its retries, or today's token budget is spent. Why: memory
@@ -416,7 +437,7 @@ class Indexer:
         new = [
             {"role": m.role, "content": m.text, "timestamp": m.timestamp, "line": m.line} for m in fresh
         ]
-        context = self._context(path, ident, new)
+        context = self._context(path, ident, new, query)
         max_chars = int(self.settings.get("llm", "max_prompt_chars"))
         outputs, name = [], "offline"
         for part in protocol.split_for_budget(new, max_chars):
@@ -540,7 +561,7 @@ class Indexer:
         used += sum(c.get("prompt_tokens", 0) + c.get("completion_tokens", 0) for c in self._pending_calls)
         return used >= budget
 
-    def _context(self, path: str, ident: dict, new: list[dict]) -> dict:
+    def _context(self, path: str, ident: dict, new: list[dict], query: bytes | None = None) -> dict:
         session, project = ident["session"], ident["project"]
         topic = self.db.one(
             "SELECT id, name, summary FROM spans WHERE session_id = ? AND source_file = ? AND depth = 1 AND closed = 0 "
@@ -556,7 +577,8 @@ class Indexer:
         known = self.db.execute(
             "SELECT id, intent, content FROM ideas WHERE project = ? ORDER BY id DESC LIMIT ?",
             (project, KNOWN_IDEAS)).fetchall()
-        related, similar = self._similar(project, session, " ".join(m["content"] for m in new)[:CONTEXT_QUERY_CHARS])
+        related, similar = self._similar(project, session, " ".join(m["content"] for m in new)[:CONTEXT_QUERY_CHARS],
+                                         query)
         known_ids = {k[0] for k in known}
         known += [s for s in similar if s[0] not in known_ids]
         return {
@@ -570,16 +592,18 @@ class Indexer:
             "known": [{"id": k[0], "type": k[1], "content": k[2]} for k in known],
         }
 
-    def _similar(self, project: str, session: str, text: str) -> tuple[list[dict], list[tuple]]:
+    def _similar(self, project: str, session: str, text: str, blob: bytes | None = None
+                 ) -> tuple[list[dict], list[tuple]]:
         """Top 3 topics of other sessions and the 10 most similar ideas of this project."""
-        if not text.strip() or not self.vectors_ok():
+        if (blob is None and not text.strip()) or not self.vectors_ok():
             return [], []
         from total_recall.embed import to_blob
 
-        try:
-            blob = to_blob(self.embedder.embed([text])[0])
-        except (EmbeddingError, TransientError):
-            return [], []
+        if blob is None:
+            try:
+                blob = to_blob(self.embedder.embed([text])[0])
+            except (EmbeddingError, TransientError):
+                return [], []
         topics = self.db.execute(
             "SELECT s.name, s.summary, s.session_id FROM (SELECT span_id, distance FROM span_embeddings "
             "WHERE embedding MATCH ? AND k = 20) v JOIN spans s ON s.id = v.span_id "
