@@ -23,7 +23,7 @@ TRUNCATION_MARK = "…[truncated {} chars]"
 MAX_NAME_CHARS = 200
 MAX_TEXT_CHARS = 2_000  # item content, summaries and reasons longer than this are cut
 # Bounds on what one answer may add (a runaway or hostile model must not flood the database).
-MAX_ITEMS_PER_MESSAGE = 12
+MAX_ITEMS_PER_MESSAGE = 40  # an honest extractor gives about one per sentence; long replies have many
 MAX_ENTITIES_PER_ITEM = 8
 MAX_ITEMS_PER_BATCH = 300
 MAX_RELATIONS_PER_BATCH = 300
@@ -351,20 +351,22 @@ def validate_output(
 
 
 def _cap_items(items: list[dict], result: Validated) -> list[dict]:
-    """At most MAX_ITEMS_PER_MESSAGE items per source line and MAX_ITEMS_PER_BATCH in all; the
-    number cut is counted in ``result.cut`` (the indexer logs it)."""
+    """At most MAX_ITEMS_PER_MESSAGE items per source line and MAX_ITEMS_PER_BATCH in all; where a
+    cap cuts, typed items (decisions, todos, problems, ...) are kept before plain context. The number
+    cut is counted in ``result.cut`` (the indexer logs it)."""
+    order = sorted(range(len(items)), key=lambda i: (items[i].get("type") == "context", i))
     per_line: dict[int, int] = {}
-    kept = []
-    for item in items:
-        n = per_line.get(item["source_line"], 0)
-        if n >= MAX_ITEMS_PER_MESSAGE or len(kept) >= MAX_ITEMS_PER_BATCH:
+    keep: set[int] = set()
+    for i in order:
+        line = items[i]["source_line"]
+        if per_line.get(line, 0) >= MAX_ITEMS_PER_MESSAGE or len(keep) >= MAX_ITEMS_PER_BATCH:
             result.cut += 1
             continue
-        per_line[item["source_line"]] = n + 1
-        kept.append(item)
-    if len(kept) < len(items):
-        result.problems.append(f"{len(items) - len(kept)} items over the per-message or batch cap cut")
-    return kept
+        per_line[line] = per_line.get(line, 0) + 1
+        keep.add(i)
+    if len(keep) < len(items):
+        result.problems.append(f"{len(items) - len(keep)} items over the per-message or batch cap cut")
+    return [item for i, item in enumerate(items) if i in keep]
 
 
 def _unique(rows: list[dict]) -> list[dict]:
