@@ -813,7 +813,14 @@ def test_sigkill_three_times_during_a_backfill_of_real_transcripts_then_daemon_o
 
     The leases keep their default length (10 min): nothing here may wait for one to expire.
     """
-    files = sorted(fixture_transcripts, key=lambda p: p.stat().st_size)[-2:]  # the two longest
+    import shutil
+
+    folder = tmp_path / "claude" / "projects" / "-fixtures"  # only the projects folder is read
+    folder.mkdir(parents=True, exist_ok=True)
+    files = []
+    for src in sorted(fixture_transcripts, key=lambda p: p.stat().st_size)[-2:]:  # the two longest
+        files.append(folder / src.name)
+        shutil.copyfile(src, files[-1])
     seed = int.from_bytes(os.urandom(4), "big")
     rng = random.Random(seed)
     monkeypatch.delenv("TOTAL_RECALL_DAEMON_LEASE_SECONDS", raising=False)

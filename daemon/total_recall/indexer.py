@@ -200,7 +200,7 @@ class Indexer:
                 self._save_offset_only(path, result, {"session_id": None, "project": ""})
                 return report
             self._withhold(path, result.messages, ident["project"])
-            units = message_chunks(result.messages)
+            units = message_chunks(result.messages, self._turn_before(path, result.messages))
             for number, chunk in enumerate(self._chunks(path, result)):
                 chunk.units = [u for u in units if chunk.messages and
                                chunk.messages[0].line <= u["message_line"] <= chunk.messages[-1].last_line]
@@ -237,6 +237,17 @@ class Indexer:
             log.info("transcript_excluded", file=path, pattern=pattern)
             return f"excluded by {pattern}"
         return None
+
+    def _turn_before(self, path: str, messages: list) -> str:
+        """The text of the last conversational message before this read, as stored: a chunk's
+        context must not depend on where a read started (a restart, a 4 MB read boundary)."""
+        if not messages:
+            return ""
+        row = self.db.one(
+            f"SELECT content FROM messages WHERE source_file = ? AND source_line < ? AND kind IN "
+            f"({','.join('?' * len(EMBEDDED_KINDS))}) AND content != '' ORDER BY source_line DESC LIMIT 1",
+            (path, messages[0].line, *sorted(EMBEDDED_KINDS)))
+        return row[0] if row else ""
 
     def _withhold(self, path: str, messages: list, project: str | None) -> None:
         """Lines said while paused, forgotten line by line, or said in a project before it was
@@ -715,12 +726,11 @@ def windows(text: str) -> list[str]:
     return out
 
 
-def message_chunks(messages: list[transcript.Message]) -> list[dict]:
+def message_chunks(messages: list[transcript.Message], previous: str = "") -> list[dict]:
     """The retrieval units of a read: each conversational line's text in windows, with the end of
     the turn before as context. Tool results and tool calls are found by words only (no vector):
     they are long, many, and rarely what a question paraphrases."""
     out: list[dict] = []
-    previous = ""
     for m in messages:
         if m.skip_reason in NOT_CHUNKED or not m.text.strip():
             continue

@@ -17,7 +17,7 @@ from typing import Any
 import structlog
 
 from total_recall import config, executor
-from total_recall.db import Database
+from total_recall.db import Database, vector_tables_exist
 from total_recall.errors import EmbeddingError, TotalRecallError, TransientError
 from total_recall.extract.protocol import INTENTS
 
@@ -89,6 +89,8 @@ def note(
             ctx.source_file, line = NOTE_SOURCE, _next_note_line(db)
             ctx.line_times, item["source_line"] = {line: stamp}, line
             idea_id, created = executor.insert_idea(db, ctx, item, None, vector)
+        if created:
+            _as_chunk(db, ctx, item, stamp, vector)
         if pin:
             db.execute("UPDATE ideas SET pinned = 1, updated_at = ? WHERE id = ?", (now, idea_id))
             executor.event(db, "idea", idea_id, "pin", {"pinned": False}, {"pinned": True}, "user: note", now)
@@ -208,3 +210,15 @@ def _vector(
         # Outcome: stored with needs_embedding = 1; the daemon's repair pass embeds it.
         log.warning("note_not_embedded", error=str(exc))
         return None, f"not embedded yet ({exc}); the daemon will embed it"
+
+
+def _as_chunk(db: Database, ctx: executor.BatchContext, item: dict, stamp: str, vector: bytes | None) -> None:
+    """A note is also a line of words, searched like every line of a conversation (DESIGN.md
+    "Search"): without it a note would compete with conversation lines on its idea alone."""
+    cur = db.execute(
+        "INSERT OR IGNORE INTO chunks (source_file, source_line, message_line, seq, session_id, project, role, kind, "
+        "timestamp, content, context, needs_embedding) VALUES (?, ?, ?, 1000, ?, ?, 'user', 'note', ?, ?, '', ?)",
+        (ctx.source_file, item["source_line"], item["source_line"], ctx.session_id, ctx.project, stamp,
+         item["content"], int(vector is None)))
+    if cur.rowcount and vector is not None and vector_tables_exist(db):
+        executor.store_vectors(db, "chunk_embeddings", "chunk_id", [(int(cur.lastrowid), ctx.project, vector)])

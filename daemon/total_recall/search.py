@@ -487,10 +487,20 @@ def rescore(db: Database, ranked: list[Candidate], q: querymod.Query) -> list[Ca
     share one loud word (a name, a vocative) with the query, without overruling meaning.
     """
     terms = sorted({_stem(t) for t in q.terms})
-    head = [c for c in ranked[:RERANK_N] if c.origin is not None]
+    head = ranked[:RERANK_N]
     if COVERAGE_WEIGHT <= 0 or len(terms) < 2 or len(head) < 2:
         return ranked
-    texts = _line_texts(db, [c.origin for c in head])
+    lines = [c for c in head if c.origin is not None]
+    texts = _line_texts(db, [c.origin for c in lines]) if lines else {}
+    spans = [c.id for c in head if c.kind == "span"]
+    if spans:  # topics are held to the same measure, by their name and summary
+        for span_id, name, summary in db.execute(
+                f"SELECT id, name, summary FROM spans WHERE id IN ({','.join('?' * len(spans))})", spans):
+            texts[("span", span_id)] = f"{name} {summary}"
+    for cand in head:
+        if cand.origin is None:
+            cand.origin = ("span", cand.id) if cand.kind == "span" else None
+    head = [c for c in head if c.origin is not None]
     bags = {c.origin: {_stem(w) for w in querymod.WORD.findall(texts.get(c.origin, "").lower())} for c in head}
     n = len(bags)
     idf = {t: math.log(1 + n / (1 + sum(t in bag for bag in bags.values()))) for t in terms}
@@ -505,6 +515,8 @@ def rescore(db: Database, ranked: list[Candidate], q: querymod.Query) -> list[Ca
         score_of = {c.origin: c.score for c in head}
         for cand in head:
             f, n = cand.origin
+            if f == "span":
+                continue
             near = max(score_of.get((f, n - 1), 0.0), score_of.get((f, n + 1), 0.0))
             cand.score += NEIGHBOUR_WEIGHT * near
     return sorted(ranked, key=lambda c: -c.score)
