@@ -315,6 +315,12 @@ def drop_vector_tables(db: Database) -> None:
             db.execute("DELETE FROM meta WHERE key = ?", (key,))
 
 
+def table_exists(db: Database, name: str) -> bool:
+    """Whether a table (or virtual table) of that name exists: vec0 tables appear only once the
+    embedding model's dimension is known, and migrations add tables to older databases."""
+    return bool(db.scalar("SELECT count(*) FROM sqlite_master WHERE name = ?", (name,), 0))
+
+
 def vector_tables_exist(db: Database) -> bool:
     return bool(
         db.scalar("SELECT count(*) FROM sqlite_master WHERE name IN ('idea_embeddings', 'span_embeddings')", default=0)

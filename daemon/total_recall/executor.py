@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Iterable
 
-from total_recall.db import Database
+from total_recall.db import Database, table_exists
 
 WORD = re.compile(r"[a-z0-9]+")
 
@@ -488,7 +488,7 @@ def _mark_closed(db: Database, ctx: BatchContext, idea_id: int, line: int) -> No
 
 def delete_ideas(db: Database, ids: list[int], cause: str, now: float) -> None:
     """Remove ideas an extractor made, to be replaced (no tombstone: this is not forgetting)."""
-    has_vec = bool(db.scalar("SELECT 1 FROM sqlite_master WHERE name = 'idea_embeddings'", (), 0))
+    has_vec = table_exists(db, "idea_embeddings")
     for idea_id in ids:
         row = db.one("SELECT content, intent FROM ideas WHERE id = ?", (idea_id,))
         if row is None:
@@ -497,6 +497,23 @@ def delete_ideas(db: Database, ids: list[int], cause: str, now: float) -> None:
             db.execute("DELETE FROM idea_embeddings WHERE idea_id = ?", (idea_id,))
         db.execute("DELETE FROM ideas WHERE id = ?", (idea_id,))
         event(db, "idea", idea_id, "replace", {"content": row[0], "intent": row[1]}, None, cause, now)
+
+
+def insert_chunk(db: Database, row: dict, vector: bytes | None = None) -> int | None:
+    """Store one chunk (a window of one line's words; DESIGN.md "Search") and its vector when it has
+    one (which clears needs_embedding); None when that (file, line, seq) is stored already."""
+    cur = db.execute(
+        "INSERT OR IGNORE INTO chunks (source_file, source_line, message_line, seq, session_id, project, role, "
+        "kind, timestamp, content, context, needs_embedding) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (row["source_file"], row["source_line"], row["message_line"], row["seq"], row["session_id"],
+         row["project"], row["role"], row["kind"], row["timestamp"], row["content"], row["context"],
+         int(row["needs_embedding"])))
+    if not cur.rowcount:
+        return None
+    chunk_id = int(cur.lastrowid)
+    if vector is not None and table_exists(db, "chunk_embeddings"):
+        store_vectors(db, "chunk_embeddings", "chunk_id", [(chunk_id, row["project"], vector)])
+    return chunk_id
 
 
 def store_vectors(db: Database, table: str, key: str, rows: list[tuple[int, str, bytes]]) -> None:

@@ -380,20 +380,10 @@ class Indexer:
                 and u["source_line"] not in forgotten and u["message_line"] not in forgotten]
 
     def _write_units(self, path: str, ident: dict, units: list[dict], vectors: dict[str, bytes]) -> None:
-        from total_recall import db as dbmod
-
-        vec_rows = []
         for u in units:
-            cur = self.db.execute(
-                "INSERT OR IGNORE INTO chunks (source_file, source_line, message_line, seq, session_id, project, role, "
-                "kind, timestamp, content, context, needs_embedding) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (path, u["source_line"], u["message_line"], u["seq"], ident["session"], ident["project"], u["role"],
-                 u["kind"], u["timestamp"], u["content"], u["context"], int(u["embed"])))
-            blob = vectors.get(embed_text(u)) if u["embed"] else None
-            if cur.rowcount and blob is not None:
-                vec_rows.append((int(cur.lastrowid), ident["project"], blob))
-        if vec_rows and dbmod.vector_tables_exist(self.db):
-            executor.store_vectors(self.db, "chunk_embeddings", "chunk_id", vec_rows)
+            executor.insert_chunk(self.db, {
+                **u, "source_file": path, "session_id": ident["session"], "project": ident["project"],
+                "needs_embedding": u["embed"]}, vectors.get(embed_text(u)) if u["embed"] else None)
 
     def _embed_batch(self, outputs: list[dict], units: list[dict]) -> dict[str, bytes]:
         """Vectors for the batch's new items and chunks, made before the write transaction so it
@@ -550,16 +540,13 @@ class Indexer:
         """point_at_text_lines for a batch read back from the database: a message's pieces are its
         chunks (line and text), stored when it was first indexed."""
         for item in output.get("items", []):
-            rows = self.db.execute("SELECT source_line, content FROM chunks WHERE source_file = ? AND message_line = ? "
-                                   "ORDER BY source_line, seq", (path, int(item["source_line"]))).fetchall()
-            if len({r[0] for r in rows}) < 2:
+            parts = [(r[0], r[1]) for r in self.db.execute(
+                "SELECT source_line, content FROM chunks WHERE source_file = ? AND message_line = ? "
+                "ORDER BY source_line, seq", (path, int(item["source_line"])))]
+            if len({n for n, _ in parts}) < 2:
                 continue
-            message = transcript.Message(
-                line=int(item["source_line"]), last_line=rows[-1][0], end_offset=0, role="", kind="", text="",
-                timestamp=None, session_id=None, cwd=None, git_branch=None, uuid=None, is_sidechain=False,
-                agent_id=None, skip_reason=None, parts=[(r[0], r[1]) for r in rows])
-            item["message_line"] = message.line
-            item["source_line"] = message.line_of(item["content"])
+            item["message_line"] = int(item["source_line"])
+            item["source_line"] = transcript.line_holding(parts, item["content"], item["message_line"])
 
     def budget_exhausted(self) -> bool:
         budget = int(self.settings.get("llm", "daily_token_budget"))

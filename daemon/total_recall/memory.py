@@ -18,7 +18,7 @@ from pathlib import Path
 import structlog
 
 from total_recall import config, executor, trust
-from total_recall.db import Database, vector_tables_exist
+from total_recall.db import Database, table_exists, vector_tables_exist
 from total_recall.errors import NotFound, TotalRecallError
 
 log = structlog.get_logger(__name__)
@@ -93,17 +93,13 @@ FTS_TABLES = ("ideas_fts", "spans_fts", "messages_fts", "chunks_fts")
 HANDLED_TABLES = ("ideas", "messages", "spans")  # own rules below; every other table by line and scope
 
 
-def _table_exists(db: Database, name: str) -> bool:
-    return bool(db.one("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)))
-
-
 def _in(values) -> str:
     return ",".join("?" * len(values))
 
 
 def _delete_vectors(db: Database, owner: str, ids: list[int]) -> None:
     table, key = VECTOR_TABLES[owner]
-    if ids and _table_exists(db, table):
+    if ids and table_exists(db, table):
         db.executemany(f"DELETE FROM {table} WHERE {key} = ?", [(i,) for i in ids])
 
 
@@ -230,7 +226,7 @@ def _forget_in_transaction(db: Database, idea_id, session, projects, before, now
     # Any other table of conversation text: rows of a forgotten line, and a scope's rows, go.
     other_rows = {}
     for table, cols in SOURCE_TABLES.items():
-        if table in HANDLED_TABLES or not _table_exists(db, table):
+        if table in HANDLED_TABLES or not table_exists(db, table):
             continue
         gone: set[int] = set()
         also = f" OR {cols['also_line']} = ?2" if cols.get("also_line") else ""
@@ -378,7 +374,7 @@ def _after_forget(db: Database, report: dict) -> None:
     and checkpoint the WAL so no forgotten byte stays in it (secure_delete zeroed freed pages)."""
     with db.write():
         for fts in FTS_TABLES:
-            if _table_exists(db, fts):
+            if table_exists(db, fts):
                 db.execute(f"INSERT INTO {fts} ({fts}) VALUES ('rebuild')")
     for path in report["archives"]:
         Path(path).unlink(missing_ok=True)

@@ -17,7 +17,7 @@ from typing import Any
 import structlog
 
 from total_recall import config, executor
-from total_recall.db import Database, vector_tables_exist
+from total_recall.db import Database
 from total_recall.errors import EmbeddingError, TotalRecallError, TransientError
 from total_recall.extract.protocol import INTENTS
 
@@ -215,10 +215,7 @@ def _vector(
 def _as_chunk(db: Database, ctx: executor.BatchContext, item: dict, stamp: str, vector: bytes | None) -> None:
     """A note is also a line of words, searched like every line of a conversation (DESIGN.md
     "Search"): without it a note would compete with conversation lines on its idea alone."""
-    cur = db.execute(
-        "INSERT OR IGNORE INTO chunks (source_file, source_line, message_line, seq, session_id, project, role, kind, "
-        "timestamp, content, context, needs_embedding) VALUES (?, ?, ?, 1000, ?, ?, 'user', 'note', ?, ?, '', ?)",
-        (ctx.source_file, item["source_line"], item["source_line"], ctx.session_id, ctx.project, stamp,
-         item["content"], int(vector is None)))
-    if cur.rowcount and vector is not None and vector_tables_exist(db):
-        executor.store_vectors(db, "chunk_embeddings", "chunk_id", [(int(cur.lastrowid), ctx.project, vector)])
+    executor.insert_chunk(db, {
+        "source_file": ctx.source_file, "source_line": item["source_line"], "message_line": item["source_line"],
+        "seq": 1000, "session_id": ctx.session_id, "project": ctx.project, "role": "user", "kind": "note",
+        "timestamp": stamp, "content": item["content"], "context": "", "needs_embedding": True}, vector)

@@ -20,7 +20,7 @@ from typing import Any, Iterable
 import structlog
 
 from total_recall import config, query as querymod
-from total_recall.db import Database, VEC_FIX_HINT, vector_tables_exist
+from total_recall.db import Database, VEC_FIX_HINT, table_exists, vector_tables_exist
 from total_recall.errors import EmbeddingError, ExtractionError, NotFound, TotalRecallError, TransientError
 
 log = structlog.get_logger(__name__)
@@ -178,7 +178,7 @@ def _bm25(ctx: SearchContext, fts: str, owner: str, match: str, projects: list[s
     return [(r[0], -float(r[1])) for r in rows]
 
 
-def _entity_ideas(ctx: SearchContext, q: querymod.Query, projects: list[str] | None) -> list[int]:
+def _entity_ideas(ctx: SearchContext, q: querymod.Query, projects: list[str] | None) -> list[tuple[int, float]]:
     words = q.terms
     names = set(words) | {f"{a} {b}" for a, b in zip(words, words[1:])}
     raw = {w.lower() for w in querymod.WORD.findall(q.text)}
@@ -202,7 +202,8 @@ def _entity_ideas(ctx: SearchContext, q: querymod.Query, projects: list[str] | N
     return [(r[0], 1.0) for r in rows]
 
 
-def _time_window_ideas(ctx: SearchContext, q: querymod.Query, projects: list[str] | None) -> list[int]:
+def _time_window_ideas(ctx: SearchContext, q: querymod.Query, projects: list[str] | None
+                       ) -> list[tuple[int, float]]:
     psql, pparams = _project_sql(projects, "project")
     tsql, tparams = _time_sql(q, "message_time")
     rows = ctx.db.execute(
@@ -221,10 +222,10 @@ def _time_sql(q: querymod.Query, column: str) -> tuple[str, tuple]:
 
 
 def gather(ctx: SearchContext, q: querymod.Query, projects: list[str] | None, hyde_text: str | None) -> dict:
-    """Run every strategy; return {(kind, id): Candidate} with RRF scores."""
-    ranked: dict[str, tuple[str, list[int]]] = {}
+    """Run every strategy; return {(kind, id): Candidate} with fused scores (fuse)."""
+    ranked: dict[str, tuple[str, list[tuple[int, float]]]] = {}
     match = q.fts()
-    chunks = _has_chunks(ctx.db)
+    chunks = table_exists(ctx.db, "chunk_embeddings")
     if ctx.vectors_ready() and q.text:
         if (blob := ctx.qvec(q.text)) is not None:
             ranked["idea_vec"] = ("idea", _knn(ctx, "idea_embeddings", "idea_id", blob, projects))
@@ -244,10 +245,6 @@ def gather(ctx: SearchContext, q: querymod.Query, projects: list[str] | None, hy
     if q.since or q.until:
         ranked["time"] = ("idea", _time_window_ideas(ctx, q, projects))
     return fuse(ranked)
-
-
-def _has_chunks(db: Database) -> bool:
-    return bool(db.scalar("SELECT count(*) FROM sqlite_master WHERE name = 'chunk_embeddings'", default=0))
 
 
 def fuse(ranked: dict[str, tuple[str, list[tuple[int, float]]]]) -> dict:
@@ -487,64 +484,68 @@ def rescore(db: Database, ranked: list[Candidate], q: querymod.Query) -> list[Ca
     share one loud word (a name, a vocative) with the query, without overruling meaning.
     """
     terms = sorted({_stem(t) for t in q.terms})
-    head = ranked[:RERANK_N]
+    head = [c for c in ranked[:RERANK_N] if c.origin is not None or c.kind == "span"]
     if COVERAGE_WEIGHT <= 0 or len(terms) < 2 or len(head) < 2:
         return ranked
-    lines = [c for c in head if c.origin is not None]
-    texts = _line_texts(db, [c.origin for c in lines]) if lines else {}
-    spans = [c.id for c in head if c.kind == "span"]
+
+    def key(cand: Candidate) -> tuple:
+        return cand.origin if cand.origin is not None else ("span", cand.id)
+
+    texts = _line_texts(db, [c.origin for c in head if c.origin is not None])
+    spans = [c.id for c in head if c.origin is None]
     if spans:  # topics are held to the same measure, by their name and summary
         for span_id, name, summary in db.execute(
                 f"SELECT id, name, summary FROM spans WHERE id IN ({','.join('?' * len(spans))})", spans):
             texts[("span", span_id)] = f"{name} {summary}"
-    for cand in head:
-        if cand.origin is None:
-            cand.origin = ("span", cand.id) if cand.kind == "span" else None
-    head = [c for c in head if c.origin is not None]
-    bags = {c.origin: {_stem(w) for w in querymod.WORD.findall(texts.get(c.origin, "").lower())} for c in head}
+    bags = {key(c): {_stem(w) for w in querymod.WORD.findall(texts.get(key(c), "").lower())} for c in head}
     n = len(bags)
     idf = {t: math.log(1 + n / (1 + sum(t in bag for bag in bags.values()))) for t in terms}
     total = sum(idf.values()) or 1.0
     for cand in head:
-        bag = bags[cand.origin]
+        bag = bags[key(cand)]
         coverage = sum(w for t, w in idf.items() if t in bag) / total
         cand.score *= 1 - COVERAGE_WEIGHT + COVERAGE_WEIGHT * coverage
     if NEIGHBOUR_WEIGHT > 0:
         # A turn and its neighbours answer together (a question and its reply, a claim and its
         # reason): a line next to a strong line in the head takes a share of that line's score.
-        score_of = {c.origin: c.score for c in head}
+        score_of = {c.origin: c.score for c in head if c.origin is not None}
         for cand in head:
-            f, n = cand.origin
-            if f == "span":
+            if cand.origin is None:
                 continue
+            f, n = cand.origin
             near = max(score_of.get((f, n - 1), 0.0), score_of.get((f, n + 1), 0.0))
             cand.score += NEIGHBOUR_WEIGHT * near
     return sorted(ranked, key=lambda c: -c.score)
 
 
-
-
 def _line_texts(db: Database, origins: list[tuple]) -> dict[tuple, str]:
     """Each line's words: its chunks and the turn before (context), else its ideas."""
     wanted = set(origins)
-    files = sorted({f for f, _ in wanted})
-    numbers = sorted({n for _, n in wanted})
-    marks_f, marks_n = ",".join("?" * len(files)), ",".join("?" * len(numbers))
+    if not wanted:
+        return {}
+    files, numbers = sorted({f for f, _ in wanted}), sorted({n for _, n in wanted})
     out: dict[tuple, list[str]] = {}
-    chunked: set[tuple] = set()
-    for table, sql in (
-        ("chunks", f"SELECT source_file, source_line, content || ' ' || context FROM chunks "
-                   f"WHERE source_file IN ({marks_f}) AND source_line IN ({marks_n})"),
-        ("ideas", f"SELECT s.source_file, s.source_line, i.content FROM idea_sources s JOIN ideas i ON i.id = s.idea_id "
-                  f"WHERE s.source_file IN ({marks_f}) AND s.source_line IN ({marks_n})"),
-    ):
-        for file, line, text in db.execute(sql, (*files, *numbers)):
-            if (file, line) not in wanted or (table == "ideas" and (file, line) in chunked):
-                continue
+    for file, line, text in db.execute(
+            f"SELECT source_file, source_line, content || ' ' || context FROM chunks WHERE source_file IN "
+            f"({','.join('?' * len(files))}) AND source_line IN ({','.join('?' * len(numbers))})",
+            (*files, *numbers)):
+        if (file, line) in wanted:
             out.setdefault((file, line), []).append(text or "")
-            if table == "chunks":
-                chunked.add((file, line))
+    for _, file, line, content in _ideas_on_lines(db, wanted - set(out)):
+        out.setdefault((file, line), []).append(content)
     return {key: " ".join(parts) for key, parts in out.items()}
+
+
+def _ideas_on_lines(db: Database, wanted: set[tuple]) -> list[tuple]:
+    """(idea id, file, line, content) of every idea said on one of these (file, line) places."""
+    if not wanted:
+        return []
+    files, numbers = sorted({f for f, _ in wanted}), sorted({n for _, n in wanted})
+    rows = db.execute(
+        f"SELECT i.id, s.source_file, s.source_line, i.content FROM idea_sources s JOIN ideas i ON i.id = s.idea_id "
+        f"WHERE s.source_file IN ({','.join('?' * len(files))}) AND s.source_line IN "
+        f"({','.join('?' * len(numbers))})", (*files, *numbers)).fetchall()
+    return [r for r in rows if (r[1], r[2]) in wanted]
 
 
 def _rank(ctx: SearchContext, pool: dict, q: querymod.Query, now: datetime) -> list[Candidate]:
@@ -561,18 +562,10 @@ def _rank(ctx: SearchContext, pool: dict, q: querymod.Query, now: datetime) -> l
 def _add_line_ideas(db: Database, pool: dict, chunks: dict[int, dict], q: querymod.Query) -> None:
     """A line found by its words is shown as its own idea when it has one: the ideas of every
     chunk's line join the pool (with no rank of their own), the one sharing most query words first."""
-    lines_wanted = {(r["source_file"], r["source_line"]) for r in chunks.values()}
-    if not lines_wanted:
-        return
-    files = sorted({f for f, _ in lines_wanted})
-    rows = db.execute(
-        f"SELECT i.id, s.source_file, s.source_line, i.content FROM idea_sources s JOIN ideas i ON i.id = s.idea_id "
-        f"WHERE s.source_file IN ({','.join('?' * len(files))}) AND s.source_line IN "
-        f"({','.join('?' * len({n for _, n in lines_wanted}))})",
-        (*files, *sorted({n for _, n in lines_wanted}))).fetchall()
     terms = set(q.terms)
-    for idea_id, file, line, content in rows:
-        if (file, line) not in lines_wanted or ("idea", idea_id) in pool:
+    for idea_id, file, line, content in _ideas_on_lines(db, {(r["source_file"], r["source_line"])
+                                                             for r in chunks.values()}):
+        if ("idea", idea_id) in pool:
             continue
         overlap = len(terms & set(querymod.terms_of(content)))
         # No strategy ranked it: its score only orders it among its line's ideas.

@@ -110,17 +110,23 @@ class Message:
 
     def line_of(self, text: str) -> int:
         """The physical line whose piece holds most of `text`'s words (the first such on a tie)."""
-        if len(self.parts) < 2:
-            return self.line
-        words = set(_WORD.findall(text.lower()))
-        best, best_share = self.parts[0][0], -1.0
-        for number, piece in self.parts:
-            if text.strip() and text.strip() in piece:
-                return number
-            share = len(words & set(_WORD.findall(piece.lower()))) / max(1, len(words))
-            if share > best_share:
-                best, best_share = number, share
-        return best
+        return line_holding(self.parts, text, self.line)
+
+
+def line_holding(parts: list[tuple[int, str]], text: str, default: int) -> int:
+    """Of (physical line, text) pieces, the line whose piece holds `text`, else most of its words
+    (the first such on a tie); `default` when there is nothing to choose between."""
+    if len(parts) < 2:
+        return default
+    words = set(_WORD.findall(text.lower()))
+    best, best_share = parts[0][0], -1.0
+    for number, piece in parts:
+        if text.strip() and text.strip() in piece:
+            return number
+        share = len(words & set(_WORD.findall(piece.lower()))) / max(1, len(words))
+        if share > best_share:
+            best, best_share = number, share
+    return best
 
 
 @dataclass
