@@ -1,4 +1,4 @@
-"""Queue existing transcripts for indexing, optionally wait for them; rebuild vectors."""
+"""Queue existing transcripts for indexing, optionally wait for them."""
 
 from __future__ import annotations
 
@@ -159,20 +159,3 @@ def _draw(done: int, total: int, started: float) -> None:
     sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} transcripts  "
                      f"elapsed {elapsed:4.0f}s  ETA {eta:4.0f}s")
     sys.stderr.flush()
-
-
-def reembed(db: Database, settings: config.Settings) -> dict:
-    """Rebuild vectors with the configured model; safe to interrupt and run again."""
-    from total_recall import db as dbmod
-    from total_recall.embed import get_embedder
-    from total_recall.indexer import Indexer
-
-    embedder = get_embedder(settings)
-    recorded = db.get_meta("embed_model")
-    dropped = recorded is not None and (recorded != embedder.model_id or db.get_meta("embed_model_mismatch"))
-    if dropped:
-        dbmod.drop_vector_tables(db)
-    indexer = Indexer(db, settings, embedder=embedder)
-    count = indexer.embed_pending()
-    return {"model": embedder.model_id, "dim": embedder.dim, "dropped_old_vectors": bool(dropped),
-            "embedded": count}

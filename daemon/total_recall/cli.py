@@ -195,15 +195,15 @@ def cmd_retry(args) -> int:
 
 @command("reembed")
 def cmd_reembed(args) -> int:
-    from total_recall import backfill
+    from total_recall import vectors
 
-    _print(backfill.reembed(_db(), config.load()), args.json, _kv)
+    _print(vectors.reembed(_db(), config.load()), args.json, _kv)
     return 0
 
 
 @command("search")
 def cmd_search(args) -> int:
-    from total_recall import render, search
+    from total_recall import render, search, server
 
     if args.queries:
         for line in search.run_queries_file(Path(args.queries), all_projects=args.all_projects, k=args.k):
@@ -211,9 +211,11 @@ def cmd_search(args) -> int:
         return 0
     if not args.query:
         raise TotalRecallError("search needs a QUERY or --queries FILE")
-    results = search.search_cli(" ".join(args.query), k=args.k, project=args.project, all_projects=args.all_projects,
-                                hyde=args.hyde, session=args.session)
-    _print(results, args.json, render.results_markdown)
+    answer = server.search(" ".join(args.query), k=args.k, project=args.project, all_projects=args.all_projects,
+                           hyde=args.hyde, session=args.session)
+    for note in answer["notes"]:
+        print(f"total-recall: note: {note}", file=sys.stderr)
+    _print(answer["results"], args.json, render.results_markdown)
     return 0
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Iterable
 
+from total_recall import vectors
 from total_recall.db import Database, table_exists
 
 WORD = re.compile(r"[a-z0-9]+")
@@ -280,9 +281,9 @@ def _duplicate_of(db: Database, ctx: BatchContext, item: dict, chash: str, vecto
     if vector is None:
         return None
     near = db.execute(
-        "SELECT v.idea_id, i.content FROM (SELECT idea_id, distance FROM idea_embeddings WHERE embedding MATCH ? "
-        "AND k = 3 AND project = ?) v JOIN ideas i ON i.id = v.idea_id WHERE i.intent = ? AND v.distance <= ? "
-        "ORDER BY v.distance", (vector, ctx.project or "", item["type"], DUPLICATE_L2)).fetchall()
+        f"SELECT v.idea_id, i.content FROM {vectors.knn_subquery('idea_embeddings', 'idea_id', project=True)} v "
+        "JOIN ideas i ON i.id = v.idea_id WHERE i.intent = ? AND v.distance <= ? "
+        "ORDER BY v.distance", (vector, 3, ctx.project or "", item["type"], DUPLICATE_L2)).fetchall()
     return next((int(r[0]) for r in near if same_fact(item["content"], r[1])), None)
 
 
@@ -339,7 +340,7 @@ def insert_idea(db: Database, ctx: BatchContext, item: dict, span_id: int | None
         entity_id = upsert_entity(db, ent["name"], ent["type"])
         db.execute("INSERT OR IGNORE INTO idea_entities (idea_id, entity_id) VALUES (?, ?)", (idea_id, entity_id))
     if vector is not None:
-        store_vectors(db, "idea_embeddings", "idea_id", [(idea_id, ctx.project, vector)])
+        vectors.store(db, "idea_embeddings", "idea_id", [(idea_id, ctx.project, vector)])
     return idea_id, True
 
 
@@ -488,13 +489,11 @@ def _mark_closed(db: Database, ctx: BatchContext, idea_id: int, line: int) -> No
 
 def delete_ideas(db: Database, ids: list[int], cause: str, now: float) -> None:
     """Remove ideas an extractor made, to be replaced (no tombstone: this is not forgetting)."""
-    has_vec = table_exists(db, "idea_embeddings")
     for idea_id in ids:
         row = db.one("SELECT content, intent FROM ideas WHERE id = ?", (idea_id,))
         if row is None:
             continue
-        if has_vec:
-            db.execute("DELETE FROM idea_embeddings WHERE idea_id = ?", (idea_id,))
+        vectors.delete(db, "ideas", [idea_id])
         db.execute("DELETE FROM ideas WHERE id = ?", (idea_id,))
         event(db, "idea", idea_id, "replace", {"content": row[0], "intent": row[1]}, None, cause, now)
 
@@ -512,14 +511,5 @@ def insert_chunk(db: Database, row: dict, vector: bytes | None = None) -> int | 
         return None
     chunk_id = int(cur.lastrowid)
     if vector is not None and table_exists(db, "chunk_embeddings"):
-        store_vectors(db, "chunk_embeddings", "chunk_id", [(chunk_id, row["project"], vector)])
+        vectors.store(db, "chunk_embeddings", "chunk_id", [(chunk_id, row["project"], vector)])
     return chunk_id
-
-
-def store_vectors(db: Database, table: str, key: str, rows: list[tuple[int, str, bytes]]) -> None:
-    """Replace the vectors of (id, project, blob) rows and clear their needs_embedding mark."""
-    owner = {"idea_embeddings": "ideas", "span_embeddings": "spans", "chunk_embeddings": "chunks"}[table]
-    for object_id, project, blob in rows:
-        db.execute(f"DELETE FROM {table} WHERE {key} = ?", (object_id,))
-        db.execute(f"INSERT INTO {table} ({key}, project, embedding) VALUES (?, ?, ?)", (object_id, project or "", blob))
-        db.execute(f"UPDATE {owner} SET needs_embedding = 0 WHERE id = ?", (object_id,))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -19,10 +18,11 @@ from typing import Any
 
 import structlog
 
-from total_recall import config, executor, transcript, trust
+from total_recall import config, executor, transcript, trust, vectors
 from total_recall.db import Database
 from total_recall.errors import EmbeddingError, ExtractionError, TransientError
 from total_recall.redact import redact_batch
+from total_recall.vectors import embed_text
 
 log = structlog.get_logger(__name__)
 
@@ -30,7 +30,6 @@ READ_CHUNK_BYTES = 4 * 1024 * 1024
 SCAN_SLICE_BYTES = 256 * 1024 * 1024  # most bytes of one endless line streamed per read (file_timeout)
 RECENT_MESSAGES = 8
 KNOWN_IDEAS = 15
-VECTOR_RETRY_SECONDS = 15.0
 CONTEXT_QUERY_CHARS = 600  # the batch's opening is enough to find related topics; longer costs embedding time
 # Chunks: the conversation's own text as retrieval units (DESIGN.md "Search").
 # Everything a reader of the transcript sees is found by its words; what a person or Claude said in
@@ -86,9 +85,7 @@ class Indexer:
         self.db = db
         self.settings = settings
         self.clock = clock
-        self._embedder = embedder
-        self._vectors_ok: bool | None = None
-        self._vectors_retry_at = 0.0
+        self.vectors = vectors.Vectors(db, settings, embedder=embedder, clock=clock)
         self._offline = None
         self._llm = None
         self._pending_calls: list[dict] = []
@@ -97,35 +94,16 @@ class Indexer:
     # -- components, created on first use -------------------------------------------------
     @property
     def embedder(self):
-        if self._embedder is None:
-            from total_recall.embed import get_embedder
-
-            self._embedder = get_embedder(self.settings)
-        if not hasattr(self._embedder, "inner"):
-            from total_recall.embed import CachedEmbedder
-
-            self._embedder = CachedEmbedder(self._embedder)
-        return self._embedder
+        return self.vectors.embedder
 
     def vectors_ok(self) -> bool:
-        """Whether vectors can be written now (sqlite-vec loaded, model matches the database)."""
-        if self._vectors_ok is None and self.clock() >= self._vectors_retry_at:
-            from total_recall import db as dbmod
-
-            try:
-                self._vectors_ok = self.db.has_vec and dbmod.ensure_vector_tables(
-                    self.db, self.embedder.model_id, self.embedder.dim
-                )
-            except (EmbeddingError, TransientError) as exc:
-                # Trigger: the embedding backend cannot start (e.g. the endpoint is down while
-                # its dimension is probed). Why: indexing must go on, and the outage may end.
-                # Outcome: memories keep needs_embedding = 1; we ask again in a minute.
-                log.warning("embedder_unavailable", error=str(exc))
-                self._vectors_retry_at = self.clock() + VECTOR_RETRY_SECONDS
-                return False
-            if self._vectors_ok:
-                self._offline = None  # rebuilt with the embedder for similarity and topic shifts
-        return bool(self._vectors_ok)
+        """Whether vectors can be written now (vectors.Vectors.ok); the offline extractor is rebuilt
+        with the embedder the first time they can, for similarity and topic shifts."""
+        known = self.vectors.known_ok()
+        ok = self.vectors.ok()
+        if ok and not known:
+            self._offline = None
+        return ok
 
     def offline(self):
         if self._offline is None:
@@ -603,13 +581,13 @@ class Indexer:
             except (EmbeddingError, TransientError):
                 return [], []
         topics = self.db.execute(
-            "SELECT s.name, s.summary, s.session_id FROM (SELECT span_id, distance FROM span_embeddings "
-            "WHERE embedding MATCH ? AND k = 20) v JOIN spans s ON s.id = v.span_id "
-            "WHERE s.depth = 1 AND s.session_id != ? ORDER BY v.distance LIMIT 3", (blob, session)).fetchall()
+            f"SELECT s.name, s.summary, s.session_id FROM {vectors.knn_subquery('span_embeddings', 'span_id', project=False)} v "
+            "JOIN spans s ON s.id = v.span_id "
+            "WHERE s.depth = 1 AND s.session_id != ? ORDER BY v.distance LIMIT 3", (blob, 20, session)).fetchall()
         ideas = self.db.execute(
-            "SELECT i.id, i.intent, i.content FROM (SELECT idea_id, distance FROM idea_embeddings "
-            "WHERE embedding MATCH ? AND k = 10 AND project = ?) v JOIN ideas i ON i.id = v.idea_id "
-            "ORDER BY v.distance", (blob, project or "")).fetchall()
+            f"SELECT i.id, i.intent, i.content FROM {vectors.knn_subquery('idea_embeddings', 'idea_id', project=True)} v "
+            "JOIN ideas i ON i.id = v.idea_id "
+            "ORDER BY v.distance", (blob, 10, project or "")).fetchall()
         return [{"name": t[0], "summary": t[1], "session": t[2]} for t in topics], ideas
 
     def _write_messages(self, path, ident, chunk: Chunk, covered: set, skips: dict, now: float) -> None:
@@ -660,44 +638,10 @@ class Indexer:
             self._write_offset(path, ident, Chunk([], result.end_offset, result.end_line), result.head_hash,
                                self.clock(), result.scanned_to)
 
-    # -- vectors ----------------------------------------------------------------------------
+    # -- vectors ---------------------------------------------------------------------------
     def embed_pending(self, limit: int = 512) -> int:
-        """The repair pass: give vectors to every idea and span still marked needs_embedding.
-
-        Trigger: after each batch and on the daemon's heartbeat. Why: embedding may have failed or
-        been skipped; search should not wait for a person. Outcome: vectors written in small
-        transactions; on failure the marks stay and the next pass tries again.
-        """
-        if not self.vectors_ok():
-            return 0
-        from total_recall.embed import to_blob
-
-        done = 0
-        for table, owner, key, text_sql in (
-            ("idea_embeddings", "ideas", "idea_id", "content"),
-            ("span_embeddings", "spans", "span_id", "name || '. ' || summary"),
-            ("chunk_embeddings", "chunks", "chunk_id", "content, context"),
-        ):
-            only = " AND depth > 0" if owner == "spans" else ""
-            while True:
-                rows = self.db.execute(
-                    f"SELECT id, project, {text_sql} FROM {owner} WHERE needs_embedding = 1{only} ORDER BY id LIMIT ?",
-                    (limit,)).fetchall()
-                if not rows:
-                    break
-                texts = [embed_text({"content": r[2], "context": r[3]}) if owner == "chunks" else r[2] for r in rows]
-                try:
-                    vectors = self.embedder.embed(texts)
-                except (EmbeddingError, TransientError) as exc:
-                    log.warning("embedding_failed", table=table, count=len(rows), error=str(exc))
-                    return done
-                with self.db.write():
-                    executor.store_vectors(self.db, table, key,
-                                           [(r[0], r[1], to_blob(v)) for r, v in zip(rows, vectors)])
-                done += len(rows)
-                if len(rows) < limit:
-                    break
-        return done
+        """The repair pass (vectors.Vectors.embed_pending) with this indexer's embedder."""
+        return self.vectors.embed_pending(limit)
 
 
 def windows(text: str) -> list[str]:
@@ -734,26 +678,6 @@ def message_chunks(messages: list[transcript.Message], previous: str = "") -> li
         if m.kind in EMBEDDED_KINDS:
             previous = m.text
     return out
-
-
-SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-
-
-SHORT_REPLY_WORDS = 25
-REPLY_CONTEXT_WORDS = 20
-
-
-def embed_text(unit: dict) -> str:
-    """What a chunk's vector is made from: its words without the names a speaker addresses
-    ("Thanks, Sam!"), which would otherwise make a line match every question about that person;
-    a short reply is preceded by the end of the turn before it."""
-    from total_recall.extract.offline import strip_vocative
-
-    text = " ".join(strip_vocative(s) for s in SENTENCE_END.split(unit["content"]) if s.strip())
-    if unit.get("context") and len(text.split()) < SHORT_REPLY_WORDS:
-        # A short reply ("Yes, last Friday!") means little alone: the end of the turn it answers goes first.
-        text = " ".join(unit["context"].split()[-REPLY_CONTEXT_WORDS:]) + " — " + text
-    return text
 
 
 def point_at_text_lines(outputs: list[dict], messages: list[transcript.Message]) -> None:

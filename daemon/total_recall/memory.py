@@ -17,8 +17,8 @@ from pathlib import Path
 
 import structlog
 
-from total_recall import config, executor, trust
-from total_recall.db import Database, table_exists, vector_tables_exist
+from total_recall import config, executor, trust, vectors
+from total_recall.db import Database, table_exists
 from total_recall.errors import NotFound, TotalRecallError
 
 log = structlog.get_logger(__name__)
@@ -63,8 +63,7 @@ def edit(db: Database, idea_id: int, text: str) -> dict:
         idea = _idea(db, idea_id)
         db.execute("UPDATE ideas SET content = ?, content_hash = ?, needs_embedding = 1, updated_at = ? WHERE id = ?",
                    (text, executor.content_hash(text), time.time(), idea_id))
-        if vector_tables_exist(db):
-            db.execute("DELETE FROM idea_embeddings WHERE idea_id = ?", (idea_id,))
+        vectors.delete(db, "ideas", [idea_id])
         _event(db, idea_id, "edit", {"content": idea["content"]}, {"content": text})
     refresh_digests(db, [idea["project"]])
     return {"id": idea_id, "old": idea["content"], "new": text}
@@ -74,7 +73,7 @@ def edit(db: Database, idea_id: int, text: str) -> dict:
 # where it was said (None: the table has no such column). `forget` removes rows by these columns;
 # a table added later that stores conversation text (for example an index of messages) belongs
 # here. Full-text tables follow their owner and are rebuilt after a forget (FTS_TABLES); vector
-# tables are keyed by their owner's id (VECTOR_TABLES). memory_events keeps its rows, not their text.
+# tables are keyed by their owner's id (vectors.TABLES). memory_events keeps its rows, not their text.
 SOURCE_TABLES: dict[str, dict[str, str | None]] = {
     "ideas": {"file": "source_file", "line": "source_line", "session": "session_id", "project": "project",
               "time": "message_time"},
@@ -87,20 +86,12 @@ SOURCE_TABLES: dict[str, dict[str, str | None]] = {
     "chunks": {"file": "source_file", "line": "source_line", "also_line": "message_line",
                "session": "session_id", "project": "project", "time": "timestamp", "quotes": "context"},
 }
-VECTOR_TABLES = {"ideas": ("idea_embeddings", "idea_id"), "spans": ("span_embeddings", "span_id"),
-                 "messages": ("message_embeddings", "message_id"), "chunks": ("chunk_embeddings", "chunk_id")}
 FTS_TABLES = ("ideas_fts", "spans_fts", "messages_fts", "chunks_fts")
 HANDLED_TABLES = ("ideas", "messages", "spans")  # own rules below; every other table by line and scope
 
 
 def _in(values) -> str:
     return ",".join("?" * len(values))
-
-
-def _delete_vectors(db: Database, owner: str, ids: list[int]) -> None:
-    table, key = VECTOR_TABLES[owner]
-    if ids and table_exists(db, table):
-        db.executemany(f"DELETE FROM {table} WHERE {key} = ?", [(i,) for i in ids])
 
 
 def _resolve_forget_project(db: Database, project: str) -> list[str]:
@@ -199,7 +190,7 @@ def _forget_in_transaction(db: Database, idea_id, session, projects, before, now
         _event(db, iid, "forget", {"intent": row[2], "project": row[1]}, None, cause)
     db.executemany("INSERT INTO tombstones (kind, source_file, source_line, created_at, reason) "
                    "VALUES ('line', ?, ?, ?, ?)", [(f, ln, now, cause) for f, ln in lines])
-    _delete_vectors(db, "ideas", ids)
+    vectors.delete(db, "ideas", ids)
     if ids:
         db.execute(f"DELETE FROM ideas WHERE id IN ({_in(ids)})", ids)
     # A memory also said elsewhere stays, but no longer cites a forgotten line.
@@ -216,7 +207,7 @@ def _forget_in_transaction(db: Database, idea_id, session, projects, before, now
     for f, ln in lines:
         message_ids += [r[0] for r in db.execute(
             "SELECT id FROM messages WHERE source_file = ? AND source_line = ?", (f, ln))]
-    _delete_vectors(db, "messages", message_ids)
+    vectors.delete(db, "messages", message_ids)
     if idea_id is not None:
         db.executemany("UPDATE messages SET content = '', skip_reason = 'forgotten' WHERE id = ?",
                        [(m,) for m in message_ids])
@@ -236,7 +227,7 @@ def _forget_in_transaction(db: Database, idea_id, session, projects, before, now
         if idea_id is None:
             twhere, tparams = _scope(session, projects, before, cols)
             gone |= {r[0] for r in db.execute(f"SELECT id FROM {table} WHERE {twhere}", tparams)}
-        _delete_vectors(db, table, sorted(gone))
+        vectors.delete(db, table, sorted(gone))
         db.executemany(f"DELETE FROM {table} WHERE id = ?", [(i,) for i in sorted(gone)])
         other_rows[table] = len(gone)
         if cols.get("quotes") and idea_id is not None:  # a scope's rows of those files are gone already
@@ -246,7 +237,7 @@ def _forget_in_transaction(db: Database, idea_id, session, projects, before, now
     gone_spans = _with_descendants(db, scoped_spans)
     rederived, emptied = _rederive_spans(db, [s for s in span_ids if s not in gone_spans])
     gone_spans |= _with_descendants(db, emptied)
-    _delete_vectors(db, "spans", sorted(gone_spans))
+    vectors.delete(db, "spans", sorted(gone_spans))
     db.executemany("DELETE FROM spans WHERE id = ?", [(s,) for s in sorted(gone_spans)])
 
     # Events keep what happened, never the forgotten text.
@@ -334,7 +325,7 @@ def _rederive_spans(db: Database, span_ids: list[int]) -> tuple[list[int], list[
             name = name if len(name) <= 80 else name[:79] + "…"
             db.execute("UPDATE spans SET name = ?, summary = ?, needs_embedding = 1 WHERE id = ?",
                        (name, " ".join(best)[:600], span_id))
-            _delete_vectors(db, "spans", [span_id])
+            vectors.delete(db, "spans", [span_id])
             rederived.append(span_id)
         else:
             emptied.append(span_id)
@@ -460,8 +451,7 @@ def merge_duplicates(db: Database) -> int:
                 db.execute("UPDATE ideas SET mention_count = (SELECT count(*) FROM idea_sources WHERE idea_id = ?), "
                            "pinned = max(pinned, (SELECT pinned FROM ideas WHERE id = ?)) WHERE id = ?",
                            (keep, dup, keep))
-                if vector_tables_exist(db):
-                    db.execute("DELETE FROM idea_embeddings WHERE idea_id = ?", (dup,))
+                vectors.delete(db, "ideas", [dup])
                 db.execute("DELETE FROM ideas WHERE id = ?", (dup,))
                 executor.event(db, "idea", dup, "merge", {"id": dup}, {"into": keep}, "maintain", now)
                 merged += 1
@@ -617,15 +607,10 @@ def verify_archives() -> list[str]:
 
 def maintain(db: Database, settings: config.Settings) -> dict:
     """The weekly pass (also `total-recall maintain`)."""
-    from total_recall.indexer import Indexer
-
     report: dict = {"duplicates_merged": merge_duplicates(db), "span_summaries": refresh_span_summaries(db)}
-    indexer = Indexer(db, settings)
     if db.get_meta("embed_model_mismatch"):
-        from total_recall.backfill import reembed
-
-        report["reembed"] = reembed(db, settings)
-    report["embedded"] = indexer.embed_pending()
+        report["reembed"] = vectors.reembed(db, settings)
+    report["embedded"] = vectors.Vectors(db, settings).embed_pending()
     report["integrity"] = db.scalar("PRAGMA integrity_check")
     with db.write():
         db.execute("INSERT INTO ideas_fts (ideas_fts) VALUES ('optimize')")
@@ -654,26 +639,5 @@ def decay_activation(db: Database, elapsed: float) -> None:
 
 
 def embed_now(db: Database, settings: config.Settings, idea_id: int) -> bool:
-    """Give an edited memory its new vector at once, so vector search finds it before any heartbeat.
-
-    Trigger: `edit` changed the text (the old vector is gone). Why: until the daemon's repair pass
-    the memory is found by keywords only. Outcome: True when the vector is stored; on any embedding
-    failure it keeps needs_embedding = 1 and the repair pass retries.
-    """
-    from total_recall.errors import EmbeddingError, TransientError
-    from total_recall.indexer import Indexer
-
-    indexer = Indexer(db, settings)
-    row = db.one("SELECT content, project FROM ideas WHERE id = ?", (idea_id,))
-    try:
-        if row is None or not indexer.vectors_ok():
-            return False
-        from total_recall.embed import to_blob
-
-        vector = indexer.embedder.embed([row[0]])[0]
-    except (EmbeddingError, TransientError, TotalRecallError) as exc:
-        log.warning("edit_embedding_failed", idea=idea_id, error=str(exc))
-        return False
-    with db.write():
-        executor.store_vectors(db, "idea_embeddings", "idea_id", [(idea_id, row[1], to_blob(vector))])
-    return True
+    """Give an edited memory its new vector at once (vectors.Vectors.embed_idea)."""
+    return vectors.Vectors(db, settings).embed_idea(idea_id)

@@ -11,7 +11,6 @@ import json
 import math
 import os
 import re
-import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any, Iterable
 
 import structlog
 
-from total_recall import config, query as querymod
+from total_recall import config, query as querymod, vectors
 from total_recall.db import Database, VEC_FIX_HINT, table_exists, vector_tables_exist
 from total_recall.errors import EmbeddingError, ExtractionError, NotFound, TotalRecallError, TransientError
 
@@ -160,11 +159,8 @@ def _knn(ctx: SearchContext, table: str, key: str, blob: bytes, projects: list[s
     partitions: Iterable[str | None] = projects if projects is not None else [None]
     scored: list[tuple[float, int]] = []
     for part in partitions:
-        sql = f"SELECT {key}, distance FROM {table} WHERE embedding MATCH ? AND k = ?"
-        params: tuple = (blob, POOL)
-        if part is not None:
-            sql, params = sql + " AND project = ?", params + (part or "",)
-        scored += [(r[1], r[0]) for r in ctx.db.execute(sql, params)]
+        scored += [(d, i) for i, d in vectors.knn(ctx.db, table, key, blob, POOL,
+                                                   None if part is None else part or "")]
     return [(i, 1.0 - d * d / 2) for d, i in sorted(scored)[:POOL]]
 
 
@@ -769,34 +765,6 @@ def local_embedder(settings: config.Settings) -> Any:
     except (EmbeddingError, TotalRecallError) as exc:
         log.warning("embedder_unavailable", error=str(exc))
         return None
-
-
-def search_cli(text: str, *, k: int | None, project: str | None, all_projects: bool, hyde: bool,
-               session: str | None = None) -> list[dict]:
-    """The CLI path: ask the daemon over its socket, else search in-process."""
-    from total_recall import server
-
-    request = {"query": text, "k": k, "project": project, "all_projects": all_projects, "cwd": os.getcwd(),
-               "hyde": hyde, "session": session}
-    answer = server.ask(config.paths().socket, {"op": "search", **request})
-    if answer is None:
-        answer = _in_process(request)
-    if answer.get("error"):
-        raise TotalRecallError(answer["error"])
-    for note in answer.get("notes", []):
-        print(f"total-recall: note: {note}", file=sys.stderr)
-    return answer["results"]
-
-
-def _in_process(request: dict) -> dict:
-    from total_recall import db as dbmod
-
-    settings = config.load()
-    database = dbmod.connect(settings=settings)
-    try:
-        return run(database, settings, local_embedder(settings), request)
-    finally:
-        database.close()
 
 
 def run_queries_file(path: Path, *, all_projects: bool, k: int | None) -> Iterable[dict]:
