@@ -176,18 +176,6 @@ def test_session_start_lists_an_earlier_open_question_within_budget(tmp_path):
     assert run_session_start(payload, {"TOTAL_RECALL_CONTEXT_ENABLED": "0"}).stdout == ""
 
 
-def test_digest_key_matches_the_hook():
-    sys.path.insert(0, str(REPO / "hooks"))
-    try:
-        import session_start
-    finally:
-        sys.path.pop(0)
-    from total_recall import digest
-
-    for path in ("/home/a b/c.d_e", "/tmp/ünï/x", "C:\\work\\repo", "/x/" + "y" * 300):
-        assert digest.digest_key(path) == session_start.digest_key(path)
-
-
 def test_digest_recent_and_maintain(tmp_path):
     claude = tmp_path / "claude"
     session(claude, "s1", [("user", "The checkout page crashes with a KeyError on empty carts."),

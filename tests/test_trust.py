@@ -23,7 +23,7 @@ from fake_openai import FakeOpenAIProcess
 from helpers import cli, cli_json, db_rows, env, hook, record, write_transcript
 from trust_data import NEAR_MISSES, PEM_BODY, SECRETS
 
-from total_recall import config, trust
+from total_recall import config, projects, trust
 from total_recall.extract import protocol
 from total_recall.redact import redact, redact_batch
 
@@ -480,10 +480,10 @@ def test_digest_keys_never_collide_and_the_hook_agrees(tmp_path, fake):
     spec.loader.exec_module(hook_module)
     nfc = "/home/u/caf\u00e9"
     for path in ("/home/u/client-a", "/home/u/client_a", nfc, "/home/u/x y/", "/home/u/" + "z" * 300):
-        assert hook_module.digest_key(path) == trust.digest_key(path)
-    assert trust.digest_key("/home/u/client-a") != trust.digest_key("/home/u/client_a")
-    assert hook_module.digest_key(unicodedata.normalize("NFD", nfc)) == trust.digest_key(nfc)
-    assert hook_module.digest_key("/home/u/x y/") == trust.digest_key("/home/u/x y")
+        assert hook_module.digest_key(path) == projects.digest_key(path)
+    assert projects.digest_key("/home/u/client-a") != projects.digest_key("/home/u/client_a")
+    assert hook_module.digest_key(unicodedata.normalize("NFD", nfc)) == projects.digest_key(nfc)
+    assert hook_module.digest_key("/home/u/x y/") == projects.digest_key("/home/u/x y")
     for project, fact in (
         ("/home/u/client-a", "Client A bills in euros."),
         ("/home/u/client_a", "Client underscore A bills in yen."),

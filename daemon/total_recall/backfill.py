@@ -9,12 +9,8 @@ from pathlib import Path
 
 from total_recall import config, queue, transcript, trust
 from total_recall.db import Database
+from total_recall.projects import transcript_folder
 from total_recall.errors import NotFound, TotalRecallError
-
-
-def encode_project_dir(cwd: str) -> str:
-    """Claude Code's folder name for a launch directory: every non-alphanumeric char becomes '-'."""
-    return "".join(c if c.isascii() and c.isalnum() else "-" for c in os.path.abspath(cwd))
 
 
 def current_session_transcript(session: str | None = None) -> Path:
@@ -24,7 +20,7 @@ def current_session_transcript(session: str | None = None) -> Path:
         if not found:
             raise NotFound(f"no transcript for session {session} under {projects}")
         return found[0]
-    folder = projects / encode_project_dir(os.getcwd())
+    folder = projects / transcript_folder(os.getcwd())
     candidates = sorted(folder.glob("*.jsonl"), key=lambda p: p.stat().st_mtime)
     if not candidates:
         raise NotFound(f"no transcript for the current directory under {folder}; pass a path or --all")

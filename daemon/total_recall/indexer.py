@@ -18,7 +18,7 @@ from typing import Any
 
 import structlog
 
-from total_recall import config, executor, transcript, trust, vectors
+from total_recall import config, executor, projects, transcript, trust, vectors
 from total_recall.db import Database
 from total_recall.errors import EmbeddingError, ExtractionError, TransientError
 from total_recall.redact import redact_batch
@@ -66,11 +66,6 @@ class Chunk:
     end_line: int
     fresh: list[transcript.Message] = field(default_factory=list)  # substantive, not yet indexed
     units: list[dict] = field(default_factory=list)  # chunks of its messages (message_chunks)
-
-
-def project_name(project: str) -> str:
-    """The short, typeable name of a project path: its last folder, lower-cased."""
-    return Path(project).name.lower() if project else ""
 
 
 def today_start_utc(now: float) -> float:
@@ -559,7 +554,7 @@ class Indexer:
         known += [s for s in similar if s[0] not in known_ids]
         return {
             "hierarchy": {
-                "project": {"name": project_name(project), "summary": ""},
+                "project": {"name": projects.short_name(project), "summary": ""},
                 "topic": {"name": topic[1], "summary": topic[2]} if topic else None,
                 "span": {"name": span[0], "summary": span[1]} if span else None,
             },

@@ -186,9 +186,9 @@ def _next_note_line(db: Database) -> int:
 
 def _entities(text: str, project: str | None) -> list[dict]:
     from total_recall.extract.offline import entities
-    from total_recall.indexer import project_name
+    from total_recall.projects import short_name
 
-    return entities(text, project_name(project or ""))
+    return entities(text, short_name(project or ""))
 
 
 def _vector(

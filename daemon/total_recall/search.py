@@ -18,7 +18,7 @@ from typing import Any, Iterable
 
 import structlog
 
-from total_recall import config, query as querymod, vectors
+from total_recall import config, projects as projects_mod, query as querymod, vectors
 from total_recall.db import Database, VEC_FIX_HINT, table_exists, vector_tables_exist
 from total_recall.errors import EmbeddingError, ExtractionError, NotFound, TotalRecallError, TransientError
 
@@ -103,21 +103,8 @@ class SearchContext:
 
 # -- project scoping ------------------------------------------------------------------------
 def resolve_projects(db: Database, project: str | None, all_projects: bool, cwd: str | None) -> list[str] | None:
-    """None = every project. A directory or a short name picks the projects it names."""
-    if all_projects:
-        return None
-    known = known_projects(db)
-    if project:
-        as_path = os.path.abspath(os.path.expanduser(project))
-        hits = [p for p in known if p == as_path or p == project or Path(p).name.lower() == project.lower()]
-        if not hits:
-            raise TotalRecallError(f"no indexed project matches {project!r}; try --all-projects")
-        return hits
-    here = os.path.abspath(cwd or os.getcwd())
-    inside = [p for p in known if p and (here == p or here.startswith(p.rstrip("/") + "/"))]
-    if inside:
-        return [max(inside, key=len)]
-    return None  # not inside any indexed project: search everything
+    """None = every project. A directory or a short name picks the projects it names (projects.resolve)."""
+    return projects_mod.resolve(known_projects(db), project, all_projects, cwd)
 
 
 def resolve_session(db: Database, given: str) -> str:

@@ -11,9 +11,7 @@ import fnmatch
 import hashlib
 import json
 import os
-import re
 import time
-import unicodedata
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -171,22 +169,6 @@ def _iso(stamp: float) -> str:
 
 
 # -- keys of derived files ---------------------------------------------------------------------
-def normal_project(path: str) -> str:
-    """The form of a project path both the daemon and the hook key on: NFC, no trailing slash."""
-    path = unicodedata.normalize("NFC", path)
-    return os.path.normpath(path) if path else path
-
-
-def digest_key(project: str) -> str:
-    """Claude Code's folder rule (non-alphanumerics become '-') plus a short hash of the path, so
-    /home/u/client-a and /home/u/client_a get different digests. hooks/session_start.py has
-    the same function."""
-    norm = normal_project(project)
-    folder = re.sub(r"[^A-Za-z0-9]", "-", norm)[:120]
-    digest = hashlib.sha256(norm.encode("utf-8", "surrogatepass")).hexdigest()[:10]
-    return f"{folder}-{digest}"
-
-
 def archive_name(source_file: str) -> str:
     """The archive file of a transcript: a hash of its path (never the path itself)."""
     return hashlib.sha256(source_file.encode("utf-8", "surrogatepass")).hexdigest()[:32] + ARCHIVE_SUFFIX
