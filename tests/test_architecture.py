@@ -2,7 +2,7 @@
 
 - hooks/*.py: standard library only, nothing of total_recall (they run on every prompt, under
   `python -I -S`, and must work while the package is missing or mid-upgrade);
-- storage (db, queue, executor, transcript) never imports the LLM client;
+- storage (db, queue, store, vectors, transcript) never imports the LLM client;
 - heavy modules are imported inside the functions that need them, never at module level, so
   the CLI and the hooks start fast.
 """
@@ -22,7 +22,7 @@ from total_recall import config
 PACKAGE = Path(__import__("total_recall").__file__).resolve().parent
 HOOKS = config.resource_dir("hooks")
 HEAVY = ("openai", "numpy", "onnxruntime", "tokenizers", "sqlite_vec", "watchfiles", "tenacity", "httpx")
-STORAGE = ("db", "queue", "executor", "transcript")
+STORAGE = ("db", "queue", "store", "vectors", "transcript")
 LLM_CLIENT = ("openai", "total_recall.extract.llm")
 
 
@@ -178,11 +178,11 @@ LAYERS: list[tuple[str, set[str]]] = [
                     "transcript", "install", "assets", "extract"}),
     ("models", {"extract.protocol", "extract.offline", "extract.llm", "embed"}),
     ("storage", {"db", "queue", "trust"}),
-    ("storage owners", {"executor", "vectors"}),
+    ("storage owners", {"store", "vectors"}),
     ("engine", {"indexer", "search"}),
-    ("memory", {"digest", "memory", "note"}),
+    ("memory", {"digest", "curate", "maintain", "note"}),
     ("runtime", {"daemon", "server"}),
-    ("commands", {"backfill", "report", "recover", "browse", "setup", "service", "mcp_server"}),
+    ("commands", {"backfill", "report", "recover", "browse", "bootstrap", "service", "mcp_server"}),
     ("web view", {"ui", "ui.views", "ui.app"}),
     ("entry points", {"cli", "__main__"}),
 ]

@@ -194,7 +194,7 @@ def test_digest_recent_and_maintain(tmp_path):
 
 
 def test_near_duplicate_guard_merges_rewordings_not_different_facts():
-    from total_recall.executor import same_fact
+    from total_recall.store import same_fact
 
     assert same_fact("The staging database runs on port 5433.", "Reminder: the staging database runs on port 5433!")
     assert same_fact("We decided to use Redis for caching.", "We decided to use Redis as the cache.")

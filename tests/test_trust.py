@@ -763,7 +763,7 @@ def test_forget_removes_rows_of_every_listed_table_of_conversation_text(tmp_path
     """A table of conversation text that other work adds (search chunks of each line) is covered by
     SOURCE_TABLES: its rows of a forgotten line or scope go, with their full-text entries."""
     from total_recall import db as dbmod
-    from total_recall import memory
+    from total_recall import curate
 
     project = "/home/dev/projects/chunky"
     path = write_transcript(
@@ -796,13 +796,13 @@ def test_forget_removes_rows_of_every_listed_table_of_conversation_text(tmp_path
                 "WHERE source_line = 2 AND context = ''"
             )
         [(idea_id,)] = database.execute("SELECT id FROM ideas WHERE content LIKE '%Chunkcanary8%'").fetchall()
-        report = memory.forget(database, idea_id)
+        report = curate.forget(database, idea_id)
         assert report["chunks_removed"] >= 1
         left = " ".join(r[0] for r in database.execute("SELECT content FROM chunks"))
         assert "Chunkcanary8" not in left and "keep the API stable" in left
         contexts = " ".join(r[0] for r in database.execute("SELECT context FROM chunks"))
         assert "Chunkcanary8" not in contexts
-        report = memory.forget(database, session="sess-chunk")
+        report = curate.forget(database, session="sess-chunk")
         assert report["chunks_removed"] >= 1
         assert database.execute("SELECT count(*) FROM chunks").fetchone() == (0,)
     finally:

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import os
-import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 from total_recall import config, queue, transcript, trust
 from total_recall.db import Database
 from total_recall.projects import transcript_folder
 from total_recall.errors import NotFound, TotalRecallError
+
+Progress = Callable[[int, int, float], None]  # (files done, files in all, started at)
 
 
 def current_session_transcript(session: str | None = None) -> Path:
@@ -50,7 +52,9 @@ def _already_indexed(db: Database, path: Path) -> bool:
 
 
 def backfill(path: str | None, *, all_transcripts: bool = False, session: str | None = None,
-             wait: bool = False, progress: bool = False) -> dict:
+             wait: bool = False, progress: Progress | None = None) -> dict:
+    """Queue the transcripts; with wait, index them (here or by the daemon) and say how it went.
+    progress(done, total, started) is called as files finish (the CLI draws a bar with it)."""
     from total_recall import db as dbmod
 
     settings = config.load()
@@ -85,7 +89,7 @@ def _remaining(db: Database, files: list[str]) -> int:
         f"AND transcript_path IN ({marks})", files, 0))
 
 
-def wait_for(db: Database, settings: config.Settings, files: list[str], *, progress: bool) -> dict:
+def wait_for(db: Database, settings: config.Settings, files: list[str], *, progress: Progress | None) -> dict:
     """Until the files are indexed: by the running daemon, or here (under the daemon's lock)."""
     from total_recall import daemon
     from total_recall.errors import DaemonRunning
@@ -103,7 +107,7 @@ def wait_for(db: Database, settings: config.Settings, files: list[str], *, progr
     try:
         while (left := _remaining(db, files)) > 0:
             if progress:
-                _draw(len(files) - left, len(files), started)
+                progress(len(files) - left, len(files), started)
             if worker is not None:
                 if not worker.step(immediate=True):
                     break
@@ -113,8 +117,7 @@ def wait_for(db: Database, settings: config.Settings, files: list[str], *, progr
         if lock is not None:
             lock.release()
     if progress:
-        _draw(len(files) - _remaining(db, files), len(files), started)
-        sys.stderr.write("\n")
+        progress(len(files) - _remaining(db, files), len(files), started)
     return {"indexed_by": "this process" if worker is not None else "daemon",
             "seconds": round(time.time() - started, 2), **outcome(db, files)}
 
@@ -145,13 +148,3 @@ def outcome(db: Database, files: list[str]) -> dict:
         out["hint"] = ("pending items are retried by the daemon (`total-recall up` or "
                        "`total-recall daemon`); parked ones after `total-recall retry`")
     return out
-
-
-def _draw(done: int, total: int, started: float) -> None:
-    width = 30
-    filled = int(width * done / max(1, total))
-    elapsed = time.time() - started
-    eta = (elapsed / done * (total - done)) if done else 0
-    sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} transcripts  "
-                     f"elapsed {elapsed:4.0f}s  ETA {eta:4.0f}s")
-    sys.stderr.flush()

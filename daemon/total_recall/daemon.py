@@ -105,6 +105,18 @@ def daemon_state(paths: config.Paths) -> dict:
             "last_error": data.get("last_error"), "last_batch": data.get("last_batch")}
 
 
+def wait_until_running(paths: config.Paths, timeout: float, *, gave_up: Callable[[], bool] = lambda: False
+                       ) -> dict:
+    """daemon_state, once a daemon runs or after `timeout` seconds, or as soon as gave_up() (the
+    process that was to become the daemon exited)."""
+    deadline = time.monotonic() + timeout
+    state = daemon_state(paths)
+    while not state["running"] and time.monotonic() < deadline and not gave_up():
+        time.sleep(0.05)
+        state = daemon_state(paths)
+    return state
+
+
 def stop_running(paths: config.Paths, *, timeout: float = 30.0) -> dict:
     """SIGTERM the daemon of this home, SIGKILL it after `timeout`; remove a stale socket.
 
@@ -310,16 +322,16 @@ class Daemon:
 
     def housekeeping(self, now: float) -> None:
         """Heartbeat chores: prune old queue rows, repair vectors, decay working memory, weekly maintain."""
-        from total_recall import memory
+        from total_recall import maintain
 
         queue.prune_done(self.db, now=now)
         self.indexer.embed_pending()
         self.indexer.reextract_fallbacks()
-        memory.decay_activation(self.db, now - (self._last_decay or now))
+        maintain.decay_activation(self.db, now - (self._last_decay or now))
         self._last_decay = now
         last = float(self.db.get_meta("last_maintain") or 0)
         if now - last > MAINTAIN_EVERY:
-            log.info("maintenance", report=memory.maintain(self.db, self.settings))
+            log.info("maintenance", report=maintain.maintain(self.db, self.settings))
 
     def heartbeat(self, *, force: bool = False) -> None:
         now = time.time()

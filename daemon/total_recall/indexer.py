@@ -18,11 +18,11 @@ from typing import Any
 
 import structlog
 
-from total_recall import config, executor, projects, transcript, trust, vectors
+from total_recall import config, projects, store, transcript, trust
 from total_recall.db import Database
 from total_recall.errors import EmbeddingError, ExtractionError, TransientError
 from total_recall.redact import redact_batch
-from total_recall.vectors import embed_text
+from total_recall.vectors import Vectors, embed_text, knn_subquery
 
 log = structlog.get_logger(__name__)
 
@@ -73,6 +73,19 @@ def today_start_utc(now: float) -> float:
     return day.timestamp()
 
 
+def budget_exhausted(db: Database, settings: config.Settings, now: float, *, pending: int = 0) -> bool:
+    """Whether today's LLM token budget is spent (tokens recorded today plus `pending` ones not
+    yet written); the same answer for the indexer and for `stats`."""
+    budget = int(settings.get("llm", "daily_token_budget"))
+    if budget <= 0:
+        return False
+    used = db.scalar(
+        "SELECT sum(prompt_tokens + completion_tokens) FROM llm_calls WHERE extractor = 'llm' AND at >= ?",
+        (today_start_utc(now),), 0,
+    )
+    return used + pending >= budget
+
+
 class Indexer:
     """Owns the extractor(s) and embedder for one daemon (or one in-process drain)."""
 
@@ -80,7 +93,7 @@ class Indexer:
         self.db = db
         self.settings = settings
         self.clock = clock
-        self.vectors = vectors.Vectors(db, settings, embedder=embedder, clock=clock)
+        self.vectors = Vectors(db, settings, embedder=embedder, clock=clock)
         self._offline = None
         self._llm = None
         self._pending_calls: list[dict] = []
@@ -267,14 +280,14 @@ class Indexer:
         chunks, current, previous = [], Chunk([], 0, 0), None
         for msg in result.messages:
             if gap > 0 and current.fresh and msg.skip_reason is None \
-                    and executor.seconds_between(previous, msg.timestamp) >= gap:
+                    and store.seconds_between(previous, msg.timestamp) >= gap:
                 # An idle gap ends a batch, so each batch lies on one side of it (a new topic starts).
                 current.end_offset, current.end_line = current.messages[-1].end_offset, current.messages[-1].last_line
                 chunks.append(current)
                 current = Chunk([], 0, 0)
             previous = msg.timestamp or previous
             current.messages.append(msg)
-            if msg.skip_reason is None and (msg.line, executor.content_hash(msg.text)) not in known:
+            if msg.skip_reason is None and (msg.line, store.content_hash(msg.text)) not in known:
                 current.fresh.append(msg)
             if len(current.fresh) >= limit:
                 current.end_offset, current.end_line = msg.end_offset, msg.last_line
@@ -299,7 +312,7 @@ class Indexer:
         forgotten = {r[0] for r in self.db.execute(
             "SELECT source_line FROM tombstones WHERE kind = 'line' AND source_file = ? AND source_line BETWEEN ? AND ?",
             (path, messages[0].line, messages[-1].last_line))}
-        known |= {(m.line, executor.content_hash(m.text)) for m in messages
+        known |= {(m.line, store.content_hash(m.text)) for m in messages
                   if any(n in forgotten for n in range(m.line, m.last_line + 1))}
         return known
 
@@ -312,7 +325,7 @@ class Indexer:
         point_at_text_lines(outputs, fresh)
         times = {n: m.timestamp for m in chunk.messages for n in range(m.line, m.last_line + 1)}
         lines = [m.line for m in chunk.messages] or [chunk.end_line]
-        ctx = executor.BatchContext(
+        ctx = store.BatchContext(
             source_file=path, session_id=ident["session"], project=ident["project"], git_branch=ident["branch"],
             line_times=times, first_line=min(lines), last_line=max(lines), cause=f"extract:{extractor_name}", now=now,
             idle_gap=60.0 * float(self.settings.get("daemon", "idle_gap_minutes")),
@@ -323,7 +336,7 @@ class Indexer:
         with self.db.write():
             covered, skips = set(), {}
             for output in outputs:
-                applied = executor.apply_output(self.db, ctx, output, vectors)
+                applied = store.apply_output(self.db, ctx, output, vectors)
                 report.ideas_added += len(applied.ideas_added)
                 covered |= applied.lines_with_items
                 skips.update({s["line"]: s["reason"] for s in output.get("skip_lines", [])})
@@ -354,7 +367,7 @@ class Indexer:
 
     def _write_units(self, path: str, ident: dict, units: list[dict], vectors: dict[str, bytes]) -> None:
         for u in units:
-            executor.insert_chunk(self.db, {
+            store.insert_chunk(self.db, {
                 **u, "source_file": path, "session_id": ident["session"], "project": ident["project"],
                 "needs_embedding": u["embed"]}, vectors.get(embed_text(u)) if u["embed"] else None)
 
@@ -492,7 +505,7 @@ class Indexer:
             self._point_from_chunks(path, output)
             vectors = self._embed_batch([output], [])
             now = self.clock()
-            ctx = executor.BatchContext(
+            ctx = store.BatchContext(
                 source_file=path, session_id=session, project=project or "", git_branch=None,
                 line_times={m["line"]: m["timestamp"] for m in new}, first_line=min(lines), last_line=max(lines),
                 cause="extract:llm-retry", now=now)
@@ -501,8 +514,8 @@ class Indexer:
                     f"SELECT id FROM ideas WHERE source_file = ? AND (source_line IN ({marks}) OR source_line IN "
                     f"(SELECT source_line FROM chunks WHERE source_file = ? AND message_line IN ({marks}))) "
                     f"AND pinned = 0 AND mention_count = 1", (path, *lines, path, *lines))]
-                executor.delete_ideas(self.db, stale, "extract:llm-retry", now)
-                executor.apply_output(self.db, ctx, output, vectors)
+                store.delete_ideas(self.db, stale, "extract:llm-retry", now)
+                store.apply_output(self.db, ctx, output, vectors)
                 self._write_calls(now)
                 self.db.execute("UPDATE fallback_batches SET done_at = ?, attempts = attempts + 1 WHERE id = ?",
                                 (now, batch_id))
@@ -522,15 +535,8 @@ class Indexer:
             item["source_line"] = transcript.line_holding(parts, item["content"], item["message_line"])
 
     def budget_exhausted(self) -> bool:
-        budget = int(self.settings.get("llm", "daily_token_budget"))
-        if budget <= 0:
-            return False
-        used = self.db.scalar(
-            "SELECT sum(prompt_tokens + completion_tokens) FROM llm_calls WHERE extractor = 'llm' AND at >= ?",
-            (today_start_utc(self.clock()),), 0,
-        )
-        used += sum(c.get("prompt_tokens", 0) + c.get("completion_tokens", 0) for c in self._pending_calls)
-        return used >= budget
+        pending = sum(c.get("prompt_tokens", 0) + c.get("completion_tokens", 0) for c in self._pending_calls)
+        return budget_exhausted(self.db, self.settings, self.clock(), pending=pending)
 
     def _context(self, path: str, ident: dict, new: list[dict], query: bytes | None = None) -> dict:
         session, project = ident["session"], ident["project"]
@@ -576,11 +582,11 @@ class Indexer:
             except (EmbeddingError, TransientError):
                 return [], []
         topics = self.db.execute(
-            f"SELECT s.name, s.summary, s.session_id FROM {vectors.knn_subquery('span_embeddings', 'span_id', project=False)} v "
+            f"SELECT s.name, s.summary, s.session_id FROM {knn_subquery('span_embeddings', 'span_id', project=False)} v "
             "JOIN spans s ON s.id = v.span_id "
             "WHERE s.depth = 1 AND s.session_id != ? ORDER BY v.distance LIMIT 3", (blob, 20, session)).fetchall()
         ideas = self.db.execute(
-            f"SELECT i.id, i.intent, i.content FROM {vectors.knn_subquery('idea_embeddings', 'idea_id', project=True)} v "
+            f"SELECT i.id, i.intent, i.content FROM {knn_subquery('idea_embeddings', 'idea_id', project=True)} v "
             "JOIN ideas i ON i.id = v.idea_id "
             "ORDER BY v.distance", (blob, 10, project or "")).fetchall()
         return [{"name": t[0], "summary": t[1], "session": t[2]} for t in topics], ideas
@@ -595,7 +601,7 @@ class Indexer:
             elif reason is None and m.line not in covered:
                 reason = skips.get(m.line, "no_memory_extracted")
             rows.append((path, m.line, ident["session"], ident["project"], m.git_branch or ident["branch"], m.role,
-                         m.kind, m.text, executor.content_hash(m.text), m.timestamp, reason, now))
+                         m.kind, m.text, store.content_hash(m.text), m.timestamp, reason, now))
         self.db.executemany(
             "INSERT OR IGNORE INTO messages (source_file, source_line, session_id, project, git_branch, role, kind, "
             "content, content_hash, timestamp, skip_reason, indexed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

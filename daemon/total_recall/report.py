@@ -8,7 +8,7 @@ from typing import Any
 
 from total_recall import config, queue
 from total_recall.db import Database, VEC_FIX_HINT, schema_version
-from total_recall.indexer import today_start_utc
+from total_recall.indexer import budget_exhausted, today_start_utc
 
 INTENTS = ("decision", "conclusion", "question", "problem", "solution", "todo", "context")
 
@@ -130,7 +130,7 @@ def probe_llm(settings: config.Settings, timeout: float = LLM_PROBE_TIMEOUT) -> 
     return {"status": "ok"}
 
 
-def stats(db: Database) -> dict:
+def stats(db: Database, settings: config.Settings) -> dict:
     by_intent = dict(db.execute("SELECT intent, count(*) FROM ideas GROUP BY intent").fetchall())
     now = time.time()
     today = today_start_utc(now)
@@ -141,8 +141,6 @@ def stats(db: Database) -> dict:
     parked = db.execute(
         "SELECT transcript_path, attempts, last_error FROM work_queue WHERE state = 'parked' ORDER BY id").fetchall()
     size = sum(os.path.getsize(p) for p in (str(db.path), f"{db.path}-wal") if os.path.exists(p))
-    from total_recall.indexer import Indexer  # budget logic lives with the indexer
-
     return {
         "ideas": sum(by_intent.values()),
         "ideas_by_intent": {i: by_intent.get(i, 0) for i in INTENTS},
@@ -166,7 +164,7 @@ def stats(db: Database) -> dict:
         "vector_search": db.has_vec,
         "llm_today": {"calls": calls[0], "prompt_tokens": calls[1], "completion_tokens": calls[2],
                       "fallbacks_to_offline": fallbacks,
-                      "budget_exhausted": Indexer(db, config.load()).budget_exhausted()},
+                      "budget_exhausted": budget_exhausted(db, settings, now)},
         "database_bytes": size,
     }
 

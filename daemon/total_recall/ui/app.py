@@ -202,8 +202,8 @@ def _has_gui() -> bool:
     return True
 
 
-def serve(port: int = 0, open_browser: bool = True) -> int:
-    """Serve until interrupted; print (and open) the address with this run's token."""
+def serve(port: int = 0, open_browser: bool = True, announce: Callable[[str], None] = lambda url: None) -> int:
+    """Serve until interrupted; announce (the CLI prints it) and open the address with this run's token."""
     import uvicorn
 
     if not config.paths().db.exists():
@@ -212,8 +212,7 @@ def serve(port: int = 0, open_browser: bool = True) -> int:
     port = sock.getsockname()[1]
     token = secrets.token_urlsafe(32)
     url = f"http://127.0.0.1:{port}/?token={token}"
-    print(f"total-recall ui: {url}", flush=True)
-    print("(it holds this run's token; Ctrl+C stops the server)", flush=True)
+    announce(url)
     if open_browser and _has_gui():
         import webbrowser
 

@@ -1,4 +1,6 @@
-"""Apply one batch's validated extraction output to the database.
+"""The store: applies one batch's validated extraction output to the database, and owns the
+audit log (`event`, memory_events) and the content rules it keys on (normalise, content_hash,
+same_fact). Formerly executor.py.
 
 Runs inside the caller's write transaction, together with the transcript offset, so a batch is
 either wholly indexed or not at all. Idempotent: ideas are unique on (source_file, source_line,
@@ -15,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Iterable
 
-from total_recall import vectors
+from total_recall.vectors import delete as delete_vectors, knn_subquery, store as store_vectors
 from total_recall.db import Database, table_exists
 
 WORD = re.compile(r"[a-z0-9]+")
@@ -281,7 +283,7 @@ def _duplicate_of(db: Database, ctx: BatchContext, item: dict, chash: str, vecto
     if vector is None:
         return None
     near = db.execute(
-        f"SELECT v.idea_id, i.content FROM {vectors.knn_subquery('idea_embeddings', 'idea_id', project=True)} v "
+        f"SELECT v.idea_id, i.content FROM {knn_subquery('idea_embeddings', 'idea_id', project=True)} v "
         "JOIN ideas i ON i.id = v.idea_id WHERE i.intent = ? AND v.distance <= ? "
         "ORDER BY v.distance", (vector, 3, ctx.project or "", item["type"], DUPLICATE_L2)).fetchall()
     return next((int(r[0]) for r in near if same_fact(item["content"], r[1])), None)
@@ -340,7 +342,7 @@ def insert_idea(db: Database, ctx: BatchContext, item: dict, span_id: int | None
         entity_id = upsert_entity(db, ent["name"], ent["type"])
         db.execute("INSERT OR IGNORE INTO idea_entities (idea_id, entity_id) VALUES (?, ?)", (idea_id, entity_id))
     if vector is not None:
-        vectors.store(db, "idea_embeddings", "idea_id", [(idea_id, ctx.project, vector)])
+        store_vectors(db, "idea_embeddings", "idea_id", [(idea_id, ctx.project, vector)])
     return idea_id, True
 
 
@@ -493,7 +495,7 @@ def delete_ideas(db: Database, ids: list[int], cause: str, now: float) -> None:
         row = db.one("SELECT content, intent FROM ideas WHERE id = ?", (idea_id,))
         if row is None:
             continue
-        vectors.delete(db, "ideas", [idea_id])
+        delete_vectors(db, "ideas", [idea_id])
         db.execute("DELETE FROM ideas WHERE id = ?", (idea_id,))
         event(db, "idea", idea_id, "replace", {"content": row[0], "intent": row[1]}, None, cause, now)
 
@@ -511,5 +513,5 @@ def insert_chunk(db: Database, row: dict, vector: bytes | None = None) -> int | 
         return None
     chunk_id = int(cur.lastrowid)
     if vector is not None and table_exists(db, "chunk_embeddings"):
-        vectors.store(db, "chunk_embeddings", "chunk_id", [(chunk_id, row["project"], vector)])
+        store_vectors(db, "chunk_embeddings", "chunk_id", [(chunk_id, row["project"], vector)])
     return chunk_id
