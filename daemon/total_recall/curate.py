@@ -128,17 +128,11 @@ def forget(db: Database, idea_id: int | None = None, *, session: str | None = No
     if project and not projects:
         raise TotalRecallError(f"no indexed project matches {project!r}")
     now = time.time()
-    db.execute("BEGIN IMMEDIATE")
-    try:
+    with db.write(commit=not dry_run):  # a dry run computes the same report, then rolls back
         report = _forget_in_transaction(db, idea_id, session, projects, before, now)
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
     if dry_run:
-        db.execute("ROLLBACK")
         report["dry_run"] = True
         return report
-    db.execute("COMMIT")
     _after_forget(db, report)
     return report
 
