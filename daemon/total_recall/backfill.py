@@ -51,13 +51,12 @@ def _already_indexed(db: Database, path: Path) -> bool:
         return False
 
 
-def backfill(path: str | None, *, all_transcripts: bool = False, session: str | None = None,
+def backfill(settings: config.Settings, path: str | None, *, all_transcripts: bool = False, session: str | None = None,
              wait: bool = False, progress: Progress | None = None) -> dict:
     """Queue the transcripts; with wait, index them (here or by the daemon) and say how it went.
     progress(done, total, started) is called as files finish (the CLI draws a bar with it)."""
     from total_recall import db as dbmod
 
-    settings = config.load()
     database = dbmod.connect(settings=settings)
     try:
         files = targets(path, all_transcripts=all_transcripts, session=session)

@@ -116,6 +116,6 @@ def up(*, backfill: bool = True, service: bool = True) -> dict:
     out["hooks"] = {"settings": str(report.settings_path), "changed": report.changed, "skills": report.skills}
     out.update(ensure_daemon(service=service))
     if backfill:
-        out["backfill"] = backfill_mod.backfill(None, all_transcripts=True)
+        out["backfill"] = backfill_mod.backfill(config.load(), None, all_transcripts=True)  # after init wrote it
     out["next"] = f"ask Claude Code: {install.remember_command()} <what you want to recall>"
     return out

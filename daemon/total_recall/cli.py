@@ -185,7 +185,7 @@ def cmd_backfill(args) -> int:
         drawn.append(done)
         _progress_bar(done, total, started)
 
-    result = backfill.backfill(args.path, all_transcripts=args.all, session=args.session, wait=args.wait,
+    result = backfill.backfill(config.load(), args.path, all_transcripts=args.all, session=args.session, wait=args.wait,
                                progress=bar if sys.stderr.isatty() and not args.json else None)
     if drawn:
         sys.stderr.write("\n")  # the bar's line is finished before the summary
@@ -227,12 +227,12 @@ def cmd_search(args) -> int:
     from total_recall import render, search, server
 
     if args.queries:
-        for line in search.run_queries_file(Path(args.queries), all_projects=args.all_projects, k=args.k):
+        for line in search.run_queries_file(config.load(), Path(args.queries), all_projects=args.all_projects, k=args.k):
             print(json.dumps(line, default=str))  # ASCII escapes: any query text survives stdout
         return 0
     if not args.query:
         raise TotalRecallError("search needs a QUERY or --queries FILE")
-    answer = server.search(" ".join(args.query), k=args.k, project=args.project, all_projects=args.all_projects,
+    answer = server.search(config.load(), " ".join(args.query), k=args.k, project=args.project, all_projects=args.all_projects,
                            hyde=args.hyde, session=args.session)
     for note in answer["notes"]:
         print(f"total-recall: note: {note}", file=sys.stderr)

@@ -215,9 +215,6 @@ class Daemon:
         self._last_decay: float | None = None
         self._unrecorded: list[Callable[[], Any]] = []  # queue updates the database refused
 
-    def setting(self, key: str) -> Any:
-        return self.settings.get("daemon", key)
-
     def install_signal_handlers(self) -> None:
         def handler(signum, _frame):
             log.info("signal", signal=signal.Signals(signum).name)
@@ -253,8 +250,8 @@ class Daemon:
             self._unrecorded[0]()
             self._unrecorded.pop(0)
         queue.drain_spool(self.db, self.paths.spool)
-        claim = queue.claim_next(self.db, now=now, window=float(self.setting("batch_window")),
-                                 lease=float(self.setting("lease_seconds")), immediate=immediate)
+        claim = queue.claim_next(self.db, now=now, window=self.settings.daemon.batch_window,
+                                 lease=self.settings.daemon.lease_seconds, immediate=immediate)
         if claim is None:
             return False
         self._run_claim(claim)
@@ -272,7 +269,7 @@ class Daemon:
             self.status.last_error = f"{claim.transcript_path}: {error}"
             bound.error("batch_failed", transient=transient, error=str(exc), traceback=traceback.format_exc(limit=8))
             state = self._record(lambda: queue.fail(self.db, claim, error, transient=transient,
-                                                    max_attempts=int(self.setting("max_attempts")), now=time.time()))
+                                                    max_attempts=self.settings.daemon.max_attempts, now=time.time()))
             bound.info("batch_requeued", outcome=state)
             return
         if report.interrupted:
@@ -335,7 +332,7 @@ class Daemon:
 
     def heartbeat(self, *, force: bool = False) -> None:
         now = time.time()
-        if not force and now - self._last_heartbeat < float(self.setting("heartbeat")):
+        if not force and now - self._last_heartbeat < self.settings.daemon.heartbeat:
             return
         self._last_heartbeat = now
         try:
@@ -374,9 +371,9 @@ class Daemon:
         return 0
 
     def _sleep(self) -> None:
-        wait = float(self.setting("poll_interval"))
+        wait = self.settings.daemon.poll_interval
         try:
-            ready = queue.next_ready_in(self.db, now=time.time(), window=float(self.setting("batch_window")))
+            ready = queue.next_ready_in(self.db, now=time.time(), window=self.settings.daemon.batch_window)
         except Exception:
             ready = None
         if ready is not None:

@@ -233,8 +233,8 @@ def connect(
     path = Path(path)
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     create_private_file(path)
-    busy = float(settings.get("db", "busy_timeout"))
-    db = _open_raw(path, busy, settings.get("db", "driver") or os.environ.get("TOTAL_RECALL_DB_DRIVER", ""))
+    busy = settings.db.busy_timeout
+    db = _open_raw(path, busy, settings.db.driver or os.environ.get("TOTAL_RECALL_DB_DRIVER", ""))
     try:
         _configure(db, busy)
         if migrate_to_head:

@@ -343,8 +343,8 @@ class OpenAIEmbedder:
 
 def get_embedder(settings: config.Settings) -> Embedder:
     """The embedder the [embed] settings ask for; ConfigError for an unknown provider."""
-    provider = str(settings.get("embed", "provider")).strip().lower()
-    model = str(settings.get("embed", "model")).strip()
+    provider = settings.embed.provider.strip().lower()
+    model = settings.embed.model.strip()
     if provider == "local":
         if model and model not in (LOCAL_MODEL_ID, "all-MiniLM-L6-v2"):
             raise ConfigError(
@@ -353,15 +353,15 @@ def get_embedder(settings: config.Settings) -> Embedder:
             )
         return LocalEmbedder()
     if provider == "openai":
-        base_url = str(settings.get("embed", "base_url")).strip() or OPENAI_BASE_URL
+        base_url = settings.embed.base_url.strip() or OPENAI_BASE_URL
         key = settings.embed_api_key()
         if not key and base_url.rstrip("/") == OPENAI_BASE_URL:
             raise ConfigError(
                 "embed.provider=openai needs an API key: set TOTAL_RECALL_EMBED_API_KEY or OPENAI_API_KEY"
             )
         return OpenAIEmbedder(base_url=base_url, api_key=key, model=model or OPENAI_DEFAULT_MODEL,
-                              batch_size=int(settings.get("embed", "batch_size")),
-                              timeout=float(settings.get("embed", "timeout")))
+                              batch_size=settings.embed.batch_size,
+                              timeout=settings.embed.timeout)
     raise ConfigError(f"embed.provider={provider!r} is not one of: local, openai")
 
 

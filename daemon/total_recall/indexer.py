@@ -76,7 +76,7 @@ def today_start_utc(now: float) -> float:
 def budget_exhausted(db: Database, settings: config.Settings, now: float, *, pending: int = 0) -> bool:
     """Whether today's LLM token budget is spent (tokens recorded today plus `pending` ones not
     yet written); the same answer for the indexer and for `stats`."""
-    budget = int(settings.get("llm", "daily_token_budget"))
+    budget = settings.llm.daily_token_budget
     if budget <= 0:
         return False
     used = db.scalar(
@@ -151,7 +151,7 @@ class Indexer:
         if scan and scan > (_size(path) or 0):
             scan = 0  # the file shrank under the saved scan position: scan again
         # daemon.file_timeout: how long one transcript may hold the daemon in one step.
-        deadline = self.clock() + float(self.settings.get("daemon", "file_timeout"))
+        deadline = self.clock() + self.settings.daemon.file_timeout
         while True:
             result = transcript.read_new(p, offset, line, max_bytes=READ_CHUNK_BYTES, scan_from=scan or None,
                                          max_scan_bytes=SCAN_SLICE_BYTES)
@@ -275,8 +275,8 @@ class Indexer:
     def _chunks(self, path: str, result: transcript.ReadResult) -> list[Chunk]:
         """Cut the read into batches of at most max_batch_messages substantive new messages."""
         known = self._known_lines(path, result.messages)
-        limit = max(1, int(self.settings.get("daemon", "max_batch_messages")))
-        gap = 60.0 * float(self.settings.get("daemon", "idle_gap_minutes"))
+        limit = max(1, self.settings.daemon.max_batch_messages)
+        gap = 60.0 * self.settings.daemon.idle_gap_minutes
         chunks, current, previous = [], Chunk([], 0, 0), None
         for msg in result.messages:
             if gap > 0 and current.fresh and msg.skip_reason is None \
@@ -328,7 +328,7 @@ class Indexer:
         ctx = store.BatchContext(
             source_file=path, session_id=ident["session"], project=ident["project"], git_branch=ident["branch"],
             line_times=times, first_line=min(lines), last_line=max(lines), cause=f"extract:{extractor_name}", now=now,
-            idle_gap=60.0 * float(self.settings.get("daemon", "idle_gap_minutes")),
+            idle_gap=60.0 * self.settings.daemon.idle_gap_minutes,
         )
         vectors = self._embed_batch(outputs, units)
         fell_back, self._fallback_parts = self._fallback_parts, []
@@ -425,7 +425,7 @@ class Indexer:
             {"role": m.role, "content": m.text, "timestamp": m.timestamp, "line": m.line} for m in fresh
         ]
         context = self._context(path, ident, new, query)
-        max_chars = int(self.settings.get("llm", "max_prompt_chars"))
+        max_chars = self.settings.llm.max_prompt_chars
         outputs, name = [], "offline"
         for part in protocol.split_for_budget(new, max_chars):
             obj = protocol.build_input(context["hierarchy"], context["recent"], part, context["related"],
@@ -490,7 +490,7 @@ class Indexer:
                     self.db.execute("UPDATE fallback_batches SET done_at = ? WHERE id = ?", (self.clock(), batch_id))
                 continue
             context = self._context(path, ident, new)
-            max_chars = int(self.settings.get("llm", "max_prompt_chars"))
+            max_chars = self.settings.llm.max_prompt_chars
             obj = protocol.build_input(context["hierarchy"], [], new, context["related"], context["known"],
                                        max_chars=max_chars)
             try:

@@ -73,7 +73,7 @@ def cleanup_period_days(claude_dir: Path) -> int:
         return 30
 
 
-def archive_expiring(db: Database, settings: config.Settings | None = None, *, now: float | None = None,
+def archive_expiring(db: Database, settings: config.Settings, *, now: float | None = None,
                      margin_days: float = 3.0) -> list[str]:
     """Copy (gzip) indexed transcripts that Claude Code's cleanupPeriodDays sweep will soon delete.
 
@@ -81,7 +81,6 @@ def archive_expiring(db: Database, settings: config.Settings | None = None, *, n
     of the transcript's path (never the path itself), written to a temporary name and renamed.
     The copy holds what we would store, not the raw file (``sanitized_transcript``).
     """
-    settings = settings or config.load()
     now = now or time.time()
     limit = now - (cleanup_period_days(config.claude_config_dir()) - margin_days) * 86400
     archive = config.paths().archive

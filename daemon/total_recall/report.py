@@ -23,7 +23,7 @@ def _fts5_ok(db: Database) -> bool:
 
 
 def _embedder_info(settings: config.Settings, load: bool) -> dict:
-    info: dict[str, Any] = {"provider": settings.get("embed", "provider"), "model": settings.get("embed", "model")}
+    info: dict[str, Any] = {"provider": settings.embed.provider, "model": settings.embed.model}
     if not load:
         return info
     try:
@@ -95,8 +95,8 @@ LLM_PROBE_TIMEOUT = 5.0
 def llm_check(settings: config.Settings) -> dict:
     """The configured extractor, and for an endpoint one cheap request (GET /models, short timeout)."""
     enabled = settings.llm_enabled()
-    info: dict[str, Any] = {"enabled": enabled, "base_url": settings.get("llm", "base_url") or None,
-                            "model": settings.get("llm", "model") if enabled else None,
+    info: dict[str, Any] = {"enabled": enabled, "base_url": settings.llm.base_url or None,
+                            "model": settings.llm.model if enabled else None,
                             "extractor": "llm" if enabled else "offline"}
     if enabled:
         info["endpoint"] = probe_llm(settings)
@@ -109,8 +109,8 @@ def probe_llm(settings: config.Settings, timeout: float = LLM_PROBE_TIMEOUT) -> 
     """reachable / unauthorised / model missing / unreachable, from one GET /models."""
     import openai
 
-    model = str(settings.get("llm", "model"))
-    client = openai.OpenAI(base_url=settings.get("llm", "base_url"),
+    model = settings.llm.model
+    client = openai.OpenAI(base_url=settings.llm.base_url,
                            api_key=settings.llm_api_key() or "not-needed", timeout=timeout, max_retries=0)
     try:
         served = [m.id for m in client.models.list()]

@@ -715,7 +715,7 @@ def _relations(db: Database, ids: list[int]) -> dict[int, list[dict]]:
 def wants_hyde(settings: config.Settings, text: str, forced: bool) -> bool:
     if not settings.llm_enabled():
         return False
-    mode = settings.get("search", "hyde")
+    mode = settings.search.hyde
     if forced or mode == "on":
         return True
     return mode == "auto" and len(querymod.terms_of(text)) <= 3
@@ -735,7 +735,7 @@ def run(db: Database, settings: config.Settings, embedder: Any, request: dict) -
     """One search request (CLI or socket): {query, k, project, all_projects, cwd, hyde}."""
     ctx = SearchContext(db, embedder, settings)
     text = str(request.get("query") or "")
-    k = int(request.get("k") or settings.get("search", "k"))
+    k = int(request.get("k") or settings.search.k)
     hyde_text = hyde_for(settings, text, ctx.notes) if wants_hyde(settings, text, bool(request.get("hyde"))) else None
     if request.get("hyde") and not settings.llm_enabled():
         ctx._note("--hyde needs an LLM endpoint (llm.base_url); searched without it")
@@ -754,11 +754,10 @@ def local_embedder(settings: config.Settings) -> Any:
         return None
 
 
-def run_queries_file(path: Path, *, all_projects: bool, k: int | None) -> Iterable[dict]:
+def run_queries_file(settings: config.Settings, path: Path, *, all_projects: bool, k: int | None) -> Iterable[dict]:
     """`search --queries FILE`: one JSON object per line in, one {query, results} line out, same order."""
     from total_recall import db as dbmod
 
-    settings = config.load()
     database = dbmod.connect(settings=settings)
     embedder = local_embedder(settings)
     try:

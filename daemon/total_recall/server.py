@@ -28,8 +28,8 @@ ANSWER_TIMEOUT = 60.0
 CLIENT_TIMEOUT = 10.0  # server side: seconds a connected client may take to send or read
 
 
-def search(text: str, *, k: int | None, project: str | None, all_projects: bool, hyde: bool,
-           session: str | None = None, cwd: str | None = None) -> dict:
+def search(settings: config.Settings, text: str, *, k: int | None, project: str | None, all_projects: bool,
+           hyde: bool, session: str | None = None, cwd: str | None = None) -> dict:
     """The search transport: ask the daemon over its socket, else search in-process.
 
     Returns {results, notes}; the caller (the CLI) decides how to show the notes.
@@ -38,17 +38,16 @@ def search(text: str, *, k: int | None, project: str | None, all_projects: bool,
                "cwd": cwd or os.getcwd(), "hyde": hyde, "session": session}
     answer = ask(config.paths().socket, {"op": "search", **request})
     if answer is None:
-        answer = in_process(request)
+        answer = in_process(settings, request)
     if answer.get("error"):
         raise TotalRecallError(answer["error"])
     return {"results": answer["results"], "notes": answer.get("notes", [])}
 
 
-def in_process(request: dict) -> dict:
+def in_process(settings: config.Settings, request: dict) -> dict:
     """One search request answered by this process (no daemon listening)."""
     from total_recall import db as dbmod, search as searchmod
 
-    settings = config.load()
     database = dbmod.connect(settings=settings)
     try:
         return searchmod.run(database, settings, searchmod.local_embedder(settings), request)

@@ -32,7 +32,7 @@ def allowed_roots(settings: config.Settings) -> list[str]:
             roots.append(Path(installed["settings_path"]).parent / "projects")
     except (OSError, ValueError):
         pass
-    roots += [Path(r).expanduser() for r in settings.get("privacy", "extra_roots") or []]
+    roots += [Path(r).expanduser() for r in settings.privacy.extra_roots or []]
     return [os.path.realpath(r) for r in roots]
 
 
@@ -71,7 +71,7 @@ def refusal(path: str, settings: config.Settings) -> str | None:
 def excluded(settings: config.Settings, *names: str | None) -> str | None:
     """The [privacy] exclude_projects glob that matches one of ``names`` (project paths or
     Claude's project-folder names), or None."""
-    globs = settings.get("privacy", "exclude_projects") or []
+    globs = settings.privacy.exclude_projects or []
     for name in filter(None, names):
         for pattern in globs:
             if fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(
