@@ -203,8 +203,10 @@ def is_transient(exc: BaseException, db: Database) -> bool:
 
 
 class Daemon:
-    def __init__(self, db: Database, settings: config.Settings, paths: config.Paths, *, indexer: Indexer | None = None):
+    def __init__(self, db: Database, settings: config.Settings, paths: config.Paths, *, indexer: Indexer | None = None,
+                 clock: Callable[[], float] = time.time):
         self.db = db
+        self.clock = clock  # tests drive leases, backoff and the batch window without sleeping
         self.settings = settings
         self.paths = paths
         self.indexer = indexer or Indexer(db, settings)
@@ -245,7 +247,7 @@ class Daemon:
 
     def step(self, *, now: float | None = None, immediate: bool = False) -> bool:
         """Do one unit of work; return whether there was any."""
-        now = time.time() if now is None else now
+        now = self.clock() if now is None else now
         while self._unrecorded:  # raises while the database still refuses them: step_failed, backoff
             self._unrecorded[0]()
             self._unrecorded.pop(0)
@@ -258,7 +260,7 @@ class Daemon:
         return True
 
     def _run_claim(self, claim: queue.Claim) -> None:
-        started = time.time()
+        started = self.clock()
         bound = log.bind(file=claim.transcript_path, rows=len(claim.row_ids), attempt=claim.attempts + 1)
         try:
             report = self.indexer.process(claim.transcript_path, session_hint=claim.session_id, cwd_hint=claim.cwd,
@@ -269,7 +271,7 @@ class Daemon:
             self.status.last_error = f"{claim.transcript_path}: {error}"
             bound.error("batch_failed", transient=transient, error=str(exc), traceback=traceback.format_exc(limit=8))
             state = self._record(lambda: queue.fail(self.db, claim, error, transient=transient,
-                                                    max_attempts=self.settings.daemon.max_attempts, now=time.time()))
+                                                    max_attempts=self.settings.daemon.max_attempts, now=self.clock()))
             bound.info("batch_requeued", outcome=state)
             return
         if report.interrupted:
@@ -277,19 +279,19 @@ class Daemon:
             bound.info("stopped_between_batches", batches=report.batches, ideas=report.ideas_added)
             return
         if report.deferred:  # daemon.file_timeout: the rest after the other transcripts
-            self._record(lambda: queue.defer(self.db, claim, now=time.time()))
+            self._record(lambda: queue.defer(self.db, claim, now=self.clock()))
             bound.info("deferred", lines=report.lines, batches=report.batches,
-                       seconds=round(time.time() - started, 3))
+                       seconds=round(self.clock() - started, 3))
         else:
             note = "transcript missing" if report.missing else None
             note = f"refused: {report.refused}" if report.refused else note
             self._record(lambda: queue.complete(self.db, claim, note))
         self._refresh_digest(claim.transcript_path)
         self.status.batches += 1
-        self.status.last_batch = {**report.__dict__, "seconds": round(time.time() - started, 3), "at": time.time()}
+        self.status.last_batch = {**report.__dict__, "seconds": round(self.clock() - started, 3), "at": self.clock()}
         bound.info("indexed", lines=report.lines, messages=report.messages, batches=report.batches,
                    ideas=report.ideas_added, llm_calls=report.llm_calls, rewritten=report.rewritten,
-                   missing=report.missing, seconds=round(time.time() - started, 3))
+                   missing=report.missing, seconds=round(self.clock() - started, 3))
 
     def _record(self, update: Callable[[], Any]) -> Any:
         """Apply a queue update now, or keep it for the next step if the database refuses it.
