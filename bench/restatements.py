@@ -36,7 +36,7 @@ def main() -> int:
     print(f"{'cosine >=':>10} {'precision':>9} {'recall':>7} {'merged':>7}")
     for threshold in THRESHOLDS:
         merged = []
-        for i, pair in enumerate(pairs):
+        for i, _pair in enumerate(pairs):
             exact = store.content_hash(a[i]) == store.content_hash(b[i])
             merged.append(exact or (cosines[i] >= threshold and store.same_fact(a[i], b[i])))
         tp = sum(m and p["same"] for m, p in zip(merged, pairs))

@@ -21,11 +21,10 @@ import pytest
 from conftest import REPO
 from fake_openai import FakeOpenAIProcess
 from helpers import cli, cli_json, db_rows, env, hook, record, write_transcript
-from trust_data import NEAR_MISSES, PEM_BODY, SECRETS
-
 from total_recall import config, projects, trust
 from total_recall.extract import protocol
 from total_recall.redact import redact, redact_batch
+from trust_data import NEAR_MISSES, PEM_BODY, SECRETS
 
 SESSION_START = REPO / "hooks" / "session_start.py"
 DAY = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
@@ -762,8 +761,8 @@ def test_excluded_projects_are_never_read(tmp_path, fake):
 def test_forget_removes_rows_of_every_listed_table_of_conversation_text(tmp_path, fake):
     """A table of conversation text that other work adds (search chunks of each line) is covered by
     SOURCE_TABLES: its rows of a forgotten line or scope go, with their full-text entries."""
-    from total_recall import db as dbmod
     from total_recall import curate
+    from total_recall import db as dbmod
 
     project = "/home/dev/projects/chunky"
     path = write_transcript(

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from total_recall import config, queue, transcript, trust
 from total_recall.db import Database
-from total_recall.projects import transcript_folder
 from total_recall.errors import NotFound, TotalRecallError
+from total_recall.projects import transcript_folder
 
 Progress = Callable[[int, int, float], None]  # (files done, files in all, started at)
 

@@ -76,7 +76,8 @@ def start_background_daemon(wait: float = 15.0) -> dict:
 
 def ensure_daemon(*, service: bool = True) -> dict:
     """A running daemon: the OS service when its manager accepts the unit, else a detached process."""
-    from total_recall import daemon, service as service_mod
+    from total_recall import daemon
+    from total_recall import service as service_mod
 
     out: dict = {}
     if service:

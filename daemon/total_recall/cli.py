@@ -9,8 +9,9 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from total_recall import __version__, config
 from total_recall.errors import TotalRecallError
@@ -135,9 +136,7 @@ def cmd_install(args) -> int:
 
 @command("uninstall")
 def cmd_uninstall(args) -> int:
-    from total_recall import install
-
-    from total_recall import daemon, service
+    from total_recall import daemon, install, service
 
     result = install.uninstall().__dict__
     if service.is_installed():

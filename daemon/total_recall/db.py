@@ -13,9 +13,10 @@ import os
 import re
 import sqlite3
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import structlog
 
@@ -268,7 +269,7 @@ def _statements(script: str) -> list[str]:
             if buf.strip():
                 out.append(buf.strip())
             buf = ""
-    if buf.strip() and not all(l.strip().startswith("--") or not l.strip() for l in buf.splitlines()):
+    if buf.strip() and not all(line.strip().startswith("--") or not line.strip() for line in buf.splitlines()):
         raise SchemaError(f"incomplete SQL statement at end of migration: {buf.strip()[:80]!r}")
     return out
 

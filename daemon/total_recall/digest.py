@@ -14,7 +14,8 @@ from pathlib import Path
 
 from total_recall import config
 from total_recall.db import Database
-from total_recall.projects import digest_key, short_name as project_name
+from total_recall.projects import digest_key
+from total_recall.projects import short_name as project_name
 
 CONVENTION = re.compile(r"\b(always|never|convention|prefer|we use|must not|style|naming)\b", re.I)
 

@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from total_recall import config, queue
-from total_recall.db import Database, VEC_FIX_HINT, schema_version
+from total_recall.db import VEC_FIX_HINT, Database, schema_version
 from total_recall.indexer import budget_exhausted, today_start_utc
 
 INTENTS = ("decision", "conclusion", "question", "problem", "solution", "todo", "context")

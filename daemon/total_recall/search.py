@@ -11,15 +11,18 @@ import json
 import math
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import structlog
 
-from total_recall import config, projects as projects_mod, query as querymod, vectors
-from total_recall.db import Database, VEC_FIX_HINT, table_exists, vector_tables_exist
+from total_recall import config, vectors
+from total_recall import projects as projects_mod
+from total_recall import query as querymod
+from total_recall.db import VEC_FIX_HINT, Database, table_exists, vector_tables_exist
 from total_recall.errors import EmbeddingError, ExtractionError, NotFound, TotalRecallError, TransientError
 
 log = structlog.get_logger(__name__)

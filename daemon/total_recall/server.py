@@ -46,7 +46,8 @@ def search(settings: config.Settings, text: str, *, k: int | None, project: str 
 
 def in_process(settings: config.Settings, request: dict) -> dict:
     """One search request answered by this process (no daemon listening)."""
-    from total_recall import db as dbmod, search as searchmod
+    from total_recall import db as dbmod
+    from total_recall import search as searchmod
 
     database = dbmod.connect(settings=settings)
     try:

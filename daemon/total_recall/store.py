@@ -13,12 +13,15 @@ import hashlib
 import json
 import re
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Iterable
+from typing import Any
 
-from total_recall.vectors import delete as delete_vectors, knn_subquery, store as store_vectors
 from total_recall.db import Database, table_exists
+from total_recall.vectors import delete as delete_vectors
+from total_recall.vectors import knn_subquery
+from total_recall.vectors import store as store_vectors
 
 WORD = re.compile(r"[a-z0-9]+")
 
