@@ -15,9 +15,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "bench" / "out"
@@ -53,7 +54,7 @@ class Sandbox:
         self.keep = keep or not self._made
         self._saved: dict[str, str | None] = {}
 
-    def __enter__(self) -> "Sandbox":
+    def __enter__(self) -> Sandbox:
         self.claude.mkdir(parents=True, exist_ok=True)
         for name, value in self.env_overrides().items():
             self._saved[name] = os.environ.get(name)

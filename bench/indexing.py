@@ -36,7 +36,6 @@ import harness  # noqa: E402
 import locomo  # noqa: E402
 from llm_server import LLMServer  # noqa: E402
 
-
 BARE_SAMPLE = 1000  # messages embedded per bare run: a uniform sample of the indexed texts
 
 
@@ -216,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=harness.DEFAULT_LOCOMO, help="a LoCoMo-format JSON file")
     parser.add_argument("--messages", type=int, default=10_000, help="messages for the embedded-default backfill")
-    parser.add_argument("--llm-messages", type=int, default=None, 
+    parser.add_argument("--llm-messages", type=int, default=None,
                         help="messages for the LLM path (default: --messages)")
     parser.add_argument("--slices", type=int, default=5, help="backfill slices, each with its own baseline")
     parser.add_argument("--skip-offline", action="store_true", help="only the LLM path")

@@ -123,7 +123,6 @@ class _LLMThroughFake:
     def __enter__(self):
         sys.path.insert(0, str(REPO / "tests"))
         from fake_openai import FakeOpenAI
-
         from total_recall import config
         from total_recall.extract.llm import LLMExtractor
 

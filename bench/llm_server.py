@@ -64,7 +64,7 @@ class LLMServer:
         self.proc: subprocess.Popen | None = None
         self.base_url = ""
 
-    def __enter__(self) -> "LLMServer":
+    def __enter__(self) -> LLMServer:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--port-file",
                                       str(self.port_file), "--log", str(self.log)])

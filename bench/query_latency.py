@@ -80,7 +80,8 @@ class Floor:
     """The floor queries on one connection, with query vectors computed up front."""
 
     def __init__(self, box: harness.Sandbox, queries: list[str]):
-        from total_recall import db as dbmod, query as querymod
+        from total_recall import db as dbmod
+        from total_recall import query as querymod
         from total_recall.embed import LocalEmbedder, to_blob
 
         self.db = dbmod.connect(box.db_path)

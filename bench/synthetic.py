@@ -17,10 +17,11 @@ import hashlib
 import random
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 PROJECTS = ("billing-api mobile-app data-pipeline search-service auth-gateway web-dashboard infra-terraform "
             "ml-ranking notification-hub inventory-sync docs-site cli-tools payments-ledger chat-widget "

@@ -28,7 +28,7 @@ OPEN_TAG, CLOSE_TAG = "<total-recall-context>", "</total-recall-context>"
 def digest_key(project_dir: str) -> str:
     """File name stem for a project: Claude Code's folder rule (every character outside
     [A-Za-z0-9] becomes '-') plus a short hash of the NFC-normalised path, so client-a and
-    client_a never share a digest. Same as total_recall.trust.digest_key (a test pins it).
+    client_a never share a digest. Same as total_recall.projects.digest_key (a test pins it).
     """
     import hashlib
     import unicodedata

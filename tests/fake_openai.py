@@ -83,9 +83,10 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 CHAT = "/v1/chat/completions"
 EMBEDDINGS = "/v1/embeddings"
@@ -124,7 +125,7 @@ def fake_embedding(text: str, dim: int = DEFAULT_DIM) -> list[float]:
 
 
 class _MemoryScript:
-    def __init__(self, chat: "str | dict | ChatHandler", dim: int) -> None:
+    def __init__(self, chat: str | dict | ChatHandler, dim: int) -> None:
         self.lock = threading.Lock()
         self.queues: dict[str, deque] = {CHAT: deque(), EMBEDDINGS: deque()}
         self.defaults: dict[str, Any] = {CHAT: chat, EMBEDDINGS: {}}
@@ -271,7 +272,7 @@ def _rejection_body(style: str) -> dict:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    server: "_Server"
+    server: _Server
     protocol_version = "HTTP/1.1"
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
@@ -346,7 +347,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
-    fake: "_Core"
+    fake: _Core
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         exc = sys.exc_info()[1]
@@ -418,13 +419,13 @@ class _Core:
 class FakeOpenAI:
     """In-process fake; a context manager. See the module docstring for actions."""
 
-    def __init__(self, chat: "str | dict | ChatHandler" = "OK", dim: int = DEFAULT_DIM,
+    def __init__(self, chat: str | dict | ChatHandler = "OK", dim: int = DEFAULT_DIM,
                  log_path: Path | None = None) -> None:
         self._script = _MemoryScript(chat, dim)
         self._core = _Core(self._script, log_path)
         self.base_url = f"http://127.0.0.1:{self._core.port}/v1"
 
-    def __enter__(self) -> "FakeOpenAI":
+    def __enter__(self) -> FakeOpenAI:
         self._core.start()
         return self
 
@@ -439,10 +440,10 @@ class FakeOpenAI:
         """Recorded requests whose path ends with ``path`` (e.g. "/embeddings")."""
         return [r for r in self.requests if r["path"].rstrip("/").endswith(path)]
 
-    def set_chat(self, default: "str | dict | ChatHandler") -> None:
+    def set_chat(self, default: str | dict | ChatHandler) -> None:
         self._script.defaults[CHAT] = default
 
-    def queue_chat(self, *actions: "str | dict") -> None:
+    def queue_chat(self, *actions: str | dict) -> None:
         self._script.queues[CHAT].extend(actions)
 
     def set_embeddings(self, default: dict) -> None:
@@ -495,7 +496,7 @@ class FakeOpenAIProcess:
         lines = self.log_path.read_text(encoding="utf-8").splitlines()
         return [json.loads(line) for line in lines if line.strip()]
 
-    def __enter__(self) -> "FakeOpenAIProcess":
+    def __enter__(self) -> FakeOpenAIProcess:
         args = [sys.executable, str(Path(__file__).resolve()), "--port-file", str(self.port_file),
                 "--script", str(self.script_path), "--log", str(self.log_path)]
         self.proc = subprocess.Popen(args)

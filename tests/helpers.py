@@ -8,9 +8,9 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Iterable
 
 REPO = Path(__file__).resolve().parents[1]
 HOOK = REPO / "hooks" / "enqueue.py"

@@ -2,7 +2,7 @@
 
 - hooks/*.py: standard library only, nothing of total_recall (they run on every prompt, under
   `python -I -S`, and must work while the package is missing or mid-upgrade);
-- storage (db, queue, executor, transcript) never imports the LLM client;
+- storage (db, queue, store, vectors, transcript) never imports the LLM client;
 - heavy modules are imported inside the functions that need them, never at module level, so
   the CLI and the hooks start fast.
 """
@@ -22,7 +22,7 @@ from total_recall import config
 PACKAGE = Path(__import__("total_recall").__file__).resolve().parent
 HOOKS = config.resource_dir("hooks")
 HEAVY = ("openai", "numpy", "onnxruntime", "tokenizers", "sqlite_vec", "watchfiles", "tenacity", "httpx")
-STORAGE = ("db", "queue", "executor", "transcript")
+STORAGE = ("db", "queue", "store", "vectors", "transcript")
 LLM_CLIENT = ("openai", "total_recall.extract.llm")
 
 
@@ -167,3 +167,115 @@ def test_cli_help_loads_no_heavy_module():
             "        try:\n            cli.main(argv)\n        except SystemExit:\n            pass\n"
             f"{HEAVY_LOADED}")
     assert fresh(code) == []
+
+
+# --- layers: who may import whom (issue 11) ---------------------------------------------------------
+# Lowest first. A module may import only from its own layer or a lower one, anywhere in the file
+# (function-level imports included: a lazy import is still a dependency), and the module graph
+# has no cycle. Every module of the package must be listed, so a new one takes a place on purpose.
+LAYERS: list[tuple[str, set[str]]] = [
+    ("foundation", {"__init__", "errors", "log", "retry", "config", "projects", "redact", "query", "render",
+                    "transcript", "install", "assets", "extract"}),
+    ("models", {"extract.protocol", "extract.offline", "extract.llm", "embed"}),
+    ("storage", {"db", "queue", "trust"}),
+    ("storage owners", {"store", "vectors"}),
+    ("engine", {"indexer", "search"}),
+    ("memory", {"digest", "curate", "maintain", "note"}),
+    ("runtime", {"daemon", "server"}),
+    ("commands", {"backfill", "report", "recover", "browse", "bootstrap", "service", "mcp_server"}),
+    ("web view", {"ui", "ui.views", "ui.app"}),
+    ("entry points", {"cli", "__main__"}),
+]
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE).with_suffix("").parts
+    if parts[-1] == "__init__" and len(parts) > 1:
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def package_imports(path: Path, known: set[str]) -> set[str]:
+    """The package modules a file imports anywhere in it ("from total_recall import db" is db)."""
+    out = set()
+    for name, _ in imported_names(ast.parse(path.read_text(encoding="utf-8"))):
+        if top(name) != "total_recall" or name == "total_recall":
+            continue
+        dotted = name[len("total_recall."):]
+        while dotted and dotted not in known:
+            dotted = dotted.rpartition(".")[0]  # an attribute (db.connect) or a name (errors.X)
+        if dotted:
+            out.add(dotted)
+    return out
+
+
+def import_graph() -> dict[str, set[str]]:
+    files = {module_name(p): p for p in modules()}
+    return {name: package_imports(path, set(files)) - {name} for name, path in files.items()}
+
+
+def layer_of(table: list[tuple[str, set[str]]]) -> dict[str, tuple[int, str]]:
+    return {m: (i, name) for i, (name, members) in enumerate(table) for m in members}
+
+
+def upward_imports(graph: dict[str, set[str]], table: list[tuple[str, set[str]]]) -> list[str]:
+    """'m (its layer) imports d (a higher layer)' for every import that points up."""
+    layers = layer_of(table)
+    return sorted(f"{m} ({layers[m][1]}) imports {d} ({layers[d][1]})"
+                  for m, deps in graph.items() for d in deps if layers[d][0] > layers[m][0])
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected component with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for dep in sorted(graph.get(node, ())):
+            if dep not in index:
+                visit(dep)
+                low[node] = min(low[node], low[dep])
+            elif dep in stack:
+                low[node] = min(low[node], index[dep])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_every_module_has_a_layer():
+    listed = [m for _, members in LAYERS for m in members]
+    assert len(listed) == len(set(listed)), "a module is in two layers"
+    assert set(import_graph()) == set(listed)
+
+
+def test_no_module_imports_upward():
+    upward = upward_imports(import_graph(), LAYERS)
+    assert not upward, "upward imports:\n" + "\n".join(upward)
+
+
+def test_the_module_graph_has_no_cycle():
+    found = cycles(import_graph())
+    assert not found, "import cycles:\n" + "\n".join(" -> ".join(c) for c in found)
+
+
+def test_the_layer_checks_see_what_they_must():
+    """A made-up upward import and a made-up cycle are both caught."""
+    table = [("low", {"db"}), ("high", {"search", "cli"})]
+    assert upward_imports({"db": {"search"}, "search": {"db"}, "cli": {"search"}}, table) == [
+        "db (low) imports search (high)"]
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]

@@ -48,3 +48,46 @@ def test_bad_values_give_clear_errors(tmp_path):
 def test_secrets_are_masked_in_reports(tmp_path):
     s = config.load(environ={"TOTAL_RECALL_LLM_API_KEY": "sk-secret"}, config_path=tmp_path / "n")
     assert s.redacted()["llm"]["api_key"] == "***"
+
+
+# --- loaded once, typed, immutable, range-checked (issue 11) -----------------------------------------
+@pytest.mark.parametrize("name, value", [
+    ("TOTAL_RECALL_DAEMON_POLL_INTERVAL", "0"), ("TOTAL_RECALL_DAEMON_POLL_INTERVAL", "nan"),
+    ("TOTAL_RECALL_DAEMON_POLL_INTERVAL", "-1"), ("TOTAL_RECALL_DAEMON_HEARTBEAT", "inf"),
+    ("TOTAL_RECALL_DAEMON_LEASE_SECONDS", "0"), ("TOTAL_RECALL_DAEMON_MAX_ATTEMPTS", "0"),
+    ("TOTAL_RECALL_DAEMON_BATCH_WINDOW", "-0.5"), ("TOTAL_RECALL_SEARCH_K", "0"),
+    ("TOTAL_RECALL_EMBED_BATCH_SIZE", "0"), ("TOTAL_RECALL_LLM_TIMEOUT", "nan"),
+    ("TOTAL_RECALL_SEARCH_HYDE", "sometimes"), ("TOTAL_RECALL_EMBED_PROVIDER", "torch"),
+])
+def test_out_of_range_values_are_refused_with_a_clear_message(tmp_path, name, value):
+    with pytest.raises(ConfigError, match=f"{name}: must be"):
+        config.load(environ={name: value}, config_path=tmp_path / "none.toml")
+
+
+def test_a_bad_value_in_the_file_names_the_file_and_key(tmp_path):
+    cfg = tmp_path / "config.toml"
+    cfg.write_text("[daemon]\npoll_interval = nan\n")
+    with pytest.raises(ConfigError, match=r"config.toml \[daemon\] poll_interval: must be a finite number > 0"):
+        config.load(environ={}, config_path=cfg)
+
+
+def test_zero_is_allowed_where_it_means_something(tmp_path):
+    """batch_window 0 = index at once; file_timeout 0 = one read per turn; budget 0 = no limit."""
+    s = config.load(environ={"TOTAL_RECALL_DAEMON_BATCH_WINDOW": "0", "TOTAL_RECALL_DAEMON_FILE_TIMEOUT": "0",
+                             "TOTAL_RECALL_LLM_DAILY_TOKEN_BUDGET": "0"}, config_path=tmp_path / "none.toml")
+    assert (s.daemon.batch_window, s.daemon.file_timeout, s.llm.daily_token_budget) == (0.0, 0.0, 0)
+
+
+def test_settings_are_typed_and_immutable(tmp_path):
+    import dataclasses
+
+    s = config.load(environ={"TOTAL_RECALL_SEARCH_K": "7"}, config_path=tmp_path / "none.toml")
+    assert s.search.k == 7 and isinstance(s.search.k, int)
+    assert isinstance(s.daemon.poll_interval, float)
+    assert s.get("search", "k") == s.search.k
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.daemon.poll_interval = 0.0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.daemon = None
+    s.values["search"]["k"] = 99  # a copy: the settings themselves do not change
+    assert s.search.k == 7

@@ -157,3 +157,54 @@ def test_fts_triggers_follow_updates_and_deletes(tmp_path):
     assert database.scalar("SELECT count(*) FROM ideas_fts WHERE ideas_fts MATCH 'mysql'") == 1
     database.execute("DELETE FROM ideas")
     assert database.scalar("SELECT count(*) FROM ideas_fts WHERE ideas_fts MATCH 'mysql'") == 0
+
+
+# --- one transaction rule: write() nests as a savepoint (issue 11) ------------------------------------
+def _meta(database: db.Database, key: str):
+    return database.get_meta(key)
+
+
+def test_a_nested_write_commits_with_the_outer_one(tmp_path):
+    database = db.connect(tmp_path / "m.db")
+    with database.write():
+        database.set_meta("outer", 1)
+        with database.write():
+            database.set_meta("inner", 2)
+        assert database.in_transaction  # the inner block did not commit the outer transaction
+    assert (_meta(database, "outer"), _meta(database, "inner")) == ("1", "2")
+    assert not database.in_transaction
+
+
+def test_a_failing_nested_write_undoes_only_itself(tmp_path):
+    database = db.connect(tmp_path / "m.db")
+    with database.write():
+        database.set_meta("outer", 1)
+        with pytest.raises(ValueError):
+            with database.write():
+                database.set_meta("inner", 2)
+                raise ValueError("inner step failed")
+        database.set_meta("after", 3)
+    assert (_meta(database, "outer"), _meta(database, "inner"), _meta(database, "after")) == ("1", None, "3")
+
+
+def test_an_outer_rollback_takes_the_nested_writes_with_it(tmp_path):
+    database = db.connect(tmp_path / "m.db")
+    with pytest.raises(RuntimeError):
+        with database.write():
+            with database.write():
+                database.set_meta("inner", 2)
+            raise RuntimeError("the batch failed")
+    assert _meta(database, "inner") is None
+    assert not database.in_transaction
+
+
+def test_a_dry_run_write_rolls_back_at_the_end(tmp_path):
+    database = db.connect(tmp_path / "m.db")
+    with database.write(commit=False):
+        database.set_meta("tried", 1)
+        assert _meta(database, "tried") == "1"
+    with database.write():
+        with database.write(commit=False):
+            database.set_meta("nested_try", 1)
+        database.set_meta("kept", 1)
+    assert (_meta(database, "tried"), _meta(database, "nested_try"), _meta(database, "kept")) == (None, None, "1")

@@ -24,7 +24,6 @@ import pytest
 
 from fake_openai import FakeOpenAIProcess
 from helpers import cli, cli_json, db_rows, env, hook, start_daemon, wait_for, write_transcript
-
 from total_recall import config
 
 PROJECT = "/home/dev/projects/faults"
@@ -188,7 +187,8 @@ def test_sigkill_three_times_during_backfill_equals_an_uninterrupted_run(tmp_pat
     for i, target in enumerate(targets):
         proc = start_daemon(tmp_path / f"daemon-{i}.log")
         try:
-            wait_for(lambda: (scalar("SELECT count(*) FROM messages") or 0) >= target or proc.poll() is not None,
+            wait_for(lambda target=target, proc=proc: (scalar("SELECT count(*) FROM messages") or 0) >= target
+                     or proc.poll() is not None,
                      timeout=FINISH, interval=0.02)
             time.sleep(rng.uniform(0, 0.3))  # land anywhere: mid-transaction, between batches, in embedding
             kills.append(scalar("SELECT count(*) FROM messages"))
@@ -847,7 +847,7 @@ def test_sigkill_three_times_during_a_backfill_of_real_transcripts_then_daemon_o
     for i, target in enumerate(targets):
         proc = start_daemon(tmp_path / f"daemon-{i}.log")
         try:
-            wait_for(lambda: (scalar("SELECT count(*) FROM messages") or 0) >= target
+            wait_for(lambda target=target, proc=proc: (scalar("SELECT count(*) FROM messages") or 0) >= target
                      or proc.poll() is not None, timeout=FINISH, interval=0.01)
             time.sleep(rng.uniform(0, 0.05))
             kills.append(scalar("SELECT count(*) FROM messages"))

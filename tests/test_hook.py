@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import json
 import os
-import re
 import sqlite3
 import stat
 import subprocess
@@ -316,9 +315,9 @@ def test_concurrent_hooks_lose_nothing_while_another_process_writes(isolated_hom
 
 
 def write_digest(home: Path, project: Path, text: str) -> Path:
-    from total_recall import trust
+    from total_recall import projects
 
-    path = home / "digests" / f"{trust.digest_key(str(project))}.md"
+    path = home / "digests" / f"{projects.digest_key(str(project))}.md"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path
@@ -388,9 +387,9 @@ def test_session_start_without_digest_prints_nothing(isolated_home, tmp_path, pa
 
 
 def test_session_start_ignores_a_fifo_digest(isolated_home, tmp_path):
-    from total_recall import trust
+    from total_recall import projects
 
-    key = trust.digest_key(str(tmp_path))
+    key = projects.digest_key(str(tmp_path))
     (isolated_home / "digests").mkdir(parents=True)
     os.mkfifo(isolated_home / "digests" / f"{key}.md")
     done = run_hook(SESSION_START, start_payload(tmp_path))

@@ -22,7 +22,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers import cli, db_rows, env, hook, start_daemon, wait_for, write_transcript
-
 from total_recall import config
 from total_recall.extract.protocol import ENTITY_TYPES, INTENTS, RELATION_TYPES, validate_output
 from total_recall.transcript import HEAD_BYTES, read_new, was_rewritten

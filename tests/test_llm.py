@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from fake_openai import FakeOpenAI
 
+from fake_openai import FakeOpenAI
 from total_recall import config
 from total_recall.errors import ExtractionError
 from total_recall.extract import llm

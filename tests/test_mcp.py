@@ -139,9 +139,8 @@ def test_search_over_a_real_transcript_points_at_the_line_it_came_from(
     tmp_path, fixture_transcripts, isolated_home
 ):
     import json
-    import sqlite3
-
     import shutil
+    import sqlite3
 
     shared = next(
         p for p in fixture_transcripts if p.name == "obra__episodic-memory__tiny-conversation.jsonl"

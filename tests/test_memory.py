@@ -176,18 +176,6 @@ def test_session_start_lists_an_earlier_open_question_within_budget(tmp_path):
     assert run_session_start(payload, {"TOTAL_RECALL_CONTEXT_ENABLED": "0"}).stdout == ""
 
 
-def test_digest_key_matches_the_hook():
-    sys.path.insert(0, str(REPO / "hooks"))
-    try:
-        import session_start
-    finally:
-        sys.path.pop(0)
-    from total_recall import digest
-
-    for path in ("/home/a b/c.d_e", "/tmp/ünï/x", "C:\\work\\repo", "/x/" + "y" * 300):
-        assert digest.digest_key(path) == session_start.digest_key(path)
-
-
 def test_digest_recent_and_maintain(tmp_path):
     claude = tmp_path / "claude"
     session(claude, "s1", [("user", "The checkout page crashes with a KeyError on empty carts."),
@@ -206,7 +194,7 @@ def test_digest_recent_and_maintain(tmp_path):
 
 
 def test_near_duplicate_guard_merges_rewordings_not_different_facts():
-    from total_recall.executor import same_fact
+    from total_recall.store import same_fact
 
     assert same_fact("The staging database runs on port 5433.", "Reminder: the staging database runs on port 5433!")
     assert same_fact("We decided to use Redis for caching.", "We decided to use Redis as the cache.")

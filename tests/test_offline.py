@@ -7,10 +7,10 @@ import re
 import time
 
 import pytest
-from conftest import LOCOMO_DEV
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import LOCOMO_DEV
 from total_recall.extract.offline import FALLBACK_WORDS, MAX_ITEM_CHARS, OfflineExtractor, sentences, words_of
 from total_recall.extract.protocol import build_input, validate_output
 

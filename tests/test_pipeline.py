@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-import os
 import signal
-import time
 
 import pytest
 

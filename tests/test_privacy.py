@@ -21,7 +21,6 @@ import pytest
 
 from fake_openai import FakeOpenAIProcess
 from helpers import cli, cli_json, db_rows, env, hook, start_daemon, wait_for, write_transcript
-
 from total_recall import config
 
 PROJECT = "/home/dev/projects/private"

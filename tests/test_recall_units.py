@@ -67,7 +67,7 @@ def test_a_line_with_no_memory_is_found_by_its_words_as_a_message(tmp_path):
 
 
 def test_a_line_found_by_its_words_is_shown_as_its_idea_once(tmp_path):
-    path = transcript(tmp_path / "claude")
+    transcript(tmp_path / "claude")
     hits = cli_json("search", "memcached evicts entries under memory pressure", "--project", "atlas", "-k", "10")
     lines = [(r["source_file"], r["source_line"]) for r in hits if r["kind"] in ("idea", "message")]
     assert len(lines) == len(set(lines))  # one result per transcript line

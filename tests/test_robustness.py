@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from helpers import cli, cli_json, db_rows, write_transcript
-
 from total_recall import config
 
 PROJECT = "/home/dev/projects/robust"
@@ -459,7 +458,6 @@ def test_a_socket_client_that_sends_nothing_is_dropped_after_a_bound(tmp_path, f
     import socket
 
     from helpers import start_daemon, wait_for
-
     from total_recall import server
 
     proc = start_daemon(tmp_path / "daemon.log")

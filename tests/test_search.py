@@ -72,8 +72,8 @@ def test_queries_file_answers_each_line_in_order(two_sessions, tmp_path):
         {"query": "Docker Compose", "project": "atlas", "k": 2},
         {"query": "nothing like this was ever said zzzqqq", "project": PROJECT, "k": 3},
     ]) + "\n")
-    lines = [json.loads(l) for l in cli("search", "--queries", str(queries), "--json").stdout.splitlines()]
-    assert [l["query"] for l in lines] == ["Kubernetes Helm charts", "Docker Compose",
+    lines = [json.loads(line) for line in cli("search", "--queries", str(queries), "--json").stdout.splitlines()]
+    assert [r["query"] for r in lines] == ["Kubernetes Helm charts", "Docker Compose",
                                           "nothing like this was ever said zzzqqq"]
     assert len(lines[0]["results"]) == 1 and "Helm" in lines[0]["results"][0]["content"]
     assert "Compose" in lines[1]["results"][0]["content"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections import Counter
 import tracemalloc
+from collections import Counter
 from pathlib import Path
 
 import pytest

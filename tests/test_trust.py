@@ -21,11 +21,10 @@ import pytest
 from conftest import REPO
 from fake_openai import FakeOpenAIProcess
 from helpers import cli, cli_json, db_rows, env, hook, record, write_transcript
-from trust_data import NEAR_MISSES, PEM_BODY, SECRETS
-
-from total_recall import config, trust
+from total_recall import config, projects, trust
 from total_recall.extract import protocol
 from total_recall.redact import redact, redact_batch
+from trust_data import NEAR_MISSES, PEM_BODY, SECRETS
 
 SESSION_START = REPO / "hooks" / "session_start.py"
 DAY = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
@@ -480,10 +479,10 @@ def test_digest_keys_never_collide_and_the_hook_agrees(tmp_path, fake):
     spec.loader.exec_module(hook_module)
     nfc = "/home/u/caf\u00e9"
     for path in ("/home/u/client-a", "/home/u/client_a", nfc, "/home/u/x y/", "/home/u/" + "z" * 300):
-        assert hook_module.digest_key(path) == trust.digest_key(path)
-    assert trust.digest_key("/home/u/client-a") != trust.digest_key("/home/u/client_a")
-    assert hook_module.digest_key(unicodedata.normalize("NFD", nfc)) == trust.digest_key(nfc)
-    assert hook_module.digest_key("/home/u/x y/") == trust.digest_key("/home/u/x y")
+        assert hook_module.digest_key(path) == projects.digest_key(path)
+    assert projects.digest_key("/home/u/client-a") != projects.digest_key("/home/u/client_a")
+    assert hook_module.digest_key(unicodedata.normalize("NFD", nfc)) == projects.digest_key(nfc)
+    assert hook_module.digest_key("/home/u/x y/") == projects.digest_key("/home/u/x y")
     for project, fact in (
         ("/home/u/client-a", "Client A bills in euros."),
         ("/home/u/client_a", "Client underscore A bills in yen."),
@@ -762,8 +761,8 @@ def test_excluded_projects_are_never_read(tmp_path, fake):
 def test_forget_removes_rows_of_every_listed_table_of_conversation_text(tmp_path, fake):
     """A table of conversation text that other work adds (search chunks of each line) is covered by
     SOURCE_TABLES: its rows of a forgotten line or scope go, with their full-text entries."""
+    from total_recall import curate
     from total_recall import db as dbmod
-    from total_recall import memory
 
     project = "/home/dev/projects/chunky"
     path = write_transcript(
@@ -796,13 +795,13 @@ def test_forget_removes_rows_of_every_listed_table_of_conversation_text(tmp_path
                 "WHERE source_line = 2 AND context = ''"
             )
         [(idea_id,)] = database.execute("SELECT id FROM ideas WHERE content LIKE '%Chunkcanary8%'").fetchall()
-        report = memory.forget(database, idea_id)
+        report = curate.forget(database, idea_id)
         assert report["chunks_removed"] >= 1
         left = " ".join(r[0] for r in database.execute("SELECT content FROM chunks"))
         assert "Chunkcanary8" not in left and "keep the API stable" in left
         contexts = " ".join(r[0] for r in database.execute("SELECT context FROM chunks"))
         assert "Chunkcanary8" not in contexts
-        report = memory.forget(database, session="sess-chunk")
+        report = curate.forget(database, session="sess-chunk")
         assert report["chunks_removed"] >= 1
         assert database.execute("SELECT count(*) FROM chunks").fetchone() == (0,)
     finally:

@@ -1,20 +1,18 @@
-"""Queue existing transcripts for indexing, optionally wait for them; rebuild vectors."""
+"""Queue existing transcripts for indexing, optionally wait for them."""
 
 from __future__ import annotations
 
 import os
-import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from total_recall import config, queue, transcript, trust
 from total_recall.db import Database
 from total_recall.errors import NotFound, TotalRecallError
+from total_recall.projects import transcript_folder
 
-
-def encode_project_dir(cwd: str) -> str:
-    """Claude Code's folder name for a launch directory: every non-alphanumeric char becomes '-'."""
-    return "".join(c if c.isascii() and c.isalnum() else "-" for c in os.path.abspath(cwd))
+Progress = Callable[[int, int, float], None]  # (files done, files in all, started at)
 
 
 def current_session_transcript(session: str | None = None) -> Path:
@@ -24,7 +22,7 @@ def current_session_transcript(session: str | None = None) -> Path:
         if not found:
             raise NotFound(f"no transcript for session {session} under {projects}")
         return found[0]
-    folder = projects / encode_project_dir(os.getcwd())
+    folder = projects / transcript_folder(os.getcwd())
     candidates = sorted(folder.glob("*.jsonl"), key=lambda p: p.stat().st_mtime)
     if not candidates:
         raise NotFound(f"no transcript for the current directory under {folder}; pass a path or --all")
@@ -53,11 +51,12 @@ def _already_indexed(db: Database, path: Path) -> bool:
         return False
 
 
-def backfill(path: str | None, *, all_transcripts: bool = False, session: str | None = None,
-             wait: bool = False, progress: bool = False) -> dict:
+def backfill(settings: config.Settings, path: str | None, *, all_transcripts: bool = False, session: str | None = None,
+             wait: bool = False, progress: Progress | None = None) -> dict:
+    """Queue the transcripts; with wait, index them (here or by the daemon) and say how it went.
+    progress(done, total, started) is called as files finish (the CLI draws a bar with it)."""
     from total_recall import db as dbmod
 
-    settings = config.load()
     database = dbmod.connect(settings=settings)
     try:
         files = targets(path, all_transcripts=all_transcripts, session=session)
@@ -89,7 +88,7 @@ def _remaining(db: Database, files: list[str]) -> int:
         f"AND transcript_path IN ({marks})", files, 0))
 
 
-def wait_for(db: Database, settings: config.Settings, files: list[str], *, progress: bool) -> dict:
+def wait_for(db: Database, settings: config.Settings, files: list[str], *, progress: Progress | None) -> dict:
     """Until the files are indexed: by the running daemon, or here (under the daemon's lock)."""
     from total_recall import daemon
     from total_recall.errors import DaemonRunning
@@ -107,7 +106,7 @@ def wait_for(db: Database, settings: config.Settings, files: list[str], *, progr
     try:
         while (left := _remaining(db, files)) > 0:
             if progress:
-                _draw(len(files) - left, len(files), started)
+                progress(len(files) - left, len(files), started)
             if worker is not None:
                 if not worker.step(immediate=True):
                     break
@@ -117,8 +116,7 @@ def wait_for(db: Database, settings: config.Settings, files: list[str], *, progr
         if lock is not None:
             lock.release()
     if progress:
-        _draw(len(files) - _remaining(db, files), len(files), started)
-        sys.stderr.write("\n")
+        progress(len(files) - _remaining(db, files), len(files), started)
     return {"indexed_by": "this process" if worker is not None else "daemon",
             "seconds": round(time.time() - started, 2), **outcome(db, files)}
 
@@ -149,30 +147,3 @@ def outcome(db: Database, files: list[str]) -> dict:
         out["hint"] = ("pending items are retried by the daemon (`total-recall up` or "
                        "`total-recall daemon`); parked ones after `total-recall retry`")
     return out
-
-
-def _draw(done: int, total: int, started: float) -> None:
-    width = 30
-    filled = int(width * done / max(1, total))
-    elapsed = time.time() - started
-    eta = (elapsed / done * (total - done)) if done else 0
-    sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} transcripts  "
-                     f"elapsed {elapsed:4.0f}s  ETA {eta:4.0f}s")
-    sys.stderr.flush()
-
-
-def reembed(db: Database, settings: config.Settings) -> dict:
-    """Rebuild vectors with the configured model; safe to interrupt and run again."""
-    from total_recall import db as dbmod
-    from total_recall.embed import get_embedder
-    from total_recall.indexer import Indexer
-
-    embedder = get_embedder(settings)
-    recorded = db.get_meta("embed_model")
-    dropped = recorded is not None and (recorded != embedder.model_id or db.get_meta("embed_model_mismatch"))
-    if dropped:
-        dbmod.drop_vector_tables(db)
-    indexer = Indexer(db, settings, embedder=embedder)
-    count = indexer.embed_pending()
-    return {"model": embedder.model_id, "dim": embedder.dim, "dropped_old_vectors": bool(dropped),
-            "embedded": count}

@@ -8,8 +8,9 @@ happen here: they go through memory.py and note.py like the CLI's.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any
 
 from total_recall import config
 from total_recall.db import Database
@@ -73,7 +74,8 @@ def search(
     The filters apply to a deeper candidate list (5 × k), so a filtered search still fills k.
     `embedder` is called only when the search runs in this process.
     """
-    from total_recall import search as searchmod, server
+    from total_recall import search as searchmod
+    from total_recall import server
     from total_recall.extract.protocol import INTENTS
 
     if not (query or "").strip():
@@ -123,8 +125,8 @@ def get_memory(db: Database, idea_id: int, context_lines: int = CONTEXT_LINES) -
         (idea_id,),
     ).fetchall() or [(memory["source_file"], memory["source_line"], memory["message_time"])]
     memory["sources"] = [
-        {"source_file": f, "source_line": l, "timestamp": t, "excerpt": excerpt(db, f, l, context_lines)}
-        for f, l, t in sources
+        {"source_file": f, "source_line": line, "timestamp": t, "excerpt": excerpt(db, f, line, context_lines)}
+        for f, line, t in sources
     ]
     memory["entities"] = [
         r[0]

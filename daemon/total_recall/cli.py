@@ -9,8 +9,9 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from total_recall import __version__, config
 from total_recall.errors import TotalRecallError
@@ -52,17 +53,17 @@ def _kv(data: dict, indent: str = "") -> str:
 
 @command("init")
 def cmd_init(args) -> int:
-    from total_recall import setup
+    from total_recall import bootstrap
 
-    _print(setup.init(), args.json, _kv)
+    _print(bootstrap.init(), args.json, _kv)
     return 0
 
 
 @command("up")
 def cmd_up(args) -> int:
-    from total_recall import setup
+    from total_recall import bootstrap
 
-    _print(setup.up(backfill=not args.no_backfill, service=not args.no_service), args.json, _kv)
+    _print(bootstrap.up(backfill=not args.no_backfill, service=not args.no_service), args.json, _kv)
     return 0
 
 
@@ -96,7 +97,7 @@ def cmd_recover(args) -> int:
 def cmd_stats(args) -> int:
     from total_recall import report
 
-    _print(report.stats(_db()), args.json, _kv)
+    _print(report.stats(_db(), config.load()), args.json, _kv)
     return 0
 
 
@@ -135,9 +136,7 @@ def cmd_install(args) -> int:
 
 @command("uninstall")
 def cmd_uninstall(args) -> int:
-    from total_recall import install
-
-    from total_recall import daemon, service
+    from total_recall import daemon, install, service
 
     result = install.uninstall().__dict__
     if service.is_installed():
@@ -157,10 +156,10 @@ def cmd_stop(args) -> int:
 
 @command("restart")
 def cmd_restart(args) -> int:
-    from total_recall import daemon, service, setup
+    from total_recall import bootstrap, daemon, service
 
     stopped = daemon.stop_running(config.paths(), timeout=args.timeout)
-    _print({"stopped": stopped, **setup.ensure_daemon(service=service.is_installed())}, args.json, _kv)
+    _print({"stopped": stopped, **bootstrap.ensure_daemon(service=service.is_installed())}, args.json, _kv)
     return 0
 
 
@@ -179,10 +178,31 @@ def cmd_service(args) -> int:
 def cmd_backfill(args) -> int:
     from total_recall import backfill
 
-    result = backfill.backfill(args.path, all_transcripts=args.all, session=args.session, wait=args.wait,
-                               progress=sys.stderr.isatty() and not args.json)
+    drawn: list[int] = []
+
+    def bar(done: int, total: int, started: float) -> None:
+        drawn.append(done)
+        _progress_bar(done, total, started)
+
+    result = backfill.backfill(config.load(), args.path, all_transcripts=args.all, session=args.session, wait=args.wait,
+                               progress=bar if sys.stderr.isatty() and not args.json else None)
+    if drawn:
+        sys.stderr.write("\n")  # the bar's line is finished before the summary
     _print(result, args.json, _kv)
     return 0
+
+
+def _progress_bar(done: int, total: int, started: float) -> None:
+    """backfill --wait on a terminal: one redrawn line with the files done, elapsed time and ETA."""
+    import time
+
+    width = 30
+    filled = int(width * done / max(1, total))
+    elapsed = time.time() - started
+    eta = (elapsed / done * (total - done)) if done else 0
+    sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} transcripts  "
+                     f"elapsed {elapsed:4.0f}s  ETA {eta:4.0f}s")
+    sys.stderr.flush()
 
 
 @command("retry")
@@ -195,58 +215,60 @@ def cmd_retry(args) -> int:
 
 @command("reembed")
 def cmd_reembed(args) -> int:
-    from total_recall import backfill
+    from total_recall import vectors
 
-    _print(backfill.reembed(_db(), config.load()), args.json, _kv)
+    _print(vectors.reembed(_db(), config.load()), args.json, _kv)
     return 0
 
 
 @command("search")
 def cmd_search(args) -> int:
-    from total_recall import render, search
+    from total_recall import render, search, server
 
     if args.queries:
-        for line in search.run_queries_file(Path(args.queries), all_projects=args.all_projects, k=args.k):
+        for line in search.run_queries_file(config.load(), Path(args.queries), all_projects=args.all_projects, k=args.k):
             print(json.dumps(line, default=str))  # ASCII escapes: any query text survives stdout
         return 0
     if not args.query:
         raise TotalRecallError("search needs a QUERY or --queries FILE")
-    results = search.search_cli(" ".join(args.query), k=args.k, project=args.project, all_projects=args.all_projects,
-                                hyde=args.hyde, session=args.session)
-    _print(results, args.json, render.results_markdown)
+    answer = server.search(config.load(), " ".join(args.query), k=args.k, project=args.project, all_projects=args.all_projects,
+                           hyde=args.hyde, session=args.session)
+    for note in answer["notes"]:
+        print(f"total-recall: note: {note}", file=sys.stderr)
+    _print(answer["results"], args.json, render.results_markdown)
     return 0
 
 
 @command("pin")
 def cmd_pin(args) -> int:
-    from total_recall import memory
+    from total_recall import curate
 
-    _print(memory.pin(_db(), args.id, True), args.json, _kv)
+    _print(curate.pin(_db(), args.id, True), args.json, _kv)
     return 0
 
 
 @command("unpin")
 def cmd_unpin(args) -> int:
-    from total_recall import memory
+    from total_recall import curate
 
-    _print(memory.pin(_db(), args.id, False), args.json, _kv)
+    _print(curate.pin(_db(), args.id, False), args.json, _kv)
     return 0
 
 
 @command("edit")
 def cmd_edit(args) -> int:
-    from total_recall import memory
+    from total_recall import curate
 
     database = _db()
-    result = memory.edit(database, args.id, args.text)
-    result["embedded"] = memory.embed_now(database, config.load(), args.id)  # searchable by meaning at once
+    result = curate.edit(database, args.id, args.text)
+    result["embedded"] = curate.embed_now(database, config.load(), args.id)  # searchable by meaning at once
     _print(result, args.json, _kv)
     return 0
 
 
 @command("forget")
 def cmd_forget(args) -> int:
-    from total_recall import memory
+    from total_recall import curate
 
     database = _db()
     session = args.session
@@ -254,7 +276,7 @@ def cmd_forget(args) -> int:
         from total_recall.search import resolve_session
 
         session = resolve_session(database, session)
-    _print(memory.forget(database, args.id, session=session, project=args.project, before=args.before,
+    _print(curate.forget(database, args.id, session=session, project=args.project, before=args.before,
                          dry_run=args.dry_run), args.json, _kv)
     return 0
 
@@ -287,13 +309,13 @@ def parse_duration(text: str) -> float:
 
 @command("review")
 def cmd_review(args) -> int:
-    from total_recall import memory, render
+    from total_recall import curate, render
 
     database = _db()
     if args.apply or args.reject:
-        _print(memory.decide(database, args.apply or args.reject, apply=bool(args.apply)), args.json, _kv)
+        _print(curate.decide(database, args.apply or args.reject, apply=bool(args.apply)), args.json, _kv)
     else:
-        _print(memory.proposals(database), args.json, render.proposals_markdown)
+        _print(curate.proposals(database), args.json, render.proposals_markdown)
     return 0
 
 
@@ -322,9 +344,9 @@ def cmd_recent(args) -> int:
 
 @command("maintain")
 def cmd_maintain(args) -> int:
-    from total_recall import memory
+    from total_recall import maintain
 
-    _print(memory.maintain(_db(), config.load()), args.json, _kv)
+    _print(maintain.maintain(_db(), config.load()), args.json, _kv)
     return 0
 
 
@@ -349,7 +371,11 @@ def cmd_mcp(args) -> int:
 def cmd_ui(args) -> int:
     from total_recall.ui import app
 
-    return app.serve(port=args.port, open_browser=not args.no_open)
+    def announce(url: str) -> None:
+        print(f"total-recall ui: {url}", flush=True)
+        print("(it holds this run's token; Ctrl+C stops the server)", flush=True)
+
+    return app.serve(port=args.port, open_browser=not args.no_open, announce=announce)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -6,10 +6,13 @@ the system agrees on where things live.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, make_dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from total_recall.errors import ConfigError
@@ -131,36 +134,95 @@ def paths() -> Paths:
     return Paths(home())
 
 
-@dataclass
+# Ranges each number must lie in (checked once, at load): a zero or NaN poll interval would spin
+# a core, a zero lease would hand every claim to the next worker. (low, low is allowed)
+RANGES: dict[str, tuple[float, bool]] = {
+    "llm.timeout": (0, False), "llm.daily_token_budget": (0, True), "llm.max_prompt_chars": (1, True),
+    "embed.batch_size": (1, True), "embed.timeout": (0, False),
+    "daemon.batch_window": (0, True), "daemon.poll_interval": (0, False), "daemon.max_batch_messages": (1, True),
+    "daemon.idle_gap_minutes": (0, False), "daemon.max_attempts": (1, True), "daemon.heartbeat": (0, False),
+    "daemon.lease_seconds": (0, False), "daemon.file_timeout": (0, True),
+    "db.busy_timeout": (0, True), "search.k": (1, True), "context.budget_chars": (0, True),
+}
+CHOICES: dict[str, set[str]] = {
+    "llm.json_mode": {"auto", "on", "off"}, "embed.provider": {"local", "openai"},
+    "db.driver": {"", "stdlib", "sqlean", "pysqlite3"}, "search.hyde": {"auto", "on", "off"},
+}
+
+
+def _section_type(section: str, keys: dict[str, Any]) -> type:
+    """A frozen dataclass per section, its fields typed by their defaults (search.k: int, ...)."""
+    fields = [(key, type(default)) for key, default in keys.items()]
+    return make_dataclass(f"{section.title()}Settings", fields, frozen=True)
+
+
+SECTION_TYPES = {section: _section_type(section, keys) for section, keys in DEFAULTS.items()}
+
+
+@dataclass(frozen=True)
 class Settings:
-    values: dict[str, dict[str, Any]] = field(default_factory=dict)
-    sources: dict[str, str] = field(default_factory=dict)  # "llm.base_url" -> default|file|env
+    """Loaded and validated once (`load`), then passed down; immutable.
+
+    Read a value as an attribute, typed: `settings.daemon.poll_interval` (a float > 0).
+    """
+
+    llm: Any
+    embed: Any
+    daemon: Any
+    db: Any
+    search: Any
+    context: Any
+    privacy: Any
+    sources: Mapping[str, str] = field(default_factory=dict)  # "llm.base_url" -> default|file|env
     environ: Any = field(default_factory=lambda: os.environ, repr=False)
 
+    @property
+    def values(self) -> dict[str, dict[str, Any]]:
+        """Every section as a plain dict (a copy), for `doctor` and the README check."""
+        return {section: asdict(getattr(self, section)) for section in DEFAULTS}
+
     def get(self, section: str, key: str) -> Any:
-        return self.values[section][key]
+        return getattr(getattr(self, section), key)
 
     def llm_enabled(self) -> bool:
-        return bool(self.get("llm", "base_url"))
+        return bool(self.llm.base_url)
 
     def llm_api_key(self) -> str:
-        return self.get("llm", "api_key") or self.environ.get("OPENAI_API_KEY", "")
+        return self.llm.api_key or self.environ.get("OPENAI_API_KEY", "")
 
     def embed_api_key(self) -> str:
         return (
-            self.get("embed", "api_key")
+            self.embed.api_key
             or self.environ.get("OPENAI_TOKEN_TOTAL_RECALL_EMBEDDINGS", "")
             or self.environ.get("OPENAI_API_KEY", "")
         )
 
     def redacted(self) -> dict[str, dict[str, Any]]:
         """The settings with secrets masked, for `doctor` and logs."""
-        out = {s: dict(v) for s, v in self.values.items()}
+        out = self.values
         for section in out.values():
             for key in section:
                 if key.endswith("api_key") and section[key]:
                     section[key] = "***"
         return out
+
+
+def _check(name: str, value: Any, where: str) -> None:
+    """Refuse a value outside its range or choices, naming where it came from.
+
+    Trigger: a config.toml or environment value such as poll_interval = 0 or nan. Why: the daemon
+    would spin a core or never wake; better to refuse at start-up than misbehave quietly.
+    Outcome: ConfigError with the setting, the value and what is allowed.
+    """
+    if name in RANGES:
+        low, inclusive = RANGES[name]
+        ok = math.isfinite(value) and (value >= low if inclusive else value > low)
+        if not ok:
+            bound = f">= {low}" if inclusive else f"> {low}"
+            raise ConfigError(f"{where}: must be a finite number {bound}, got {value!r}")
+    if name in CHOICES and str(value).strip().lower() not in CHOICES[name]:
+        allowed = ", ".join(repr(c) for c in sorted(CHOICES[name]))
+        raise ConfigError(f"{where}: must be one of {allowed}, got {value!r}")
 
 
 def env_name(section: str, key: str) -> str:
@@ -206,9 +268,11 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 
 def load(environ: dict[str, str] | None = None, config_path: Path | None = None) -> Settings:
+    """Defaults < config.toml < TOTAL_RECALL_<SECTION>_<KEY>, each value typed and range-checked."""
     environ = os.environ if environ is None else environ
     file_values = _read_toml(config_path or paths().config)
-    settings = Settings(environ=environ)
+    sections: dict[str, Any] = {}
+    sources: dict[str, str] = {}
     for section, keys in DEFAULTS.items():
         file_section = file_values.get(section, {})
         if not isinstance(file_section, dict):
@@ -216,17 +280,20 @@ def load(environ: dict[str, str] | None = None, config_path: Path | None = None)
         unknown = set(file_section) - set(keys)
         if unknown:
             raise ConfigError(f"config.toml: unknown key(s) in [{section}]: {', '.join(sorted(unknown))}")
-        settings.values[section] = {}
+        values = {}
         for key, default in keys.items():
-            value, source = default, "default"
+            value, source, where = default, "default", f"default [{section}] {key}"
             if key in file_section:
-                value, source = _coerce(file_section[key], default, f"config.toml [{section}] {key}"), "file"
+                where = f"config.toml [{section}] {key}"
+                value, source = _coerce(file_section[key], default, where), "file"
             name = env_name(section, key)
             if name in environ:
-                value, source = _coerce(environ[name], default, name), "env"
-            settings.values[section][key] = value
-            settings.sources[f"{section}.{key}"] = source
-    return settings
+                value, source, where = _coerce(environ[name], default, name), "env", name
+            _check(f"{section}.{key}", value, where)
+            values[key] = value
+            sources[f"{section}.{key}"] = source
+        sections[section] = SECTION_TYPES[section](**values)
+    return Settings(**sections, sources=MappingProxyType(sources), environ=environ)
 
 
 def write_private(path: Path, text: str) -> None:

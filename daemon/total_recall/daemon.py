@@ -14,9 +14,10 @@ import signal
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import structlog
 
@@ -105,6 +106,18 @@ def daemon_state(paths: config.Paths) -> dict:
             "last_error": data.get("last_error"), "last_batch": data.get("last_batch")}
 
 
+def wait_until_running(paths: config.Paths, timeout: float, *, gave_up: Callable[[], bool] = lambda: False
+                       ) -> dict:
+    """daemon_state, once a daemon runs or after `timeout` seconds, or as soon as gave_up() (the
+    process that was to become the daemon exited)."""
+    deadline = time.monotonic() + timeout
+    state = daemon_state(paths)
+    while not state["running"] and time.monotonic() < deadline and not gave_up():
+        time.sleep(0.05)
+        state = daemon_state(paths)
+    return state
+
+
 def stop_running(paths: config.Paths, *, timeout: float = 30.0) -> dict:
     """SIGTERM the daemon of this home, SIGKILL it after `timeout`; remove a stale socket.
 
@@ -191,8 +204,10 @@ def is_transient(exc: BaseException, db: Database) -> bool:
 
 
 class Daemon:
-    def __init__(self, db: Database, settings: config.Settings, paths: config.Paths, *, indexer: Indexer | None = None):
+    def __init__(self, db: Database, settings: config.Settings, paths: config.Paths, *, indexer: Indexer | None = None,
+                 clock: Callable[[], float] = time.time):
         self.db = db
+        self.clock = clock  # tests drive leases, backoff and the batch window without sleeping
         self.settings = settings
         self.paths = paths
         self.indexer = indexer or Indexer(db, settings)
@@ -202,9 +217,6 @@ class Daemon:
         self._last_heartbeat = 0.0
         self._last_decay: float | None = None
         self._unrecorded: list[Callable[[], Any]] = []  # queue updates the database refused
-
-    def setting(self, key: str) -> Any:
-        return self.settings.get("daemon", key)
 
     def install_signal_handlers(self) -> None:
         def handler(signum, _frame):
@@ -236,20 +248,20 @@ class Daemon:
 
     def step(self, *, now: float | None = None, immediate: bool = False) -> bool:
         """Do one unit of work; return whether there was any."""
-        now = time.time() if now is None else now
+        now = self.clock() if now is None else now
         while self._unrecorded:  # raises while the database still refuses them: step_failed, backoff
             self._unrecorded[0]()
             self._unrecorded.pop(0)
         queue.drain_spool(self.db, self.paths.spool)
-        claim = queue.claim_next(self.db, now=now, window=float(self.setting("batch_window")),
-                                 lease=float(self.setting("lease_seconds")), immediate=immediate)
+        claim = queue.claim_next(self.db, now=now, window=self.settings.daemon.batch_window,
+                                 lease=self.settings.daemon.lease_seconds, immediate=immediate)
         if claim is None:
             return False
         self._run_claim(claim)
         return True
 
     def _run_claim(self, claim: queue.Claim) -> None:
-        started = time.time()
+        started = self.clock()
         bound = log.bind(file=claim.transcript_path, rows=len(claim.row_ids), attempt=claim.attempts + 1)
         try:
             report = self.indexer.process(claim.transcript_path, session_hint=claim.session_id, cwd_hint=claim.cwd,
@@ -260,7 +272,7 @@ class Daemon:
             self.status.last_error = f"{claim.transcript_path}: {error}"
             bound.error("batch_failed", transient=transient, error=str(exc), traceback=traceback.format_exc(limit=8))
             state = self._record(lambda: queue.fail(self.db, claim, error, transient=transient,
-                                                    max_attempts=int(self.setting("max_attempts")), now=time.time()))
+                                                    max_attempts=self.settings.daemon.max_attempts, now=self.clock()))
             bound.info("batch_requeued", outcome=state)
             return
         if report.interrupted:
@@ -268,19 +280,19 @@ class Daemon:
             bound.info("stopped_between_batches", batches=report.batches, ideas=report.ideas_added)
             return
         if report.deferred:  # daemon.file_timeout: the rest after the other transcripts
-            self._record(lambda: queue.defer(self.db, claim, now=time.time()))
+            self._record(lambda: queue.defer(self.db, claim, now=self.clock()))
             bound.info("deferred", lines=report.lines, batches=report.batches,
-                       seconds=round(time.time() - started, 3))
+                       seconds=round(self.clock() - started, 3))
         else:
             note = "transcript missing" if report.missing else None
             note = f"refused: {report.refused}" if report.refused else note
             self._record(lambda: queue.complete(self.db, claim, note))
         self._refresh_digest(claim.transcript_path)
         self.status.batches += 1
-        self.status.last_batch = {**report.__dict__, "seconds": round(time.time() - started, 3), "at": time.time()}
+        self.status.last_batch = {**report.__dict__, "seconds": round(self.clock() - started, 3), "at": self.clock()}
         bound.info("indexed", lines=report.lines, messages=report.messages, batches=report.batches,
                    ideas=report.ideas_added, llm_calls=report.llm_calls, rewritten=report.rewritten,
-                   missing=report.missing, seconds=round(time.time() - started, 3))
+                   missing=report.missing, seconds=round(self.clock() - started, 3))
 
     def _record(self, update: Callable[[], Any]) -> Any:
         """Apply a queue update now, or keep it for the next step if the database refuses it.
@@ -310,20 +322,20 @@ class Daemon:
 
     def housekeeping(self, now: float) -> None:
         """Heartbeat chores: prune old queue rows, repair vectors, decay working memory, weekly maintain."""
-        from total_recall import memory
+        from total_recall import maintain
 
         queue.prune_done(self.db, now=now)
         self.indexer.embed_pending()
         self.indexer.reextract_fallbacks()
-        memory.decay_activation(self.db, now - (self._last_decay or now))
+        maintain.decay_activation(self.db, now - (self._last_decay or now))
         self._last_decay = now
         last = float(self.db.get_meta("last_maintain") or 0)
         if now - last > MAINTAIN_EVERY:
-            log.info("maintenance", report=memory.maintain(self.db, self.settings))
+            log.info("maintenance", report=maintain.maintain(self.db, self.settings))
 
     def heartbeat(self, *, force: bool = False) -> None:
         now = time.time()
-        if not force and now - self._last_heartbeat < float(self.setting("heartbeat")):
+        if not force and now - self._last_heartbeat < self.settings.daemon.heartbeat:
             return
         self._last_heartbeat = now
         try:
@@ -362,9 +374,9 @@ class Daemon:
         return 0
 
     def _sleep(self) -> None:
-        wait = float(self.setting("poll_interval"))
+        wait = self.settings.daemon.poll_interval
         try:
-            ready = queue.next_ready_in(self.db, now=time.time(), window=float(self.setting("batch_window")))
+            ready = queue.next_ready_in(self.db, now=time.time(), window=self.settings.daemon.batch_window)
         except Exception:
             ready = None
         if ready is not None:

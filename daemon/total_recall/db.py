@@ -13,9 +13,10 @@ import os
 import re
 import sqlite3
 import threading
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import structlog
 
@@ -40,10 +41,15 @@ class Database:
     driver: str
     vec_version: str | None = None
     vec_error: str | None = None
+    _depth: int = field(default=0, repr=False)  # write() blocks open on this connection
 
     @property
     def has_vec(self) -> bool:
         return self.vec_version is not None
+
+    @property
+    def in_transaction(self) -> bool:
+        return bool(self.conn.in_transaction)
 
     def execute(self, sql: str, params: Any = ()) -> Any:
         return self.conn.execute(sql, params)
@@ -59,16 +65,45 @@ class Database:
         return default if row is None or row[0] is None else row[0]
 
     @contextlib.contextmanager
-    def write(self) -> Iterator[Database]:
-        """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception."""
+    def write(self, *, commit: bool = True) -> Iterator[Database]:
+        """The one way to write (DESIGN.md "Transactions"): BEGIN IMMEDIATE ... COMMIT, rolled back
+        on any exception, or at the end when commit=False (a dry run).
+
+        Inside another write() block it is a SAVEPOINT instead: an exception undoes only its own
+        changes (and propagates), and what it did commits or rolls back with the outer block. So
+        a function that writes opens write() whether or not its caller already has.
+        """
+        if self.in_transaction:
+            yield from self._savepoint(commit)
+            return
         self.conn.execute("BEGIN IMMEDIATE")
+        self._depth = 1
         try:
             yield self
         except BaseException:
             self.conn.execute("ROLLBACK")
             raise
         else:
-            self.conn.execute("COMMIT")
+            self.conn.execute("COMMIT" if commit else "ROLLBACK")
+        finally:
+            self._depth = 0
+
+    def _savepoint(self, commit: bool) -> Iterator[Database]:
+        self._depth += 1
+        name = f"write_{self._depth}"
+        self.conn.execute(f"SAVEPOINT {name}")
+        try:
+            yield self
+        except BaseException:
+            self.conn.execute(f"ROLLBACK TO {name}")
+            self.conn.execute(f"RELEASE {name}")
+            raise
+        else:
+            if not commit:
+                self.conn.execute(f"ROLLBACK TO {name}")
+            self.conn.execute(f"RELEASE {name}")
+        finally:
+            self._depth -= 1
 
     def get_meta(self, key: str, default: str | None = None) -> str | None:
         return self.scalar("SELECT value FROM meta WHERE key = ?", (key,), default)
@@ -199,8 +234,8 @@ def connect(
     path = Path(path)
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     create_private_file(path)
-    busy = float(settings.get("db", "busy_timeout"))
-    db = _open_raw(path, busy, settings.get("db", "driver") or os.environ.get("TOTAL_RECALL_DB_DRIVER", ""))
+    busy = settings.db.busy_timeout
+    db = _open_raw(path, busy, settings.db.driver or os.environ.get("TOTAL_RECALL_DB_DRIVER", ""))
     try:
         _configure(db, busy)
         if migrate_to_head:
@@ -234,7 +269,7 @@ def _statements(script: str) -> list[str]:
             if buf.strip():
                 out.append(buf.strip())
             buf = ""
-    if buf.strip() and not all(l.strip().startswith("--") or not l.strip() for l in buf.splitlines()):
+    if buf.strip() and not all(line.strip().startswith("--") or not line.strip() for line in buf.splitlines()):
         raise SchemaError(f"incomplete SQL statement at end of migration: {buf.strip()[:80]!r}")
     return out
 

@@ -12,21 +12,16 @@ from collections import OrderedDict
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from total_recall import config, trust
+from total_recall import config
 from total_recall.db import Database
-from total_recall.indexer import project_name
+from total_recall.projects import digest_key
+from total_recall.projects import short_name as project_name
 
 CONVENTION = re.compile(r"\b(always|never|convention|prefer|we use|must not|style|naming)\b", re.I)
 
 
-def digest_key(path: str) -> str:
-    """Claude Code's project-folder rule plus a short hash of the path (trust.digest_key): two
-    projects whose folder names collide (client-a, client_a) never share a digest."""
-    return trust.digest_key(path)
-
-
 def _branch_key(branch: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]", "-", branch)[:80] + "-" + trust.digest_key(branch)[-10:]
+    return re.sub(r"[^A-Za-z0-9]", "-", branch)[:80] + "-" + digest_key(branch)[-10:]
 
 
 def _short(text: str, n: int = 220) -> str:

@@ -10,8 +10,9 @@ import hashlib
 import os
 import threading
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
@@ -42,7 +43,7 @@ class Embedder(Protocol):
     model_id: str
     dim: int
 
-    def embed(self, texts: list[str]) -> "np.ndarray":
+    def embed(self, texts: list[str]) -> np.ndarray:
         """(len(texts), dim) float32 with L2-normalised rows; [] gives shape (0, dim)."""
         ...
 
@@ -51,7 +52,7 @@ class Embedder(Protocol):
 # Vector maths and blobs
 
 
-def normalise(matrix: Any) -> "np.ndarray":
+def normalise(matrix: Any) -> np.ndarray:
     """Rows scaled to unit length (all-zero rows stay zero), as C-contiguous float32."""
     import numpy as np
 
@@ -70,7 +71,7 @@ def to_blob(vec: Any) -> bytes:
     return arr.tobytes()
 
 
-def from_blob(blob: bytes) -> "np.ndarray":
+def from_blob(blob: bytes) -> np.ndarray:
     """The inverse of to_blob."""
     import numpy as np
 
@@ -189,7 +190,7 @@ class LocalEmbedder:
         except Exception as exc:  # onnxruntime's errors share no useful base class
             raise EmbeddingError(f"cannot load embedding model {model}: {exc}") from exc
 
-    def embed(self, texts: list[str]) -> "np.ndarray":
+    def embed(self, texts: list[str]) -> np.ndarray:
         import numpy as np
 
         self._load()
@@ -203,7 +204,7 @@ class LocalEmbedder:
             out[idx] = self._run_batch([encodings[i] for i in idx])
         return out
 
-    def _run_batch(self, encodings: Sequence[Any]) -> "np.ndarray":
+    def _run_batch(self, encodings: Sequence[Any]) -> np.ndarray:
         import numpy as np
 
         width = max(len(e.ids) for e in encodings)
@@ -217,7 +218,7 @@ class LocalEmbedder:
         return normalise(_pool(outputs, mask))
 
 
-def _pool(outputs: list[Any], mask: "np.ndarray") -> "np.ndarray":
+def _pool(outputs: list[Any], mask: np.ndarray) -> np.ndarray:
     """Sentence vectors from the model's outputs: already pooled (2-D) or mean over tokens (3-D)."""
     import numpy as np
 
@@ -277,7 +278,7 @@ class OpenAIEmbedder:
                                              timeout=self._timeout, max_retries=0)
             return self._client
 
-    def embed(self, texts: list[str]) -> "np.ndarray":
+    def embed(self, texts: list[str]) -> np.ndarray:
         import numpy as np
 
         if not texts:
@@ -286,7 +287,7 @@ class OpenAIEmbedder:
                  for i in range(0, len(texts), self.batch_size)]
         return normalise(np.vstack(parts))
 
-    def _embed_batch(self, texts: list[str]) -> "np.ndarray":
+    def _embed_batch(self, texts: list[str]) -> np.ndarray:
         import openai
         import tenacity
 
@@ -321,7 +322,7 @@ class OpenAIEmbedder:
             )
         return EmbeddingError(f"embedding endpoint {self.base_url} refused the request: {exc}")
 
-    def _check(self, response: Any, expected: int) -> "np.ndarray":
+    def _check(self, response: Any, expected: int) -> np.ndarray:
         import numpy as np
 
         data = sorted(getattr(response, "data", None) or [], key=lambda d: d.index)
@@ -343,8 +344,8 @@ class OpenAIEmbedder:
 
 def get_embedder(settings: config.Settings) -> Embedder:
     """The embedder the [embed] settings ask for; ConfigError for an unknown provider."""
-    provider = str(settings.get("embed", "provider")).strip().lower()
-    model = str(settings.get("embed", "model")).strip()
+    provider = settings.embed.provider.strip().lower()
+    model = settings.embed.model.strip()
     if provider == "local":
         if model and model not in (LOCAL_MODEL_ID, "all-MiniLM-L6-v2"):
             raise ConfigError(
@@ -353,15 +354,15 @@ def get_embedder(settings: config.Settings) -> Embedder:
             )
         return LocalEmbedder()
     if provider == "openai":
-        base_url = str(settings.get("embed", "base_url")).strip() or OPENAI_BASE_URL
+        base_url = settings.embed.base_url.strip() or OPENAI_BASE_URL
         key = settings.embed_api_key()
         if not key and base_url.rstrip("/") == OPENAI_BASE_URL:
             raise ConfigError(
                 "embed.provider=openai needs an API key: set TOTAL_RECALL_EMBED_API_KEY or OPENAI_API_KEY"
             )
         return OpenAIEmbedder(base_url=base_url, api_key=key, model=model or OPENAI_DEFAULT_MODEL,
-                              batch_size=int(settings.get("embed", "batch_size")),
-                              timeout=float(settings.get("embed", "timeout")))
+                              batch_size=settings.embed.batch_size,
+                              timeout=settings.embed.timeout)
     raise ConfigError(f"embed.provider={provider!r} is not one of: local, openai")
 
 
@@ -386,7 +387,7 @@ class CachedEmbedder:
     def dim(self) -> int:
         return self.inner.dim
 
-    def embed(self, texts: list[str]) -> "np.ndarray":
+    def embed(self, texts: list[str]) -> np.ndarray:
         import numpy as np
 
         with self._lock:

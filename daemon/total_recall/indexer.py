@@ -19,10 +19,11 @@ from typing import Any
 
 import structlog
 
-from total_recall import config, executor, transcript, trust
+from total_recall import config, projects, store, transcript, trust
 from total_recall.db import Database
 from total_recall.errors import EmbeddingError, ExtractionError, TransientError
 from total_recall.redact import redact_batch
+from total_recall.vectors import Vectors, embed_text, knn_subquery
 
 log = structlog.get_logger(__name__)
 
@@ -30,7 +31,6 @@ READ_CHUNK_BYTES = 4 * 1024 * 1024
 SCAN_SLICE_BYTES = 256 * 1024 * 1024  # most bytes of one endless line streamed per read (file_timeout)
 RECENT_MESSAGES = 8
 KNOWN_IDEAS = 15
-VECTOR_RETRY_SECONDS = 15.0
 CONTEXT_QUERY_CHARS = 600  # the batch's opening is enough to find related topics; longer costs embedding time
 # Chunks: the conversation's own text as retrieval units (DESIGN.md "Search").
 # Everything a reader of the transcript sees is found by its words; what a person or Claude said in
@@ -69,14 +69,22 @@ class Chunk:
     units: list[dict] = field(default_factory=list)  # chunks of its messages (message_chunks)
 
 
-def project_name(project: str) -> str:
-    """The short, typeable name of a project path: its last folder, lower-cased."""
-    return Path(project).name.lower() if project else ""
-
-
 def today_start_utc(now: float) -> float:
     day = datetime.fromtimestamp(now, tz=timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
     return day.timestamp()
+
+
+def budget_exhausted(db: Database, settings: config.Settings, now: float, *, pending: int = 0) -> bool:
+    """Whether today's LLM token budget is spent (tokens recorded today plus `pending` ones not
+    yet written); the same answer for the indexer and for `stats`."""
+    budget = settings.llm.daily_token_budget
+    if budget <= 0:
+        return False
+    used = db.scalar(
+        "SELECT sum(prompt_tokens + completion_tokens) FROM llm_calls WHERE extractor = 'llm' AND at >= ?",
+        (today_start_utc(now),), 0,
+    )
+    return used + pending >= budget
 
 
 class Indexer:
@@ -86,9 +94,7 @@ class Indexer:
         self.db = db
         self.settings = settings
         self.clock = clock
-        self._embedder = embedder
-        self._vectors_ok: bool | None = None
-        self._vectors_retry_at = 0.0
+        self.vectors = Vectors(db, settings, embedder=embedder, clock=clock)
         self._offline = None
         self._llm = None
         self._pending_calls: list[dict] = []
@@ -97,35 +103,16 @@ class Indexer:
     # -- components, created on first use -------------------------------------------------
     @property
     def embedder(self):
-        if self._embedder is None:
-            from total_recall.embed import get_embedder
-
-            self._embedder = get_embedder(self.settings)
-        if not hasattr(self._embedder, "inner"):
-            from total_recall.embed import CachedEmbedder
-
-            self._embedder = CachedEmbedder(self._embedder)
-        return self._embedder
+        return self.vectors.embedder
 
     def vectors_ok(self) -> bool:
-        """Whether vectors can be written now (sqlite-vec loaded, model matches the database)."""
-        if self._vectors_ok is None and self.clock() >= self._vectors_retry_at:
-            from total_recall import db as dbmod
-
-            try:
-                self._vectors_ok = self.db.has_vec and dbmod.ensure_vector_tables(
-                    self.db, self.embedder.model_id, self.embedder.dim
-                )
-            except (EmbeddingError, TransientError) as exc:
-                # Trigger: the embedding backend cannot start (e.g. the endpoint is down while
-                # its dimension is probed). Why: indexing must go on, and the outage may end.
-                # Outcome: memories keep needs_embedding = 1; we ask again in a minute.
-                log.warning("embedder_unavailable", error=str(exc))
-                self._vectors_retry_at = self.clock() + VECTOR_RETRY_SECONDS
-                return False
-            if self._vectors_ok:
-                self._offline = None  # rebuilt with the embedder for similarity and topic shifts
-        return bool(self._vectors_ok)
+        """Whether vectors can be written now (vectors.Vectors.ok); the offline extractor is rebuilt
+        with the embedder the first time they can, for similarity and topic shifts."""
+        known = self.vectors.known_ok()
+        ok = self.vectors.ok()
+        if ok and not known:
+            self._offline = None
+        return ok
 
     def offline(self):
         if self._offline is None:
@@ -165,7 +152,7 @@ class Indexer:
         if scan and scan > (_size(path) or 0):
             scan = 0  # the file shrank under the saved scan position: scan again
         # daemon.file_timeout: how long one transcript may hold the daemon in one step.
-        deadline = self.clock() + float(self.settings.get("daemon", "file_timeout"))
+        deadline = self.clock() + self.settings.daemon.file_timeout
         while True:
             result = transcript.read_new(p, offset, line, max_bytes=READ_CHUNK_BYTES, scan_from=scan or None,
                                          max_scan_bytes=SCAN_SLICE_BYTES)
@@ -289,19 +276,19 @@ class Indexer:
     def _chunks(self, path: str, result: transcript.ReadResult) -> list[Chunk]:
         """Cut the read into batches of at most max_batch_messages substantive new messages."""
         known = self._known_lines(path, result.messages)
-        limit = max(1, int(self.settings.get("daemon", "max_batch_messages")))
-        gap = 60.0 * float(self.settings.get("daemon", "idle_gap_minutes"))
+        limit = max(1, self.settings.daemon.max_batch_messages)
+        gap = 60.0 * self.settings.daemon.idle_gap_minutes
         chunks, current, previous = [], Chunk([], 0, 0), None
         for msg in result.messages:
             if gap > 0 and current.fresh and msg.skip_reason is None \
-                    and executor.seconds_between(previous, msg.timestamp) >= gap:
+                    and store.seconds_between(previous, msg.timestamp) >= gap:
                 # An idle gap ends a batch, so each batch lies on one side of it (a new topic starts).
                 current.end_offset, current.end_line = current.messages[-1].end_offset, current.messages[-1].last_line
                 chunks.append(current)
                 current = Chunk([], 0, 0)
             previous = msg.timestamp or previous
             current.messages.append(msg)
-            if msg.skip_reason is None and (msg.line, executor.content_hash(msg.text)) not in known:
+            if msg.skip_reason is None and (msg.line, store.content_hash(msg.text)) not in known:
                 current.fresh.append(msg)
             if len(current.fresh) >= limit:
                 current.end_offset, current.end_line = msg.end_offset, msg.last_line
@@ -326,7 +313,7 @@ class Indexer:
         forgotten = {r[0] for r in self.db.execute(
             "SELECT source_line FROM tombstones WHERE kind = 'line' AND source_file = ? AND source_line BETWEEN ? AND ?",
             (path, messages[0].line, messages[-1].last_line))}
-        known |= {(m.line, executor.content_hash(m.text)) for m in messages
+        known |= {(m.line, store.content_hash(m.text)) for m in messages
                   if any(n in forgotten for n in range(m.line, m.last_line + 1))}
         return known
 
@@ -339,10 +326,10 @@ class Indexer:
         point_at_text_lines(outputs, fresh)
         times = {n: m.timestamp for m in chunk.messages for n in range(m.line, m.last_line + 1)}
         lines = [m.line for m in chunk.messages] or [chunk.end_line]
-        ctx = executor.BatchContext(
+        ctx = store.BatchContext(
             source_file=path, session_id=ident["session"], project=ident["project"], git_branch=ident["branch"],
             line_times=times, first_line=min(lines), last_line=max(lines), cause=f"extract:{extractor_name}", now=now,
-            idle_gap=60.0 * float(self.settings.get("daemon", "idle_gap_minutes")),
+            idle_gap=60.0 * self.settings.daemon.idle_gap_minutes,
         )
         vectors = self._embed_batch(outputs, units)
         fell_back, self._fallback_parts = self._fallback_parts, []
@@ -350,7 +337,7 @@ class Indexer:
         with self.db.write():
             covered, skips = set(), {}
             for output in outputs:
-                applied = executor.apply_output(self.db, ctx, output, vectors)
+                applied = store.apply_output(self.db, ctx, output, vectors)
                 report.ideas_added += len(applied.ideas_added)
                 covered |= applied.lines_with_items
                 skips.update({s["line"]: s["reason"] for s in output.get("skip_lines", [])})
@@ -381,7 +368,7 @@ class Indexer:
 
     def _write_units(self, path: str, ident: dict, units: list[dict], vectors: dict[str, bytes]) -> None:
         for u in units:
-            executor.insert_chunk(self.db, {
+            store.insert_chunk(self.db, {
                 **u, "source_file": path, "session_id": ident["session"], "project": ident["project"],
                 "needs_embedding": u["embed"]}, vectors.get(embed_text(u)) if u["embed"] else None)
 
@@ -441,7 +428,7 @@ class Indexer:
             {"role": m.role, "content": m.text, "timestamp": m.timestamp, "line": m.line} for m in fresh
         ]
         context = self._context(path, ident, new, query)
-        max_chars = int(self.settings.get("llm", "max_prompt_chars"))
+        max_chars = self.settings.llm.max_prompt_chars
         outputs, name = [], "offline"
         for part in protocol.split_for_budget(new, max_chars):
             obj = protocol.build_input(context["hierarchy"], context["recent"], part, context["related"],
@@ -506,7 +493,7 @@ class Indexer:
                     self.db.execute("UPDATE fallback_batches SET done_at = ? WHERE id = ?", (self.clock(), batch_id))
                 continue
             context = self._context(path, ident, new)
-            max_chars = int(self.settings.get("llm", "max_prompt_chars"))
+            max_chars = self.settings.llm.max_prompt_chars
             obj = protocol.build_input(context["hierarchy"], [], new, context["related"], context["known"],
                                        max_chars=max_chars)
             try:
@@ -521,7 +508,7 @@ class Indexer:
             self._point_from_chunks(path, output)
             vectors = self._embed_batch([output], [])
             now = self.clock()
-            ctx = executor.BatchContext(
+            ctx = store.BatchContext(
                 source_file=path, session_id=session, project=project or "", git_branch=None,
                 line_times={m["line"]: m["timestamp"] for m in new}, first_line=min(lines), last_line=max(lines),
                 cause="extract:llm-retry", now=now)
@@ -530,8 +517,8 @@ class Indexer:
                     f"SELECT id FROM ideas WHERE source_file = ? AND (source_line IN ({marks}) OR source_line IN "
                     f"(SELECT source_line FROM chunks WHERE source_file = ? AND message_line IN ({marks}))) "
                     f"AND pinned = 0 AND mention_count = 1", (path, *lines, path, *lines))]
-                executor.delete_ideas(self.db, stale, "extract:llm-retry", now)
-                executor.apply_output(self.db, ctx, output, vectors)
+                store.delete_ideas(self.db, stale, "extract:llm-retry", now)
+                store.apply_output(self.db, ctx, output, vectors)
                 self._write_calls(now)
                 self.db.execute("UPDATE fallback_batches SET done_at = ?, attempts = attempts + 1 WHERE id = ?",
                                 (now, batch_id))
@@ -551,15 +538,8 @@ class Indexer:
             item["source_line"] = transcript.line_holding(parts, item["content"], item["message_line"])
 
     def budget_exhausted(self) -> bool:
-        budget = int(self.settings.get("llm", "daily_token_budget"))
-        if budget <= 0:
-            return False
-        used = self.db.scalar(
-            "SELECT sum(prompt_tokens + completion_tokens) FROM llm_calls WHERE extractor = 'llm' AND at >= ?",
-            (today_start_utc(self.clock()),), 0,
-        )
-        used += sum(c.get("prompt_tokens", 0) + c.get("completion_tokens", 0) for c in self._pending_calls)
-        return used >= budget
+        pending = sum(c.get("prompt_tokens", 0) + c.get("completion_tokens", 0) for c in self._pending_calls)
+        return budget_exhausted(self.db, self.settings, self.clock(), pending=pending)
 
     def _context(self, path: str, ident: dict, new: list[dict], query: bytes | None = None) -> dict:
         session, project = ident["session"], ident["project"]
@@ -583,7 +563,7 @@ class Indexer:
         known += [s for s in similar if s[0] not in known_ids]
         return {
             "hierarchy": {
-                "project": {"name": project_name(project), "summary": ""},
+                "project": {"name": projects.short_name(project), "summary": ""},
                 "topic": {"name": topic[1], "summary": topic[2]} if topic else None,
                 "span": {"name": span[0], "summary": span[1]} if span else None,
             },
@@ -605,13 +585,13 @@ class Indexer:
             except (EmbeddingError, TransientError):
                 return [], []
         topics = self.db.execute(
-            "SELECT s.name, s.summary, s.session_id FROM (SELECT span_id, distance FROM span_embeddings "
-            "WHERE embedding MATCH ? AND k = 20) v JOIN spans s ON s.id = v.span_id "
-            "WHERE s.depth = 1 AND s.session_id != ? ORDER BY v.distance LIMIT 3", (blob, session)).fetchall()
+            f"SELECT s.name, s.summary, s.session_id FROM {knn_subquery('span_embeddings', 'span_id', project=False)} v "
+            "JOIN spans s ON s.id = v.span_id "
+            "WHERE s.depth = 1 AND s.session_id != ? ORDER BY v.distance LIMIT 3", (blob, 20, session)).fetchall()
         ideas = self.db.execute(
-            "SELECT i.id, i.intent, i.content FROM (SELECT idea_id, distance FROM idea_embeddings "
-            "WHERE embedding MATCH ? AND k = 10 AND project = ?) v JOIN ideas i ON i.id = v.idea_id "
-            "ORDER BY v.distance", (blob, project or "")).fetchall()
+            f"SELECT i.id, i.intent, i.content FROM {knn_subquery('idea_embeddings', 'idea_id', project=True)} v "
+            "JOIN ideas i ON i.id = v.idea_id "
+            "ORDER BY v.distance", (blob, 10, project or "")).fetchall()
         return [{"name": t[0], "summary": t[1], "session": t[2]} for t in topics], ideas
 
     def _write_messages(self, path, ident, chunk: Chunk, covered: set, skips: dict, now: float) -> None:
@@ -624,7 +604,7 @@ class Indexer:
             elif reason is None and m.line not in covered:
                 reason = skips.get(m.line, "no_memory_extracted")
             rows.append((path, m.line, ident["session"], ident["project"], m.git_branch or ident["branch"], m.role,
-                         m.kind, m.text, executor.content_hash(m.text), m.timestamp, reason, now))
+                         m.kind, m.text, store.content_hash(m.text), m.timestamp, reason, now))
         self.db.executemany(
             "INSERT OR IGNORE INTO messages (source_file, source_line, session_id, project, git_branch, role, kind, "
             "content, content_hash, timestamp, skip_reason, indexed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -662,44 +642,10 @@ class Indexer:
             self._write_offset(path, ident, Chunk([], result.end_offset, result.end_line), result.head_hash,
                                self.clock(), result.scanned_to)
 
-    # -- vectors ----------------------------------------------------------------------------
+    # -- vectors ---------------------------------------------------------------------------
     def embed_pending(self, limit: int = 512) -> int:
-        """The repair pass: give vectors to every idea and span still marked needs_embedding.
-
-        Trigger: after each batch and on the daemon's heartbeat. Why: embedding may have failed or
-        been skipped; search should not wait for a person. Outcome: vectors written in small
-        transactions; on failure the marks stay and the next pass tries again.
-        """
-        if not self.vectors_ok():
-            return 0
-        from total_recall.embed import to_blob
-
-        done = 0
-        for table, owner, key, text_sql in (
-            ("idea_embeddings", "ideas", "idea_id", "content"),
-            ("span_embeddings", "spans", "span_id", "name || '. ' || summary"),
-            ("chunk_embeddings", "chunks", "chunk_id", "content, context"),
-        ):
-            only = " AND depth > 0" if owner == "spans" else ""
-            while True:
-                rows = self.db.execute(
-                    f"SELECT id, project, {text_sql} FROM {owner} WHERE needs_embedding = 1{only} ORDER BY id LIMIT ?",
-                    (limit,)).fetchall()
-                if not rows:
-                    break
-                texts = [embed_text({"content": r[2], "context": r[3]}) if owner == "chunks" else r[2] for r in rows]
-                try:
-                    vectors = self.embedder.embed(texts)
-                except (EmbeddingError, TransientError) as exc:
-                    log.warning("embedding_failed", table=table, count=len(rows), error=str(exc))
-                    return done
-                with self.db.write():
-                    executor.store_vectors(self.db, table, key,
-                                           [(r[0], r[1], to_blob(v)) for r, v in zip(rows, vectors)])
-                done += len(rows)
-                if len(rows) < limit:
-                    break
-        return done
+        """The repair pass (vectors.Vectors.embed_pending) with this indexer's embedder."""
+        return self.vectors.embed_pending(limit)
 
 
 def windows(text: str) -> list[str]:
@@ -736,19 +682,6 @@ def message_chunks(messages: list[transcript.Message], previous: str = "") -> li
         if m.kind in EMBEDDED_KINDS:
             previous = m.text
     return out
-
-
-SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-
-
-def embed_text(unit: dict) -> str:
-    """What a chunk's vector is made from: its words without the names a speaker addresses
-    ("Thanks, Sam!"), which would otherwise make a line match every question about that person.
-    The turn before is not part of it: prefixing it to short replies moved recall by 0.00-0.01 on
-    the tune split and cost a quarter of the chunks' embedding time; BM25 still searches it."""
-    from total_recall.extract.offline import strip_vocative
-
-    return " ".join(strip_vocative(s) for s in SENTENCE_END.split(unit["content"]) if s.strip())
 
 
 WORD = re.compile(r"\w+")

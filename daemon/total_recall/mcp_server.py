@@ -10,7 +10,8 @@ A domain error becomes a tool error with a readable message; the server keeps ru
 # No `from __future__ import annotations`: the SDK reads the tools' annotations, which use local names.
 import os
 import threading
-from typing import Annotated, Any, Callable
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import structlog
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import structlog
 
-from total_recall import config, executor
+from total_recall import config, store
 from total_recall.db import Database
 from total_recall.errors import EmbeddingError, TotalRecallError, TransientError
 from total_recall.extract.protocol import INTENTS
@@ -56,7 +56,7 @@ def note(
     vector, embedded_note = _vector(db, settings, embedder, text)
     now = time.time()
     stamp = datetime.fromtimestamp(now, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-    ctx = executor.BatchContext(
+    ctx = store.BatchContext(
         source_file=where["source_file"],
         session_id=where["session"],
         project=where["project"],
@@ -75,7 +75,7 @@ def note(
         "entities": _entities(text, where["project"]),
     }
     with db.write():
-        chash = executor.content_hash(text)
+        chash = store.content_hash(text)
         # Trigger: the user once forgot this very text and now asks to remember it. Why: an
         # explicit request is newer than the tombstone. Outcome: the tombstone goes, logged.
         dropped = db.execute(
@@ -83,17 +83,17 @@ def note(
             (where["project"], chash),
         ).rowcount
         if dropped:
-            executor.event(db, "tombstone", None, "delete", {"content_hash": chash}, None, "user: note", now)
-        idea_id, created = executor.insert_idea(db, ctx, item, where["span"], vector)
+            store.event(db, "tombstone", None, "delete", {"content_hash": chash}, None, "user: note", now)
+        idea_id, created = store.insert_idea(db, ctx, item, where["span"], vector)
         if idea_id is None:  # a line tombstone on the transcript line: note it on the pseudo-source
             ctx.source_file, line = NOTE_SOURCE, _next_note_line(db)
             ctx.line_times, item["source_line"] = {line: stamp}, line
-            idea_id, created = executor.insert_idea(db, ctx, item, None, vector)
+            idea_id, created = store.insert_idea(db, ctx, item, None, vector)
         if created:
             _as_chunk(db, ctx, item, stamp, vector)
         if pin:
             db.execute("UPDATE ideas SET pinned = 1, updated_at = ? WHERE id = ?", (now, idea_id))
-            executor.event(db, "idea", idea_id, "pin", {"pinned": False}, {"pinned": True}, "user: note", now)
+            store.event(db, "idea", idea_id, "pin", {"pinned": False}, {"pinned": True}, "user: note", now)
     row = db.one(
         "SELECT content, intent, pinned, project, session_id, source_file, source_line, needs_embedding "
         "FROM ideas WHERE id = ?",
@@ -186,9 +186,9 @@ def _next_note_line(db: Database) -> int:
 
 def _entities(text: str, project: str | None) -> list[dict]:
     from total_recall.extract.offline import entities
-    from total_recall.indexer import project_name
+    from total_recall.projects import short_name
 
-    return entities(text, project_name(project or ""))
+    return entities(text, short_name(project or ""))
 
 
 def _vector(
@@ -212,10 +212,10 @@ def _vector(
         return None, f"not embedded yet ({exc}); the daemon will embed it"
 
 
-def _as_chunk(db: Database, ctx: executor.BatchContext, item: dict, stamp: str, vector: bytes | None) -> None:
+def _as_chunk(db: Database, ctx: store.BatchContext, item: dict, stamp: str, vector: bytes | None) -> None:
     """A note is also a line of words, searched like every line of a conversation (DESIGN.md
     "Search"): without it a note would compete with conversation lines on its idea alone."""
-    executor.insert_chunk(db, {
+    store.insert_chunk(db, {
         "source_file": ctx.source_file, "source_line": item["source_line"], "message_line": item["source_line"],
         "seq": 1000, "session_id": ctx.session_id, "project": ctx.project, "role": "user", "kind": "note",
         "timestamp": stamp, "content": item["content"], "context": "", "needs_embedding": True}, vector)

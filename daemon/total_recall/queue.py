@@ -127,7 +127,7 @@ def drain_spool(db: Database, spool: Path) -> int:
         while chunk := os.read(fd, 1 << 20):
             data += chunk
         records = [r for r in map(_spool_record, data.splitlines()) if r]
-        bad = len([l for l in data.splitlines() if l.strip()]) - len(records)
+        bad = len([line for line in data.splitlines() if line.strip()]) - len(records)
         if records:
             with db.write():
                 db.executemany(

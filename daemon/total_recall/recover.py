@@ -14,8 +14,9 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import structlog
 
@@ -199,7 +200,8 @@ def _known_transcripts(db: Any) -> set[str]:
 
 def recover() -> dict:
     """Stop the daemon, keep the damaged files, salvage into a new database, re-queue transcripts."""
-    from total_recall import daemon, db as dbmod, queue
+    from total_recall import daemon, queue
+    from total_recall import db as dbmod
 
     paths = config.paths()
     if not paths.db.exists():

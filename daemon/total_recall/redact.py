@@ -23,7 +23,7 @@ in every text of a batch, each secret value found anywhere in it.
 from __future__ import annotations
 
 import re
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 MARK = "[REDACTED:{}]"
 
@@ -142,9 +142,22 @@ def _detect_secrets_patterns() -> list[tuple[str, re.Pattern[str]]]:
     quadratic on long lines; our own npm patterns cover it).
     """
     try:
-        from detect_secrets.plugins import (aws, azure_storage_key, discord, github_token, gitlab_token, jwt,
-                                            openai, pypi_token, sendgrid, slack, square_oauth, stripe,
-                                            telegram_token, twilio)
+        from detect_secrets.plugins import (
+            aws,
+            azure_storage_key,
+            discord,
+            github_token,
+            gitlab_token,
+            jwt,
+            openai,
+            pypi_token,
+            sendgrid,
+            slack,
+            square_oauth,
+            stripe,
+            telegram_token,
+            twilio,
+        )
     except Exception:  # noqa: BLE001 - any import problem means: our own patterns only
         return []
     plugins = [

@@ -7,8 +7,8 @@ import time
 from typing import Any
 
 from total_recall import config, queue
-from total_recall.db import Database, VEC_FIX_HINT, schema_version
-from total_recall.indexer import today_start_utc
+from total_recall.db import VEC_FIX_HINT, Database, schema_version
+from total_recall.indexer import budget_exhausted, today_start_utc
 
 INTENTS = ("decision", "conclusion", "question", "problem", "solution", "todo", "context")
 
@@ -23,7 +23,7 @@ def _fts5_ok(db: Database) -> bool:
 
 
 def _embedder_info(settings: config.Settings, load: bool) -> dict:
-    info: dict[str, Any] = {"provider": settings.get("embed", "provider"), "model": settings.get("embed", "model")}
+    info: dict[str, Any] = {"provider": settings.embed.provider, "model": settings.embed.model}
     if not load:
         return info
     try:
@@ -95,8 +95,8 @@ LLM_PROBE_TIMEOUT = 5.0
 def llm_check(settings: config.Settings) -> dict:
     """The configured extractor, and for an endpoint one cheap request (GET /models, short timeout)."""
     enabled = settings.llm_enabled()
-    info: dict[str, Any] = {"enabled": enabled, "base_url": settings.get("llm", "base_url") or None,
-                            "model": settings.get("llm", "model") if enabled else None,
+    info: dict[str, Any] = {"enabled": enabled, "base_url": settings.llm.base_url or None,
+                            "model": settings.llm.model if enabled else None,
                             "extractor": "llm" if enabled else "offline"}
     if enabled:
         info["endpoint"] = probe_llm(settings)
@@ -109,8 +109,8 @@ def probe_llm(settings: config.Settings, timeout: float = LLM_PROBE_TIMEOUT) -> 
     """reachable / unauthorised / model missing / unreachable, from one GET /models."""
     import openai
 
-    model = str(settings.get("llm", "model"))
-    client = openai.OpenAI(base_url=settings.get("llm", "base_url"),
+    model = settings.llm.model
+    client = openai.OpenAI(base_url=settings.llm.base_url,
                            api_key=settings.llm_api_key() or "not-needed", timeout=timeout, max_retries=0)
     try:
         served = [m.id for m in client.models.list()]
@@ -130,7 +130,7 @@ def probe_llm(settings: config.Settings, timeout: float = LLM_PROBE_TIMEOUT) -> 
     return {"status": "ok"}
 
 
-def stats(db: Database) -> dict:
+def stats(db: Database, settings: config.Settings) -> dict:
     by_intent = dict(db.execute("SELECT intent, count(*) FROM ideas GROUP BY intent").fetchall())
     now = time.time()
     today = today_start_utc(now)
@@ -141,8 +141,6 @@ def stats(db: Database) -> dict:
     parked = db.execute(
         "SELECT transcript_path, attempts, last_error FROM work_queue WHERE state = 'parked' ORDER BY id").fetchall()
     size = sum(os.path.getsize(p) for p in (str(db.path), f"{db.path}-wal") if os.path.exists(p))
-    from total_recall.indexer import Indexer  # budget logic lives with the indexer
-
     return {
         "ideas": sum(by_intent.values()),
         "ideas_by_intent": {i: by_intent.get(i, 0) for i in INTENTS},
@@ -166,7 +164,7 @@ def stats(db: Database) -> dict:
         "vector_search": db.has_vec,
         "llm_today": {"calls": calls[0], "prompt_tokens": calls[1], "completion_tokens": calls[2],
                       "fallbacks_to_offline": fallbacks,
-                      "budget_exhausted": Indexer(db, config.load()).budget_exhausted()},
+                      "budget_exhausted": budget_exhausted(db, settings, now)},
         "database_bytes": size,
     }
 

@@ -11,16 +11,18 @@ import json
 import math
 import os
 import re
-import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import structlog
 
-from total_recall import config, query as querymod
-from total_recall.db import Database, VEC_FIX_HINT, table_exists, vector_tables_exist
+from total_recall import config, vectors
+from total_recall import projects as projects_mod
+from total_recall import query as querymod
+from total_recall.db import VEC_FIX_HINT, Database, table_exists, vector_tables_exist
 from total_recall.errors import EmbeddingError, ExtractionError, NotFound, TotalRecallError, TransientError
 
 log = structlog.get_logger(__name__)
@@ -104,21 +106,8 @@ class SearchContext:
 
 # -- project scoping ------------------------------------------------------------------------
 def resolve_projects(db: Database, project: str | None, all_projects: bool, cwd: str | None) -> list[str] | None:
-    """None = every project. A directory or a short name picks the projects it names."""
-    if all_projects:
-        return None
-    known = known_projects(db)
-    if project:
-        as_path = os.path.abspath(os.path.expanduser(project))
-        hits = [p for p in known if p == as_path or p == project or Path(p).name.lower() == project.lower()]
-        if not hits:
-            raise TotalRecallError(f"no indexed project matches {project!r}; try --all-projects")
-        return hits
-    here = os.path.abspath(cwd or os.getcwd())
-    inside = [p for p in known if p and (here == p or here.startswith(p.rstrip("/") + "/"))]
-    if inside:
-        return [max(inside, key=len)]
-    return None  # not inside any indexed project: search everything
+    """None = every project. A directory or a short name picks the projects it names (projects.resolve)."""
+    return projects_mod.resolve(known_projects(db), project, all_projects, cwd)
 
 
 def resolve_session(db: Database, given: str) -> str:
@@ -160,11 +149,8 @@ def _knn(ctx: SearchContext, table: str, key: str, blob: bytes, projects: list[s
     partitions: Iterable[str | None] = projects if projects is not None else [None]
     scored: list[tuple[float, int]] = []
     for part in partitions:
-        sql = f"SELECT {key}, distance FROM {table} WHERE embedding MATCH ? AND k = ?"
-        params: tuple = (blob, POOL)
-        if part is not None:
-            sql, params = sql + " AND project = ?", params + (part or "",)
-        scored += [(r[1], r[0]) for r in ctx.db.execute(sql, params)]
+        scored += [(d, i) for i, d in vectors.knn(ctx.db, table, key, blob, POOL,
+                                                   None if part is None else part or "")]
     return [(i, 1.0 - d * d / 2) for d, i in sorted(scored)[:POOL]]
 
 
@@ -732,7 +718,7 @@ def _relations(db: Database, ids: list[int]) -> dict[int, list[dict]]:
 def wants_hyde(settings: config.Settings, text: str, forced: bool) -> bool:
     if not settings.llm_enabled():
         return False
-    mode = settings.get("search", "hyde")
+    mode = settings.search.hyde
     if forced or mode == "on":
         return True
     return mode == "auto" and len(querymod.terms_of(text)) <= 3
@@ -752,7 +738,7 @@ def run(db: Database, settings: config.Settings, embedder: Any, request: dict) -
     """One search request (CLI or socket): {query, k, project, all_projects, cwd, hyde}."""
     ctx = SearchContext(db, embedder, settings)
     text = str(request.get("query") or "")
-    k = int(request.get("k") or settings.get("search", "k"))
+    k = int(request.get("k") or settings.search.k)
     hyde_text = hyde_for(settings, text, ctx.notes) if wants_hyde(settings, text, bool(request.get("hyde"))) else None
     if request.get("hyde") and not settings.llm_enabled():
         ctx._note("--hyde needs an LLM endpoint (llm.base_url); searched without it")
@@ -771,39 +757,10 @@ def local_embedder(settings: config.Settings) -> Any:
         return None
 
 
-def search_cli(text: str, *, k: int | None, project: str | None, all_projects: bool, hyde: bool,
-               session: str | None = None) -> list[dict]:
-    """The CLI path: ask the daemon over its socket, else search in-process."""
-    from total_recall import server
-
-    request = {"query": text, "k": k, "project": project, "all_projects": all_projects, "cwd": os.getcwd(),
-               "hyde": hyde, "session": session}
-    answer = server.ask(config.paths().socket, {"op": "search", **request})
-    if answer is None:
-        answer = _in_process(request)
-    if answer.get("error"):
-        raise TotalRecallError(answer["error"])
-    for note in answer.get("notes", []):
-        print(f"total-recall: note: {note}", file=sys.stderr)
-    return answer["results"]
-
-
-def _in_process(request: dict) -> dict:
-    from total_recall import db as dbmod
-
-    settings = config.load()
-    database = dbmod.connect(settings=settings)
-    try:
-        return run(database, settings, local_embedder(settings), request)
-    finally:
-        database.close()
-
-
-def run_queries_file(path: Path, *, all_projects: bool, k: int | None) -> Iterable[dict]:
+def run_queries_file(settings: config.Settings, path: Path, *, all_projects: bool, k: int | None) -> Iterable[dict]:
     """`search --queries FILE`: one JSON object per line in, one {query, results} line out, same order."""
     from total_recall import db as dbmod
 
-    settings = config.load()
     database = dbmod.connect(settings=settings)
     embedder = local_embedder(settings)
     try:

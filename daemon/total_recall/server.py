@@ -17,6 +17,7 @@ from typing import Any
 
 import structlog
 
+from total_recall import config
 from total_recall.errors import TotalRecallError
 
 log = structlog.get_logger(__name__)
@@ -25,6 +26,34 @@ MAX_REQUEST = 1 << 20
 CONNECT_TIMEOUT = 0.5
 ANSWER_TIMEOUT = 60.0
 CLIENT_TIMEOUT = 10.0  # server side: seconds a connected client may take to send or read
+
+
+def search(settings: config.Settings, text: str, *, k: int | None, project: str | None, all_projects: bool,
+           hyde: bool, session: str | None = None, cwd: str | None = None) -> dict:
+    """The search transport: ask the daemon over its socket, else search in-process.
+
+    Returns {results, notes}; the caller (the CLI) decides how to show the notes.
+    """
+    request = {"query": text, "k": k, "project": project, "all_projects": all_projects,
+               "cwd": cwd or os.getcwd(), "hyde": hyde, "session": session}
+    answer = ask(config.paths().socket, {"op": "search", **request})
+    if answer is None:
+        answer = in_process(settings, request)
+    if answer.get("error"):
+        raise TotalRecallError(answer["error"])
+    return {"results": answer["results"], "notes": answer.get("notes", [])}
+
+
+def in_process(settings: config.Settings, request: dict) -> dict:
+    """One search request answered by this process (no daemon listening)."""
+    from total_recall import db as dbmod
+    from total_recall import search as searchmod
+
+    database = dbmod.connect(settings=settings)
+    try:
+        return searchmod.run(database, settings, searchmod.local_embedder(settings), request)
+    finally:
+        database.close()
 
 
 def ask(path: Path, request: dict) -> dict | None:
@@ -95,7 +124,7 @@ class SearchServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         return self._conn
 
     def dispatch(self, request: dict) -> dict:
-        from total_recall import search
+        from total_recall import search as searchmod
 
         op = request.get("op")
         if op == "ping":
@@ -109,7 +138,7 @@ class SearchServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
             except TotalRecallError:
                 embedder = None
             with self._conn_lock:
-                return search.run(self._db(), d.settings, embedder, request)
+                return searchmod.run(self._db(), d.settings, embedder, request)
         return {"error": f"unknown op {op!r}"}
 
 

@@ -11,9 +11,7 @@ import fnmatch
 import hashlib
 import json
 import os
-import re
 import time
-import unicodedata
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -34,7 +32,7 @@ def allowed_roots(settings: config.Settings) -> list[str]:
             roots.append(Path(installed["settings_path"]).parent / "projects")
     except (OSError, ValueError):
         pass
-    roots += [Path(r).expanduser() for r in settings.get("privacy", "extra_roots") or []]
+    roots += [Path(r).expanduser() for r in settings.privacy.extra_roots or []]
     return [os.path.realpath(r) for r in roots]
 
 
@@ -73,7 +71,7 @@ def refusal(path: str, settings: config.Settings) -> str | None:
 def excluded(settings: config.Settings, *names: str | None) -> str | None:
     """The [privacy] exclude_projects glob that matches one of ``names`` (project paths or
     Claude's project-folder names), or None."""
-    globs = settings.get("privacy", "exclude_projects") or []
+    globs = settings.privacy.exclude_projects or []
     for name in filter(None, names):
         for pattern in globs:
             if fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(
@@ -171,22 +169,6 @@ def _iso(stamp: float) -> str:
 
 
 # -- keys of derived files ---------------------------------------------------------------------
-def normal_project(path: str) -> str:
-    """The form of a project path both the daemon and the hook key on: NFC, no trailing slash."""
-    path = unicodedata.normalize("NFC", path)
-    return os.path.normpath(path) if path else path
-
-
-def digest_key(project: str) -> str:
-    """Claude Code's folder rule (non-alphanumerics become '-') plus a short hash of the path, so
-    /home/u/client-a and /home/u/client_a get different digests. hooks/session_start.py has
-    the same function."""
-    norm = normal_project(project)
-    folder = re.sub(r"[^A-Za-z0-9]", "-", norm)[:120]
-    digest = hashlib.sha256(norm.encode("utf-8", "surrogatepass")).hexdigest()[:10]
-    return f"{folder}-{digest}"
-
-
 def archive_name(source_file: str) -> str:
     """The archive file of a transcript: a hash of its path (never the path itself)."""
     return hashlib.sha256(source_file.encode("utf-8", "surrogatepass")).hexdigest()[:32] + ARCHIVE_SUFFIX

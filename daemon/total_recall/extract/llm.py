@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import structlog
 
@@ -104,10 +105,10 @@ class _Endpoint:
     """One OpenAI-compatible chat endpoint: a lazily built client and the JSON-mode decision."""
 
     def __init__(self, settings: Any) -> None:
-        self.base_url = str(settings.get("llm", "base_url"))
-        self.model = str(settings.get("llm", "model"))
-        self.timeout = float(settings.get("llm", "timeout"))
-        self.json_mode = str(settings.get("llm", "json_mode")).strip().lower()
+        self.base_url = settings.llm.base_url
+        self.model = settings.llm.model
+        self.timeout = settings.llm.timeout
+        self.json_mode = settings.llm.json_mode.strip().lower()
         self._api_key = settings.llm_api_key() or "not-needed"  # local servers need no key
         self._client: Any = None
         self._lock = threading.Lock()

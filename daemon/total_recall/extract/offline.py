@@ -313,7 +313,8 @@ NOT_CUES: dict[str, re.Pattern[str]] = {
         r"detect|log|track|report|fix|debug|surface|retr\w*) (?:\w+ )?(?:\w+ )?(?:errors?|issues?|"
         r"problems?|bugs?|exceptions?|failures?|leaks?)|(?:what|in case|even) if [^,.?]*|if (?:the |it |a |"
         r"an |there )[^,.?]*(?:fails?|errors?)|when [^,.?]*fails?|without (?:any )?(?:errors?|issues?|breaking)"
-        r"|if you (?:still )?(?:encounter|run into|face|have|see|get|hit|experience)[^,.?!]*|bug fix\w*|known [^,.]*bug|trouble (?:figuring|understanding|deciding|with the (?:integration )?"
+        r"|if you (?:still )?(?:encounter|run into|face|have|see|get|hit|experience)[^,.?!]*|bug fix\w*"
+        r"|known [^,.]*bug|trouble (?:figuring|understanding|deciding|with the (?:integration )?"
         r"test)|potential (?:\w+ )?(?:issues?|problems?|errors?|bugs?)|(?:fixes|fix) (?:\w+ ){0,3}"
         r"(?:immediately|when)|no (?:reported )?(?:downtime|leaks?|errors?))"),
     "decision": re.compile(

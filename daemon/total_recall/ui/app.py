@@ -16,9 +16,10 @@ import secrets
 import socket
 import sys
 import threading
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlencode
 
 import structlog
@@ -202,8 +203,8 @@ def _has_gui() -> bool:
     return True
 
 
-def serve(port: int = 0, open_browser: bool = True) -> int:
-    """Serve until interrupted; print (and open) the address with this run's token."""
+def serve(port: int = 0, open_browser: bool = True, announce: Callable[[str], None] = lambda url: None) -> int:
+    """Serve until interrupted; announce (the CLI prints it) and open the address with this run's token."""
     import uvicorn
 
     if not config.paths().db.exists():
@@ -212,8 +213,7 @@ def serve(port: int = 0, open_browser: bool = True) -> int:
     port = sock.getsockname()[1]
     token = secrets.token_urlsafe(32)
     url = f"http://127.0.0.1:{port}/?token={token}"
-    print(f"total-recall ui: {url}", flush=True)
-    print("(it holds this run's token; Ctrl+C stops the server)", flush=True)
+    announce(url)
     if open_browser and _has_gui():
         import webbrowser
 

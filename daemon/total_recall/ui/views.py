@@ -10,7 +10,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
-from total_recall import browse, digest, memory, report
+from total_recall import browse, curate, digest, report
 from total_recall.errors import NotFound, TotalRecallError
 
 TIMELINE_DAYS = 14
@@ -122,7 +122,7 @@ def pin(view, pinned: bool):
     async def handler(request: Request) -> Response:
         await _checked_form(view, request)
         idea_id = request.path_params["id"]
-        await run_in_threadpool(view.run, memory.pin, idea_id, pinned)
+        await run_in_threadpool(view.run, curate.pin, idea_id, pinned)
         return RedirectResponse(
             f"/memory/{idea_id}?done={'pinned' if pinned else 'unpinned'}", status_code=303
         )
@@ -134,7 +134,7 @@ def edit(view):
     async def handler(request: Request) -> Response:
         form = await _checked_form(view, request)
         idea_id = request.path_params["id"]
-        await run_in_threadpool(view.run, memory.edit, idea_id, str(form.get("text") or ""))
+        await run_in_threadpool(view.run, curate.edit, idea_id, str(form.get("text") or ""))
         return RedirectResponse(f"/memory/{idea_id}?done=edited", status_code=303)
 
     return handler
@@ -149,7 +149,7 @@ def forget(view):
         form = await _checked_form(view, request)
         if form.get("confirm") != "yes":
             return RedirectResponse(f"/memory/{idea_id}", status_code=303)
-        await run_in_threadpool(view.run, memory.forget, idea_id)
+        await run_in_threadpool(view.run, curate.forget, idea_id)
         return RedirectResponse(f"/?forgot={idea_id}", status_code=303)
 
     return handler
@@ -200,7 +200,7 @@ def graph_page(view):
 
 def review_page(view):
     async def handler(request: Request) -> Response:
-        items = await run_in_threadpool(view.run, memory.proposals)
+        items = await run_in_threadpool(view.run, curate.proposals)
         return view.page(request, "review.html", items=items, done=request.query_params.get("done"))
 
     return handler
@@ -213,7 +213,7 @@ def decide(view):
         if decision not in ("apply", "reject"):
             raise HTTPException(404, "unknown decision")
         result = await run_in_threadpool(
-            view.run, memory.decide, request.path_params["id"], decision == "apply"
+            view.run, curate.decide, request.path_params["id"], decision == "apply"
         )
         return RedirectResponse(f"/review?done={result['state']}", status_code=303)
 

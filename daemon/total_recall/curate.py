@@ -1,4 +1,4 @@
-"""Corrections by the user: pin, unpin, edit, forget, review proposals; and maintenance.
+"""Corrections by the user: pin, unpin, edit, forget, review proposals.
 
 Every change is written to memory_events with the old and new content. Forgetting removes a
 memory and every derived copy of its text from everything stored (see ``forget`` and
@@ -7,18 +7,16 @@ SOURCE_TABLES) and leaves tombstones so that re-indexing never brings it back.
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import time
-import zlib
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 
 import structlog
 
-from total_recall import config, executor, trust
-from total_recall.db import Database, table_exists, vector_tables_exist
+from total_recall import config, maintain, store, trust, vectors
+from total_recall.db import Database, table_exists
 from total_recall.errors import NotFound, TotalRecallError
 
 log = structlog.get_logger(__name__)
@@ -32,7 +30,7 @@ def _idea(db: Database, idea_id: int) -> dict:
 
 
 def _event(db: Database, object_id: int | None, action: str, old, new, cause: str = "user") -> None:
-    executor.event(db, "idea", object_id, action, old, new, cause, time.time())
+    store.event(db, "idea", object_id, action, old, new, cause, time.time())
 
 
 def refresh_digests(db: Database, projects) -> None:
@@ -62,9 +60,8 @@ def edit(db: Database, idea_id: int, text: str) -> dict:
     with db.write():
         idea = _idea(db, idea_id)
         db.execute("UPDATE ideas SET content = ?, content_hash = ?, needs_embedding = 1, updated_at = ? WHERE id = ?",
-                   (text, executor.content_hash(text), time.time(), idea_id))
-        if vector_tables_exist(db):
-            db.execute("DELETE FROM idea_embeddings WHERE idea_id = ?", (idea_id,))
+                   (text, store.content_hash(text), time.time(), idea_id))
+        vectors.delete(db, "ideas", [idea_id])
         _event(db, idea_id, "edit", {"content": idea["content"]}, {"content": text})
     refresh_digests(db, [idea["project"]])
     return {"id": idea_id, "old": idea["content"], "new": text}
@@ -74,7 +71,7 @@ def edit(db: Database, idea_id: int, text: str) -> dict:
 # where it was said (None: the table has no such column). `forget` removes rows by these columns;
 # a table added later that stores conversation text (for example an index of messages) belongs
 # here. Full-text tables follow their owner and are rebuilt after a forget (FTS_TABLES); vector
-# tables are keyed by their owner's id (VECTOR_TABLES). memory_events keeps its rows, not their text.
+# tables are keyed by their owner's id (vectors.TABLES). memory_events keeps its rows, not their text.
 SOURCE_TABLES: dict[str, dict[str, str | None]] = {
     "ideas": {"file": "source_file", "line": "source_line", "session": "session_id", "project": "project",
               "time": "message_time"},
@@ -87,20 +84,12 @@ SOURCE_TABLES: dict[str, dict[str, str | None]] = {
     "chunks": {"file": "source_file", "line": "source_line", "also_line": "message_line",
                "session": "session_id", "project": "project", "time": "timestamp", "quotes": "context"},
 }
-VECTOR_TABLES = {"ideas": ("idea_embeddings", "idea_id"), "spans": ("span_embeddings", "span_id"),
-                 "messages": ("message_embeddings", "message_id"), "chunks": ("chunk_embeddings", "chunk_id")}
 FTS_TABLES = ("ideas_fts", "spans_fts", "messages_fts", "chunks_fts")
 HANDLED_TABLES = ("ideas", "messages", "spans")  # own rules below; every other table by line and scope
 
 
 def _in(values) -> str:
     return ",".join("?" * len(values))
-
-
-def _delete_vectors(db: Database, owner: str, ids: list[int]) -> None:
-    table, key = VECTOR_TABLES[owner]
-    if ids and table_exists(db, table):
-        db.executemany(f"DELETE FROM {table} WHERE {key} = ?", [(i,) for i in ids])
 
 
 def _resolve_forget_project(db: Database, project: str) -> list[str]:
@@ -139,17 +128,11 @@ def forget(db: Database, idea_id: int | None = None, *, session: str | None = No
     if project and not projects:
         raise TotalRecallError(f"no indexed project matches {project!r}")
     now = time.time()
-    db.execute("BEGIN IMMEDIATE")
-    try:
+    with db.write(commit=not dry_run):  # a dry run computes the same report, then rolls back
         report = _forget_in_transaction(db, idea_id, session, projects, before, now)
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
     if dry_run:
-        db.execute("ROLLBACK")
         report["dry_run"] = True
         return report
-    db.execute("COMMIT")
     _after_forget(db, report)
     return report
 
@@ -199,7 +182,7 @@ def _forget_in_transaction(db: Database, idea_id, session, projects, before, now
         _event(db, iid, "forget", {"intent": row[2], "project": row[1]}, None, cause)
     db.executemany("INSERT INTO tombstones (kind, source_file, source_line, created_at, reason) "
                    "VALUES ('line', ?, ?, ?, ?)", [(f, ln, now, cause) for f, ln in lines])
-    _delete_vectors(db, "ideas", ids)
+    vectors.delete(db, "ideas", ids)
     if ids:
         db.execute(f"DELETE FROM ideas WHERE id IN ({_in(ids)})", ids)
     # A memory also said elsewhere stays, but no longer cites a forgotten line.
@@ -216,7 +199,7 @@ def _forget_in_transaction(db: Database, idea_id, session, projects, before, now
     for f, ln in lines:
         message_ids += [r[0] for r in db.execute(
             "SELECT id FROM messages WHERE source_file = ? AND source_line = ?", (f, ln))]
-    _delete_vectors(db, "messages", message_ids)
+    vectors.delete(db, "messages", message_ids)
     if idea_id is not None:
         db.executemany("UPDATE messages SET content = '', skip_reason = 'forgotten' WHERE id = ?",
                        [(m,) for m in message_ids])
@@ -236,7 +219,7 @@ def _forget_in_transaction(db: Database, idea_id, session, projects, before, now
         if idea_id is None:
             twhere, tparams = _scope(session, projects, before, cols)
             gone |= {r[0] for r in db.execute(f"SELECT id FROM {table} WHERE {twhere}", tparams)}
-        _delete_vectors(db, table, sorted(gone))
+        vectors.delete(db, table, sorted(gone))
         db.executemany(f"DELETE FROM {table} WHERE id = ?", [(i,) for i in sorted(gone)])
         other_rows[table] = len(gone)
         if cols.get("quotes") and idea_id is not None:  # a scope's rows of those files are gone already
@@ -246,7 +229,7 @@ def _forget_in_transaction(db: Database, idea_id, session, projects, before, now
     gone_spans = _with_descendants(db, scoped_spans)
     rederived, emptied = _rederive_spans(db, [s for s in span_ids if s not in gone_spans])
     gone_spans |= _with_descendants(db, emptied)
-    _delete_vectors(db, "spans", sorted(gone_spans))
+    vectors.delete(db, "spans", sorted(gone_spans))
     db.executemany("DELETE FROM spans WHERE id = ?", [(s,) for s in sorted(gone_spans)])
 
     # Events keep what happened, never the forgotten text.
@@ -334,7 +317,7 @@ def _rederive_spans(db: Database, span_ids: list[int]) -> tuple[list[int], list[
             name = name if len(name) <= 80 else name[:79] + "…"
             db.execute("UPDATE spans SET name = ?, summary = ?, needs_embedding = 1 WHERE id = ?",
                        (name, " ".join(best)[:600], span_id))
-            _delete_vectors(db, "spans", [span_id])
+            vectors.delete(db, "spans", [span_id])
             rederived.append(span_id)
         else:
             emptied.append(span_id)
@@ -378,14 +361,8 @@ def _after_forget(db: Database, report: dict) -> None:
                 db.execute(f"INSERT INTO {fts} ({fts}) VALUES ('rebuild')")
     for path in report["archives"]:
         Path(path).unlink(missing_ok=True)
-    report["digests_removed"] = refresh_all_digests(db)
-    report["wal_checkpointed"] = checkpoint(db)
-
-
-def checkpoint(db: Database) -> bool:
-    """Copy the WAL into the database and truncate it; False when a reader kept it from finishing."""
-    row = db.one("PRAGMA wal_checkpoint(TRUNCATE)")
-    return bool(row) and row[0] == 0
+    report["digests_removed"] = maintain.refresh_all_digests(db)
+    report["wal_checkpointed"] = maintain.checkpoint(db)
 
 
 def _scope(session: str | None, projects: list[str] | None, before: str | None,
@@ -434,246 +411,12 @@ def decide(db: Database, proposal_id: int, apply: bool) -> dict:
                 db.execute("UPDATE ideas SET pinned = 1 WHERE id = ?", (new_id,))
         state = "applied" if apply else "rejected"
         db.execute("UPDATE proposals SET state = ?, decided_at = ? WHERE id = ?", (state, now, proposal_id))
-        executor.event(db, "proposal", proposal_id, state, {"state": "pending"}, {"state": state}, "user: review", now)
+        store.event(db, "proposal", proposal_id, state, {"state": "pending"}, {"state": state}, "user: review", now)
         touched = [r[0] for r in db.execute("SELECT project FROM ideas WHERE id IN (?, ?)", (target, new_id))]
     refresh_digests(db, touched)
     return {"id": proposal_id, "state": state}
 
 
-# -- maintenance ----------------------------------------------------------------------------
-def merge_duplicates(db: Database) -> int:
-    """Fold exact duplicates (same project, intent and normalised text) that slipped through."""
-    groups = db.execute(
-        "SELECT project, intent, content_hash, group_concat(id) FROM ideas GROUP BY project, intent, content_hash "
-        "HAVING count(*) > 1").fetchall()
-    merged = 0
-    now = time.time()
-    with db.write():
-        for _project, _intent, _hash, ids in groups:
-            keep, *rest = sorted(int(i) for i in ids.split(","))
-            for dup in rest:
-                db.execute("INSERT OR IGNORE INTO idea_sources (idea_id, source_file, source_line, session_id, "
-                           "message_time) SELECT ?, source_file, source_line, session_id, message_time "
-                           "FROM idea_sources WHERE idea_id = ?", (keep, dup))
-                db.execute("UPDATE OR IGNORE relations SET from_id = ? WHERE from_id = ?", (keep, dup))
-                db.execute("UPDATE OR IGNORE relations SET to_id = ? WHERE to_id = ?", (keep, dup))
-                db.execute("UPDATE ideas SET mention_count = (SELECT count(*) FROM idea_sources WHERE idea_id = ?), "
-                           "pinned = max(pinned, (SELECT pinned FROM ideas WHERE id = ?)) WHERE id = ?",
-                           (keep, dup, keep))
-                if vector_tables_exist(db):
-                    db.execute("DELETE FROM idea_embeddings WHERE idea_id = ?", (dup,))
-                db.execute("DELETE FROM ideas WHERE id = ?", (dup,))
-                executor.event(db, "idea", dup, "merge", {"id": dup}, {"into": keep}, "maintain", now)
-                merged += 1
-    return merged
-
-
-def refresh_span_summaries(db: Database) -> int:
-    """Closed spans without a summary get an extractive one: their most confident ideas."""
-    rows = db.execute("SELECT id FROM spans WHERE depth > 0 AND closed = 1 AND summary = ''").fetchall()
-    with db.write():
-        for (span_id,) in rows:
-            best = db.execute("SELECT content FROM ideas WHERE span_id = ? ORDER BY confidence DESC, id LIMIT 2",
-                              (span_id,)).fetchall()
-            if best:
-                db.execute("UPDATE spans SET summary = ?, needs_embedding = 1 WHERE id = ?",
-                           (" ".join(b[0] for b in best)[:600], span_id))
-    return len(rows)
-
-
-def cleanup_period_days(claude_dir: Path) -> int:
-    try:
-        value = json.loads((claude_dir / "settings.json").read_text()).get("cleanupPeriodDays", 30)
-        return max(1, int(value))
-    except (OSError, ValueError, TypeError, AttributeError):
-        return 30
-
-
-def archive_expiring(db: Database, settings: config.Settings | None = None, *, now: float | None = None,
-                     margin_days: float = 3.0) -> list[str]:
-    """Copy (gzip) indexed transcripts that Claude Code's cleanupPeriodDays sweep will soon delete.
-
-    Only transcripts the path rule allows and no forget covers; the copy is named after a hash
-    of the transcript's path (never the path itself), written to a temporary name and renamed.
-    The copy holds what we would store, not the raw file (``sanitized_transcript``).
-    """
-    settings = settings or config.load()
-    now = now or time.time()
-    limit = now - (cleanup_period_days(config.claude_config_dir()) - margin_days) * 86400
-    archive = config.paths().archive
-    done = []
-    rows = db.execute("SELECT source_file, session_id, project FROM index_state").fetchall()
-    for source, session, project in rows:
-        if trust.refusal(source, settings) or trust.forgotten(db, file=source, session=session):
-            continue
-        if trust.excluded(settings, project, Path(source).parent.name):
-            continue
-        src = Path(source)
-        try:
-            mtime = src.stat().st_mtime
-        except OSError:
-            continue
-        if mtime > limit:
-            continue
-        target = archive / trust.archive_name(source)
-        if target.exists() and target.stat().st_mtime >= mtime and gzip_ok(target):
-            continue
-        archive.mkdir(mode=0o700, parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            data = sanitized_transcript(db, source, project, src.read_bytes(), now)
-            with os.fdopen(fd, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb") as fout:
-                fout.write(data)
-            os.replace(tmp, target)
-        finally:
-            tmp.unlink(missing_ok=True)
-        done.append(str(target))
-    return done
-
-
-def sanitized_transcript(db: Database, source: str, project: str | None, raw: bytes, now: float) -> bytes:
-    """A transcript as we may keep it: every line redacted (secrets, ``<private>`` parts, values
-    that recur), lines said while paused or forgotten (by line or by project) replaced by ``{}``
-    so line numbers stay those of the original."""
-    from total_recall.redact import redact_batch, redact_json
-
-    ranges = trust.paused_ranges(db)
-    cutoff = trust.project_cutoff(db, project)
-    gone = {r[0] for r in db.execute(
-        "SELECT source_line FROM tombstones WHERE kind = 'line' AND source_file = ?", (source,))}
-    lines = raw.decode("utf-8", "replace").split("\n")
-    parsed: list = []
-    for number, line in enumerate(lines, 1):
-        try:
-            obj = json.loads(line) if line.strip() else None
-        except ValueError:
-            obj = None
-        stamp = obj.get("timestamp") if isinstance(obj, dict) else None
-        drop = number in gone or (line.strip() and trust.withheld(stamp, ranges, cutoff, now))
-        parsed.append((None if drop else line, obj))
-    kept = redact_batch([line for line, _ in parsed if line is not None])
-    out, it = [], iter(kept)
-    for line, obj in parsed:
-        if line is None:
-            out.append("{}")
-            continue
-        text = next(it)
-        if obj is not None:
-            try:
-                json.loads(text)
-            except ValueError:
-                # Trigger: a replacement cut through a JSON escape (or an unclosed <private> ran to
-                # the end of the line). Why: the copy must stay readable. Outcome: redact value by value.
-                text = json.dumps(redact_json(obj), ensure_ascii=False)
-        out.append(text)
-    return "\n".join(out).encode("utf-8")
-
-
-def refresh_all_digests(db: Database) -> list[str]:
-    """Rewrite every project's digests from what the database holds now, and delete every other
-    file in digests/ (forgotten projects', and those named by an older key scheme, which the
-    SessionStart hook no longer reads but which would still hold their text). Returns the removed."""
-    from total_recall import digest
-
-    projects = [r[0] for r in db.execute("SELECT DISTINCT project FROM ideas WHERE project != ''")]
-    try:
-        written = {p.name for p in digest.write_digests(db, projects)}
-    except OSError as exc:
-        log.warning("digest_write_failed", error=str(exc))
-        return []
-    removed = []
-    for path in config.paths().digests.glob("*.md"):
-        if path.name not in written:
-            path.unlink(missing_ok=True)
-            removed.append(path.name)
-    return removed
-
-
-def gzip_ok(path: Path) -> bool:
-    """The `gzip -t` check: the whole file decompresses and its checksum matches."""
-    try:
-        with gzip.open(path, "rb") as fh:
-            while fh.read(1 << 20):
-                pass
-        return True
-    except (OSError, EOFError, zlib.error):
-        return False
-
-
-def verify_archives() -> list[str]:
-    """Delete broken archive copies (a crash mid-write before archives were renamed into place,
-    a truncated disk write) and leftover temporary files; the next pass writes them again."""
-    archive = config.paths().archive
-    removed = []
-    if not archive.is_dir():
-        return removed
-    for path in archive.rglob("*"):
-        if path.is_file() and (path.name.endswith(".tmp") or not gzip_ok(path)):
-            path.unlink(missing_ok=True)
-            removed.append(path.name)
-    return removed
-
-
-def maintain(db: Database, settings: config.Settings) -> dict:
-    """The weekly pass (also `total-recall maintain`)."""
-    from total_recall.indexer import Indexer
-
-    report: dict = {"duplicates_merged": merge_duplicates(db), "span_summaries": refresh_span_summaries(db)}
-    indexer = Indexer(db, settings)
-    if db.get_meta("embed_model_mismatch"):
-        from total_recall.backfill import reembed
-
-        report["reembed"] = reembed(db, settings)
-    report["embedded"] = indexer.embed_pending()
-    report["integrity"] = db.scalar("PRAGMA integrity_check")
-    with db.write():
-        db.execute("INSERT INTO ideas_fts (ideas_fts) VALUES ('optimize')")
-        db.execute("INSERT INTO spans_fts (spans_fts) VALUES ('optimize')")
-    report["digests_removed"] = refresh_all_digests(db)
-    report["archives_repaired"] = verify_archives()
-    report["archived"] = archive_expiring(db, settings)
-    report["wal_checkpointed"] = checkpoint(db)
-    with db.write():
-        db.set_meta("last_maintain", time.time())
-    report["at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    return report
-
-
-ACTIVATION_HALF_LIFE = 3600.0  # seconds: working memory fades within hours
-ACTIVATION_FLOOR = 0.01
-
-
-def decay_activation(db: Database, elapsed: float) -> None:
-    """Working memory: what a batch touched is 'active'; activation halves every hour, tiny values prune to 0."""
-    factor = 0.5 ** (max(0.0, elapsed) / ACTIVATION_HALF_LIFE)
-    with db.write():
-        for table in ("ideas", "spans"):
-            db.execute(f"UPDATE {table} SET activation = CASE WHEN activation * ? < ? THEN 0 ELSE activation * ? END "
-                       f"WHERE activation > 0", (factor, ACTIVATION_FLOOR, factor))
-
-
 def embed_now(db: Database, settings: config.Settings, idea_id: int) -> bool:
-    """Give an edited memory its new vector at once, so vector search finds it before any heartbeat.
-
-    Trigger: `edit` changed the text (the old vector is gone). Why: until the daemon's repair pass
-    the memory is found by keywords only. Outcome: True when the vector is stored; on any embedding
-    failure it keeps needs_embedding = 1 and the repair pass retries.
-    """
-    from total_recall.errors import EmbeddingError, TransientError
-    from total_recall.indexer import Indexer
-
-    indexer = Indexer(db, settings)
-    row = db.one("SELECT content, project FROM ideas WHERE id = ?", (idea_id,))
-    try:
-        if row is None or not indexer.vectors_ok():
-            return False
-        from total_recall.embed import to_blob
-
-        vector = indexer.embedder.embed([row[0]])[0]
-    except (EmbeddingError, TransientError, TotalRecallError) as exc:
-        log.warning("edit_embedding_failed", idea=idea_id, error=str(exc))
-        return False
-    with db.write():
-        executor.store_vectors(db, "idea_embeddings", "idea_id", [(idea_id, row[1], to_blob(vector))])
-    return True
+    """Give an edited memory its new vector at once (vectors.Vectors.embed_idea)."""
+    return vectors.Vectors(db, settings).embed_idea(idea_id)

@@ -1,4 +1,6 @@
-"""Apply one batch's validated extraction output to the database.
+"""The store: applies one batch's validated extraction output to the database, and owns the
+audit log (`event`, memory_events) and the content rules it keys on (normalise, content_hash,
+same_fact). Formerly executor.py.
 
 Runs inside the caller's write transaction, together with the transcript offset, so a batch is
 either wholly indexed or not at all. Idempotent: ideas are unique on (source_file, source_line,
@@ -11,11 +13,15 @@ import hashlib
 import json
 import re
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Iterable
+from typing import Any
 
 from total_recall.db import Database, table_exists
+from total_recall.vectors import delete as delete_vectors
+from total_recall.vectors import knn_subquery
+from total_recall.vectors import store as store_vectors
 
 WORD = re.compile(r"[a-z0-9]+")
 
@@ -280,9 +286,9 @@ def _duplicate_of(db: Database, ctx: BatchContext, item: dict, chash: str, vecto
     if vector is None:
         return None
     near = db.execute(
-        "SELECT v.idea_id, i.content FROM (SELECT idea_id, distance FROM idea_embeddings WHERE embedding MATCH ? "
-        "AND k = 3 AND project = ?) v JOIN ideas i ON i.id = v.idea_id WHERE i.intent = ? AND v.distance <= ? "
-        "ORDER BY v.distance", (vector, ctx.project or "", item["type"], DUPLICATE_L2)).fetchall()
+        f"SELECT v.idea_id, i.content FROM {knn_subquery('idea_embeddings', 'idea_id', project=True)} v "
+        "JOIN ideas i ON i.id = v.idea_id WHERE i.intent = ? AND v.distance <= ? "
+        "ORDER BY v.distance", (vector, 3, ctx.project or "", item["type"], DUPLICATE_L2)).fetchall()
     return next((int(r[0]) for r in near if same_fact(item["content"], r[1])), None)
 
 
@@ -488,13 +494,11 @@ def _mark_closed(db: Database, ctx: BatchContext, idea_id: int, line: int) -> No
 
 def delete_ideas(db: Database, ids: list[int], cause: str, now: float) -> None:
     """Remove ideas an extractor made, to be replaced (no tombstone: this is not forgetting)."""
-    has_vec = table_exists(db, "idea_embeddings")
     for idea_id in ids:
         row = db.one("SELECT content, intent FROM ideas WHERE id = ?", (idea_id,))
         if row is None:
             continue
-        if has_vec:
-            db.execute("DELETE FROM idea_embeddings WHERE idea_id = ?", (idea_id,))
+        delete_vectors(db, "ideas", [idea_id])
         db.execute("DELETE FROM ideas WHERE id = ?", (idea_id,))
         event(db, "idea", idea_id, "replace", {"content": row[0], "intent": row[1]}, None, cause, now)
 
@@ -514,12 +518,3 @@ def insert_chunk(db: Database, row: dict, vector: bytes | None = None) -> int | 
     if vector is not None and table_exists(db, "chunk_embeddings"):
         store_vectors(db, "chunk_embeddings", "chunk_id", [(chunk_id, row["project"], vector)])
     return chunk_id
-
-
-def store_vectors(db: Database, table: str, key: str, rows: list[tuple[int, str, bytes]]) -> None:
-    """Replace the vectors of (id, project, blob) rows and clear their needs_embedding mark."""
-    owner = {"idea_embeddings": "ideas", "span_embeddings": "spans", "chunk_embeddings": "chunks"}[table]
-    for object_id, project, blob in rows:
-        db.execute(f"DELETE FROM {table} WHERE {key} = ?", (object_id,))
-        db.execute(f"INSERT INTO {table} ({key}, project, embedding) VALUES (?, ?, ?)", (object_id, project or "", blob))
-        db.execute(f"UPDATE {owner} SET needs_embedding = 0 WHERE id = ?", (object_id,))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 
 from total_recall import config
 from total_recall.errors import ConfigError
@@ -67,19 +66,18 @@ def start_background_daemon(wait: float = 15.0) -> dict:
         stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, start_new_session=True, close_fds=True,
     )
     os.close(fd)
-    deadline = time.monotonic() + wait
-    while time.monotonic() < deadline and proc.poll() is None and not daemon.running_pid(paths):
-        time.sleep(0.05)
-    pid = daemon.running_pid(paths)
-    if pid is None:
+    state = daemon.wait_until_running(paths, wait, gave_up=lambda: proc.poll() is not None)
+    if not state["running"]:
         return {"running": False, "pid": None, "started_now": False,
                 "message": f"the daemon did not start (exit code {proc.poll()}); see {paths.log}"}
-    return {"running": True, "pid": pid or proc.pid, "started_now": pid in (0, proc.pid)}
+    pid = state["pid"]  # None: the holder has not written its pid yet, so it is ours
+    return {"running": True, "pid": pid or proc.pid, "started_now": pid in (None, proc.pid)}
 
 
 def ensure_daemon(*, service: bool = True) -> dict:
     """A running daemon: the OS service when its manager accepts the unit, else a detached process."""
-    from total_recall import daemon, service as service_mod
+    from total_recall import daemon
+    from total_recall import service as service_mod
 
     out: dict = {}
     if service:
@@ -93,12 +91,7 @@ def ensure_daemon(*, service: bool = True) -> dict:
         except ConfigError as exc:  # no systemd/launchd on this OS
             out["service"] = {"active": False, "problem": str(exc).split(";")[0]}
         if out["service"]["active"]:
-            state = daemon.daemon_state(config.paths())
-            for _ in range(100):
-                if state["running"]:
-                    break
-                time.sleep(0.1)
-                state = daemon.daemon_state(config.paths())
+            state = daemon.wait_until_running(config.paths(), 10.0)
             out["daemon"] = {"running": state["running"], "pid": state["pid"],
                              "managed_by": out["service"]["manager"]}
             return out
@@ -124,6 +117,6 @@ def up(*, backfill: bool = True, service: bool = True) -> dict:
     out["hooks"] = {"settings": str(report.settings_path), "changed": report.changed, "skills": report.skills}
     out.update(ensure_daemon(service=service))
     if backfill:
-        out["backfill"] = backfill_mod.backfill(None, all_transcripts=True)
+        out["backfill"] = backfill_mod.backfill(config.load(), None, all_transcripts=True)  # after init wrote it
     out["next"] = f"ask Claude Code: {install.remember_command()} <what you want to recall>"
     return out

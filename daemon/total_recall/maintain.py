@@ -1,0 +1,233 @@
+"""The weekly maintenance pass: merge duplicates, summarise closed topics, embed what is
+pending, keep digests and archive copies right, archive transcripts Claude Code will delete,
+checkpoint the WAL; and the hourly decay of working-memory activation."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import time
+import zlib
+from datetime import datetime, timezone
+from pathlib import Path
+
+import structlog
+
+from total_recall import config, store, trust, vectors
+from total_recall.db import Database
+
+log = structlog.get_logger(__name__)
+
+
+def checkpoint(db: Database) -> bool:
+    """Copy the WAL into the database and truncate it; False when a reader kept it from finishing."""
+    row = db.one("PRAGMA wal_checkpoint(TRUNCATE)")
+    return bool(row) and row[0] == 0
+
+
+def merge_duplicates(db: Database) -> int:
+    """Fold exact duplicates (same project, intent and normalised text) that slipped through."""
+    groups = db.execute(
+        "SELECT project, intent, content_hash, group_concat(id) FROM ideas GROUP BY project, intent, content_hash "
+        "HAVING count(*) > 1").fetchall()
+    merged = 0
+    now = time.time()
+    with db.write():
+        for _project, _intent, _hash, ids in groups:
+            keep, *rest = sorted(int(i) for i in ids.split(","))
+            for dup in rest:
+                db.execute("INSERT OR IGNORE INTO idea_sources (idea_id, source_file, source_line, session_id, "
+                           "message_time) SELECT ?, source_file, source_line, session_id, message_time "
+                           "FROM idea_sources WHERE idea_id = ?", (keep, dup))
+                db.execute("UPDATE OR IGNORE relations SET from_id = ? WHERE from_id = ?", (keep, dup))
+                db.execute("UPDATE OR IGNORE relations SET to_id = ? WHERE to_id = ?", (keep, dup))
+                db.execute("UPDATE ideas SET mention_count = (SELECT count(*) FROM idea_sources WHERE idea_id = ?), "
+                           "pinned = max(pinned, (SELECT pinned FROM ideas WHERE id = ?)) WHERE id = ?",
+                           (keep, dup, keep))
+                vectors.delete(db, "ideas", [dup])
+                db.execute("DELETE FROM ideas WHERE id = ?", (dup,))
+                store.event(db, "idea", dup, "merge", {"id": dup}, {"into": keep}, "maintain", now)
+                merged += 1
+    return merged
+
+
+def refresh_span_summaries(db: Database) -> int:
+    """Closed spans without a summary get an extractive one: their most confident ideas."""
+    rows = db.execute("SELECT id FROM spans WHERE depth > 0 AND closed = 1 AND summary = ''").fetchall()
+    with db.write():
+        for (span_id,) in rows:
+            best = db.execute("SELECT content FROM ideas WHERE span_id = ? ORDER BY confidence DESC, id LIMIT 2",
+                              (span_id,)).fetchall()
+            if best:
+                db.execute("UPDATE spans SET summary = ?, needs_embedding = 1 WHERE id = ?",
+                           (" ".join(b[0] for b in best)[:600], span_id))
+    return len(rows)
+
+
+def cleanup_period_days(claude_dir: Path) -> int:
+    try:
+        value = json.loads((claude_dir / "settings.json").read_text()).get("cleanupPeriodDays", 30)
+        return max(1, int(value))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return 30
+
+
+def archive_expiring(db: Database, settings: config.Settings, *, now: float | None = None,
+                     margin_days: float = 3.0) -> list[str]:
+    """Copy (gzip) indexed transcripts that Claude Code's cleanupPeriodDays sweep will soon delete.
+
+    Only transcripts the path rule allows and no forget covers; the copy is named after a hash
+    of the transcript's path (never the path itself), written to a temporary name and renamed.
+    The copy holds what we would store, not the raw file (``sanitized_transcript``).
+    """
+    now = now or time.time()
+    limit = now - (cleanup_period_days(config.claude_config_dir()) - margin_days) * 86400
+    archive = config.paths().archive
+    done = []
+    rows = db.execute("SELECT source_file, session_id, project FROM index_state").fetchall()
+    for source, session, project in rows:
+        if trust.refusal(source, settings) or trust.forgotten(db, file=source, session=session):
+            continue
+        if trust.excluded(settings, project, Path(source).parent.name):
+            continue
+        src = Path(source)
+        try:
+            mtime = src.stat().st_mtime
+        except OSError:
+            continue
+        if mtime > limit:
+            continue
+        target = archive / trust.archive_name(source)
+        if target.exists() and target.stat().st_mtime >= mtime and gzip_ok(target):
+            continue
+        archive.mkdir(mode=0o700, parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            data = sanitized_transcript(db, source, project, src.read_bytes(), now)
+            with os.fdopen(fd, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb") as fout:
+                fout.write(data)
+            os.replace(tmp, target)
+        finally:
+            tmp.unlink(missing_ok=True)
+        done.append(str(target))
+    return done
+
+
+def sanitized_transcript(db: Database, source: str, project: str | None, raw: bytes, now: float) -> bytes:
+    """A transcript as we may keep it: every line redacted (secrets, ``<private>`` parts, values
+    that recur), lines said while paused or forgotten (by line or by project) replaced by ``{}``
+    so line numbers stay those of the original."""
+    from total_recall.redact import redact_batch, redact_json
+
+    ranges = trust.paused_ranges(db)
+    cutoff = trust.project_cutoff(db, project)
+    gone = {r[0] for r in db.execute(
+        "SELECT source_line FROM tombstones WHERE kind = 'line' AND source_file = ?", (source,))}
+    lines = raw.decode("utf-8", "replace").split("\n")
+    parsed: list = []
+    for number, line in enumerate(lines, 1):
+        try:
+            obj = json.loads(line) if line.strip() else None
+        except ValueError:
+            obj = None
+        stamp = obj.get("timestamp") if isinstance(obj, dict) else None
+        drop = number in gone or (line.strip() and trust.withheld(stamp, ranges, cutoff, now))
+        parsed.append((None if drop else line, obj))
+    kept = redact_batch([line for line, _ in parsed if line is not None])
+    out, it = [], iter(kept)
+    for line, obj in parsed:
+        if line is None:
+            out.append("{}")
+            continue
+        text = next(it)
+        if obj is not None:
+            try:
+                json.loads(text)
+            except ValueError:
+                # Trigger: a replacement cut through a JSON escape (or an unclosed <private> ran to
+                # the end of the line). Why: the copy must stay readable. Outcome: redact value by value.
+                text = json.dumps(redact_json(obj), ensure_ascii=False)
+        out.append(text)
+    return "\n".join(out).encode("utf-8")
+
+
+def refresh_all_digests(db: Database) -> list[str]:
+    """Rewrite every project's digests from what the database holds now, and delete every other
+    file in digests/ (forgotten projects', and those named by an older key scheme, which the
+    SessionStart hook no longer reads but which would still hold their text). Returns the removed."""
+    from total_recall import digest
+
+    projects = [r[0] for r in db.execute("SELECT DISTINCT project FROM ideas WHERE project != ''")]
+    try:
+        written = {p.name for p in digest.write_digests(db, projects)}
+    except OSError as exc:
+        log.warning("digest_write_failed", error=str(exc))
+        return []
+    removed = []
+    for path in config.paths().digests.glob("*.md"):
+        if path.name not in written:
+            path.unlink(missing_ok=True)
+            removed.append(path.name)
+    return removed
+
+
+def gzip_ok(path: Path) -> bool:
+    """The `gzip -t` check: the whole file decompresses and its checksum matches."""
+    try:
+        with gzip.open(path, "rb") as fh:
+            while fh.read(1 << 20):
+                pass
+        return True
+    except (OSError, EOFError, zlib.error):
+        return False
+
+
+def verify_archives() -> list[str]:
+    """Delete broken archive copies (a crash mid-write before archives were renamed into place,
+    a truncated disk write) and leftover temporary files; the next pass writes them again."""
+    archive = config.paths().archive
+    removed = []
+    if not archive.is_dir():
+        return removed
+    for path in archive.rglob("*"):
+        if path.is_file() and (path.name.endswith(".tmp") or not gzip_ok(path)):
+            path.unlink(missing_ok=True)
+            removed.append(path.name)
+    return removed
+
+
+def maintain(db: Database, settings: config.Settings) -> dict:
+    """The weekly pass (also `total-recall maintain`)."""
+    report: dict = {"duplicates_merged": merge_duplicates(db), "span_summaries": refresh_span_summaries(db)}
+    if db.get_meta("embed_model_mismatch"):
+        report["reembed"] = vectors.reembed(db, settings)
+    report["embedded"] = vectors.Vectors(db, settings).embed_pending()
+    report["integrity"] = db.scalar("PRAGMA integrity_check")
+    with db.write():
+        db.execute("INSERT INTO ideas_fts (ideas_fts) VALUES ('optimize')")
+        db.execute("INSERT INTO spans_fts (spans_fts) VALUES ('optimize')")
+    report["digests_removed"] = refresh_all_digests(db)
+    report["archives_repaired"] = verify_archives()
+    report["archived"] = archive_expiring(db, settings)
+    report["wal_checkpointed"] = checkpoint(db)
+    with db.write():
+        db.set_meta("last_maintain", time.time())
+    report["at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return report
+
+
+ACTIVATION_HALF_LIFE = 3600.0  # seconds: working memory fades within hours
+ACTIVATION_FLOOR = 0.01
+
+
+def decay_activation(db: Database, elapsed: float) -> None:
+    """Working memory: what a batch touched is 'active'; activation halves every hour, tiny values prune to 0."""
+    factor = 0.5 ** (max(0.0, elapsed) / ACTIVATION_HALF_LIFE)
+    with db.write():
+        for table in ("ideas", "spans"):
+            db.execute(f"UPDATE {table} SET activation = CASE WHEN activation * ? < ? THEN 0 ELSE activation * ? END "
+                       f"WHERE activation > 0", (factor, ACTIVATION_FLOOR, factor))
+
+

@@ -1,0 +1,206 @@
+"""Vectors: the one owner of embedding rows and of the vec0 tables.
+
+Embedding pending ideas, spans and chunks (the repair pass), storing and deleting their vectors,
+nearest-neighbour queries, and rebuilding everything for a new model (`reembed`). Vectors are
+derived data: a row that has none keeps needs_embedding = 1 and is found by BM25 meanwhile.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+import structlog
+
+from total_recall import config
+from total_recall.db import Database, table_exists
+from total_recall.errors import EmbeddingError, TransientError
+
+log = structlog.get_logger(__name__)
+
+VECTOR_RETRY_SECONDS = 15.0
+# owner table -> (vec0 table, key column)
+TABLES = {"ideas": ("idea_embeddings", "idea_id"), "spans": ("span_embeddings", "span_id"),
+          "messages": ("message_embeddings", "message_id"), "chunks": ("chunk_embeddings", "chunk_id")}
+OWNER_OF = {table: owner for owner, (table, _) in TABLES.items()}
+# What the repair pass embeds, per owner: the text columns (chunks also read their context).
+PENDING = (("ideas", "content"), ("spans", "name || '. ' || summary"), ("chunks", "content, context"))
+
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def embed_text(unit: dict) -> str:
+    """What a chunk's vector is made from: its words without the names a speaker addresses
+    ("Thanks, Sam!"), which would otherwise make a line match every question about that person.
+    The turn before is not part of it: prefixing it to short replies moved recall by 0.00-0.01 on
+    the tune split and cost a quarter of the chunks' embedding time; BM25 still searches it."""
+    from total_recall.extract.offline import strip_vocative
+
+    return " ".join(strip_vocative(s) for s in SENTENCE_END.split(unit["content"]) if s.strip())
+
+
+# -- rows ------------------------------------------------------------------------------------
+def store(db: Database, table: str, key: str, rows: list[tuple[int, str, bytes]]) -> None:
+    """Replace the vectors of (id, project, blob) rows and clear their needs_embedding mark."""
+    owner = OWNER_OF[table]
+    for object_id, project, blob in rows:
+        db.execute(f"DELETE FROM {table} WHERE {key} = ?", (object_id,))
+        db.execute(f"INSERT INTO {table} ({key}, project, embedding) VALUES (?, ?, ?)",
+                   (object_id, project or "", blob))
+        db.execute(f"UPDATE {owner} SET needs_embedding = 0 WHERE id = ?", (object_id,))
+
+
+def delete(db: Database, owner: str, ids: list[int]) -> None:
+    """Drop the vectors of these ideas/spans/messages/chunks (no-op before the tables exist)."""
+    table, key = TABLES[owner]
+    if ids and table_exists(db, table):
+        db.executemany(f"DELETE FROM {table} WHERE {key} = ?", [(i,) for i in ids])
+
+
+def knn(db: Database, table: str, key: str, blob: bytes, k: int, project: str | None = None
+        ) -> list[tuple[int, float]]:
+    """(id, L2 distance) of the k nearest vectors, nearest first; within one project partition
+    when project is given ('' is the partition of rows without a project)."""
+    sql = f"SELECT {key}, distance FROM {table} WHERE embedding MATCH ? AND k = ?"
+    params: tuple = (blob, k)
+    if project is not None:
+        sql, params = sql + " AND project = ?", params + (project,)
+    return [(int(r[0]), float(r[1])) for r in db.execute(sql, params)]
+
+
+def knn_subquery(table: str, key: str, *, project: bool) -> str:
+    """The KNN as a subquery `(key, distance)` to join on; parameters: blob, k[, project]."""
+    where = " AND project = ?" if project else ""
+    return f"(SELECT {key}, distance FROM {table} WHERE embedding MATCH ? AND k = ?{where})"
+
+
+# -- the service -----------------------------------------------------------------------------
+class Vectors:
+    """The embedder of one process and whether vectors can be written now.
+
+    Shared by the indexer, the daemon's heartbeat, maintenance and edits, so each asks the same
+    question the same way and the model is loaded once.
+    """
+
+    def __init__(self, db: Database, settings: config.Settings, *, embedder: Any = None, clock=time.time):
+        self.db = db
+        self.settings = settings
+        self.clock = clock
+        self._embedder = embedder
+        self._ok: bool | None = None
+        self._retry_at = 0.0
+
+    @property
+    def embedder(self):
+        if self._embedder is None:
+            from total_recall.embed import get_embedder
+
+            self._embedder = get_embedder(self.settings)
+        if not hasattr(self._embedder, "inner"):
+            from total_recall.embed import CachedEmbedder
+
+            self._embedder = CachedEmbedder(self._embedder)
+        return self._embedder
+
+    def known_ok(self) -> bool | None:
+        """The last answer of ok() without asking again (None: not decided yet)."""
+        return self._ok
+
+    def ok(self) -> bool:
+        """Whether vectors can be written now (sqlite-vec loaded, model matches the database)."""
+        if self._ok is None and self.clock() >= self._retry_at:
+            from total_recall import db as dbmod
+
+            try:
+                self._ok = self.db.has_vec and dbmod.ensure_vector_tables(
+                    self.db, self.embedder.model_id, self.embedder.dim
+                )
+            except (EmbeddingError, TransientError) as exc:
+                # Trigger: the embedding backend cannot start (e.g. the endpoint is down while
+                # its dimension is probed). Why: indexing must go on, and the outage may end.
+                # Outcome: memories keep needs_embedding = 1; we ask again in a minute.
+                log.warning("embedder_unavailable", error=str(exc))
+                self._retry_at = self.clock() + VECTOR_RETRY_SECONDS
+                return False
+        return bool(self._ok)
+
+    def embed_pending(self, limit: int = 512) -> int:
+        """The repair pass: give vectors to every idea, span and chunk still marked needs_embedding.
+
+        Trigger: after each batch and on the daemon's heartbeat. Why: embedding may have failed or
+        been skipped; search should not wait for a person. Outcome: vectors written in small
+        transactions; on failure the marks stay and the next pass tries again.
+        """
+        if not self.ok():
+            return 0
+        done = 0
+        for owner, text_sql in PENDING:
+            while True:
+                rows = self._pending_rows(owner, text_sql, limit)
+                if not rows:
+                    break
+                if not self._embed_rows(owner, rows):
+                    return done
+                done += len(rows)
+                if len(rows) < limit:
+                    break
+        return done
+
+    def _pending_rows(self, owner: str, text_sql: str, limit: int) -> list:
+        only = " AND depth > 0" if owner == "spans" else ""
+        return self.db.execute(
+            f"SELECT id, project, {text_sql} FROM {owner} WHERE needs_embedding = 1{only} ORDER BY id LIMIT ?",
+            (limit,)).fetchall()
+
+    def _embed_rows(self, owner: str, rows: list) -> bool:
+        from total_recall.embed import to_blob
+
+        table, key = TABLES[owner]
+        texts = [embed_text({"content": r[2], "context": r[3]}) if owner == "chunks" else r[2] for r in rows]
+        try:
+            vectors = self.embedder.embed(texts)
+        except (EmbeddingError, TransientError) as exc:
+            log.warning("embedding_failed", table=table, count=len(rows), error=str(exc))
+            return False
+        with self.db.write():
+            store(self.db, table, key, [(r[0], r[1], to_blob(v)) for r, v in zip(rows, vectors)])
+        return True
+
+    def embed_idea(self, idea_id: int) -> bool:
+        """Give one memory its vector now (an edit), so vector search finds it before any heartbeat.
+
+        Trigger: `edit` changed the text (the old vector is gone). Why: until the daemon's repair
+        pass the memory is found by keywords only. Outcome: True when the vector is stored; on any
+        embedding failure it keeps needs_embedding = 1 and the repair pass retries.
+        """
+        from total_recall.errors import TotalRecallError
+
+        row = self.db.one("SELECT content, project FROM ideas WHERE id = ?", (idea_id,))
+        try:
+            if row is None or not self.ok():
+                return False
+            from total_recall.embed import to_blob
+
+            vector = self.embedder.embed([row[0]])[0]
+        except (EmbeddingError, TransientError, TotalRecallError) as exc:
+            log.warning("edit_embedding_failed", idea=idea_id, error=str(exc))
+            return False
+        with self.db.write():
+            store(self.db, "idea_embeddings", "idea_id", [(idea_id, row[1], to_blob(vector))])
+        return True
+
+
+def reembed(db: Database, settings: config.Settings) -> dict:
+    """Rebuild vectors with the configured model; safe to interrupt and run again."""
+    from total_recall import db as dbmod
+    from total_recall.embed import get_embedder
+
+    embedder = get_embedder(settings)
+    recorded = db.get_meta("embed_model")
+    dropped = recorded is not None and (recorded != embedder.model_id or db.get_meta("embed_model_mismatch"))
+    if dropped:
+        dbmod.drop_vector_tables(db)
+    count = Vectors(db, settings, embedder=embedder).embed_pending()
+    return {"model": embedder.model_id, "dim": embedder.dim, "dropped_old_vectors": bool(dropped),
+            "embedded": count}

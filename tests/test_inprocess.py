@@ -1,0 +1,180 @@
+"""The queue, the daemon's step and its clock, driven in-process with an injected time (issue 11).
+
+No sleeps and no subprocesses: leases, backoff, the batch window and parking are decided by the
+`now` the test passes, so these run in milliseconds and cover what the slow real-process tests
+(test_faults.py, marked slow) check end to end.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from helpers import write_transcript
+from total_recall import config, db, queue
+from total_recall.daemon import Daemon
+
+T0 = 1_800_000_000.0  # a fixed "now"; nothing here reads the wall clock
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self, now: float = T0):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def database(tmp_path):
+    conn = db.connect(tmp_path / "memory.db")
+    yield conn
+    conn.close()
+
+
+def states(database) -> dict[int, str]:
+    return dict(database.execute("SELECT id, state FROM work_queue").fetchall())
+
+
+# --- queue.claim_next(now=) ------------------------------------------------------------------------
+def test_a_turn_waits_for_the_batch_window_and_backfill_does_not(database):
+    turn = queue.enqueue(database, "/t/a.jsonl", event="Stop", now=T0)
+    assert queue.claim_next(database, now=T0 + 4.9, window=5, lease=60) is None
+    assert queue.next_ready_in(database, now=T0 + 4, window=5) == pytest.approx(1.0)
+    back = queue.enqueue(database, "/t/b.jsonl", event="backfill", now=T0 + 4.9)
+    assert queue.claim_next(database, now=T0 + 4.9, window=5, lease=60).row_ids == [back]
+    assert queue.claim_next(database, now=T0 + 5, window=5, lease=60).row_ids == [turn]
+
+
+def test_one_claim_takes_every_pending_row_of_the_transcript_that_waited_longest(database):
+    first = [queue.enqueue(database, "/t/a.jsonl", event="Stop", session_id="s", now=T0 + i) for i in range(3)]
+    queue.enqueue(database, "/t/b.jsonl", event="Stop", now=T0 + 1.5)
+    claim = queue.claim_next(database, now=T0 + 10, window=5, lease=60)
+    assert (claim.transcript_path, claim.row_ids, claim.session_id) == ("/t/a.jsonl", first, "s")
+    assert queue.claim_next(database, now=T0 + 10, window=5, lease=60).transcript_path == "/t/b.jsonl"
+
+
+def test_an_expired_lease_is_claimed_again_and_a_live_one_is_not(database):
+    """In-process replacement for waiting out a short lease (test_faults.py, slow)."""
+    row = queue.enqueue(database, "/t/a.jsonl", event="backfill", now=T0)
+    assert queue.claim_next(database, now=T0, window=0, lease=600).row_ids == [row]
+    assert queue.claim_next(database, now=T0 + 599, window=0, lease=600) is None  # a live worker has it
+    again = queue.claim_next(database, now=T0 + 601, window=0, lease=600)  # that worker died
+    assert again.row_ids == [row] and again.attempts == 0  # an expired lease is not a failure
+
+
+def test_a_transient_failure_backs_off_and_is_retried_for_ever(database):
+    row = queue.enqueue(database, "/t/a.jsonl", event="backfill", now=T0)
+    now = T0
+    for attempt in range(1, 8):
+        claim = queue.claim_next(database, now=now, window=0, lease=600)
+        assert claim is not None and claim.attempts == attempt - 1
+        assert queue.fail(database, claim, "database is locked", transient=True, max_attempts=3, now=now) == "pending"
+        wait = queue.backoff(attempt)
+        assert queue.claim_next(database, now=now + wait - 0.01, window=0, lease=600) is None
+        now += wait
+    assert states(database) == {row: "pending"}
+    assert queue.backoff(1) < queue.backoff(2) <= queue.backoff(50) == queue.BACKOFF_CAP
+
+
+def test_a_permanent_failure_parks_after_max_attempts_until_retry(database):
+    row = queue.enqueue(database, "/t/a.jsonl", event="backfill", now=T0)
+    now, outcomes = T0, []
+    for _ in range(3):
+        claim = queue.claim_next(database, now=now, window=0, lease=600)
+        outcomes.append(queue.fail(database, claim, "ValueError: bad", transient=False, max_attempts=3, now=now))
+        now += queue.BACKOFF_CAP
+    assert outcomes == ["pending", "pending", "parked"]
+    assert queue.claim_next(database, now=now + 10**6, window=0, lease=600) is None
+    assert queue.retry_parked(database) == 1
+    assert queue.claim_next(database, now=now, window=0, lease=600).row_ids == [row]
+
+
+def test_a_deferred_claim_goes_to_the_back_of_the_queue_without_an_attempt(database):
+    a = queue.enqueue(database, "/t/a.jsonl", event="backfill", now=T0)
+    b = queue.enqueue(database, "/t/b.jsonl", event="backfill", now=T0 + 1)
+    claim = queue.claim_next(database, now=T0 + 2, window=0, lease=600)
+    queue.defer(database, claim, now=T0 + 3)
+    assert queue.claim_next(database, now=T0 + 3, window=0, lease=600).row_ids == [b]
+    assert queue.claim_next(database, now=T0 + 3, window=0, lease=600).row_ids == [a]
+
+
+def test_prune_keeps_a_day_of_done_rows(database):
+    row = queue.enqueue(database, "/t/a.jsonl", event="backfill", now=T0)
+    queue.complete(database, queue.claim_next(database, now=T0, window=0, lease=60))
+    assert queue.prune_done(database, now=T0 + 86399) == 0
+    assert queue.prune_done(database, now=T0 + 86401) == 1
+    assert row not in states(database)
+
+
+# --- Daemon.step(now=) ---------------------------------------------------------------------------
+def offline_settings(tmp_path: Path) -> config.Settings:
+    """The offline extractor and no embedder endpoint: vectors are skipped when sqlite-vec or the
+    model is missing, and nothing leaves the process."""
+    return config.load(environ={"TOTAL_RECALL_DAEMON_BATCH_WINDOW": "5"}, config_path=tmp_path / "none.toml")
+
+
+@pytest.fixture
+def daemon(tmp_path):
+    config.ensure_home()
+    settings = offline_settings(tmp_path)
+    conn = db.connect(config.paths().db, settings=settings)
+    clock = Clock()
+    worker = Daemon(conn, settings, config.paths(), clock=clock)
+    yield worker, clock
+    conn.close()
+
+
+def claude_transcript(tmp_path: Path, name: str = "s1") -> Path:
+    path = config.claude_config_dir() / "projects" / "-home-dev-demo" / f"{name}.jsonl"
+    return write_transcript(path, [
+        ("user", "We decided to use PostgreSQL for the billing service instead of MySQL."),
+        ("assistant", "Agreed: PostgreSQL gives us transactional DDL for the billing migrations."),
+    ])
+
+
+def test_step_waits_for_the_window_then_indexes_the_transcript(daemon, tmp_path):
+    worker, clock = daemon
+    path = claude_transcript(tmp_path)
+    queue.enqueue(worker.db, str(path), event="Stop", session_id="s1", now=clock())
+    assert worker.step() is False  # inside the 5 s window: nothing to do yet
+    clock.advance(5)
+    assert worker.step() is True
+    assert queue.depth(worker.db)["done"] == 1
+    assert worker.db.scalar("SELECT count(*) FROM ideas", default=0) > 0
+    assert worker.status.batches == 1
+    assert worker.step() is False  # the queue is empty
+
+
+def test_step_with_an_explicit_now_overrides_the_clock(daemon, tmp_path):
+    worker, clock = daemon
+    queue.enqueue(worker.db, str(claude_transcript(tmp_path)), event="Stop", now=clock())
+    assert worker.step(now=clock() + 1) is False
+    assert worker.step(now=clock() + 6) is True
+
+
+def test_step_completes_a_missing_transcript_with_a_note(daemon, tmp_path):
+    worker, clock = daemon
+    gone = config.claude_config_dir() / "projects" / "-home-dev-demo" / "gone.jsonl"
+    gone.parent.mkdir(parents=True, exist_ok=True)
+    queue.enqueue(worker.db, str(gone), event="SessionEnd", now=clock())
+    assert worker.step() is True
+    assert worker.db.one("SELECT state, last_error FROM work_queue") == ("done", "transcript missing")
+
+
+def test_step_drains_the_spool_the_hook_wrote(daemon, tmp_path):
+    import json
+
+    worker, clock = daemon
+    path = claude_transcript(tmp_path)
+    worker.paths.spool.write_text(json.dumps({"transcript_path": str(path), "session_id": "s1",
+                                              "event": "SessionEnd", "enqueued_at": clock()}) + "\n")
+    assert worker.step() is True
+    assert not worker.paths.spool.read_text().strip()  # truncated once the rows committed
+    assert queue.depth(worker.db)["done"] == 1
