@@ -118,3 +118,20 @@ def test_an_idea_that_is_its_whole_line_shares_the_lines_vector_and_a_part_has_i
     assert len(ideas) == 1 and chunks == ideas
     ideas, chunks = vectors(2)
     assert ideas and len(chunks) == 1 and all(v != chunks[0] for v in ideas)  # a sentence of a long turn
+
+
+def test_a_question_about_what_i_said_or_what_you_said_ranks_that_sides_line_first(tmp_path):
+    """Both sides talk about the retry limit; the question's pronouns pick whose line comes first."""
+    path = tmp_path / "claude" / "projects" / "-home-dev-projects-atlas" / f"{SESSION}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join([
+        _line("user", "I think the upload retry limit should be three attempts with a short backoff.", 1),
+        _line("assistant", [{"type": "text", "text": "A retry limit of five attempts with exponential backoff "
+                                                     "suits the upload better, since the storage API throttles."}],
+              2, "msg_c"),
+    ]) + "\n")
+    cli("backfill", str(path), "--wait")
+    mine = cli_json("search", "what retry limit for the upload did I want", "--project", "atlas")
+    yours = cli_json("search", "what retry limit for the upload did you recommend", "--project", "atlas")
+    assert mine[0]["source_line"] == 1
+    assert yours[0]["source_line"] == 2

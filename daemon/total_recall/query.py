@@ -48,6 +48,7 @@ class Query:
     unanswered_only: bool = False
     time_sensitive: bool = False
     session: str | None = None  # --session: only memories of this session (a full id)
+    speaker: str | None = None  # the side of the conversation the question asks about: "user"/"assistant"
 
     def fts(self) -> str | None:
         """An FTS5 expression in which every user word is a quoted literal: no syntax survives."""
@@ -74,6 +75,40 @@ def _day(dt: datetime) -> datetime:
     return dt.replace(hour=0, minute=0, second=0, microsecond=0)
 
 
+_MONTH = "(" + "|".join(sorted(MONTHS, key=len, reverse=True)) + r")\.?"
+_ORDINAL = r"(\d{1,2})(?:st|nd|rd|th)?"
+DAY_PATTERNS = (
+    re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b"),                                     # 2023-02-01
+    re.compile(r"\b" + _ORDINAL + r" (?:of )?" + _MONTH + r",? (\d{4})\b"),          # 1 February, 2023
+    re.compile(r"\b" + _MONTH + r" " + _ORDINAL + r",? (\d{4})\b"),                  # February 1st, 2023
+    re.compile(r"\bon (?:the )?" + _ORDINAL + r" (?:of )?" + _MONTH + r"\b"),         # on the 1st of February
+    re.compile(r"\bon " + _MONTH + r" " + _ORDINAL + r"\b"),                           # on February 1st
+)
+
+
+def named_day(t: str, now: datetime) -> datetime | None:
+    """The calendar day a lower-cased query names, if any; without a year, its latest past date."""
+    for number, pattern in enumerate(DAY_PATTERNS):
+        m = pattern.search(t)
+        if not m:
+            continue
+        g = m.groups()
+        if number == 0:
+            year, month, day = int(g[0]), int(g[1]), int(g[2])
+        elif number in (1, 3):
+            day, month, year = int(g[0]), MONTHS[g[1]], int(g[2]) if number == 1 else None
+        else:
+            month, day, year = MONTHS[g[0]], int(g[1]), int(g[2]) if number == 2 else None
+        try:
+            found = datetime(year or now.year, month, day, tzinfo=timezone.utc)
+            if year is None and found > now:
+                found = found.replace(year=now.year - 1)
+        except ValueError:
+            continue  # "February 30th" names no day
+        return found
+    return None
+
+
 def temporal(text: str, now: datetime) -> tuple[datetime | None, datetime | None]:
     """Relative and absolute time qualifiers -> a UTC [since, until) range."""
     t = text.lower()
@@ -82,6 +117,10 @@ def temporal(text: str, now: datetime) -> tuple[datetime | None, datetime | None
         return datetime.fromisoformat(m.group(1)).replace(tzinfo=timezone.utc), None
     if m := re.search(r"\bbefore (\d{4}-\d{2}-\d{2})\b", t):
         return None, datetime.fromisoformat(m.group(1)).replace(tzinfo=timezone.utc)
+    if day := named_day(t, now):
+        # "on 1 February, 2023", "on March 3rd", "on 2023-02-01": that day, a day either side
+        # (a conversation's clock is UTC, the asker's calendar may not be).
+        return day - timedelta(days=1), day + timedelta(days=2)
     if m := re.search(r"\b(?:in the )?(?:last|past) (\d+) (day|week|month)s?\b", t):
         days = int(m.group(1)) * {"day": 1, "week": 7, "month": 30}[m.group(2)]
         return now - timedelta(days=days), None
@@ -106,11 +145,27 @@ def temporal(text: str, now: datetime) -> tuple[datetime | None, datetime | None
     return None, None
 
 
+# "did you suggest", "your advice": the assistant's side; "did I ask", "my app": the user's.
+ASKS_ASSISTANT = re.compile(r"\b(?:(?:did|have|has|had|would|do|does|were) you|you (?:said|suggested|recommended|"
+                            r"told|mentioned|proposed|explained|advised|gave|wrote)|your)\b", re.I)
+ASKS_USER = re.compile(r"\bI\b|\b(?:[Mm]y|[Mm]e|[Mm]ine)\b")
+
+
+def speaker(text: str) -> str | None:
+    """Which side of a user-assistant conversation a question asks about, if its pronouns say."""
+    if ASKS_ASSISTANT.search(text):
+        return "assistant"
+    if ASKS_USER.search(text):
+        return "user"
+    return None
+
+
 def analyze(text: str, now: datetime | None = None) -> Query:
     now = now or datetime.now(timezone.utc)
     text = clean(text)
     since, until = temporal(text, now)
     q = Query(text=text, terms=terms_of(text), since=since, until=until)
+    q.speaker = speaker(text)
     q.time_sensitive = since is not None or until is not None or bool(re.search(r"\b(latest|recent|last|current)\b", text, re.I))
     if OPEN_WORK.search(text):
         # "what is left to do": open todos only, wherever the phrase stands; closed ones are done.

