@@ -121,11 +121,11 @@ def _content_blocks(request: dict, reply: dict, serial: int) -> list[dict]:
 def _message(request: dict, blocks: list[dict], serial: int) -> dict:
     stop = "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"
     output = max(1, len(json.dumps(blocks)) // 4)
+    usage = {"input_tokens": max(1, len(json.dumps(request.get("messages"))) // 4), "output_tokens": output,
+             "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
     return {"id": f"msg_fake_{serial:04d}", "type": "message", "role": "assistant",
             "model": request.get("model", MODEL), "content": blocks, "stop_reason": stop,
-            "stop_sequence": None,
-            "usage": {"input_tokens": max(1, len(json.dumps(request.get("messages"))) // 4),
-                      "output_tokens": output, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}}
+            "stop_sequence": None, "usage": usage}
 
 
 def _sse_events(message: dict) -> list[tuple[str, dict]]:
@@ -138,7 +138,8 @@ def _sse_events(message: dict) -> list[tuple[str, dict]]:
         else:
             empty = {**block, "input": {}}
             delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
-        events += [("content_block_start", {"type": "content_block_start", "index": index, "content_block": empty}),
+        events += [("content_block_start",
+                    {"type": "content_block_start", "index": index, "content_block": empty}),
                    ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}),
                    ("content_block_stop", {"type": "content_block_stop", "index": index})]
     events += [("message_delta", {"type": "message_delta",
@@ -151,7 +152,8 @@ def _sse_events(message: dict) -> list[tuple[str, dict]]:
 def _error_body(status: int) -> dict:
     kinds = {400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit_error",
              529: "overloaded_error"}
-    return {"type": "error", "error": {"type": kinds.get(status, "api_error"), "message": f"fake error {status}"}}
+    kind = kinds.get(status, "api_error")
+    return {"type": "error", "error": {"type": kind, "message": f"fake error {status}"}}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -37,6 +37,7 @@ CLI_PACKAGE = "@anthropic-ai/claude-code"
 CLI_VERSION = (E2E / "cli_version.txt").read_text(encoding="utf-8").strip()
 # Read at import: the autouse isolated_home fixture drops every TOTAL_RECALL_* variable per test.
 CLI_CACHE = Path(os.environ.get("TOTAL_RECALL_E2E_CACHE") or Path.home() / ".cache" / "total-recall-e2e")
+REQUIRE_NPM = bool(os.environ.get("TOTAL_RECALL_REQUIRE_NPM"))  # .ci/run sets it where it can install npm
 ROUTES = ("settings", "plugin")
 # Our MCP server's tools as Claude Code names them: user scope (install) or bundled by the plugin.
 MCP_SERVERS = ("mcp__total-recall", "mcp__plugin_total-recall_total-recall")
@@ -54,6 +55,8 @@ TODOS = ["Tag the 2.0 release in git", "Announce the 2.0 release on the mailing 
 @pytest.fixture(scope="session")
 def claude_bin() -> Path:
     npm = shutil.which("npm")
+    if npm is None and REQUIRE_NPM:
+        pytest.fail(f"npm is required here to install {CLI_PACKAGE}@{CLI_VERSION} (apt-get install npm)")
     if npm is None:
         pytest.skip(f"npm is not installed; the e2e tests install {CLI_PACKAGE}@{CLI_VERSION} with it "
                     "(`apt-get install npm`; .ci/run does this)")
@@ -72,9 +75,10 @@ def install_cli(npm: str, prefix: Path) -> Path:
     with open(prefix.with_name(prefix.name + ".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not marker.exists():
-            proc = subprocess.run([npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund",
-                                   f"{CLI_PACKAGE}@{CLI_VERSION}"], capture_output=True, text=True, timeout=600)
-            assert proc.returncode == 0, f"npm install {CLI_PACKAGE}@{CLI_VERSION} failed:\n{proc.stderr[-3000:]}"
+            package = f"{CLI_PACKAGE}@{CLI_VERSION}"
+            args = [npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", package]
+            proc = subprocess.run(args, capture_output=True, text=True, timeout=600)
+            assert proc.returncode == 0, f"npm install {package} failed:\n{proc.stderr[-3000:]}"
             marker.write_text(CLI_VERSION, encoding="utf-8")
     version = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=60).stdout
     assert version.startswith(CLI_VERSION), f"{binary} says {version!r}, expected {CLI_VERSION}"
@@ -117,10 +121,11 @@ class ClaudeCode:
 
     def env(self) -> dict[str, str]:
         """Claude Code's environment: ours, the fake as its API, nothing that phones home."""
-        inherited = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_CODE_"))}
+        inherited = {k: v for k, v in os.environ.items()
+                     if not k.startswith(("ANTHROPIC_", "CLAUDE_", "TOTAL_RECALL_"))}
         return {**inherited, **self.ours, "ANTHROPIC_BASE_URL": self.fake.base_url,
-                "ANTHROPIC_API_KEY": "sk-ant-fake-e2e", "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",
-                "DISABLE_ERROR_REPORTING": "1",
+                "ANTHROPIC_API_KEY": "sk-ant-fake-e2e", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+                "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1",
                 # Since 2.1.x the CLI offers Task* tools instead of TodoWrite unless this is off;
                 # the indexer reads TodoWrite lists (DESIGN.md I32).
                 "CLAUDE_CODE_ENABLE_TASKS": "false"}
@@ -128,15 +133,17 @@ class ClaudeCode:
     def claude(self, *args: str, cwd: Path | None = None, timeout: float = 120) -> str:
         proc = subprocess.run([str(self.binary), *args], cwd=cwd or self.root, env=self.env(),
                               capture_output=True, text=True, timeout=timeout)
-        assert proc.returncode == 0, f"claude {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+        assert proc.returncode == 0, \
+            f"claude {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}"
         return proc.stdout
 
     def session(self, prompt: str, project: Path, *extra: str) -> Session:
         """One headless session (or turn, with --continue); the tools it may use need no prompt."""
         self.sessions += 1
         debug = self.root / "claude-debug" / f"{self.sessions:02d}.txt"  # hooks, MCP, API: read on failure
-        out = self.claude("-p", prompt, "--output-format", "json", "--allowedTools",
-                          ",".join(("TodoWrite",) + MCP_SERVERS), "--debug-file", str(debug), *extra, cwd=project)
+        allowed = ",".join(("TodoWrite",) + MCP_SERVERS)
+        out = self.claude("-p", prompt, "--output-format", "json", "--allowedTools", allowed,
+                          "--debug-file", str(debug), *extra, cwd=project)
         result = json.loads(out)
         [transcript] = self.claude_dir.glob(f"projects/*/{result['session_id']}.jsonl")
         return Session(result["session_id"], transcript, result.get("result", ""))
@@ -285,14 +292,18 @@ def files_holding(folder: Path, secret: bytes) -> list[str]:
     return [str(p) for p in folder.rglob("*") if p.is_file() and secret in p.read_bytes()]
 
 
+def fully_indexed(cc: ClaudeCode, session: Session, query: str, project: Path) -> bool:
+    """The session is found by `query` and nothing is left in the queue."""
+    found = any(r["source_file"] == str(session.transcript) for r in search(cc, query, project))
+    return found and not any(cli_json("status")["queue"][state] for state in ("pending", "claimed"))
+
+
 def test_a_secret_said_in_a_session_is_in_no_file_of_our_home(cc):
     vault = cc.project("vault")
     prompt = f"We decided to deploy staging with the GitHub token {SECRET} from the team vault."
     cc.fake.script("deploy staging with the GitHub token", [f"I will push with {SECRET} to staging."])
     session = cc.session(prompt, vault)
-    within(SEARCHABLE_WITHIN,
-           lambda: any(r["source_file"] == str(session.transcript) for r in search(cc, "deploy staging", vault))
-           and not any(cli_json("status")["queue"][state] for state in ("pending", "claimed")),
+    within(SEARCHABLE_WITHIN, lambda: fully_indexed(cc, session, "deploy staging", vault),
            lambda: f"the session was not indexed; daemon log:\n{daemon_log_tail(cc)}")
     assert SECRET.encode() in session.transcript.read_bytes()  # Claude Code's file has it; ours must not
     assert files_holding(cc.home, SECRET.encode()) == []
@@ -317,8 +328,8 @@ def test_a_tool_call_from_the_model_reaches_our_mcp_server_and_its_answer_return
     shop = cc.project("shop")
     within(SEARCHABLE_WITHIN, lambda: decision_hit(cc, decision), lambda: "the decision was not indexed")
     ask = "Look up in our memory what we chose for the job queue."
-    cc.fake.script(ask, [{"tool_use": {"name_matching": MCP_SEARCH, "input": {"query": "job queue database"}}},
-                         "It is PostgreSQL, as decided."])
+    call = {"tool_use": {"name_matching": MCP_SEARCH, "input": {"query": "job queue database"}}}
+    cc.fake.script(ask, [call, "It is PostgreSQL, as decided."])
     cc.session(ask, shop)
     offered = [t["name"] for t in cc.fake.conversation_requests(ask)[0]["json"]["tools"]]
     assert any(n.endswith("total-recall__search") for n in offered), offered
