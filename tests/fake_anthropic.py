@@ -77,7 +77,7 @@ def latest_prompt(request: dict) -> tuple[str, int]:
     messages = [m for m in request.get("messages") or [] if isinstance(m, dict)]
     for index in range(len(messages) - 1, -1, -1):
         if _is_prompt(messages[index]):
-            answered = sum(1 for m in messages[index + 1:] if m.get("role") == "assistant")
+            answered = sum(1 for m in messages[index + 1 :] if m.get("role") == "assistant")
             return _text_of(messages[index].get("content")), answered
     return "", 0
 
@@ -108,24 +108,42 @@ def _content_blocks(request: dict, reply: dict, serial: int) -> list[dict]:
     call = reply.get("tool_use")
     if call:
         name = call.get("name") or next(
-            (n for n in tool_names(request) if re.search(call.get("name_matching", "^$"), n)), None)
+            (n for n in tool_names(request) if re.search(call.get("name_matching", "^$"), n)), None
+        )
         if name is None:
             # Trigger: the client offered no tool of that shape. Why: the test should read what
             # was offered, not a hang. Outcome: a text reply naming the pattern.
             return [{"type": "text", "text": f"fake: no offered tool matches {call.get('name_matching')!r}"}]
-        blocks.append({"type": "tool_use", "id": f"toolu_fake_{serial:04d}", "name": name,
-                       "input": call.get("input", {})})
+        blocks.append(
+            {
+                "type": "tool_use",
+                "id": f"toolu_fake_{serial:04d}",
+                "name": name,
+                "input": call.get("input", {}),
+            }
+        )
     return blocks or [{"type": "text", "text": "OK"}]
 
 
 def _message(request: dict, blocks: list[dict], serial: int) -> dict:
     stop = "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"
     output = max(1, len(json.dumps(blocks)) // 4)
-    usage = {"input_tokens": max(1, len(json.dumps(request.get("messages"))) // 4), "output_tokens": output,
-             "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
-    return {"id": f"msg_fake_{serial:04d}", "type": "message", "role": "assistant",
-            "model": request.get("model", MODEL), "content": blocks, "stop_reason": stop,
-            "stop_sequence": None, "usage": usage}
+    usage = {
+        "input_tokens": max(1, len(json.dumps(request.get("messages"))) // 4),
+        "output_tokens": output,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+    }
+    return {
+        "id": f"msg_fake_{serial:04d}",
+        "type": "message",
+        "role": "assistant",
+        "model": request.get("model", MODEL),
+        "content": blocks,
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": usage,
+    }
 
 
 def _sse_events(message: dict) -> list[tuple[str, dict]]:
@@ -138,20 +156,32 @@ def _sse_events(message: dict) -> list[tuple[str, dict]]:
         else:
             empty = {**block, "input": {}}
             delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
-        events += [("content_block_start",
-                    {"type": "content_block_start", "index": index, "content_block": empty}),
-                   ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}),
-                   ("content_block_stop", {"type": "content_block_stop", "index": index})]
-    events += [("message_delta", {"type": "message_delta",
-                                  "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
-                                  "usage": {"output_tokens": message["usage"]["output_tokens"]}}),
-               ("message_stop", {"type": "message_stop"})]
+        events += [
+            ("content_block_start", {"type": "content_block_start", "index": index, "content_block": empty}),
+            ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}),
+            ("content_block_stop", {"type": "content_block_stop", "index": index}),
+        ]
+    events += [
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+                "usage": {"output_tokens": message["usage"]["output_tokens"]},
+            },
+        ),
+        ("message_stop", {"type": "message_stop"}),
+    ]
     return events
 
 
 def _error_body(status: int) -> dict:
-    kinds = {400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit_error",
-             529: "overloaded_error"}
+    kinds = {
+        400: "invalid_request_error",
+        401: "authentication_error",
+        429: "rate_limit_error",
+        529: "overloaded_error",
+    }
     kind = kinds.get(status, "api_error")
     return {"type": "error", "error": {"type": kind, "message": f"fake error {status}"}}
 
@@ -161,7 +191,7 @@ def _error_body(status: int) -> dict:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    server: "_Server"
+    server: _Server
     protocol_version = "HTTP/1.1"
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
@@ -179,8 +209,10 @@ class _Handler(BaseHTTPRequestHandler):
         if path == COUNT_TOKENS:
             return self._send_json(200, {"input_tokens": max(1, len(raw) // 4)})
         if path != MESSAGES or not isinstance(body, dict):
-            return self._send_json(404, {"type": "error", "error": {"type": "not_found_error",
-                                                                     "message": f"no route {self.path}"}})
+            return self._send_json(
+                404,
+                {"type": "error", "error": {"type": "not_found_error", "message": f"no route {self.path}"}},
+            )
         reply = fake.reply_for(body)
         if int(reply.get("status", 200)) >= 400:
             return self._send_json(int(reply["status"]), _error_body(int(reply["status"])))
@@ -195,8 +227,10 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_json(404, {"type": "error", "error": {"type": "not_found_error", "message": self.path}})
 
     def _send_stream(self, message: dict) -> None:
-        data = b"".join(f"event: {name}\ndata: {json.dumps(payload)}\n\n".encode()
-                        for name, payload in _sse_events(message))
+        data = b"".join(
+            f"event: {name}\ndata: {json.dumps(payload)}\n\n".encode()
+            for name, payload in _sse_events(message)
+        )
         self._send(200, data, "text/event-stream")
 
     def _send_json(self, status: int, payload: dict) -> None:
@@ -216,7 +250,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
-    fake: "FakeAnthropic"
+    fake: FakeAnthropic
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
@@ -227,7 +261,7 @@ class _Server(ThreadingHTTPServer):
 class FakeAnthropic:
     """In-process fake; a context manager. See the module docstring for rules and replies."""
 
-    def __init__(self, default: "str | dict" = "OK") -> None:
+    def __init__(self, default: str | dict = "OK") -> None:
         self.default = default
         self.rules: list[tuple[str, list]] = []
         self.requests: list[dict] = []
@@ -237,7 +271,7 @@ class FakeAnthropic:
         self.httpd.fake = self
         self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
 
-    def __enter__(self) -> "FakeAnthropic":
+    def __enter__(self) -> FakeAnthropic:
         # A short poll interval keeps shutdown (and so each test) quick.
         threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True).start()
         return self
@@ -253,14 +287,24 @@ class FakeAnthropic:
 
     def conversation_requests(self, containing: str = "") -> list[dict]:
         """Recorded model requests of a conversation (they offer tools) whose body holds `containing`."""
-        return [r for r in self.requests
-                if r["path"].split("?", 1)[0].rstrip("/") == MESSAGES and isinstance(r["json"], dict)
-                and r["json"].get("tools") and containing in r["body"]]
+        return [
+            r
+            for r in self.requests
+            if r["path"].split("?", 1)[0].rstrip("/") == MESSAGES
+            and isinstance(r["json"], dict)
+            and r["json"].get("tools")
+            and containing in r["body"]
+        ]
 
     def record(self, handler: BaseHTTPRequestHandler, body: Any, raw: bytes) -> None:
-        entry = {"method": handler.command, "path": handler.path,
-                 "headers": {k.lower(): v for k, v in handler.headers.items()}, "json": body,
-                 "body": raw.decode("utf-8", "replace"), "time": time.time()}
+        entry = {
+            "method": handler.command,
+            "path": handler.path,
+            "headers": {k.lower(): v for k, v in handler.headers.items()},
+            "json": body,
+            "body": raw.decode("utf-8", "replace"),
+            "time": time.time(),
+        }
         with self._lock:
             self.requests.append(entry)
 

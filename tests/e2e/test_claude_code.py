@@ -25,11 +25,10 @@ from pathlib import Path
 
 import pytest
 
-from total_recall import config
-
 from conftest import REPO
 from fake_anthropic import FakeAnthropic, tool_results
 from helpers import cli, cli_json, start_daemon, wait_for
+from total_recall import config
 
 pytestmark = pytest.mark.e2e
 
@@ -59,8 +58,10 @@ def claude_bin() -> Path:
     if npm is None and REQUIRE_NPM:
         pytest.fail(f"npm is required here to install {CLI_PACKAGE}@{CLI_VERSION} (apt-get install npm)")
     if npm is None:
-        pytest.skip(f"npm is not installed; the e2e tests install {CLI_PACKAGE}@{CLI_VERSION} with it "
-                    "(`apt-get install npm`; .ci/run does this)")
+        pytest.skip(
+            f"npm is not installed; the e2e tests install {CLI_PACKAGE}@{CLI_VERSION} with it "
+            "(`apt-get install npm`; .ci/run does this)"
+        )
     return install_cli(npm, CLI_CACHE / CLI_VERSION)
 
 
@@ -122,20 +123,37 @@ class ClaudeCode:
 
     def env(self) -> dict[str, str]:
         """Claude Code's environment: ours, the fake as its API, nothing that phones home."""
-        inherited = {k: v for k, v in os.environ.items()
-                     if not k.startswith(("ANTHROPIC_", "CLAUDE_", "TOTAL_RECALL_"))}
-        return {**inherited, **self.ours, "ANTHROPIC_BASE_URL": self.fake.base_url,
-                "ANTHROPIC_API_KEY": "sk-ant-fake-e2e", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-                "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1",
-                # Since 2.1.x the CLI offers Task* tools instead of TodoWrite unless this is off;
-                # the indexer reads TodoWrite lists (DESIGN.md I32).
-                "CLAUDE_CODE_ENABLE_TASKS": "false"}
+        inherited = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("ANTHROPIC_", "CLAUDE_", "TOTAL_RECALL_"))
+        }
+        return {
+            **inherited,
+            **self.ours,
+            "ANTHROPIC_BASE_URL": self.fake.base_url,
+            "ANTHROPIC_API_KEY": "sk-ant-fake-e2e",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_TELEMETRY": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            "DISABLE_ERROR_REPORTING": "1",
+            # Since 2.1.x the CLI offers Task* tools instead of TodoWrite unless this is off;
+            # the indexer reads TodoWrite lists (DESIGN.md I32).
+            "CLAUDE_CODE_ENABLE_TASKS": "false",
+        }
 
     def claude(self, *args: str, cwd: Path | None = None, timeout: float = 120) -> str:
-        proc = subprocess.run([str(self.binary), *args], cwd=cwd or self.root, env=self.env(),
-                              capture_output=True, text=True, timeout=timeout)
-        assert proc.returncode == 0, \
+        proc = subprocess.run(
+            [str(self.binary), *args],
+            cwd=cwd or self.root,
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        assert proc.returncode == 0, (
             f"claude {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}"
+        )
         return proc.stdout
 
     def session(self, prompt: str, project: Path, *extra: str) -> Session:
@@ -143,8 +161,18 @@ class ClaudeCode:
         self.sessions += 1
         debug = self.root / "claude-debug" / f"{self.sessions:02d}.txt"  # hooks, MCP, API: read on failure
         allowed = ",".join(("TodoWrite",) + MCP_SERVERS)
-        out = self.claude("-p", prompt, "--output-format", "json", "--allowedTools", allowed,
-                          "--debug-file", str(debug), *extra, cwd=project)
+        out = self.claude(
+            "-p",
+            prompt,
+            "--output-format",
+            "json",
+            "--allowedTools",
+            allowed,
+            "--debug-file",
+            str(debug),
+            *extra,
+            cwd=project,
+        )
         result = json.loads(out)
         [transcript] = self.claude_dir.glob(f"projects/*/{result['session_id']}.jsonl")
         return Session(result["session_id"], transcript, result.get("result", ""))
@@ -162,8 +190,9 @@ def install_plugin(cc: ClaudeCode) -> None:
 def repository_copy(target: Path) -> Path:
     """The repository's files as a clone has them. Claude Code copies a plugin's source folder
     whole into its cache, and a developer's virtualenvs and caches are no part of the plugin."""
-    ignore = shutil.ignore_patterns(".git", ".venv*", "__pycache__", ".pytest_cache", ".hypothesis",
-                                    "*.egg-info", "build")
+    ignore = shutil.ignore_patterns(
+        ".git", ".venv*", "__pycache__", ".pytest_cache", ".hypothesis", "*.egg-info", "build"
+    )
     shutil.copytree(REPO, target, ignore=ignore)
     return target
 
@@ -174,10 +203,13 @@ INSTALLS = {"settings": install_settings, "plugin": install_plugin}
 @pytest.fixture(scope="module", params=ROUTES)
 def claude_code(request, claude_bin, tmp_path_factory):
     root = tmp_path_factory.mktemp(f"e2e-{request.param}")
-    ours = {"HOME": str(root / "home"), "CLAUDE_CONFIG_DIR": str(root / "home" / ".claude"),
-            "TOTAL_RECALL_HOME": str(root / "tr-home"),
-            # The plugin's .mcp.json and the skills run `total-recall` from PATH.
-            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    ours = {
+        "HOME": str(root / "home"),
+        "CLAUDE_CONFIG_DIR": str(root / "home" / ".claude"),
+        "TOTAL_RECALL_HOME": str(root / "tr-home"),
+        # The plugin's .mcp.json and the skills run `total-recall` from PATH.
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
     Path(ours["CLAUDE_CONFIG_DIR"]).mkdir(parents=True)
     with pytest.MonkeyPatch.context() as mp, FakeAnthropic() as fake:
         for name, value in ours.items():
@@ -218,9 +250,17 @@ def search(cc: ClaudeCode, query: str, project: Path) -> list[dict]:
 
 
 def decision_hit(cc: ClaudeCode, session: Session) -> dict | None:
-    return next((r for r in search(cc, "job queue database", cc.project("shop"))
-                 if r["kind"] == "idea" and r["intent"] == "decision" and "PostgreSQL" in r["content"]
-                 and r["source_file"] == str(session.transcript)), None)
+    return next(
+        (
+            r
+            for r in search(cc, "job queue database", cc.project("shop"))
+            if r["kind"] == "idea"
+            and r["intent"] == "decision"
+            and "PostgreSQL" in r["content"]
+            and r["source_file"] == str(session.transcript)
+        ),
+        None,
+    )
 
 
 def daemon_log_tail(cc: ClaudeCode) -> str:
@@ -235,17 +275,25 @@ def decision(claude_code) -> Session:
 
 
 def test_a_decision_said_in_a_session_is_searchable_with_its_file_and_line(cc, decision):
-    hit = within(SEARCHABLE_WITHIN, lambda: decision_hit(cc, decision),
-                 lambda: f"no decision from {decision.transcript} in search; "
-                         f"queue: {cli_json('status')['queue']}; daemon log:\n{daemon_log_tail(cc)}")
+    hit = within(
+        SEARCHABLE_WITHIN,
+        lambda: decision_hit(cc, decision),
+        lambda: (
+            f"no decision from {decision.transcript} in search; "
+            f"queue: {cli_json('status')['queue']}; daemon log:\n{daemon_log_tail(cc)}"
+        ),
+    )
     lines = decision.transcript.read_text(encoding="utf-8").splitlines()
     assert "PostgreSQL for the job queue" in lines[hit["source_line"] - 1]
 
 
 def test_the_next_session_gets_the_decision_at_start_and_an_unrelated_project_does_not(cc, decision):
     shop, garden = cc.project("shop"), cc.project("garden")
-    within(SEARCHABLE_WITHIN, lambda: "PostgreSQL" in digest_of(shop),
-           lambda: f"the shop digest lacks the decision: {digest_of(shop)!r}")
+    within(
+        SEARCHABLE_WITHIN,
+        lambda: "PostgreSQL" in digest_of(shop),
+        lambda: f"the shop digest lacks the decision: {digest_of(shop)!r}",
+    )
     cc.session("Which database holds the job queue?", shop)
     cc.session("Which seeds grow in the shade?", garden)
     [asked] = cc.fake.conversation_requests("Which database holds the job queue?")
@@ -280,12 +328,18 @@ def test_a_todowrite_list_appears_as_open_todos_then_closes_when_completed(cc):
     cc.fake.script("Plan the 2.0 release.", [todo_write("pending"), "Two steps are planned."])
     cc.fake.script("The release is tagged and announced.", [todo_write("completed"), "Both are done."])
     cc.session("Plan the 2.0 release.", release)
-    within(SEARCHABLE_WITHIN, lambda: all(t in digest_of(release) for t in TODOS),
-           lambda: f"the open todos are not in the digest: {digest_of(release)!r}")
+    within(
+        SEARCHABLE_WITHIN,
+        lambda: all(t in digest_of(release) for t in TODOS),
+        lambda: f"the open todos are not in the digest: {digest_of(release)!r}",
+    )
     assert todo_states(cc, release) == {t: False for t in TODOS}
     cc.session("The release is tagged and announced.", release, "--continue")
-    within(SEARCHABLE_WITHIN, lambda: not any(t in digest_of(release) for t in TODOS),
-           lambda: f"the completed todos are still in the digest: {digest_of(release)!r}")
+    within(
+        SEARCHABLE_WITHIN,
+        lambda: not any(t in digest_of(release) for t in TODOS),
+        lambda: f"the completed todos are still in the digest: {digest_of(release)!r}",
+    )
     assert todo_states(cc, release) == {t: True for t in TODOS}  # still found, marked done
 
 
@@ -304,8 +358,11 @@ def test_a_secret_said_in_a_session_is_in_no_file_of_our_home(cc):
     prompt = f"We decided to deploy staging with the GitHub token {SECRET} from the team vault."
     cc.fake.script("deploy staging with the GitHub token", [f"I will push with {SECRET} to staging."])
     session = cc.session(prompt, vault)
-    within(SEARCHABLE_WITHIN, lambda: fully_indexed(cc, session, "deploy staging", vault),
-           lambda: f"the session was not indexed; daemon log:\n{daemon_log_tail(cc)}")
+    within(
+        SEARCHABLE_WITHIN,
+        lambda: fully_indexed(cc, session, "deploy staging", vault),
+        lambda: f"the session was not indexed; daemon log:\n{daemon_log_tail(cc)}",
+    )
     assert SECRET.encode() in session.transcript.read_bytes()  # Claude Code's file has it; ours must not
     assert files_holding(cc.home, SECRET.encode()) == []
     assert SECRET not in (cc.root / "daemon.log").read_text(encoding="utf-8", errors="replace")
@@ -327,8 +384,17 @@ def test_claude_code_lists_our_skills_hooks_and_mcp_server(cc, decision):
         assert re.search(rf"^- {prefix}{skill}: .*total-recall", told, re.MULTILINE), skill
     if cc.route == "plugin":
         details = cc.claude("plugin", "details", "total-recall")
-        for name in ("remember", "memorize", "memory-stats", "memory-topics", "memory-backfill",
-                     "SessionStart", "UserPromptSubmit", "Stop", "SessionEnd"):
+        for name in (
+            "remember",
+            "memorize",
+            "memory-stats",
+            "memory-topics",
+            "memory-backfill",
+            "SessionStart",
+            "UserPromptSubmit",
+            "Stop",
+            "SessionEnd",
+        ):
             assert name in details
         assert "MCP servers (1)" in details and "total-recall" in details.split("MCP servers (1)")[1]
     else:
