@@ -269,3 +269,15 @@ def test_mcp_entry_in_a_fresh_config_and_a_users_server_of_our_name(claude_dir, 
     assert install.install(skills_source=skills_src).mcp == "skipped"
     install.uninstall()
     assert read_json(config_file) == theirs
+
+
+def test_mcp_entry_goes_where_claude_code_reads_it(tmp_path, monkeypatch, skills_src):
+    """~/.claude.json when CLAUDE_CONFIG_DIR is unset; $CLAUDE_CONFIG_DIR/.claude.json whenever it is
+    set, even to ~/.claude (the real CLI reads that one then; tests/e2e found it)."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    claude_dir = tmp_path / "home" / ".claude"
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(claude_dir))
+    assert install.install(skills_source=skills_src).mcp_config == claude_dir / ".claude.json"
+    install.uninstall()
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR")
+    assert install.install(skills_source=skills_src).mcp_config == tmp_path / "home" / ".claude.json"

@@ -165,3 +165,22 @@ def test_search_over_a_real_transcript_points_at_the_line_it_came_from(
         assert f"{source}:{line}" in _text(found).splitlines()[0]
 
     anyio.run(_session, str(tmp_path), steps)
+
+
+def test_a_line_found_as_a_message_is_rendered_with_its_source(tmp_path):
+    """A transcript line with no idea comes back as a `message` result (DESIGN.md I44); the tool
+    answers with its role and file:line instead of failing (the e2e tests through Claude Code
+    found `search` erroring on these)."""
+    path = tmp_path / "claude" / "projects" / "-home-dev-projects-atlas" / "msg-sess.jsonl"
+    write_transcript(path, [("user", "Run the zanzibar-7 migration script."), ("assistant", "OK")],
+                     cwd=PROJECT, start=START, session="msg-sess")
+    cli("backfill", str(path), "--wait")
+
+    async def steps(session: ClientSession, init):
+        found = await session.call_tool("search", {"query": "OK", "all_projects": True, "k": 10})
+        assert not found.is_error, _text(found)
+        kinds = [r["kind"] for r in found.structured_content["results"]]
+        assert "message" in kinds
+        assert f"[assistant said] OK ({path}:2" in _text(found)
+
+    anyio.run(_session, str(tmp_path), steps)

@@ -291,10 +291,12 @@ MCP_NAME = "total-recall"
 
 
 def mcp_config_path(claude_dir: Path | None = None) -> Path:
-    """Claude Code keeps user-scope MCP servers in ~/.claude.json, or $CLAUDE_CONFIG_DIR/.claude.json."""
+    """Claude Code keeps user-scope MCP servers in ~/.claude.json, or in $CLAUDE_CONFIG_DIR/.claude.json
+    whenever that variable is set, even to ~/.claude (seen in the real CLI, tests/e2e)."""
     claude_dir = (claude_dir or config.claude_config_dir()).absolute()
     default = Path("~/.claude").expanduser().absolute()
-    path = default.parent / ".claude.json" if claude_dir == default else claude_dir / ".claude.json"
+    in_home = claude_dir == default and not os.environ.get("CLAUDE_CONFIG_DIR")
+    path = default.parent / ".claude.json" if in_home else claude_dir / ".claude.json"
     return Path(os.path.realpath(path)) if path.is_symlink() else path
 
 

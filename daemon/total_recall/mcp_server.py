@@ -91,6 +91,13 @@ def results_text(results: list[dict], notes: list[str]) -> str:
                 f"{r['end_line']}, {(r['timestamp'] or '')[:10]})"
             )
             continue
+        if r["kind"] == "message":
+            # A transcript line without an idea (DESIGN.md I44): no intent, confidence or memory id.
+            lines.append(
+                f"[{r['role']} said] {_short(r['content'])} "
+                f"({_src(r['source_file'], r['source_line'])}, {(r['timestamp'] or '')[:10]})"
+            )
+            continue
         flags = "".join(
             [
                 " pinned" if r.get("pinned") else "",

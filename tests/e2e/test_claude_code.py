@@ -1,0 +1,418 @@
+"""End to end through the real Claude Code CLI, for both install routes.
+
+The pinned CLI (cli_version.txt) is installed from the npm registry once into a cache folder and
+runs headless (`claude -p`) against the fake Anthropic server (tests/fake_anthropic.py), with HOME,
+CLAUDE_CONFIG_DIR and TOTAL_RECALL_HOME in a pytest tmp folder and our daemon running as a real
+process. No hook payload or transcript is written here: Claude Code writes them, its hooks run our
+shims, and what the model would see is read from the requests the fake received.
+
+Each route ("settings": `total-recall install`; "plugin": `claude plugin marketplace add` +
+`claude plugin install`) gets one home, one daemon and one fake, shared by its scenarios.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from fake_anthropic import FakeAnthropic, tool_results
+from helpers import cli, cli_json, start_daemon, wait_for
+from total_recall import config
+
+pytestmark = pytest.mark.e2e
+
+E2E = Path(__file__).resolve().parent
+CLI_PACKAGE = "@anthropic-ai/claude-code"
+CLI_VERSION = (E2E / "cli_version.txt").read_text(encoding="utf-8").strip()
+# Read at import: the autouse isolated_home fixture drops every TOTAL_RECALL_* variable per test.
+CLI_CACHE = Path(os.environ.get("TOTAL_RECALL_E2E_CACHE") or Path.home() / ".cache" / "total-recall-e2e")
+REQUIRE_NPM = bool(os.environ.get("TOTAL_RECALL_REQUIRE_NPM"))  # .ci/run sets it where it can install npm
+ROUTES = ("settings", "plugin")
+# Our MCP server's tools as Claude Code names them: user scope (install) or bundled by the plugin.
+MCP_SERVERS = ("mcp__total-recall", "mcp__plugin_total-recall_total-recall")
+MCP_SEARCH = r"^mcp__(plugin_total-recall_)?total-recall__search$"
+SEARCHABLE_WITHIN = 10  # seconds from the end of a session (issue 18)
+
+DECISION = "We decided to use PostgreSQL for the job queue because it already stores the orders."
+SECRET = "ghp_Zq8Wm3Xr5Tn7Yv2Bk4Hd6Jf9Lp1Gs0Ce3Ua5"
+TODOS = ["Tag the 2.0 release in git", "Announce the 2.0 release on the mailing list"]
+
+
+# --- the CLI ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def claude_bin() -> Path:
+    npm = shutil.which("npm")
+    if npm is None and REQUIRE_NPM:
+        pytest.fail(f"npm is required here to install {CLI_PACKAGE}@{CLI_VERSION} (apt-get install npm)")
+    if npm is None:
+        pytest.skip(
+            f"npm is not installed; the e2e tests install {CLI_PACKAGE}@{CLI_VERSION} with it "
+            "(`apt-get install npm`; .ci/run does this)"
+        )
+    return install_cli(npm, CLI_CACHE / CLI_VERSION)
+
+
+def install_cli(npm: str, prefix: Path) -> Path:
+    """The pinned CLI under `prefix`, installed from the npm registry on first use.
+
+    The lock keeps parallel runs from installing into one folder at once; the marker is written
+    only after a complete install, so an interrupted one is redone rather than trusted.
+    """
+    binary = prefix / "node_modules" / ".bin" / "claude"
+    marker = prefix / ".installed"
+    prefix.mkdir(parents=True, exist_ok=True)
+    with open(prefix.with_name(prefix.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not marker.exists():
+            package = f"{CLI_PACKAGE}@{CLI_VERSION}"
+            args = [npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", package]
+            proc = subprocess.run(args, capture_output=True, text=True, timeout=600)
+            assert proc.returncode == 0, f"npm install {package} failed:\n{proc.stderr[-3000:]}"
+            marker.write_text(CLI_VERSION, encoding="utf-8")
+    version = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=60).stdout
+    assert version.startswith(CLI_VERSION), f"{binary} says {version!r}, expected {CLI_VERSION}"
+    return binary
+
+
+# --- one route: home, install, daemon, fake -------------------------------------------------------
+
+
+@dataclass
+class Session:
+    """What one `claude -p` run left behind."""
+
+    id: str
+    transcript: Path
+    result: str
+
+
+@dataclass
+class ClaudeCode:
+    route: str
+    binary: Path
+    fake: FakeAnthropic
+    root: Path
+    ours: dict[str, str] = field(default_factory=dict)  # our environment: homes, PATH with `total-recall`
+    sessions: int = 0
+
+    @property
+    def claude_dir(self) -> Path:
+        return Path(self.ours["CLAUDE_CONFIG_DIR"])
+
+    @property
+    def home(self) -> Path:
+        return Path(self.ours["TOTAL_RECALL_HOME"])
+
+    def project(self, name: str) -> Path:
+        path = self.root / "projects" / name
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def env(self) -> dict[str, str]:
+        """Claude Code's environment: ours, the fake as its API, nothing that phones home."""
+        inherited = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("ANTHROPIC_", "CLAUDE_", "TOTAL_RECALL_"))
+        }
+        return {
+            **inherited,
+            **self.ours,
+            "ANTHROPIC_BASE_URL": self.fake.base_url,
+            "ANTHROPIC_API_KEY": "sk-ant-fake-e2e",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_TELEMETRY": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            "DISABLE_ERROR_REPORTING": "1",
+            # Since 2.1.x the CLI offers Task* tools instead of TodoWrite unless this is off;
+            # the indexer reads TodoWrite lists (DESIGN.md I32).
+            "CLAUDE_CODE_ENABLE_TASKS": "false",
+        }
+
+    def claude(self, *args: str, cwd: Path | None = None, timeout: float = 120) -> str:
+        proc = subprocess.run(
+            [str(self.binary), *args],
+            cwd=cwd or self.root,
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        assert proc.returncode == 0, (
+            f"claude {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}"
+        )
+        return proc.stdout
+
+    def session(self, prompt: str, project: Path, *extra: str) -> Session:
+        """One headless session (or turn, with --continue); the tools it may use need no prompt."""
+        self.sessions += 1
+        debug = self.root / "claude-debug" / f"{self.sessions:02d}.txt"  # hooks, MCP, API: read on failure
+        allowed = ",".join(("TodoWrite",) + MCP_SERVERS)
+        out = self.claude(
+            "-p",
+            prompt,
+            "--output-format",
+            "json",
+            "--allowedTools",
+            allowed,
+            "--debug-file",
+            str(debug),
+            *extra,
+            cwd=project,
+        )
+        result = json.loads(out)
+        [transcript] = self.claude_dir.glob(f"projects/*/{result['session_id']}.jsonl")
+        return Session(result["session_id"], transcript, result.get("result", ""))
+
+
+def install_settings(cc: ClaudeCode) -> None:
+    cli("install")
+
+
+def install_plugin(cc: ClaudeCode) -> None:
+    cc.claude("plugin", "marketplace", "add", str(repository_copy(cc.root / "repo")))
+    cc.claude("plugin", "install", "total-recall@total-recall")
+
+
+def repository_copy(target: Path) -> Path:
+    """The repository's files as a clone has them. Claude Code copies a plugin's source folder
+    whole into its cache, and a developer's virtualenvs and caches are no part of the plugin."""
+    ignore = shutil.ignore_patterns(
+        ".git", ".venv*", "__pycache__", ".pytest_cache", ".hypothesis", "*.egg-info", "build"
+    )
+    shutil.copytree(REPO, target, ignore=ignore)
+    return target
+
+
+INSTALLS = {"settings": install_settings, "plugin": install_plugin}
+
+
+@pytest.fixture(scope="module", params=ROUTES)
+def claude_code(request, claude_bin, tmp_path_factory):
+    root = tmp_path_factory.mktemp(f"e2e-{request.param}")
+    ours = {
+        "HOME": str(root / "home"),
+        "CLAUDE_CONFIG_DIR": str(root / "home" / ".claude"),
+        "TOTAL_RECALL_HOME": str(root / "tr-home"),
+        # The plugin's .mcp.json and the skills run `total-recall` from PATH.
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    Path(ours["CLAUDE_CONFIG_DIR"]).mkdir(parents=True)
+    with pytest.MonkeyPatch.context() as mp, FakeAnthropic() as fake:
+        for name, value in ours.items():
+            mp.setenv(name, value)
+        cc = ClaudeCode(request.param, claude_bin, fake, root, ours)
+        cli("init")
+        INSTALLS[cc.route](cc)
+        daemon = start_daemon(root / "daemon.log")
+        try:
+            wait_for(lambda: config.paths().socket.exists(), timeout=60)
+            yield cc
+        finally:
+            daemon.send_signal(signal.SIGTERM)
+            daemon.wait(timeout=60)
+
+
+@pytest.fixture
+def cc(claude_code, isolated_home, monkeypatch) -> ClaudeCode:
+    """The route, with our commands pointed at its home (isolated_home points them at the test's)."""
+    for name, value in claude_code.ours.items():
+        monkeypatch.setenv(name, value)
+    return claude_code
+
+
+# --- scenarios ----------------------------------------------------------------------------------
+
+
+def within(seconds: float, probe, explain):
+    """probe()'s first true value within `seconds`; else fail with explain()."""
+    try:
+        return wait_for(probe, timeout=seconds, interval=0.2)
+    except AssertionError:
+        raise AssertionError(f"not within {seconds} s: {explain()}") from None
+
+
+def search(cc: ClaudeCode, query: str, project: Path) -> list[dict]:
+    return cli_json("search", query, cwd=str(project))
+
+
+def decision_hit(cc: ClaudeCode, session: Session) -> dict | None:
+    return next(
+        (
+            r
+            for r in search(cc, "job queue database", cc.project("shop"))
+            if r["kind"] == "idea"
+            and r["intent"] == "decision"
+            and "PostgreSQL" in r["content"]
+            and r["source_file"] == str(session.transcript)
+        ),
+        None,
+    )
+
+
+def daemon_log_tail(cc: ClaudeCode) -> str:
+    return (cc.root / "daemon.log").read_text(encoding="utf-8", errors="replace")[-2000:]
+
+
+@pytest.fixture(scope="module")
+def decision(claude_code) -> Session:
+    """A session in project "shop" whose user states a decision."""
+    claude_code.fake.script(DECISION, ["Noted: PostgreSQL backs the job queue from now on."])
+    return claude_code.session(DECISION, claude_code.project("shop"))
+
+
+def test_a_decision_said_in_a_session_is_searchable_with_its_file_and_line(cc, decision):
+    hit = within(
+        SEARCHABLE_WITHIN,
+        lambda: decision_hit(cc, decision),
+        lambda: (
+            f"no decision from {decision.transcript} in search; "
+            f"queue: {cli_json('status')['queue']}; daemon log:\n{daemon_log_tail(cc)}"
+        ),
+    )
+    lines = decision.transcript.read_text(encoding="utf-8").splitlines()
+    assert "PostgreSQL for the job queue" in lines[hit["source_line"] - 1]
+
+
+def test_the_next_session_gets_the_decision_at_start_and_an_unrelated_project_does_not(cc, decision):
+    shop, garden = cc.project("shop"), cc.project("garden")
+    within(
+        SEARCHABLE_WITHIN,
+        lambda: "PostgreSQL" in digest_of(shop),
+        lambda: f"the shop digest lacks the decision: {digest_of(shop)!r}",
+    )
+    cc.session("Which database holds the job queue?", shop)
+    cc.session("Which seeds grow in the shade?", garden)
+    [asked] = cc.fake.conversation_requests("Which database holds the job queue?")
+    assert "<total-recall-context>" in asked["body"] and "PostgreSQL for the job queue" in asked["body"]
+    elsewhere = cc.fake.conversation_requests("Which seeds grow in the shade?")
+    assert elsewhere and not any("PostgreSQL" in request["body"] for request in elsewhere)
+
+
+def todo_write(status: str) -> dict:
+    todos = [{"content": t, "status": status, "activeForm": t} for t in TODOS]
+    return {"tool_use": {"name": "TodoWrite", "input": {"todos": todos}}}
+
+
+def todo_states(cc: ClaudeCode, project: Path) -> dict[str, bool]:
+    """Todo text -> closed, for each of TODOS that search finds as a todo."""
+    states = {}
+    for todo in TODOS:
+        for r in search(cc, todo, project):
+            if r["kind"] == "idea" and r["intent"] == "todo" and r["content"] == todo:
+                states[todo] = r["closed"]
+    return states
+
+
+def digest_of(project: Path) -> str:
+    """The project's digest; empty while nothing of the project is indexed yet."""
+    proc = cli("digest", "--json", cwd=str(project), check=False)
+    return json.loads(proc.stdout)["digest"] if proc.returncode == 0 else ""
+
+
+def test_a_todowrite_list_appears_as_open_todos_then_closes_when_completed(cc):
+    release = cc.project("release")
+    cc.fake.script("Plan the 2.0 release.", [todo_write("pending"), "Two steps are planned."])
+    cc.fake.script("The release is tagged and announced.", [todo_write("completed"), "Both are done."])
+    cc.session("Plan the 2.0 release.", release)
+    within(
+        SEARCHABLE_WITHIN,
+        lambda: all(t in digest_of(release) for t in TODOS),
+        lambda: f"the open todos are not in the digest: {digest_of(release)!r}",
+    )
+    assert todo_states(cc, release) == {t: False for t in TODOS}
+    cc.session("The release is tagged and announced.", release, "--continue")
+    within(
+        SEARCHABLE_WITHIN,
+        lambda: not any(t in digest_of(release) for t in TODOS),
+        lambda: f"the completed todos are still in the digest: {digest_of(release)!r}",
+    )
+    assert todo_states(cc, release) == {t: True for t in TODOS}  # still found, marked done
+
+
+def files_holding(folder: Path, secret: bytes) -> list[str]:
+    return [str(p) for p in folder.rglob("*") if p.is_file() and secret in p.read_bytes()]
+
+
+def fully_indexed(cc: ClaudeCode, session: Session, query: str, project: Path) -> bool:
+    """The session is found by `query` and nothing is left in the queue."""
+    found = any(r["source_file"] == str(session.transcript) for r in search(cc, query, project))
+    return found and not any(cli_json("status")["queue"][state] for state in ("pending", "claimed"))
+
+
+def test_a_secret_said_in_a_session_is_in_no_file_of_our_home(cc):
+    vault = cc.project("vault")
+    prompt = f"We decided to deploy staging with the GitHub token {SECRET} from the team vault."
+    cc.fake.script("deploy staging with the GitHub token", [f"I will push with {SECRET} to staging."])
+    session = cc.session(prompt, vault)
+    within(
+        SEARCHABLE_WITHIN,
+        lambda: fully_indexed(cc, session, "deploy staging", vault),
+        lambda: f"the session was not indexed; daemon log:\n{daemon_log_tail(cc)}",
+    )
+    assert SECRET.encode() in session.transcript.read_bytes()  # Claude Code's file has it; ours must not
+    assert files_holding(cc.home, SECRET.encode()) == []
+    assert SECRET not in (cc.root / "daemon.log").read_text(encoding="utf-8", errors="replace")
+
+
+def texts(value) -> list[str]:
+    """Every string inside a parsed JSON value (system prompt, messages, tool descriptions)."""
+    if isinstance(value, str):
+        return [value]
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else []
+    return [text for item in items for text in texts(item)]
+
+
+def test_claude_code_lists_our_skills_hooks_and_mcp_server(cc, decision):
+    # What the model is told: our model-invoked skills, under the plugin's namespace when it brings them.
+    prefix = "total-recall:" if cc.route == "plugin" else ""
+    told = "\n".join(texts(cc.fake.conversation_requests(DECISION)[0]["json"]))
+    for skill in ("remember", "memorize"):
+        assert re.search(rf"^- {prefix}{skill}: .*total-recall", told, re.MULTILINE), skill
+    if cc.route == "plugin":
+        details = cc.claude("plugin", "details", "total-recall")
+        for name in (
+            "remember",
+            "memorize",
+            "memory-stats",
+            "memory-topics",
+            "memory-backfill",
+            "SessionStart",
+            "UserPromptSubmit",
+            "Stop",
+            "SessionEnd",
+        ):
+            assert name in details
+        assert "MCP servers (1)" in details and "total-recall" in details.split("MCP servers (1)")[1]
+    else:
+        listed = cc.claude("mcp", "list")  # starts the server to check it
+        assert re.search(r"^total-recall: .* Connected", listed, re.MULTILINE), listed
+
+
+def test_a_tool_call_from_the_model_reaches_our_mcp_server_and_its_answer_returns(cc, decision):
+    shop = cc.project("shop")
+    within(SEARCHABLE_WITHIN, lambda: decision_hit(cc, decision), lambda: "the decision was not indexed")
+    ask = "Look up in our memory what we chose for the job queue."
+    call = {"tool_use": {"name_matching": MCP_SEARCH, "input": {"query": "job queue database"}}}
+    cc.fake.script(ask, [call, "It is PostgreSQL, as decided."])
+    cc.session(ask, shop)
+    offered = [t["name"] for t in cc.fake.conversation_requests(ask)[0]["json"]["tools"]]
+    assert any(n.endswith("total-recall__search") for n in offered), offered
+    answers = [r for request in cc.fake.conversation_requests(ask) for r in tool_results(request["json"])]
+    assert answers, "the model's tool call was never answered"
+    text = json.dumps(answers[-1]["content"])
+    assert not answers[-1].get("is_error"), text
+    assert "PostgreSQL for the job queue" in text and decision.transcript.name in text
