@@ -19,6 +19,9 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+# Read at import, before the autouse isolation fixture drops every TOTAL_RECALL_* variable.
+REQUIRE_BROWSER = bool(os.environ.get("TOTAL_RECALL_REQUIRE_BROWSER"))
+
 from helpers import cli, env, write_transcript
 
 PROJECT = "/home/dev/projects/atlas"
@@ -219,7 +222,7 @@ def _chromium():
     for browser in ("chromium", "chromium-browser", "google-chrome"):
         if shutil.which(browser) and shutil.which("chromedriver"):
             return shutil.which(browser), shutil.which("chromedriver")
-    if os.environ.get("TOTAL_RECALL_REQUIRE_BROWSER"):
+    if REQUIRE_BROWSER:
         pytest.fail("Chromium and chromedriver are required here (apt-get install chromium chromium-driver)")
     pytest.skip("no system Chromium/chromedriver (apt-get install chromium chromium-driver)")
 
