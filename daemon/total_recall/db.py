@@ -58,7 +58,16 @@ class Database:
         return self.conn.executemany(sql, rows)
 
     def one(self, sql: str, params: Any = ()) -> Any:
+        """The first row (a sqlite3.Row: by name, row["id"]) or None."""
         return self.conn.execute(sql, params).fetchone()
+
+    def all(self, sql: str, params: Any = ()) -> list:
+        """Every row, as sqlite3.Row (read by column name)."""
+        return self.conn.execute(sql, params).fetchall()
+
+    def column(self, sql: str, params: Any = ()) -> list:
+        """The first column of every row (ids, paths, names)."""
+        return [row[0] for row in self.conn.execute(sql, params)]
 
     def scalar(self, sql: str, params: Any = (), default: Any = None) -> Any:
         row = self.conn.execute(sql, params).fetchone()
@@ -183,6 +192,7 @@ def _probe_drivers(forced: str) -> tuple[str, Any, str | None, str | None]:
 def _open_raw(path: Path, busy_timeout: float, driver: str) -> Database:
     name, dbapi, version, error = choose_driver(driver)
     conn = dbapi.connect(str(path), isolation_level=None, check_same_thread=False, timeout=busy_timeout)
+    conn.row_factory = dbapi.Row  # rows are read by column name (row["project"]), never by position
     if version is not None:
         try:
             _load_vec(conn, dbapi)
