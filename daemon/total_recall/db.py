@@ -279,7 +279,9 @@ def _statements(script: str) -> list[str]:
             if buf.strip():
                 out.append(buf.strip())
             buf = ""
-    if buf.strip() and not all(line.strip().startswith("--") or not line.strip() for line in buf.splitlines()):
+    if buf.strip() and not all(
+        line.strip().startswith("--") or not line.strip() for line in buf.splitlines()
+    ):
         raise SchemaError(f"incomplete SQL statement at end of migration: {buf.strip()[:80]!r}")
     return out
 
@@ -355,9 +357,30 @@ def drop_vector_tables(db: Database) -> None:
         db.execute("DROP TABLE IF EXISTS chunk_embeddings")
         db.execute("UPDATE ideas SET needs_embedding = 1")
         db.execute("UPDATE spans SET needs_embedding = 1")
-        db.execute("UPDATE chunks SET needs_embedding = 1 WHERE kind != 'tool_result' AND content NOT LIKE '[tool %'")
+        db.execute(
+            "UPDATE chunks SET needs_embedding = 1 WHERE kind != 'tool_result' AND content NOT LIKE '[tool %'"
+        )
         for key in ("embed_model", "embed_dim", "embed_model_mismatch"):
             db.execute("DELETE FROM meta WHERE key = ?", (key,))
+
+
+def sqlite_version(db: Database) -> str:
+    return db.scalar("SELECT sqlite_version()")
+
+
+def fts5_available(db: Database) -> bool:
+    """Whether this SQLite has FTS5 (a throwaway temp table is created and dropped)."""
+    try:
+        db.execute("CREATE VIRTUAL TABLE temp._tr_fts USING fts5(x)")
+        db.execute("DROP TABLE temp._tr_fts")
+        return True
+    except db.dbapi.Error:
+        return False
+
+
+def checkpoint(db: Database) -> Any:
+    """PRAGMA wal_checkpoint(TRUNCATE): the row (busy, log, checkpointed)."""
+    return db.one("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
 def table_exists(db: Database, name: str) -> bool:
@@ -368,6 +391,9 @@ def table_exists(db: Database, name: str) -> bool:
 
 def vector_tables_exist(db: Database) -> bool:
     return bool(
-        db.scalar("SELECT count(*) FROM sqlite_master WHERE name IN ('idea_embeddings', 'span_embeddings')", default=0)
+        db.scalar(
+            "SELECT count(*) FROM sqlite_master WHERE name IN ('idea_embeddings', 'span_embeddings')",
+            default=0,
+        )
         == 2
     )
