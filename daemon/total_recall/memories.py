@@ -75,3 +75,96 @@ def session_spans(db: Database, session: str) -> list:
 
 def span(db: Database, span_id: int) -> Any:
     return db.one("SELECT * FROM spans WHERE id = ?", (span_id,))
+
+
+# --- digests --------------------------------------------------------------------------------------
+
+# A decision another one superseded is history, not the current state.
+CURRENT = "id NOT IN (SELECT to_id FROM relations WHERE relation_type = 'supersedes')"
+# The kinds of a project's ideas a digest lists, newest first.
+IDEA_KINDS = {
+    "pinned": "AND pinned = 1",
+    "open questions": "AND intent = 'question' AND answered = 0",
+    "open todos": "AND intent = 'todo' AND closed_source_line IS NULL",
+    "current decisions": f"AND intent = 'decision' AND {CURRENT}",
+    "convention candidates": "AND intent IN ('decision', 'conclusion', 'context')",
+    "conclusions": "AND intent = 'conclusion'",
+    "problems": "AND intent = 'problem'",
+}
+
+
+def _project_where(project: str, branch: str | None) -> tuple[str, tuple]:
+    return ("project = ? AND git_branch = ?", (project, branch)) if branch else ("project = ?", (project,))
+
+
+def project_ideas(db: Database, project: str, branch: str | None, kind: str, limit: int) -> list:
+    """A project's (or branch's) ideas of one IDEA_KINDS kind, newest first: id, content,
+    message_time, source_file, source_line, intent."""
+    where, params = _project_where(project, branch)
+    return db.all(
+        f"SELECT id, content, message_time, source_file, source_line, intent FROM ideas WHERE {where} "
+        f"{IDEA_KINDS[kind]} ORDER BY message_time DESC, id DESC LIMIT ?",
+        (*params, limit),
+    )
+
+
+def project_summary(db: Database, project: str, branch: str | None) -> Any:
+    """ideas, sessions, first, last (message times) of a project or branch."""
+    where, params = _project_where(project, branch)
+    return db.one(
+        "SELECT count(*) AS ideas, count(DISTINCT session_id) AS sessions, min(message_time) AS first, "
+        f"max(message_time) AS last FROM ideas WHERE {where}",
+        params,
+    )
+
+
+def fixes_of(db: Database, problem_id: int) -> list:
+    """The ideas that answer a problem: content, source_file, source_line."""
+    return db.all(
+        "SELECT i.content, i.source_file, i.source_line FROM relations r JOIN ideas i "
+        "ON i.id = r.from_id WHERE r.to_id = ? AND r.relation_type = 'answers'",
+        (problem_id,),
+    )
+
+
+def branches(db: Database, project: str) -> list[str]:
+    return db.column(
+        "SELECT DISTINCT git_branch FROM ideas WHERE project = ? AND git_branch != ''", (project,)
+    )
+
+
+def last_session(db: Database, project: str) -> Any:
+    """The project's latest session: session_id, ended (its last span end), or None."""
+    return db.one(
+        "SELECT session_id, max(ended_at) AS ended FROM spans WHERE project = ? AND depth = 0 "
+        "GROUP BY session_id ORDER BY max(ended_at) DESC LIMIT 1",
+        (project,),
+    )
+
+
+def session_topics(db: Database, session: str) -> list:
+    """A session's top-level topics in order: name, summary."""
+    return db.all(
+        "SELECT name, summary FROM spans WHERE session_id = ? AND depth = 1 ORDER BY start_line", (session,)
+    )
+
+
+def ideas_since(db: Database, since: str, projects: list[str] | None) -> list:
+    """Non-context ideas from `since` on (of these projects), oldest first: project, message_time,
+    intent, content, id."""
+    psql = f" AND project IN ({marks(projects)})" if projects else ""
+    return db.all(
+        f"SELECT project, message_time, intent, content, id FROM ideas WHERE substr(message_time, 1, 19) >= ?{psql} "
+        f"AND intent != 'context' ORDER BY message_time",
+        (since, *(projects or [])),
+    )
+
+
+def topics_since(db: Database, since: str, projects: list[str] | None) -> list:
+    """Top-level topics started from `since` on: project, started_at, name."""
+    psql = f" AND project IN ({marks(projects)})" if projects else ""
+    return db.all(
+        f"SELECT project, started_at, name FROM spans WHERE depth = 1 AND substr(started_at, 1, 19) >= ?{psql} "
+        f"ORDER BY started_at",
+        (since, *(projects or [])),
+    )
