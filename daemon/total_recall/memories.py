@@ -168,3 +168,62 @@ def topics_since(db: Database, since: str, projects: list[str] | None) -> list:
         f"ORDER BY started_at",
         (since, *(projects or [])),
     )
+
+
+# --- ideas: corrections by the user ---------------------------------------------------------------
+
+
+def idea(db: Database, idea_id: int) -> Any:
+    """id, content, intent, pinned, project, confidence of one idea, or None."""
+    return db.one(
+        "SELECT id, content, intent, pinned, project, confidence FROM ideas WHERE id = ?", (idea_id,)
+    )
+
+
+def set_pinned(db: Database, idea_id: int, pinned: bool, now: float) -> None:
+    db.execute("UPDATE ideas SET pinned = ?, updated_at = ? WHERE id = ?", (int(pinned), now, idea_id))
+
+
+def set_content(db: Database, idea_id: int, text: str, content_hash: str, now: float) -> None:
+    """New text for an idea; its vector is stale until re-embedded."""
+    db.execute(
+        "UPDATE ideas SET content = ?, content_hash = ?, needs_embedding = 1, updated_at = ? WHERE id = ?",
+        (text, content_hash, now, idea_id),
+    )
+
+
+def projects_of(db: Database, idea_ids: list[int]) -> list[str]:
+    return db.column(f"SELECT project FROM ideas WHERE id IN ({marks(idea_ids)})", idea_ids)
+
+
+# --- proposals (the extractor's suggested changes to pinned ideas) -------------------------------
+
+
+def proposals(db: Database, state: str) -> list[dict]:
+    rows = db.all(
+        "SELECT p.id, p.kind, p.target_id, t.content AS target, p.new_idea_id, n.content AS new, p.created_at, "
+        "p.state FROM proposals p JOIN ideas t ON t.id = p.target_id LEFT JOIN ideas n ON n.id = p.new_idea_id "
+        "WHERE p.state = ? ORDER BY p.id",
+        (state,),
+    )
+    return [dict(r) for r in rows]
+
+
+def proposal(db: Database, proposal_id: int) -> Any:
+    """kind, target_id, new_idea_id, state of one proposal, or None."""
+    return db.one("SELECT kind, target_id, new_idea_id, state FROM proposals WHERE id = ?", (proposal_id,))
+
+
+def apply_proposal(db: Database, kind: str, target: int, new_id: int, now: float) -> None:
+    """The new idea relates to the target; one that supersedes it also takes its pin."""
+    db.execute(
+        "INSERT OR IGNORE INTO relations (from_id, to_id, relation_type, created_at) VALUES (?, ?, ?, ?)",
+        (new_id, target, kind, now),
+    )
+    if kind == "supersedes":
+        db.execute("UPDATE ideas SET pinned = 0 WHERE id = ?", (target,))
+        db.execute("UPDATE ideas SET pinned = 1 WHERE id = ?", (new_id,))
+
+
+def decide_proposal(db: Database, proposal_id: int, state: str, now: float) -> None:
+    db.execute("UPDATE proposals SET state = ?, decided_at = ? WHERE id = ?", (state, now, proposal_id))
