@@ -383,6 +383,11 @@ def checkpoint(db: Database) -> Any:
     return db.one("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
+def integrity(db: Database) -> str:
+    """PRAGMA integrity_check's first line: "ok" when the file is sound."""
+    return db.scalar("PRAGMA integrity_check")
+
+
 def table_exists(db: Database, name: str) -> bool:
     """Whether a table (or virtual table) of that name exists: vec0 tables appear only once the
     embedding model's dimension is known, and migrations add tables to older databases."""

@@ -227,3 +227,113 @@ def apply_proposal(db: Database, kind: str, target: int, new_id: int, now: float
 
 def decide_proposal(db: Database, proposal_id: int, state: str, now: float) -> None:
     db.execute("UPDATE proposals SET state = ?, decided_at = ? WHERE id = ?", (state, now, proposal_id))
+
+
+# --- maintenance ----------------------------------------------------------------------------------
+
+
+def duplicate_groups(db: Database) -> list[list[int]]:
+    """Ids of ideas with the same project, intent and normalised text, per group (sorted)."""
+    rows = db.all(
+        "SELECT project, intent, content_hash, group_concat(id) AS ids FROM ideas "
+        "GROUP BY project, intent, content_hash HAVING count(*) > 1"
+    )
+    return [sorted(int(i) for i in r["ids"].split(",")) for r in rows]
+
+
+def merge_idea(db: Database, keep: int, dup: int) -> None:
+    """Fold `dup` into `keep`: its sources, relations and pin; the row goes (its vector is the caller's)."""
+    db.execute(
+        "INSERT OR IGNORE INTO idea_sources (idea_id, source_file, source_line, session_id, "
+        "message_time) SELECT ?, source_file, source_line, session_id, message_time "
+        "FROM idea_sources WHERE idea_id = ?",
+        (keep, dup),
+    )
+    db.execute("UPDATE OR IGNORE relations SET from_id = ? WHERE from_id = ?", (keep, dup))
+    db.execute("UPDATE OR IGNORE relations SET to_id = ? WHERE to_id = ?", (keep, dup))
+    db.execute(
+        "UPDATE ideas SET mention_count = (SELECT count(*) FROM idea_sources WHERE idea_id = ?), "
+        "pinned = max(pinned, (SELECT pinned FROM ideas WHERE id = ?)) WHERE id = ?",
+        (keep, dup, keep),
+    )
+    db.execute("DELETE FROM ideas WHERE id = ?", (dup,))
+
+
+def spans_without_summary(db: Database) -> list[int]:
+    return db.column("SELECT id FROM spans WHERE depth > 0 AND closed = 1 AND summary = ''")
+
+
+def best_ideas_of_span(db: Database, span_id: int, limit: int = 2) -> list[str]:
+    return db.column(
+        "SELECT content FROM ideas WHERE span_id = ? ORDER BY confidence DESC, id LIMIT ?", (span_id, limit)
+    )
+
+
+def set_span_summary(db: Database, span_id: int, summary: str) -> None:
+    db.execute("UPDATE spans SET summary = ?, needs_embedding = 1 WHERE id = ?", (summary, span_id))
+
+
+def projects(db: Database) -> list[str]:
+    return db.column("SELECT DISTINCT project FROM ideas WHERE project != ''")
+
+
+def optimize_fts(db: Database) -> None:
+    db.execute("INSERT INTO ideas_fts (ideas_fts) VALUES ('optimize')")
+    db.execute("INSERT INTO spans_fts (spans_fts) VALUES ('optimize')")
+
+
+def decay_activation(db: Database, factor: float, floor: float) -> None:
+    """Multiply every activation by `factor`; values under `floor` become 0."""
+    for table in ("ideas", "spans"):
+        db.execute(
+            f"UPDATE {table} SET activation = CASE WHEN activation * ? < ? THEN 0 ELSE activation * ? END "
+            f"WHERE activation > 0",
+            (factor, floor, factor),
+        )
+
+
+def session_ideas(db: Database, session: str) -> list:
+    """A session's ideas in line order: id, span_id, intent, content, source_line."""
+    return db.all(
+        "SELECT id, span_id, intent, content, source_line FROM ideas WHERE session_id = ? ORDER BY source_line, id",
+        (session,),
+    )
+
+
+# --- explicit notes -------------------------------------------------------------------------------
+
+
+def noted(db: Database, idea_id: int) -> Any:
+    """What a note stored: content, intent, pinned, project, session_id, source_file, source_line,
+    needs_embedding."""
+    return db.one(
+        "SELECT content, intent, pinned, project, session_id, source_file, source_line, needs_embedding "
+        "FROM ideas WHERE id = ?",
+        (idea_id,),
+    )
+
+
+def latest_branch(db: Database, source_file: str) -> str | None:
+    """The git branch of a transcript's latest message that names one."""
+    return db.scalar(
+        "SELECT git_branch FROM messages WHERE source_file = ? AND git_branch != '' ORDER BY source_line DESC LIMIT 1",
+        (source_file,),
+    )
+
+
+def open_span(db: Database, session: str, source_file: str) -> int | None:
+    """The deepest open span of a session's transcript, or None."""
+    return db.scalar(
+        "SELECT id FROM spans WHERE session_id = ? AND source_file = ? AND closed = 0 "
+        "ORDER BY depth DESC, id DESC LIMIT 1",
+        (session, source_file),
+    )
+
+
+def next_line(db: Database, source_file: str) -> int:
+    """One past the last line any idea of this (pseudo-)source cites."""
+    return int(
+        db.scalar(
+            "SELECT coalesce(max(source_line), 0) + 1 FROM ideas WHERE source_file = ?", (source_file,), 1
+        )
+    )
