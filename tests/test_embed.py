@@ -227,7 +227,7 @@ def test_get_embedder_openai_from_environment_talks_to_the_endpoint():
 
 
 @pytest.mark.parametrize("environ, message", [
-    ({"TOTAL_RECALL_EMBED_PROVIDER": "cohere"}, "not one of"),
+    ({"TOTAL_RECALL_EMBED_PROVIDER": "cohere"}, "must be one of"),
     ({"TOTAL_RECALL_EMBED_PROVIDER": "openai"}, "needs an API key"),
     ({"TOTAL_RECALL_EMBED_MODEL": "bge-small"}, "local provider only has"),
 ])

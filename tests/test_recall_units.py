@@ -89,3 +89,32 @@ def test_forget_removes_the_lines_words_from_search(tmp_path):
     hits = cli_json("search", "memcached evicts entries under memory pressure", "--project", "atlas")
     assert all((r["source_file"], r.get("source_line")) != (str(path), 3) for r in hits)
     assert db_rows("SELECT count(*) FROM chunks WHERE source_file = ? AND source_line = 3", (str(path),)) == [(0,)]
+
+
+def test_an_idea_that_is_its_whole_line_shares_the_lines_vector_and_a_part_has_its_own(tmp_path):
+    """Embedding is most of the indexing time: an idea that is (nearly) its line's whole window
+    takes the window's vector; an idea that is one sentence of a longer turn is embedded itself."""
+    path = tmp_path / "claude" / "projects" / "-home-dev-projects-atlas" / f"{SESSION}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join([
+        _line("user", "Thanks, Sam! We decided to use PostgreSQL for the job queue because it already stores the orders.", 1),
+        _line("assistant", [{"type": "text", "text": (
+            "I read the worker logs from last night and the two crash reports that came with them. "
+            "We decided to pin redis-py to 5.0 because 5.1 breaks the connection pool. "
+            "The dashboards, the staging copy and the nightly export all look fine to me, and nothing "
+            "else in the logs stood out as worth a closer look this morning.")}], 2, "msg_b"),
+    ]) + "\n")
+    cli("backfill", str(path), "--wait")
+
+    def vectors(line: int) -> tuple[list[bytes], list[bytes]]:
+        ideas = db_rows("SELECT e.embedding FROM ideas i JOIN idea_embeddings e ON e.idea_id = i.id "
+                        "WHERE i.source_line = ?", (line,))
+        chunks = db_rows("SELECT e.embedding FROM chunks c JOIN chunk_embeddings e ON e.chunk_id = c.id "
+                         "WHERE c.source_line = ?", (line,))
+        return [r[0] for r in ideas], [r[0] for r in chunks]
+
+    ideas, chunks = vectors(1)
+    # the decision is the prompt but for its thanks: one vector, embedded once
+    assert len(ideas) == 1 and chunks == ideas
+    ideas, chunks = vectors(2)
+    assert ideas and len(chunks) == 1 and all(v != chunks[0] for v in ideas)  # a sentence of a long turn
