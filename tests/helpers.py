@@ -87,6 +87,6 @@ def db_rows(sql: str, params=()) -> list[tuple]:
 
     conn = db.connect(config.paths().db, migrate_to_head=False)
     try:
-        return conn.execute(sql, params).fetchall()
+        return [tuple(row) for row in conn.execute(sql, params).fetchall()]
     finally:
         conn.close()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -177,8 +178,8 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("foundation", {"__init__", "errors", "log", "retry", "config", "projects", "redact", "query", "render",
                     "transcript", "install", "assets", "extract"}),
     ("models", {"extract.protocol", "extract.offline", "extract.llm", "embed"}),
-    ("storage", {"db", "queue", "trust"}),
-    ("storage owners", {"store", "vectors"}),
+    ("storage", {"db", "queue", "trust", "state"}),
+    ("storage owners", {"store", "vectors", "memories", "erasure"}),
     ("engine", {"indexer", "search"}),
     ("memory", {"digest", "curate", "maintain", "note"}),
     ("runtime", {"daemon", "server"}),
@@ -279,3 +280,80 @@ def test_the_layer_checks_see_what_they_must():
     assert upward_imports({"db": {"search"}, "search": {"db"}, "cli": {"search"}}, table) == [
         "db (low) imports search (high)"]
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+# --- where SQL lives (issue 11) ----------------------------------------------------------------------
+# SQL text is written only in the modules that own storage (DESIGN.md "Where SQL lives"); every
+# other module calls their named functions. The stdlib hooks (outside the package) are the one
+# documented exception: they cannot import the package.
+SQL_OWNERS = {"db", "queue", "trust", "state", "store", "vectors", "memories", "erasure"}
+# Modules whose queries have not moved yet (issue 11); this set only shrinks.
+SQL_NOT_YET_MOVED = {"browse", "indexer", "recover", "search"}
+# A statement start: the keyword and what must follow it in SQL, so prose ("Create the home
+# folder", "Drop a name ...", "replace") is not taken for a query.
+SQL_START = re.compile(
+    r"\s*(SELECT\s+(.*(\bFROM\b|\w\()|[\d?'])|INSERT\s+(OR\s+\w+\s+)?INTO\s|UPDATE\s+(OR\s+\w+\s+)?\S+\s+SET\s"
+    r"|DELETE\s+FROM\s|CREATE\s+(TEMP\w*\s+|UNIQUE\s+|VIRTUAL\s+)*(TABLE|INDEX|TRIGGER|VIEW)\s"
+    r"|DROP\s+(TABLE|INDEX|TRIGGER|VIEW)\s|PRAGMA\s+\w+|WITH\s+(RECURSIVE\s+)?\w+(\s*\([\w, ]*\))?\s+AS\s*\("
+    r"|BEGIN(\s+(IMMEDIATE|DEFERRED|EXCLUSIVE|TRANSACTION))?\s*;?\s*$|REPLACE\s+INTO\s|ALTER\s+TABLE\s)",
+    re.IGNORECASE | re.DOTALL)
+
+
+def docstrings(tree: ast.AST) -> set[int]:
+    """ids of the docstring constants (prose that may begin "Create ..." or "Drop ...")."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                out.add(id(first.value))
+    return out
+
+
+def sql_strings(source: str) -> list[tuple[int, str]]:
+    """(line, start) of every string constant (f-strings by their leading text) that begins like
+    an SQL statement."""
+    tree = ast.parse(source)
+    skip = docstrings(tree)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr):  # the text with every {placeholder} as "x"
+            skip |= {id(v) for v in node.values}
+            text = "".join(v.value if isinstance(v, ast.Constant) else "x" for v in node.values)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
+            text = node.value
+        else:
+            continue
+        if SQL_START.match(text):
+            found.append((node.lineno, " ".join(text.split())[:60]))
+    return sorted(found)
+
+
+@pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_sql_is_written_only_in_the_storage_modules(path):
+    if module_name(path) in SQL_OWNERS | SQL_NOT_YET_MOVED:
+        return
+    found = sql_strings(path.read_text(encoding="utf-8"))
+    assert not found, (f"{module_name(path)} holds SQL; move it into a storage module "
+                       f"({', '.join(sorted(SQL_OWNERS))}):\n" + "\n".join(f"  line {n}: {t}" for n, t in found))
+
+
+def test_the_sql_check_sees_what_it_must():
+    source = (
+        '"""Create the home folder."""\n'
+        'x = "replace"\n'
+        'y = "Drop a name the speaker addresses"\n'
+        'a = db.one("SELECT id FROM ideas WHERE id = ?", (1,))\n'
+        'b = f"UPDATE {table} SET x = 1"\n'
+        'c = "  with recent(id) AS (SELECT 1) SELECT id FROM recent"\n'
+        'd = "PRAGMA quick_check"\n'
+        'e = "Select the best of them, then delete it"\n'
+        'f = "BEGIN IMMEDIATE"\n'
+        'g = "begin the work"\n'
+        'h = "SELECT 1"\n'
+    )
+    assert [n for n, _ in sql_strings(source)] == [4, 5, 6, 7, 9, 11]
+
+
+def test_every_sql_owner_is_a_module():
+    assert SQL_OWNERS <= set(import_graph())

@@ -165,7 +165,7 @@ def test_step_completes_a_missing_transcript_with_a_note(daemon, tmp_path):
     gone.parent.mkdir(parents=True, exist_ok=True)
     queue.enqueue(worker.db, str(gone), event="SessionEnd", now=clock())
     assert worker.step() is True
-    assert worker.db.one("SELECT state, last_error FROM work_queue") == ("done", "transcript missing")
+    assert tuple(worker.db.one("SELECT state, last_error FROM work_queue")) == ("done", "transcript missing")
 
 
 def test_step_drains_the_spool_the_hook_wrote(daemon, tmp_path):

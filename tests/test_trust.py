@@ -803,7 +803,7 @@ def test_forget_removes_rows_of_every_listed_table_of_conversation_text(tmp_path
         assert "Chunkcanary8" not in contexts
         report = curate.forget(database, session="sess-chunk")
         assert report["chunks_removed"] >= 1
-        assert database.execute("SELECT count(*) FROM chunks").fetchone() == (0,)
+        assert database.scalar("SELECT count(*) FROM chunks") == 0
     finally:
         database.close()
     assert found_in_home("Chunkcanary8") == []

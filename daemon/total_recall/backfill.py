@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from total_recall import config, queue, transcript, trust
+from total_recall import config, queue, state, transcript, trust
 from total_recall.db import Database
 from total_recall.errors import NotFound, TotalRecallError
 from total_recall.projects import transcript_folder
@@ -44,15 +44,22 @@ def targets(path: str | None, *, all_transcripts: bool, session: str | None) -> 
 
 
 def _already_indexed(db: Database, path: Path) -> bool:
-    row = db.one("SELECT byte_offset FROM index_state WHERE source_file = ?", (str(path),))
+    offset = state.byte_offset(db, str(path))
     try:
-        return bool(row) and row[0] == path.stat().st_size
+        return offset is not None and offset == path.stat().st_size
     except OSError:
         return False
 
 
-def backfill(settings: config.Settings, path: str | None, *, all_transcripts: bool = False, session: str | None = None,
-             wait: bool = False, progress: Progress | None = None) -> dict:
+def backfill(
+    settings: config.Settings,
+    path: str | None,
+    *,
+    all_transcripts: bool = False,
+    session: str | None = None,
+    wait: bool = False,
+    progress: Progress | None = None,
+) -> dict:
     """Queue the transcripts; with wait, index them (here or by the daemon) and say how it went.
     progress(done, total, started) is called as files finish (the CLI draws a bar with it)."""
     from total_recall import db as dbmod
@@ -63,29 +70,33 @@ def backfill(settings: config.Settings, path: str | None, *, all_transcripts: bo
         refused = {str(f): trust.refusal(str(f), settings) for f in files}
         if path and len(files) == 1 and refused[str(files[0])]:
             root = config.claude_config_dir() / "projects"
-            raise TotalRecallError(f"{path}: {refused[str(files[0])]}; only transcripts under {root} "
-                                   "(or [privacy] extra_roots) are read")
+            raise TotalRecallError(
+                f"{path}: {refused[str(files[0])]}; only transcripts under {root} "
+                "(or [privacy] extra_roots) are read"
+            )
         files = [f for f in files if not refused[str(f)]]
         queued = []
         for f in files:
             if _already_indexed(database, f):
                 continue
-            queue.enqueue(database, str(f), session_id=transcript.session_of(f), event="backfill",
-                          size_seen=f.stat().st_size)
+            queue.enqueue(
+                database,
+                str(f),
+                session_id=transcript.session_of(f),
+                event="backfill",
+                size_seen=f.stat().st_size,
+            )
             queued.append(str(f))
-        result = {"transcripts": len(files), "queued": len(queued), "already_indexed": len(files) - len(queued)}
+        result = {
+            "transcripts": len(files),
+            "queued": len(queued),
+            "already_indexed": len(files) - len(queued),
+        }
         if wait and queued:
             result.update(wait_for(database, settings, queued, progress=progress))
         return result
     finally:
         database.close()
-
-
-def _remaining(db: Database, files: list[str]) -> int:
-    marks = ",".join("?" * len(files))
-    return int(db.scalar(
-        f"SELECT count(DISTINCT transcript_path) FROM work_queue WHERE state IN ('pending', 'claimed') "
-        f"AND transcript_path IN ({marks})", files, 0))
 
 
 def wait_for(db: Database, settings: config.Settings, files: list[str], *, progress: Progress | None) -> dict:
@@ -104,7 +115,7 @@ def wait_for(db: Database, settings: config.Settings, files: list[str], *, progr
         queue.release_all_claims(db)  # we hold the lock: claims left behind are a dead worker's
         worker = daemon.Daemon(db, settings, config.paths())
     try:
-        while (left := _remaining(db, files)) > 0:
+        while (left := queue.unfinished(db, files)) > 0:
             if progress:
                 progress(len(files) - left, len(files), started)
             if worker is not None:
@@ -116,34 +127,58 @@ def wait_for(db: Database, settings: config.Settings, files: list[str], *, progr
         if lock is not None:
             lock.release()
     if progress:
-        progress(len(files) - _remaining(db, files), len(files), started)
-    return {"indexed_by": "this process" if worker is not None else "daemon",
-            "seconds": round(time.time() - started, 2), **outcome(db, files)}
+        progress(len(files) - queue.unfinished(db, files), len(files), started)
+    return {
+        "indexed_by": "this process" if worker is not None else "daemon",
+        "seconds": round(time.time() - started, 2),
+        **outcome(db, files),
+    }
 
 
 def outcome(db: Database, files: list[str]) -> dict:
     """What really happened to each file: indexed, still pending after an error, or parked."""
-    marks = ",".join("?" * len(files))
-    rows = db.execute(
-        f"SELECT transcript_path, state, last_error, attempts FROM work_queue "
-        f"WHERE transcript_path IN ({marks}) ORDER BY id", files).fetchall()
+    rows = queue.rows_of(db, files)
     rank = {"pending": 3, "claimed": 3, "parked": 2, "done": 1}
     latest: dict[str, tuple] = {}  # path -> (state, error, attempts) of its least finished row
-    for path, state, error, attempts in rows:
+    for row in rows:
+        path, status, error, attempts = (
+            row["transcript_path"],
+            row["state"],
+            row["last_error"],
+            row["attempts"],
+        )
         old = latest.get(path)
-        if old is None or rank.get(state, 0) > rank.get(old[0], 0) or (rank.get(state) == rank.get(old[0])
-                                                                        and error):
-            latest[path] = (state, error, attempts)
-    indexed = [p for p, (state, _, _) in latest.items() if state == "done"]
-    parked = [p for p, (state, _, _) in latest.items() if state == "parked"]
-    errored = [p for p, (state, error, _) in latest.items() if state in ("pending", "claimed") and error]
-    waiting = [p for p, (state, error, _) in latest.items() if state in ("pending", "claimed") and not error]
-    out: dict = {"indexed": len(indexed), "pending_with_errors": len(errored), "parked": len(parked),
-                 "still_pending": len(waiting)}
-    problems = [{"transcript": p, "state": "parked" if p in parked else "pending",
-                 "attempts": latest[p][2], "error": latest[p][1]} for p in parked + errored]
+        if (
+            old is None
+            or rank.get(status, 0) > rank.get(old[0], 0)
+            or (rank.get(status) == rank.get(old[0]) and error)
+        ):
+            latest[path] = (status, error, attempts)
+    indexed = [p for p, (status, _, _) in latest.items() if status == "done"]
+    parked = [p for p, (status, _, _) in latest.items() if status == "parked"]
+    errored = [p for p, (status, error, _) in latest.items() if status in ("pending", "claimed") and error]
+    waiting = [
+        p for p, (status, error, _) in latest.items() if status in ("pending", "claimed") and not error
+    ]
+    out: dict = {
+        "indexed": len(indexed),
+        "pending_with_errors": len(errored),
+        "parked": len(parked),
+        "still_pending": len(waiting),
+    }
+    problems = [
+        {
+            "transcript": p,
+            "state": "parked" if p in parked else "pending",
+            "attempts": latest[p][2],
+            "error": latest[p][1],
+        }
+        for p in parked + errored
+    ]
     if problems:
         out["problems"] = problems
-        out["hint"] = ("pending items are retried by the daemon (`total-recall up` or "
-                       "`total-recall daemon`); parked ones after `total-recall retry`")
+        out["hint"] = (
+            "pending items are retried by the daemon (`total-recall up` or "
+            "`total-recall daemon`); parked ones after `total-recall retry`"
+        )
     return out

@@ -7,26 +7,24 @@ SOURCE_TABLES) and leaves tombstones so that re-indexing never brings it back.
 
 from __future__ import annotations
 
-import json
 import os
 import time
-from datetime import datetime
 from pathlib import Path
 
 import structlog
 
-from total_recall import config, maintain, store, trust, vectors
-from total_recall.db import Database, table_exists
+from total_recall import config, erasure, maintain, memories, store, vectors
+from total_recall.db import Database
 from total_recall.errors import NotFound, TotalRecallError
 
 log = structlog.get_logger(__name__)
 
 
 def _idea(db: Database, idea_id: int) -> dict:
-    row = db.one("SELECT id, content, intent, pinned, project, confidence FROM ideas WHERE id = ?", (idea_id,))
+    row = memories.idea(db, idea_id)
     if row is None:
         raise NotFound(f"no memory with id {idea_id}")
-    return dict(zip(("id", "content", "intent", "pinned", "project", "confidence"), row))
+    return dict(row)
 
 
 def _event(db: Database, object_id: int | None, action: str, old, new, cause: str = "user") -> None:
@@ -47,8 +45,10 @@ def refresh_digests(db: Database, projects) -> None:
 def pin(db: Database, idea_id: int, pinned: bool = True) -> dict:
     with db.write():
         idea = _idea(db, idea_id)
-        db.execute("UPDATE ideas SET pinned = ?, updated_at = ? WHERE id = ?", (int(pinned), time.time(), idea_id))
-        _event(db, idea_id, "pin" if pinned else "unpin", {"pinned": bool(idea["pinned"])}, {"pinned": pinned})
+        memories.set_pinned(db, idea_id, pinned, time.time())
+        _event(
+            db, idea_id, "pin" if pinned else "unpin", {"pinned": bool(idea["pinned"])}, {"pinned": pinned}
+        )
     refresh_digests(db, [idea["project"]])
     return {"id": idea_id, "pinned": pinned, "content": idea["content"]}
 
@@ -59,37 +59,11 @@ def edit(db: Database, idea_id: int, text: str) -> dict:
         raise TotalRecallError("the new text is empty; use `total-recall forget` to remove a memory")
     with db.write():
         idea = _idea(db, idea_id)
-        db.execute("UPDATE ideas SET content = ?, content_hash = ?, needs_embedding = 1, updated_at = ? WHERE id = ?",
-                   (text, store.content_hash(text), time.time(), idea_id))
+        memories.set_content(db, idea_id, text, store.content_hash(text), time.time())
         vectors.delete(db, "ideas", [idea_id])
         _event(db, idea_id, "edit", {"content": idea["content"]}, {"content": text})
     refresh_digests(db, [idea["project"]])
     return {"id": idea_id, "old": idea["content"], "new": text}
-
-
-# Every table that holds text derived from a conversation, with the columns that tie a row to
-# where it was said (None: the table has no such column). `forget` removes rows by these columns;
-# a table added later that stores conversation text (for example an index of messages) belongs
-# here. Full-text tables follow their owner and are rebuilt after a forget (FTS_TABLES); vector
-# tables are keyed by their owner's id (vectors.TABLES). memory_events keeps its rows, not their text.
-SOURCE_TABLES: dict[str, dict[str, str | None]] = {
-    "ideas": {"file": "source_file", "line": "source_line", "session": "session_id", "project": "project",
-              "time": "message_time"},
-    "messages": {"file": "source_file", "line": "source_line", "session": "session_id", "project": "project",
-                 "time": "timestamp"},
-    "spans": {"file": "source_file", "line": None, "session": "session_id", "project": "project",
-              "time": "started_at"},
-    # Search chunks of the conversation's own lines (the recall work); skipped while absent.
-    # "quotes": a column holding the end of an earlier turn, blanked where it quotes what went.
-    "chunks": {"file": "source_file", "line": "source_line", "also_line": "message_line",
-               "session": "session_id", "project": "project", "time": "timestamp", "quotes": "context"},
-}
-FTS_TABLES = ("ideas_fts", "spans_fts", "messages_fts", "chunks_fts")
-HANDLED_TABLES = ("ideas", "messages", "spans")  # own rules below; every other table by line and scope
-
-
-def _in(values) -> str:
-    return ",".join("?" * len(values))
 
 
 def _resolve_forget_project(db: Database, project: str) -> list[str]:
@@ -106,13 +80,21 @@ def _resolve_forget_project(db: Database, project: str) -> list[str]:
         return exact[:1]
     if len(hits) > 1:
         listed = "\n  ".join(sorted(hits))
-        raise TotalRecallError(f"--project {project!r} matches {len(hits)} projects; "
-                               f"give one full path:\n  {listed}")
+        raise TotalRecallError(
+            f"--project {project!r} matches {len(hits)} projects; give one full path:\n  {listed}"
+        )
     return hits
 
 
-def forget(db: Database, idea_id: int | None = None, *, session: str | None = None, project: str | None = None,
-           before: str | None = None, dry_run: bool = False) -> dict:
+def forget(
+    db: Database,
+    idea_id: int | None = None,
+    *,
+    session: str | None = None,
+    project: str | None = None,
+    before: str | None = None,
+    dry_run: bool = False,
+) -> dict:
     """Forget one memory, or everything of a session / project / before a date, everywhere.
 
     Removes the memories, their sources, relations, vectors and full-text entries; the messages
@@ -129,7 +111,7 @@ def forget(db: Database, idea_id: int | None = None, *, session: str | None = No
         raise TotalRecallError(f"no indexed project matches {project!r}")
     now = time.time()
     with db.write(commit=not dry_run):  # a dry run computes the same report, then rolls back
-        report = _forget_in_transaction(db, idea_id, session, projects, before, now)
+        report = erasure.erase(db, idea_id, session, projects, before, now)
     if dry_run:
         report["dry_run"] = True
         return report
@@ -137,282 +119,38 @@ def forget(db: Database, idea_id: int | None = None, *, session: str | None = No
     return report
 
 
-def _forget_in_transaction(db: Database, idea_id, session, projects, before, now) -> dict:
-    scope_files: list[str] = []
-    if idea_id is not None:
-        _idea(db, idea_id)
-        ids = [idea_id]
-        lines = db.execute("SELECT source_file, source_line FROM idea_sources WHERE idea_id = ?",
-                           (idea_id,)).fetchall()
-        scoped_spans: list[int] = []
-        touched_projects = [r[0] for r in db.execute("SELECT project FROM ideas WHERE id = ?", (idea_id,))]
-    else:
-        where, params = _scope(session, projects, before, SOURCE_TABLES["ideas"])
-        ids = [r[0] for r in db.execute(f"SELECT id FROM ideas WHERE {where}", params)]
-        mwhere, mparams = _scope(session, projects, before, SOURCE_TABLES["messages"])
-        lines = db.execute(f"SELECT source_file, source_line FROM messages WHERE {mwhere}",
-                           mparams).fetchall()
-        if ids:
-            lines += db.execute("SELECT source_file, source_line FROM idea_sources "
-                                f"WHERE idea_id IN ({_in(ids)})", ids).fetchall()
-        swhere, sparams = _scope(session, projects, before, SOURCE_TABLES["spans"])
-        scoped_spans = [r[0] for r in db.execute(f"SELECT id FROM spans WHERE {swhere}", sparams)]
-        touched_projects = list(projects or []) + [r[0] for r in db.execute(
-            f"SELECT DISTINCT project FROM messages WHERE {mwhere}", mparams)]
-        if session or projects:
-            fwhere = " OR ".join((["session_id = ?"] if session else [])
-                                 + ([f"project IN ({_in(projects)})"] if projects else []))
-            fparams = ([session] if session else []) + list(projects or [])
-            scope_files = sorted({r[0] for r in db.execute(
-                f"SELECT source_file FROM index_state WHERE {fwhere} UNION "
-                f"SELECT DISTINCT source_file FROM messages WHERE {fwhere}", fparams * 2)})
-    lines = sorted(set(lines))
-    texts = [r[0] for r in db.execute(f"SELECT content FROM ideas WHERE id IN ({_in(ids)})", ids)]
-    said = [r[0] for f, ln in (lines if idea_id is not None else []) for r in db.execute(
-        "SELECT content FROM messages WHERE source_file = ? AND source_line = ? AND content != ''", (f, ln))]
-    entity_ids = sorted({r[0] for r in db.execute(
-        f"SELECT entity_id FROM idea_entities WHERE idea_id IN ({_in(ids)})", ids)}) if ids else []
-    span_ids = _spans_drawing_on(db, ids, lines)
-
-    cause = "user: forget id" if idea_id is not None else "user: forget scope"
-    for iid in ids:
-        row = db.one("SELECT content_hash, project, intent FROM ideas WHERE id = ?", (iid,))
-        db.execute("INSERT INTO tombstones (kind, project, content_hash, created_at, reason) VALUES "
-                   "('content', ?, ?, ?, ?)", (row[1], row[0], now, cause))
-        _event(db, iid, "forget", {"intent": row[2], "project": row[1]}, None, cause)
-    db.executemany("INSERT INTO tombstones (kind, source_file, source_line, created_at, reason) "
-                   "VALUES ('line', ?, ?, ?, ?)", [(f, ln, now, cause) for f, ln in lines])
-    vectors.delete(db, "ideas", ids)
-    if ids:
-        db.execute(f"DELETE FROM ideas WHERE id IN ({_in(ids)})", ids)
-    # A memory also said elsewhere stays, but no longer cites a forgotten line.
-    cited = set()
-    for f, ln in lines:
-        cited |= {r[0] for r in db.execute(
-            "SELECT idea_id FROM idea_sources WHERE source_file = ? AND source_line = ?", (f, ln))}
-        db.execute("DELETE FROM idea_sources WHERE source_file = ? AND source_line = ?", (f, ln))
-    db.executemany("UPDATE ideas SET mention_count = max(1, (SELECT count(*) FROM idea_sources "
-                   "WHERE idea_id = ideas.id)) WHERE id = ?", [(i,) for i in sorted(cited)])
-
-    # Messages: a scope's rows go; one memory's source lines keep their place, not their text.
-    message_ids = []
-    for f, ln in lines:
-        message_ids += [r[0] for r in db.execute(
-            "SELECT id FROM messages WHERE source_file = ? AND source_line = ?", (f, ln))]
-    vectors.delete(db, "messages", message_ids)
-    if idea_id is not None:
-        db.executemany("UPDATE messages SET content = '', skip_reason = 'forgotten' WHERE id = ?",
-                       [(m,) for m in message_ids])
-    else:
-        db.executemany("DELETE FROM messages WHERE id = ?", [(m,) for m in message_ids])
-
-    # Any other table of conversation text: rows of a forgotten line, and a scope's rows, go.
-    other_rows = {}
-    for table, cols in SOURCE_TABLES.items():
-        if table in HANDLED_TABLES or not table_exists(db, table):
-            continue
-        gone: set[int] = set()
-        also = f" OR {cols['also_line']} = ?2" if cols.get("also_line") else ""
-        for f, ln in lines:
-            gone |= {r[0] for r in db.execute(
-                f"SELECT id FROM {table} WHERE {cols['file']} = ?1 AND ({cols['line']} = ?2{also})", (f, ln))}
-        if idea_id is None:
-            twhere, tparams = _scope(session, projects, before, cols)
-            gone |= {r[0] for r in db.execute(f"SELECT id FROM {table} WHERE {twhere}", tparams)}
-        vectors.delete(db, table, sorted(gone))
-        db.executemany(f"DELETE FROM {table} WHERE id = ?", [(i,) for i in sorted(gone)])
-        other_rows[table] = len(gone)
-        if cols.get("quotes") and idea_id is not None:  # a scope's rows of those files are gone already
-            _blank_quotes(db, table, cols, {f for f, _ in lines}, texts + said)
-
-    # Spans: a scope's spans go (with their sub-spans); others that drew on what went are re-derived.
-    gone_spans = _with_descendants(db, scoped_spans)
-    rederived, emptied = _rederive_spans(db, [s for s in span_ids if s not in gone_spans])
-    gone_spans |= _with_descendants(db, emptied)
-    vectors.delete(db, "spans", sorted(gone_spans))
-    db.executemany("DELETE FROM spans WHERE id = ?", [(s,) for s in sorted(gone_spans)])
-
-    # Events keep what happened, never the forgotten text.
-    scrubbed = _scrub_events(db, ids, sorted(gone_spans | set(rederived)), texts)
-    orphans = [e for e in entity_ids if not db.one("SELECT 1 FROM idea_entities WHERE entity_id = ?", (e,))]
-    db.executemany("DELETE FROM entities WHERE id = ?", [(e,) for e in orphans])
-
-    for value, kind in ([(session, "session")] if session else []) + [(p, "project") for p in projects or []]:
-        trust.tombstone_scope(db, kind, value, now)
-    for f in scope_files:
-        trust.tombstone_scope(db, "file", f, now)
-    return {
-        "forgotten": len(ids), "messages": len(message_ids), "spans_removed": len(gone_spans),
-        "spans_rederived": len(rederived), "entities_removed": len(orphans), "events_scrubbed": scrubbed,
-        **{f"{table}_removed": n for table, n in other_rows.items()},
-        "sessions_tombstoned": [session] if session else [], "projects_tombstoned": list(projects or []),
-        "transcripts_tombstoned": scope_files,
-        "archives": [str(a) for a in _archive_copies(scope_files)],
-        "projects": sorted({p for p in touched_projects if p}),
-    }
-
-
-def _blank_quotes(db: Database, table: str, cols: dict, files: set[str], texts: list[str]) -> None:
-    """Rows that carry the end of an earlier turn (a chunk's context) lose it where it quotes
-    forgotten text; the end of a turn is recognised by its last 12 words."""
-    for text in texts:
-        words = text.split()
-        if len(words) < 3:
-            continue
-        needle = " ".join(words[-12:])
-        for f in files:
-            db.execute(f"UPDATE {table} SET {cols['quotes']} = '' WHERE {cols['file']} = ? "
-                       f"AND instr({cols['quotes']}, ?) > 0", (f, needle))
-
-
-def _spans_drawing_on(db: Database, ids: list[int], lines: list[tuple]) -> list[int]:
-    """Spans whose name or summary may repeat what is forgotten: the memories' spans and their
-    ancestors, and every span whose line range covers a forgotten line."""
-    found: set[int] = set()
-    if ids:
-        found |= {r[0] for r in db.execute(
-            f"SELECT span_id FROM ideas WHERE id IN ({_in(ids)}) AND span_id IS NOT NULL", ids)}
-    for f, ln in lines:
-        found |= {r[0] for r in db.execute(
-            "SELECT id FROM spans WHERE source_file = ? AND start_line <= ? AND end_line >= ?", (f, ln, ln))}
-    frontier = set(found)
-    while frontier:
-        parents = {r[0] for r in db.execute(
-            f"SELECT parent_id FROM spans WHERE id IN ({_in(frontier)}) AND parent_id IS NOT NULL",
-            sorted(frontier))}
-        frontier = parents - found
-        found |= parents
-    return sorted(found)
-
-
-def _with_descendants(db: Database, span_ids) -> set[int]:
-    out = set(span_ids)
-    frontier = set(span_ids)
-    while frontier:
-        children = {r[0] for r in db.execute(f"SELECT id FROM spans WHERE parent_id IN ({_in(frontier)})",
-                                             sorted(frontier))}
-        frontier = children - out
-        out |= children
-    return out
-
-
-def _rederive_spans(db: Database, span_ids: list[int]) -> tuple[list[int], list[int]]:
-    """Rewrite each span's name and summary from the memories that remain in it (extractive), so
-    an LLM paraphrase of a forgotten memory cannot survive there. Spans left with no memory are
-    returned as emptied (the caller deletes them); session spans (named by id) are kept."""
-    rederived, emptied = [], []
-    for span_id in span_ids:
-        row = db.one("SELECT depth FROM spans WHERE id = ?", (span_id,))
-        if row is None:
-            continue
-        tree = sorted(_with_descendants(db, [span_id]))
-        best = [r[0] for r in db.execute(
-            f"SELECT content FROM ideas WHERE span_id IN ({_in(tree)}) ORDER BY confidence DESC, id LIMIT 2",
-            tree)]
-        if row[0] == 0:
-            db.execute("UPDATE spans SET summary = '', needs_embedding = 0 WHERE id = ?", (span_id,))
-            rederived.append(span_id)
-        elif best:
-            name = " ".join(best[0].split())
-            name = name if len(name) <= 80 else name[:79] + "…"
-            db.execute("UPDATE spans SET name = ?, summary = ?, needs_embedding = 1 WHERE id = ?",
-                       (name, " ".join(best)[:600], span_id))
-            vectors.delete(db, "spans", [span_id])
-            rederived.append(span_id)
-        else:
-            emptied.append(span_id)
-    return rederived, emptied
-
-
-def _scrub_events(db: Database, idea_ids: list[int], span_ids: list[int], texts: list[str]) -> int:
-    count = 0
-    for kind, ids in (("idea", idea_ids), ("span", span_ids)):
-        for chunk in (ids[i:i + 500] for i in range(0, len(ids), 500)):
-            count += db.execute(
-                "UPDATE memory_events SET old = NULL, new = NULL WHERE kind = ? AND action != 'forget' "
-                f"AND object_id IN ({_in(chunk)}) AND (old IS NOT NULL OR new IS NOT NULL)",
-                (kind, *chunk)).rowcount
-    for text in texts:
-        quoted = json.dumps(text, ensure_ascii=False)[1:-1]
-        count += db.execute("UPDATE memory_events SET old = NULL, new = NULL WHERE instr(old, ?1) > 0 "
-                            "OR instr(new, ?1) > 0", (quoted,)).rowcount
-    return count
-
-
-def _archive_copies(files: list[str]) -> list[Path]:
-    archive = config.paths().archive
-    out = []
-    for f in files:
-        candidates = [archive / trust.archive_name(f)]
-        try:  # the layout before archive names were hashed: the transcript's own path
-            candidates.append(archive / (Path(f).relative_to(Path(f).anchor).as_posix() + ".gz"))
-        except ValueError:
-            pass
-        out += [c for c in candidates if c.is_file() and c.resolve().is_relative_to(archive.resolve())]
-    return out
-
-
 def _after_forget(db: Database, report: dict) -> None:
     """Outside the transaction: rebuild full-text indexes, delete archive copies, rewrite digests,
     and checkpoint the WAL so no forgotten byte stays in it (secure_delete zeroed freed pages)."""
-    with db.write():
-        for fts in FTS_TABLES:
-            if table_exists(db, fts):
-                db.execute(f"INSERT INTO {fts} ({fts}) VALUES ('rebuild')")
+    erasure.rebuild_fts(db)
     for path in report["archives"]:
         Path(path).unlink(missing_ok=True)
     report["digests_removed"] = maintain.refresh_all_digests(db)
     report["wal_checkpointed"] = maintain.checkpoint(db)
 
 
-def _scope(session: str | None, projects: list[str] | None, before: str | None,
-           columns: dict[str, str | None]) -> tuple[str, tuple]:
-    clauses, params = [], []
-    if session:
-        clauses.append(f"{columns['session']} = ?")
-        params.append(session)
-    if projects is not None:
-        clauses.append(f"{columns['project']} IN ({_in(projects) or 'NULL'})")
-        params += projects
-    if before:
-        try:
-            datetime.fromisoformat(before)
-        except ValueError:
-            raise TotalRecallError(f"--before takes a date like 2025-05-01, not {before!r}") from None
-        clauses.append(f"substr({columns['time']}, 1, 10) < ?")
-        params.append(before[:10])
-    return " AND ".join(clauses), tuple(params)
-
-
 def proposals(db: Database, state: str = "pending") -> list[dict]:
-    rows = db.execute(
-        "SELECT p.id, p.kind, p.target_id, t.content, p.new_idea_id, n.content, p.created_at, p.state "
-        "FROM proposals p JOIN ideas t ON t.id = p.target_id LEFT JOIN ideas n ON n.id = p.new_idea_id "
-        "WHERE p.state = ? ORDER BY p.id", (state,)).fetchall()
-    keys = ("id", "kind", "target_id", "target", "new_idea_id", "new", "created_at", "state")
-    return [dict(zip(keys, r)) for r in rows]
+    return memories.proposals(db, state)
 
 
 def decide(db: Database, proposal_id: int, apply: bool) -> dict:
     """Apply (the new idea supersedes the pinned one and takes its pin) or reject a proposal."""
     with db.write():
-        row = db.one("SELECT kind, target_id, new_idea_id, state FROM proposals WHERE id = ?", (proposal_id,))
+        row = memories.proposal(db, proposal_id)
         if row is None:
             raise NotFound(f"no proposal with id {proposal_id}")
-        if row[3] != "pending":
-            raise TotalRecallError(f"proposal {proposal_id} is already {row[3]}")
-        kind, target, new_id = row[0], row[1], row[2]
+        if row["state"] != "pending":
+            raise TotalRecallError(f"proposal {proposal_id} is already {row['state']}")
+        kind, target, new_id = row["kind"], row["target_id"], row["new_idea_id"]
         now = time.time()
         if apply and new_id is not None:
-            db.execute("INSERT OR IGNORE INTO relations (from_id, to_id, relation_type, created_at) VALUES (?, ?, ?, ?)",
-                       (new_id, target, kind, now))
-            if kind == "supersedes":
-                db.execute("UPDATE ideas SET pinned = 0 WHERE id = ?", (target,))
-                db.execute("UPDATE ideas SET pinned = 1 WHERE id = ?", (new_id,))
+            memories.apply_proposal(db, kind, target, new_id, now)
         state = "applied" if apply else "rejected"
-        db.execute("UPDATE proposals SET state = ?, decided_at = ? WHERE id = ?", (state, now, proposal_id))
-        store.event(db, "proposal", proposal_id, state, {"state": "pending"}, {"state": state}, "user: review", now)
-        touched = [r[0] for r in db.execute("SELECT project FROM ideas WHERE id IN (?, ?)", (target, new_id))]
+        memories.decide_proposal(db, proposal_id, state, now)
+        store.event(
+            db, "proposal", proposal_id, state, {"state": "pending"}, {"state": state}, "user: review", now
+        )
+        touched = memories.projects_of(db, [target, new_id])
     refresh_digests(db, touched)
     return {"id": proposal_id, "state": state}
 

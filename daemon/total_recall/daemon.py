@@ -101,13 +101,20 @@ def daemon_state(paths: config.Paths) -> dict:
     data = read_status(paths) or {}
     if pid is not None and data.get("pid") != pid:
         data = {}  # the status file is a previous daemon's
-    return {"running": pid is not None, "pid": pid or None, "state": data.get("state") if pid else "stopped",
-            "started": data.get("started") if pid else None, "status_updated": data.get("updated"),
-            "last_error": data.get("last_error"), "last_batch": data.get("last_batch")}
+    return {
+        "running": pid is not None,
+        "pid": pid or None,
+        "state": data.get("state") if pid else "stopped",
+        "started": data.get("started") if pid else None,
+        "status_updated": data.get("updated"),
+        "last_error": data.get("last_error"),
+        "last_batch": data.get("last_batch"),
+    }
 
 
-def wait_until_running(paths: config.Paths, timeout: float, *, gave_up: Callable[[], bool] = lambda: False
-                       ) -> dict:
+def wait_until_running(
+    paths: config.Paths, timeout: float, *, gave_up: Callable[[], bool] = lambda: False
+) -> dict:
     """daemon_state, once a daemon runs or after `timeout` seconds, or as soon as gave_up() (the
     process that was to become the daemon exited)."""
     deadline = time.monotonic() + timeout
@@ -204,8 +211,15 @@ def is_transient(exc: BaseException, db: Database) -> bool:
 
 
 class Daemon:
-    def __init__(self, db: Database, settings: config.Settings, paths: config.Paths, *, indexer: Indexer | None = None,
-                 clock: Callable[[], float] = time.time):
+    def __init__(
+        self,
+        db: Database,
+        settings: config.Settings,
+        paths: config.Paths,
+        *,
+        indexer: Indexer | None = None,
+        clock: Callable[[], float] = time.time,
+    ):
         self.db = db
         self.clock = clock  # tests drive leases, backoff and the batch window without sleeping
         self.settings = settings
@@ -235,8 +249,14 @@ class Daemon:
                 import watchfiles
 
                 names = {self.paths.wake.name, self.paths.spool.name}
-                for changes in watchfiles.watch(self.paths.home, stop_event=self.stop, rust_timeout=1000,
-                                                yield_on_timeout=True, debounce=50, recursive=False):
+                for changes in watchfiles.watch(
+                    self.paths.home,
+                    stop_event=self.stop,
+                    rust_timeout=1000,
+                    yield_on_timeout=True,
+                    debounce=50,
+                    recursive=False,
+                ):
                     if any(Path(p).name in names for _, p in changes):
                         self.wake.set()
             except Exception as exc:  # the poll below still runs every poll_interval seconds
@@ -253,8 +273,13 @@ class Daemon:
             self._unrecorded[0]()
             self._unrecorded.pop(0)
         queue.drain_spool(self.db, self.paths.spool)
-        claim = queue.claim_next(self.db, now=now, window=self.settings.daemon.batch_window,
-                                 lease=self.settings.daemon.lease_seconds, immediate=immediate)
+        claim = queue.claim_next(
+            self.db,
+            now=now,
+            window=self.settings.daemon.batch_window,
+            lease=self.settings.daemon.lease_seconds,
+            immediate=immediate,
+        )
         if claim is None:
             return False
         self._run_claim(claim)
@@ -264,15 +289,29 @@ class Daemon:
         started = self.clock()
         bound = log.bind(file=claim.transcript_path, rows=len(claim.row_ids), attempt=claim.attempts + 1)
         try:
-            report = self.indexer.process(claim.transcript_path, session_hint=claim.session_id, cwd_hint=claim.cwd,
-                                          should_stop=self.stop.is_set)
+            report = self.indexer.process(
+                claim.transcript_path,
+                session_hint=claim.session_id,
+                cwd_hint=claim.cwd,
+                should_stop=self.stop.is_set,
+            )
         except Exception as exc:  # loop boundary: log with traceback, retry or park, never drop
             transient = is_transient(exc, self.db)
             error = f"{type(exc).__name__}: {exc}"
             self.status.last_error = f"{claim.transcript_path}: {error}"
-            bound.error("batch_failed", transient=transient, error=str(exc), traceback=traceback.format_exc(limit=8))
-            state = self._record(lambda: queue.fail(self.db, claim, error, transient=transient,
-                                                    max_attempts=self.settings.daemon.max_attempts, now=self.clock()))
+            bound.error(
+                "batch_failed", transient=transient, error=str(exc), traceback=traceback.format_exc(limit=8)
+            )
+            state = self._record(
+                lambda: queue.fail(
+                    self.db,
+                    claim,
+                    error,
+                    transient=transient,
+                    max_attempts=self.settings.daemon.max_attempts,
+                    now=self.clock(),
+                )
+            )
             bound.info("batch_requeued", outcome=state)
             return
         if report.interrupted:
@@ -281,18 +320,34 @@ class Daemon:
             return
         if report.deferred:  # daemon.file_timeout: the rest after the other transcripts
             self._record(lambda: queue.defer(self.db, claim, now=self.clock()))
-            bound.info("deferred", lines=report.lines, batches=report.batches,
-                       seconds=round(self.clock() - started, 3))
+            bound.info(
+                "deferred",
+                lines=report.lines,
+                batches=report.batches,
+                seconds=round(self.clock() - started, 3),
+            )
         else:
             note = "transcript missing" if report.missing else None
             note = f"refused: {report.refused}" if report.refused else note
             self._record(lambda: queue.complete(self.db, claim, note))
         self._refresh_digest(claim.transcript_path)
         self.status.batches += 1
-        self.status.last_batch = {**report.__dict__, "seconds": round(self.clock() - started, 3), "at": self.clock()}
-        bound.info("indexed", lines=report.lines, messages=report.messages, batches=report.batches,
-                   ideas=report.ideas_added, llm_calls=report.llm_calls, rewritten=report.rewritten,
-                   missing=report.missing, seconds=round(self.clock() - started, 3))
+        self.status.last_batch = {
+            **report.__dict__,
+            "seconds": round(self.clock() - started, 3),
+            "at": self.clock(),
+        }
+        bound.info(
+            "indexed",
+            lines=report.lines,
+            messages=report.messages,
+            batches=report.batches,
+            ideas=report.ideas_added,
+            llm_calls=report.llm_calls,
+            rewritten=report.rewritten,
+            missing=report.missing,
+            seconds=round(self.clock() - started, 3),
+        )
 
     def _record(self, update: Callable[[], Any]) -> Any:
         """Apply a queue update now, or keep it for the next step if the database refuses it.
@@ -311,9 +366,9 @@ class Daemon:
 
     def _refresh_digest(self, transcript_path: str) -> None:
         """Keep the SessionStart digest of the transcript's project current (read by the hook)."""
-        from total_recall import digest
+        from total_recall import digest, state
 
-        project = self.db.scalar("SELECT project FROM index_state WHERE source_file = ?", (transcript_path,))
+        project = state.project_of(self.db, transcript_path)
         if project:
             try:
                 digest.write_digests(self.db, [project])
@@ -344,7 +399,9 @@ class Daemon:
             write_json_private(self.paths.status, self.status.__dict__)
             if not force:
                 self.housekeeping(now)
-                log.info("heartbeat", state=self.status.state, queue=self.status.queue, batches=self.status.batches)
+                log.info(
+                    "heartbeat", state=self.status.state, queue=self.status.queue, batches=self.status.batches
+                )
         except Exception as exc:  # loop boundary for chores
             # Trigger: the disk is full (status file), the database stays locked past busy_timeout
             # (pruning, decay), or the repair pass fails. Why: chores must never stop indexing.
@@ -405,8 +462,14 @@ def run_daemon(*, once: bool = False, settings: config.Settings | None = None) -
             from total_recall import server
 
             server.start(daemon)
-        log.info("daemon_started", pid=os.getpid(), home=str(paths.home), driver=database.driver,
-                 vec=database.vec_version, llm=settings.llm_enabled())
+        log.info(
+            "daemon_started",
+            pid=os.getpid(),
+            home=str(paths.home),
+            driver=database.driver,
+            vec=database.vec_version,
+            llm=settings.llm_enabled(),
+        )
         return daemon.run(once=once)
     finally:
         daemon_stop = locals().get("daemon")
@@ -416,4 +479,3 @@ def run_daemon(*, once: bool = False, settings: config.Settings | None = None) -
         if not once:
             _remove_stale_socket(paths)  # nobody answers on it any more
         lock.release()
-

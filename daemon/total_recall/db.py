@@ -58,7 +58,16 @@ class Database:
         return self.conn.executemany(sql, rows)
 
     def one(self, sql: str, params: Any = ()) -> Any:
+        """The first row (a sqlite3.Row: by name, row["id"]) or None."""
         return self.conn.execute(sql, params).fetchone()
+
+    def all(self, sql: str, params: Any = ()) -> list:
+        """Every row, as sqlite3.Row (read by column name)."""
+        return self.conn.execute(sql, params).fetchall()
+
+    def column(self, sql: str, params: Any = ()) -> list:
+        """The first column of every row (ids, paths, names)."""
+        return [row[0] for row in self.conn.execute(sql, params)]
 
     def scalar(self, sql: str, params: Any = (), default: Any = None) -> Any:
         row = self.conn.execute(sql, params).fetchone()
@@ -183,6 +192,7 @@ def _probe_drivers(forced: str) -> tuple[str, Any, str | None, str | None]:
 def _open_raw(path: Path, busy_timeout: float, driver: str) -> Database:
     name, dbapi, version, error = choose_driver(driver)
     conn = dbapi.connect(str(path), isolation_level=None, check_same_thread=False, timeout=busy_timeout)
+    conn.row_factory = dbapi.Row  # rows are read by column name (row["project"]), never by position
     if version is not None:
         try:
             _load_vec(conn, dbapi)
@@ -269,7 +279,9 @@ def _statements(script: str) -> list[str]:
             if buf.strip():
                 out.append(buf.strip())
             buf = ""
-    if buf.strip() and not all(line.strip().startswith("--") or not line.strip() for line in buf.splitlines()):
+    if buf.strip() and not all(
+        line.strip().startswith("--") or not line.strip() for line in buf.splitlines()
+    ):
         raise SchemaError(f"incomplete SQL statement at end of migration: {buf.strip()[:80]!r}")
     return out
 
@@ -345,9 +357,35 @@ def drop_vector_tables(db: Database) -> None:
         db.execute("DROP TABLE IF EXISTS chunk_embeddings")
         db.execute("UPDATE ideas SET needs_embedding = 1")
         db.execute("UPDATE spans SET needs_embedding = 1")
-        db.execute("UPDATE chunks SET needs_embedding = 1 WHERE kind != 'tool_result' AND content NOT LIKE '[tool %'")
+        db.execute(
+            "UPDATE chunks SET needs_embedding = 1 WHERE kind != 'tool_result' AND content NOT LIKE '[tool %'"
+        )
         for key in ("embed_model", "embed_dim", "embed_model_mismatch"):
             db.execute("DELETE FROM meta WHERE key = ?", (key,))
+
+
+def sqlite_version(db: Database) -> str:
+    return db.scalar("SELECT sqlite_version()")
+
+
+def fts5_available(db: Database) -> bool:
+    """Whether this SQLite has FTS5 (a throwaway temp table is created and dropped)."""
+    try:
+        db.execute("CREATE VIRTUAL TABLE temp._tr_fts USING fts5(x)")
+        db.execute("DROP TABLE temp._tr_fts")
+        return True
+    except db.dbapi.Error:
+        return False
+
+
+def checkpoint(db: Database) -> Any:
+    """PRAGMA wal_checkpoint(TRUNCATE): the row (busy, log, checkpointed)."""
+    return db.one("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+def integrity(db: Database) -> str:
+    """PRAGMA integrity_check's first line: "ok" when the file is sound."""
+    return db.scalar("PRAGMA integrity_check")
 
 
 def table_exists(db: Database, name: str) -> bool:
@@ -358,6 +396,9 @@ def table_exists(db: Database, name: str) -> bool:
 
 def vector_tables_exist(db: Database) -> bool:
     return bool(
-        db.scalar("SELECT count(*) FROM sqlite_master WHERE name IN ('idea_embeddings', 'span_embeddings')", default=0)
+        db.scalar(
+            "SELECT count(*) FROM sqlite_master WHERE name IN ('idea_embeddings', 'span_embeddings')",
+            default=0,
+        )
         == 2
     )

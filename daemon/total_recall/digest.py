@@ -12,7 +12,7 @@ from collections import OrderedDict
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from total_recall import config
+from total_recall import config, memories
 from total_recall.db import Database
 from total_recall.projects import digest_key
 from total_recall.projects import short_name as project_name
@@ -29,38 +29,25 @@ def _short(text: str, n: int = 220) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def _where(project: str, branch: str | None) -> tuple[str, tuple]:
-    return ("project = ? AND git_branch = ?", (project, branch)) if branch else ("project = ?", (project,))
-
-
-def _ideas(db: Database, where: str, params: tuple, extra: str, limit: int) -> list[tuple]:
-    return db.execute(
-        f"SELECT id, content, message_time, source_file, source_line, intent FROM ideas WHERE {where} {extra} "
-        f"ORDER BY message_time DESC, id DESC LIMIT ?", (*params, limit)).fetchall()
-
-
-# A decision another one superseded is history, not the current state.
-CURRENT = "id NOT IN (SELECT to_id FROM relations WHERE relation_type = 'supersedes')"
-
-
-def _bullets(rows: list[tuple], with_source: bool | str) -> list[str]:
+def _bullets(rows: list, with_source: bool | str) -> list[str]:
     """One line per memory with its date and id; with_source "short" names the file, not its path."""
     out = []
     for r in rows:
-        where = Path(r[3]).name if with_source == "short" else r[3]
-        src = f" ({where}:{r[4]})" if with_source else ""
-        out.append(f"- {_short(r[1])} [{(r[2] or '')[:10]}, #{r[0]}]{src}")
+        where = Path(r["source_file"]).name if with_source == "short" else r["source_file"]
+        src = f" ({where}:{r['source_line']})" if with_source else ""
+        out.append(f"- {_short(r['content'])} [{(r['message_time'] or '')[:10]}, #{r['id']}]{src}")
     return out
 
 
 def _last_session_topics(db: Database, project: str) -> tuple[str | None, list[str]]:
-    row = db.one("SELECT session_id, max(ended_at) FROM spans WHERE project = ? AND depth = 0 "
-                 "GROUP BY session_id ORDER BY max(ended_at) DESC LIMIT 1", (project,))
+    row = memories.last_session(db, project)
     if not row:
         return None, []
-    topics = db.execute("SELECT name, summary FROM spans WHERE session_id = ? AND depth = 1 ORDER BY start_line",
-                        (row[0],)).fetchall()
-    return row[1], [f"- {_short(t[0], 80)}" + (f": {_short(t[1], 160)}" if t[1] else "") for t in topics]
+    topics = memories.session_topics(db, row["session_id"])
+    return row["ended"], [
+        f"- {_short(t['name'], 80)}" + (f": {_short(t['summary'], 160)}" if t["summary"] else "")
+        for t in topics
+    ]
 
 
 def _remember_command() -> str:
@@ -71,15 +58,16 @@ def _remember_command() -> str:
 
 def context_digest(db: Database, project: str, per_section: int = 6) -> str:
     """What Claude gets at session start, most important first (the hook cuts at its budget)."""
-    where, params = _where(project, None)
     sections = [
-        ("Pinned", _ideas(db, where, params, "AND pinned = 1", per_section)),
-        ("Open questions", _ideas(db, where, params, "AND intent = 'question' AND answered = 0", per_section)),
-        ("Todos", _ideas(db, where, params, "AND intent = 'todo' AND closed_source_line IS NULL", per_section)),
-        ("Latest decisions", _ideas(db, where, params, f"AND intent = 'decision' AND {CURRENT}", per_section)),
+        ("Pinned", memories.project_ideas(db, project, None, "pinned", per_section)),
+        ("Open questions", memories.project_ideas(db, project, None, "open questions", per_section)),
+        ("Todos", memories.project_ideas(db, project, None, "open todos", per_section)),
+        ("Latest decisions", memories.project_ideas(db, project, None, "current decisions", per_section)),
     ]
-    lines = [f"# Memory of project {project_name(project) or project} (total-recall)",
-             f"Use {_remember_command()} <query> for more."]
+    lines = [
+        f"# Memory of project {project_name(project) or project} (total-recall)",
+        f"Use {_remember_command()} <query> for more.",
+    ]
     for title, rows in sections:
         if rows:
             lines += [f"## {title}", *_bullets(rows, with_source="short")]
@@ -91,40 +79,43 @@ def context_digest(db: Database, project: str, per_section: int = 6) -> str:
 
 def project_digest(db: Database, project: str, branch: str | None = None, limit: int = 15) -> str:
     """The human-readable digest: summary, decisions, conventions, open questions, problems and fixes."""
-    where, params = _where(project, branch)
     title = project_name(project) + (f" @ {branch}" if branch else "")
-    stats = db.one(f"SELECT count(*), count(DISTINCT session_id), min(message_time), max(message_time) "
-                   f"FROM ideas WHERE {where}", params)
-    out = [f"# {title}", "",
-           f"{stats[0]} memories from {stats[1]} sessions, {(stats[2] or '')[:10]} to {(stats[3] or '')[:10]}.", ""]
-    decisions = _ideas(db, where, params, f"AND intent = 'decision' AND {CURRENT}", limit)
-    conventions = [r for r in _ideas(db, where, params, "AND intent IN ('decision', 'conclusion', 'context')", 300)
-                   if CONVENTION.search(r[1])][:limit]
+    stats = memories.project_summary(db, project, branch)
+    out = [
+        f"# {title}",
+        "",
+        f"{stats['ideas']} memories from {stats['sessions']} sessions, {(stats['first'] or '')[:10]} to "
+        f"{(stats['last'] or '')[:10]}.",
+        "",
+    ]
+
+    def ideas(kind: str, n: int = limit) -> list:
+        return memories.project_ideas(db, project, branch, kind, n)
+
+    conventions = [r for r in ideas("convention candidates", 300) if CONVENTION.search(r["content"])][:limit]
     sections = [
-        ("Pinned", _ideas(db, where, params, "AND pinned = 1", limit)),
-        ("Decisions", decisions),
+        ("Pinned", ideas("pinned")),
+        ("Decisions", ideas("current decisions")),
         ("Conventions", conventions),
-        ("Open questions", _ideas(db, where, params, "AND intent = 'question' AND answered = 0", limit)),
-        ("Open todos", _ideas(db, where, params, "AND intent = 'todo' AND closed_source_line IS NULL", limit)),
-        ("Conclusions", _ideas(db, where, params, "AND intent = 'conclusion'", limit)),
+        ("Open questions", ideas("open questions")),
+        ("Open todos", ideas("open todos")),
+        ("Conclusions", ideas("conclusions")),
     ]
     for name, rows in sections:
         if rows:
             out += [f"## {name}", *_bullets(rows, with_source=True), ""]
-    fixes = _problems_and_fixes(db, where, params, limit)
+    fixes = _problems_and_fixes(db, project, branch, limit)
     if fixes:
         out += ["## Known problems and their fixes", *fixes, ""]
     return "\n".join(out)
 
 
-def _problems_and_fixes(db: Database, where: str, params: tuple, limit: int) -> list[str]:
-    problems = _ideas(db, where, params, "AND intent = 'problem'", limit)
+def _problems_and_fixes(db: Database, project: str, branch: str | None, limit: int) -> list[str]:
     out = []
-    for p in problems:
-        out.append(f"- problem: {_short(p[1])} ({p[3]}:{p[4]})")
-        for fix in db.execute("SELECT i.content, i.source_file, i.source_line FROM relations r JOIN ideas i "
-                              "ON i.id = r.from_id WHERE r.to_id = ? AND r.relation_type = 'answers'", (p[0],)):
-            out.append(f"  - fix: {_short(fix[0])} ({fix[1]}:{fix[2]})")
+    for p in memories.project_ideas(db, project, branch, "problems", limit):
+        out.append(f"- problem: {_short(p['content'])} ({p['source_file']}:{p['source_line']})")
+        for fix in memories.fixes_of(db, p["id"]):
+            out.append(f"  - fix: {_short(fix['content'])} ({fix['source_file']}:{fix['source_line']})")
     return out
 
 
@@ -137,10 +128,10 @@ def write_digests(db: Database, projects: list[str]) -> list[Path]:
         key = digest_key(project)
         written.append(_write(folder / f"{key}.md", context_digest(db, project)))
         written.append(_write(folder / f"{key}.full.md", project_digest(db, project)))
-        for (branch,) in db.execute("SELECT DISTINCT git_branch FROM ideas WHERE project = ? AND git_branch != ''",
-                                    (project,)):
-            written.append(_write(folder / f"{key}@{_branch_key(branch)}.full.md",
-                                  project_digest(db, project, branch)))
+        for branch in memories.branches(db, project):
+            written.append(
+                _write(folder / f"{key}@{_branch_key(branch)}.full.md", project_digest(db, project, branch))
+            )
     return written
 
 
@@ -161,23 +152,24 @@ def _local_day(stamp: str | None) -> str:
     return when.astimezone().strftime("%Y-%m-%d")
 
 
-def recent(db: Database, *, days: int = 7, projects: list[str] | None = None, now: datetime | None = None) -> list[dict]:
+def recent(
+    db: Database, *, days: int = 7, projects: list[str] | None = None, now: datetime | None = None
+) -> list[dict]:
     """What happened per project and (local) day: topics and the ideas worth a standup."""
     now = now or datetime.now(timezone.utc)
     since = (now - timedelta(days=days)).strftime("%Y-%m-%dT%H:%M:%S")
-    psql = f" AND project IN ({','.join('?' * len(projects))})" if projects else ""
-    rows = db.execute(
-        f"SELECT project, message_time, intent, content, id FROM ideas WHERE substr(message_time, 1, 19) >= ?{psql} "
-        f"AND intent != 'context' ORDER BY message_time", (since, *(projects or []))).fetchall()
-    spans = db.execute(
-        f"SELECT project, started_at, name FROM spans WHERE depth = 1 AND substr(started_at, 1, 19) >= ?{psql} "
-        f"ORDER BY started_at", (since, *(projects or []))).fetchall()
+    rows = memories.ideas_since(db, since, projects)
+    spans = memories.topics_since(db, since, projects)
     days_out: OrderedDict[tuple[str, str], dict] = OrderedDict()
-    for project, stamp, name in spans:
-        entry = days_out.setdefault((project, _local_day(stamp)), {"topics": [], "ideas": []})
-        entry["topics"].append(name)
-    for project, stamp, intent, content, idea_id in rows:
-        entry = days_out.setdefault((project, _local_day(stamp)), {"topics": [], "ideas": []})
-        entry["ideas"].append({"id": idea_id, "intent": intent, "content": _short(content, 160)})
-    return [{"project": p, "name": project_name(p), "day": d, **v} for (p, d), v in
-            sorted(days_out.items(), key=lambda kv: (kv[0][1], kv[0][0]), reverse=True)]
+    for s in spans:
+        entry = days_out.setdefault((s["project"], _local_day(s["started_at"])), {"topics": [], "ideas": []})
+        entry["topics"].append(s["name"])
+    for r in rows:
+        entry = days_out.setdefault(
+            (r["project"], _local_day(r["message_time"])), {"topics": [], "ideas": []}
+        )
+        entry["ideas"].append({"id": r["id"], "intent": r["intent"], "content": _short(r["content"], 160)})
+    return [
+        {"project": p, "name": project_name(p), "day": d, **v}
+        for (p, d), v in sorted(days_out.items(), key=lambda kv: (kv[0][1], kv[0][0]), reverse=True)
+    ]

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import structlog
 
-from total_recall import config, store, trust, vectors
+from total_recall import config, memories, state, store, trust, vectors
+from total_recall import db as dbmod
 from total_recall.db import Database
 
 log = structlog.get_logger(__name__)
@@ -22,31 +23,20 @@ log = structlog.get_logger(__name__)
 
 def checkpoint(db: Database) -> bool:
     """Copy the WAL into the database and truncate it; False when a reader kept it from finishing."""
-    row = db.one("PRAGMA wal_checkpoint(TRUNCATE)")
-    return bool(row) and row[0] == 0
+    row = dbmod.checkpoint(db)
+    return bool(row) and row["busy"] == 0
 
 
 def merge_duplicates(db: Database) -> int:
     """Fold exact duplicates (same project, intent and normalised text) that slipped through."""
-    groups = db.execute(
-        "SELECT project, intent, content_hash, group_concat(id) FROM ideas GROUP BY project, intent, content_hash "
-        "HAVING count(*) > 1").fetchall()
+    groups = memories.duplicate_groups(db)
     merged = 0
     now = time.time()
     with db.write():
-        for _project, _intent, _hash, ids in groups:
-            keep, *rest = sorted(int(i) for i in ids.split(","))
+        for keep, *rest in groups:
             for dup in rest:
-                db.execute("INSERT OR IGNORE INTO idea_sources (idea_id, source_file, source_line, session_id, "
-                           "message_time) SELECT ?, source_file, source_line, session_id, message_time "
-                           "FROM idea_sources WHERE idea_id = ?", (keep, dup))
-                db.execute("UPDATE OR IGNORE relations SET from_id = ? WHERE from_id = ?", (keep, dup))
-                db.execute("UPDATE OR IGNORE relations SET to_id = ? WHERE to_id = ?", (keep, dup))
-                db.execute("UPDATE ideas SET mention_count = (SELECT count(*) FROM idea_sources WHERE idea_id = ?), "
-                           "pinned = max(pinned, (SELECT pinned FROM ideas WHERE id = ?)) WHERE id = ?",
-                           (keep, dup, keep))
+                memories.merge_idea(db, keep, dup)
                 vectors.delete(db, "ideas", [dup])
-                db.execute("DELETE FROM ideas WHERE id = ?", (dup,))
                 store.event(db, "idea", dup, "merge", {"id": dup}, {"into": keep}, "maintain", now)
                 merged += 1
     return merged
@@ -54,14 +44,12 @@ def merge_duplicates(db: Database) -> int:
 
 def refresh_span_summaries(db: Database) -> int:
     """Closed spans without a summary get an extractive one: their most confident ideas."""
-    rows = db.execute("SELECT id FROM spans WHERE depth > 0 AND closed = 1 AND summary = ''").fetchall()
+    rows = memories.spans_without_summary(db)
     with db.write():
-        for (span_id,) in rows:
-            best = db.execute("SELECT content FROM ideas WHERE span_id = ? ORDER BY confidence DESC, id LIMIT 2",
-                              (span_id,)).fetchall()
+        for span_id in rows:
+            best = memories.best_ideas_of_span(db, span_id)
             if best:
-                db.execute("UPDATE spans SET summary = ?, needs_embedding = 1 WHERE id = ?",
-                           (" ".join(b[0] for b in best)[:600], span_id))
+                memories.set_span_summary(db, span_id, " ".join(best)[:600])
     return len(rows)
 
 
@@ -73,8 +61,9 @@ def cleanup_period_days(claude_dir: Path) -> int:
         return 30
 
 
-def archive_expiring(db: Database, settings: config.Settings, *, now: float | None = None,
-                     margin_days: float = 3.0) -> list[str]:
+def archive_expiring(
+    db: Database, settings: config.Settings, *, now: float | None = None, margin_days: float = 3.0
+) -> list[str]:
     """Copy (gzip) indexed transcripts that Claude Code's cleanupPeriodDays sweep will soon delete.
 
     Only transcripts the path rule allows and no forget covers; the copy is named after a hash
@@ -85,8 +74,8 @@ def archive_expiring(db: Database, settings: config.Settings, *, now: float | No
     limit = now - (cleanup_period_days(config.claude_config_dir()) - margin_days) * 86400
     archive = config.paths().archive
     done = []
-    rows = db.execute("SELECT source_file, session_id, project FROM index_state").fetchall()
-    for source, session, project in rows:
+    for row in state.transcripts(db):
+        source, session, project = row["source_file"], row["session_id"], row["project"]
         if trust.refusal(source, settings) or trust.forgotten(db, file=source, session=session):
             continue
         if trust.excluded(settings, project, Path(source).parent.name):
@@ -123,8 +112,7 @@ def sanitized_transcript(db: Database, source: str, project: str | None, raw: by
 
     ranges = trust.paused_ranges(db)
     cutoff = trust.project_cutoff(db, project)
-    gone = {r[0] for r in db.execute(
-        "SELECT source_line FROM tombstones WHERE kind = 'line' AND source_file = ?", (source,))}
+    gone = trust.forgotten_lines(db, source)
     lines = raw.decode("utf-8", "replace").split("\n")
     parsed: list = []
     for number, line in enumerate(lines, 1):
@@ -159,7 +147,7 @@ def refresh_all_digests(db: Database) -> list[str]:
     SessionStart hook no longer reads but which would still hold their text). Returns the removed."""
     from total_recall import digest
 
-    projects = [r[0] for r in db.execute("SELECT DISTINCT project FROM ideas WHERE project != ''")]
+    projects = memories.projects(db)
     try:
         written = {p.name for p in digest.write_digests(db, projects)}
     except OSError as exc:
@@ -204,10 +192,9 @@ def maintain(db: Database, settings: config.Settings) -> dict:
     if db.get_meta("embed_model_mismatch"):
         report["reembed"] = vectors.reembed(db, settings)
     report["embedded"] = vectors.Vectors(db, settings).embed_pending()
-    report["integrity"] = db.scalar("PRAGMA integrity_check")
+    report["integrity"] = dbmod.integrity(db)
     with db.write():
-        db.execute("INSERT INTO ideas_fts (ideas_fts) VALUES ('optimize')")
-        db.execute("INSERT INTO spans_fts (spans_fts) VALUES ('optimize')")
+        memories.optimize_fts(db)
     report["digests_removed"] = refresh_all_digests(db)
     report["archives_repaired"] = verify_archives()
     report["archived"] = archive_expiring(db, settings)
@@ -226,8 +213,4 @@ def decay_activation(db: Database, elapsed: float) -> None:
     """Working memory: what a batch touched is 'active'; activation halves every hour, tiny values prune to 0."""
     factor = 0.5 ** (max(0.0, elapsed) / ACTIVATION_HALF_LIFE)
     with db.write():
-        for table in ("ideas", "spans"):
-            db.execute(f"UPDATE {table} SET activation = CASE WHEN activation * ? < ? THEN 0 ELSE activation * ? END "
-                       f"WHERE activation > 0", (factor, ACTIVATION_FLOOR, factor))
-
-
+        memories.decay_activation(db, factor, ACTIVATION_FLOOR)

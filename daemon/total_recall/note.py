@@ -16,7 +16,7 @@ from typing import Any
 
 import structlog
 
-from total_recall import config, store
+from total_recall import config, memories, state, store, trust
 from total_recall.db import Database
 from total_recall.errors import EmbeddingError, TotalRecallError, TransientError
 from total_recall.extract.protocol import INTENTS
@@ -78,10 +78,7 @@ def note(
         chash = store.content_hash(text)
         # Trigger: the user once forgot this very text and now asks to remember it. Why: an
         # explicit request is newer than the tombstone. Outcome: the tombstone goes, logged.
-        dropped = db.execute(
-            "DELETE FROM tombstones WHERE kind = 'content' AND project IS ? AND content_hash = ?",
-            (where["project"], chash),
-        ).rowcount
+        dropped = trust.drop_content_tombstone(db, where["project"], chash)
         if dropped:
             store.event(db, "tombstone", None, "delete", {"content_hash": chash}, None, "user: note", now)
         idea_id, created = store.insert_idea(db, ctx, item, where["span"], vector)
@@ -92,25 +89,21 @@ def note(
         if created:
             _as_chunk(db, ctx, item, stamp, vector)
         if pin:
-            db.execute("UPDATE ideas SET pinned = 1, updated_at = ? WHERE id = ?", (now, idea_id))
+            memories.set_pinned(db, idea_id, True, now)
             store.event(db, "idea", idea_id, "pin", {"pinned": False}, {"pinned": True}, "user: note", now)
-    row = db.one(
-        "SELECT content, intent, pinned, project, session_id, source_file, source_line, needs_embedding "
-        "FROM ideas WHERE id = ?",
-        (idea_id,),
-    )
-    log.info("note_stored", id=idea_id, created=created, embedded=not row[7])
+    row = memories.noted(db, idea_id)
+    log.info("note_stored", id=idea_id, created=created, embedded=not row["needs_embedding"])
     result = {
         "id": idea_id,
-        "content": row[0],
-        "intent": row[1],
-        "pinned": bool(row[2]),
-        "project": row[3],
-        "session": row[4],
-        "source_file": row[5],
-        "source_line": row[6],
+        "content": row["content"],
+        "intent": row["intent"],
+        "pinned": bool(row["pinned"]),
+        "project": row["project"],
+        "session": row["session_id"],
+        "source_file": row["source_file"],
+        "source_line": row["source_line"],
         "created": created,
-        "searchable_by_vector": not row[7],
+        "searchable_by_vector": not row["needs_embedding"],
     }
     if embedded_note:
         result["note"] = embedded_note
@@ -130,25 +123,12 @@ def _where(db: Database, session: str | None, project: str | None, cwd: str | No
         "line": None,
     }
     if session:
-        row = db.one(
-            "SELECT source_file, project FROM index_state WHERE session_id = ? "
-            "ORDER BY updated_at DESC LIMIT 1",
-            (session,),
-        )
+        row = state.latest_of_session(db, session)
         if row:
-            out["source_file"], out["project"] = row[0], row[1]
-            out["line"] = _current_line(db, row[0])
-            out["branch"] = db.scalar(
-                "SELECT git_branch FROM messages WHERE source_file = ? AND git_branch != '' "
-                "ORDER BY source_line DESC LIMIT 1",
-                (row[0],),
-            )
-            span = db.one(
-                "SELECT id FROM spans WHERE session_id = ? AND source_file = ? AND closed = 0 "
-                "ORDER BY depth DESC, id DESC LIMIT 1",
-                (session, row[0]),
-            )
-            out["span"] = span[0] if span else None
+            out["source_file"], out["project"] = row["source_file"], row["project"]
+            out["line"] = _current_line(db, row["source_file"])
+            out["branch"] = memories.latest_branch(db, row["source_file"])
+            out["span"] = memories.open_span(db, session, row["source_file"])
     if project:
         hits = resolve_projects(db, project, False, None)
         if hits and hits[0] != out["project"]:
@@ -171,17 +151,11 @@ def _current_line(db: Database, source_file: str) -> int:
             return count
     except OSError:
         pass
-    return int(
-        db.scalar("SELECT max(line_number, 1) FROM index_state WHERE source_file = ?", (source_file,), 1)
-    )
+    return state.last_line(db, source_file)
 
 
 def _next_note_line(db: Database) -> int:
-    return int(
-        db.scalar(
-            "SELECT coalesce(max(source_line), 0) + 1 FROM ideas WHERE source_file = ?", (NOTE_SOURCE,), 1
-        )
-    )
+    return memories.next_line(db, NOTE_SOURCE)
 
 
 def _entities(text: str, project: str | None) -> list[dict]:
@@ -215,7 +189,21 @@ def _vector(
 def _as_chunk(db: Database, ctx: store.BatchContext, item: dict, stamp: str, vector: bytes | None) -> None:
     """A note is also a line of words, searched like every line of a conversation (DESIGN.md
     "Search"): without it a note would compete with conversation lines on its idea alone."""
-    store.insert_chunk(db, {
-        "source_file": ctx.source_file, "source_line": item["source_line"], "message_line": item["source_line"],
-        "seq": 1000, "session_id": ctx.session_id, "project": ctx.project, "role": "user", "kind": "note",
-        "timestamp": stamp, "content": item["content"], "context": "", "needs_embedding": True}, vector)
+    store.insert_chunk(
+        db,
+        {
+            "source_file": ctx.source_file,
+            "source_line": item["source_line"],
+            "message_line": item["source_line"],
+            "seq": 1000,
+            "session_id": ctx.session_id,
+            "project": ctx.project,
+            "role": "user",
+            "kind": "note",
+            "timestamp": stamp,
+            "content": item["content"],
+            "context": "",
+            "needs_embedding": True,
+        },
+        vector,
+    )

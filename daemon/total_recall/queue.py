@@ -168,21 +168,21 @@ def claim_next(
         )
         if row is None:
             return None
-        path = row[0]
+        path = row["transcript_path"]
         rows = db.execute(
             "SELECT id, session_id, cwd, attempts FROM work_queue "
             "WHERE transcript_path = ? AND state = 'pending' AND (not_before IS NULL OR not_before <= ?) "
             "ORDER BY id",
             (path, now),
         ).fetchall()
-        ids = [r[0] for r in rows]
+        ids = [r["id"] for r in rows]
         db.execute(
             f"UPDATE work_queue SET state = 'claimed', lease_expires = ? WHERE id IN ({','.join('?' * len(ids))})",
             (now + lease, *ids),
         )
-    session = next((r[1] for r in reversed(rows) if r[1]), None)
-    cwd = next((r[2] for r in reversed(rows) if r[2]), None)
-    return Claim(path, ids, session, cwd, max(r[3] for r in rows))
+    session = next((r["session_id"] for r in reversed(rows) if r["session_id"]), None)
+    cwd = next((r["cwd"] for r in reversed(rows) if r["cwd"]), None)
+    return Claim(path, ids, session, cwd, max(r["attempts"] for r in rows))
 
 
 def _in(ids: list[int]) -> str:
@@ -225,7 +225,8 @@ def release_all_claims(db: Database) -> int:
     """
     with db.write():
         cur = db.execute(
-            "UPDATE work_queue SET state = 'pending', lease_expires = NULL WHERE state = 'claimed'")
+            "UPDATE work_queue SET state = 'pending', lease_expires = NULL WHERE state = 'claimed'"
+        )
     if cur.rowcount:
         log.info("stale_claims_released", rows=cur.rowcount)
     return cur.rowcount
@@ -249,8 +250,13 @@ def fail(db: Database, claim: Claim, error: str, *, transient: bool, max_attempt
         db.execute(
             f"UPDATE work_queue SET state = ?, attempts = ?, last_error = ?, lease_expires = NULL, not_before = ? "
             f"WHERE id IN ({_in(claim.row_ids)})",
-            (state, attempts, error[:2000].encode("utf-8", "replace").decode("utf-8"), now + backoff(attempts),
-             *claim.row_ids),
+            (
+                state,
+                attempts,
+                error[:2000].encode("utf-8", "replace").decode("utf-8"),
+                now + backoff(attempts),
+                *claim.row_ids,
+            ),
         )
     return state
 
@@ -265,25 +271,72 @@ def retry_parked(db: Database) -> int:
 
 def prune_done(db: Database, *, now: float, keep_seconds: float = 86400.0) -> int:
     with db.write():
-        cur = db.execute("DELETE FROM work_queue WHERE state = 'done' AND enqueued_at < ?", (now - keep_seconds,))
+        cur = db.execute(
+            "DELETE FROM work_queue WHERE state = 'done' AND enqueued_at < ?", (now - keep_seconds,)
+        )
     return cur.rowcount
 
 
 def depth(db: Database) -> dict[str, int]:
-    rows = db.execute("SELECT state, count(*) FROM work_queue GROUP BY state").fetchall()
+    rows = db.all("SELECT state, count(*) AS n FROM work_queue GROUP BY state")
     out = {"pending": 0, "claimed": 0, "done": 0, "parked": 0}
-    out.update({r[0]: r[1] for r in rows})
+    out.update({r["state"]: r["n"] for r in rows})
     return out
+
+
+def parked(db: Database) -> list:
+    """Parked rows, oldest first: transcript_path, attempts, last_error."""
+    return db.all(
+        "SELECT transcript_path, attempts, last_error FROM work_queue WHERE state = 'parked' ORDER BY id"
+    )
+
+
+def unfinished(db: Database, files: list[str] | None = None) -> int:
+    """How many transcripts (of `files`, or all) still have a pending or claimed row."""
+    if files is None:
+        return db.scalar(
+            "SELECT count(DISTINCT transcript_path) FROM work_queue WHERE state IN ('pending', 'claimed')",
+            default=0,
+        )
+    return int(
+        db.scalar(
+            "SELECT count(DISTINCT transcript_path) FROM work_queue WHERE state IN ('pending', 'claimed') "
+            f"AND transcript_path IN ({','.join('?' * len(files))})",
+            files,
+            0,
+        )
+    )
+
+
+def rows_of(db: Database, files: list[str]) -> list:
+    """Every row of these transcripts in queue order: transcript_path, state, last_error, attempts."""
+    return db.all(
+        "SELECT transcript_path, state, last_error, attempts FROM work_queue "
+        f"WHERE transcript_path IN ({','.join('?' * len(files))}) ORDER BY id",
+        files,
+    )
+
+
+def transcripts(db: Database) -> list[str]:
+    return db.column("SELECT DISTINCT transcript_path FROM work_queue")
+
+
+def restart_all(db: Database) -> None:
+    """Every unfinished row pending again with a clean slate (after a recover)."""
+    db.execute(
+        "UPDATE work_queue SET state = 'pending', attempts = 0, not_before = NULL, "
+        "lease_expires = NULL WHERE state != 'done'"
+    )
 
 
 def next_ready_in(db: Database, *, now: float, window: float) -> float | None:
     """Seconds until some pending row becomes ready (None when the queue is empty)."""
     placeholders = ",".join("?" * len(IMMEDIATE_EVENTS))
-    row = db.one(
+    ready = db.scalar(
         f"SELECT min(max(coalesce(not_before, 0), CASE WHEN event IN ({placeholders}) "
         "THEN 0 ELSE enqueued_at + ? END)) FROM work_queue WHERE state = 'pending'",
         (*IMMEDIATE_EVENTS, window),
     )
-    if row is None or row[0] is None:
+    if ready is None:
         return None
-    return max(0.0, row[0] - now)
+    return max(0.0, ready - now)

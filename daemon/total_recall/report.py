@@ -6,20 +6,11 @@ import os
 import time
 from typing import Any
 
-from total_recall import config, queue
-from total_recall.db import VEC_FIX_HINT, Database, schema_version
+from total_recall import config, memories, queue, state
+from total_recall.db import VEC_FIX_HINT, Database, fts5_available, schema_version, sqlite_version
 from total_recall.indexer import budget_exhausted, today_start_utc
 
 INTENTS = ("decision", "conclusion", "question", "problem", "solution", "todo", "context")
-
-
-def _fts5_ok(db: Database) -> bool:
-    try:
-        db.execute("CREATE VIRTUAL TABLE temp._tr_fts USING fts5(x)")
-        db.execute("DROP TABLE temp._tr_fts")
-        return True
-    except db.dbapi.Error:
-        return False
 
 
 def _embedder_info(settings: config.Settings, load: bool) -> dict:
@@ -32,15 +23,20 @@ def _embedder_info(settings: config.Settings, load: bool) -> dict:
         embedder = get_embedder(settings)
         started = time.perf_counter()
         embedder.embed(["doctor probe"])
-        info.update(ok=True, model=embedder.model_id, dim=embedder.dim,
-                    load_seconds=round(time.perf_counter() - started, 3))
+        info.update(
+            ok=True,
+            model=embedder.model_id,
+            dim=embedder.dim,
+            load_seconds=round(time.perf_counter() - started, 3),
+        )
     except Exception as exc:  # doctor reports every failure instead of raising
         info.update(ok=False, error=f"{type(exc).__name__}: {exc}")
     return info
 
 
-def doctor(db: Database | None, settings: config.Settings, *, load_embedder: bool = True,
-           db_error: str | None = None) -> dict:
+def doctor(
+    db: Database | None, settings: config.Settings, *, load_embedder: bool = True, db_error: str | None = None
+) -> dict:
     """Every check, each reported on its own: a damaged database or a dead endpoint stops nothing."""
     from total_recall import daemon, install, recover
 
@@ -56,11 +52,13 @@ def doctor(db: Database | None, settings: config.Settings, *, load_embedder: boo
     out: dict[str, Any] = {"home": str(paths.home), "database": database}
     if db is not None:
         out.update(_database_checks(db))
-    out.update({
-        "embedder": _embedder_info(settings, load_embedder),
-        "llm": llm_check(settings),
-        "daemon": {"running": state["running"], "pid": state["pid"]},
-    })
+    out.update(
+        {
+            "embedder": _embedder_info(settings, load_embedder),
+            "llm": llm_check(settings),
+            "daemon": {"running": state["running"], "pid": state["pid"]},
+        }
+    )
     if db is not None:
         try:
             out["queue"] = queue.depth(db)
@@ -75,15 +73,21 @@ def doctor(db: Database | None, settings: config.Settings, *, load_embedder: boo
 
 def _database_checks(db: Database) -> dict:
     out: dict[str, Any] = {
-        "sqlite_version": db.scalar("SELECT sqlite_version()"),
+        "sqlite_version": sqlite_version(db),
         "sqlite_driver": db.driver,
-        "fts5": _fts5_ok(db),
-        "sqlite_vec": {"loaded": db.has_vec, "version": db.vec_version,
-                       "error": None if db.has_vec else f"{db.vec_error}; {VEC_FIX_HINT}"},
+        "fts5": fts5_available(db),
+        "sqlite_vec": {
+            "loaded": db.has_vec,
+            "version": db.vec_version,
+            "error": None if db.has_vec else f"{db.vec_error}; {VEC_FIX_HINT}",
+        },
     }
     try:
-        out.update(schema_version=schema_version(db), embed_model_recorded=db.get_meta("embed_model"),
-                   embed_model_mismatch=db.get_meta("embed_model_mismatch"))
+        out.update(
+            schema_version=schema_version(db),
+            embed_model_recorded=db.get_meta("embed_model"),
+            embed_model_mismatch=db.get_meta("embed_model_mismatch"),
+        )
     except db.dbapi.Error as exc:  # damaged pages: reported under "database"
         out["schema_error"] = str(exc)
     return out
@@ -95,9 +99,12 @@ LLM_PROBE_TIMEOUT = 5.0
 def llm_check(settings: config.Settings) -> dict:
     """The configured extractor, and for an endpoint one cheap request (GET /models, short timeout)."""
     enabled = settings.llm_enabled()
-    info: dict[str, Any] = {"enabled": enabled, "base_url": settings.llm.base_url or None,
-                            "model": settings.llm.model if enabled else None,
-                            "extractor": "llm" if enabled else "offline"}
+    info: dict[str, Any] = {
+        "enabled": enabled,
+        "base_url": settings.llm.base_url or None,
+        "model": settings.llm.model if enabled else None,
+        "extractor": "llm" if enabled else "offline",
+    }
     if enabled:
         info["endpoint"] = probe_llm(settings)
         if info["endpoint"]["status"] not in ("ok", "reachable"):
@@ -110,61 +117,72 @@ def probe_llm(settings: config.Settings, timeout: float = LLM_PROBE_TIMEOUT) -> 
     import openai
 
     model = settings.llm.model
-    client = openai.OpenAI(base_url=settings.llm.base_url,
-                           api_key=settings.llm_api_key() or "not-needed", timeout=timeout, max_retries=0)
+    client = openai.OpenAI(
+        base_url=settings.llm.base_url,
+        api_key=settings.llm_api_key() or "not-needed",
+        timeout=timeout,
+        max_retries=0,
+    )
     try:
         served = [m.id for m in client.models.list()]
     except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
-        return {"status": "unauthorised",
-                "error": f"HTTP {exc.status_code}: check llm.api_key / OPENAI_API_KEY"}
+        return {
+            "status": "unauthorised",
+            "error": f"HTTP {exc.status_code}: check llm.api_key / OPENAI_API_KEY",
+        }
     except openai.APIStatusError as exc:  # e.g. 404: the server lists no models; it answered
-        return {"status": "reachable", "note": f"the model list is not served (HTTP {exc.status_code}); "
-                                               f"model {model!r} not checked"}
+        return {
+            "status": "reachable",
+            "note": f"the model list is not served (HTTP {exc.status_code}); model {model!r} not checked",
+        }
     except openai.APIError as exc:  # connection refused, DNS, timeout
         return {"status": "unreachable", "error": f"{type(exc).__name__}: {exc}"}
     finally:
         client.close()
     if model not in served:
-        return {"status": "model missing", "error": f"{model!r} is not among the {len(served)} models served",
-                "served": served[:10]}
+        return {
+            "status": "model missing",
+            "error": f"{model!r} is not among the {len(served)} models served",
+            "served": served[:10],
+        }
     return {"status": "ok"}
 
 
 def stats(db: Database, settings: config.Settings) -> dict:
-    by_intent = dict(db.execute("SELECT intent, count(*) FROM ideas GROUP BY intent").fetchall())
+    by_intent = memories.ideas_by_intent(db)
     now = time.time()
     today = today_start_utc(now)
-    calls = db.one(
-        "SELECT count(*), coalesce(sum(prompt_tokens), 0), coalesce(sum(completion_tokens), 0) "
-        "FROM llm_calls WHERE extractor = 'llm' AND at >= ?", (today,))
-    fallbacks = db.scalar("SELECT count(*) FROM llm_calls WHERE extractor = 'fallback' AND at >= ?", (today,), 0)
-    parked = db.execute(
-        "SELECT transcript_path, attempts, last_error FROM work_queue WHERE state = 'parked' ORDER BY id").fetchall()
+    calls = state.llm_usage_since(db, today)
+    fallbacks = state.fallbacks_since(db, today)
+    parked = queue.parked(db)
     size = sum(os.path.getsize(p) for p in (str(db.path), f"{db.path}-wal") if os.path.exists(p))
+    counts = memories.counts(db)
     return {
         "ideas": sum(by_intent.values()),
         "ideas_by_intent": {i: by_intent.get(i, 0) for i in INTENTS},
-        "spans": db.scalar("SELECT count(*) FROM spans", default=0),
-        "entities": db.scalar("SELECT count(*) FROM entities", default=0),
-        "relations": db.scalar("SELECT count(*) FROM relations", default=0),
-        "sessions": db.scalar("SELECT count(DISTINCT session_id) FROM spans", default=0),
-        "projects": db.scalar("SELECT count(DISTINCT project) FROM ideas", default=0),
-        "transcripts_indexed": db.scalar("SELECT count(*) FROM index_state", default=0),
-        "transcripts_pending": db.scalar(
-            "SELECT count(DISTINCT transcript_path) FROM work_queue WHERE state IN ('pending', 'claimed')", default=0),
-        "messages": db.scalar("SELECT count(*) FROM messages", default=0),
-        "messages_skipped": dict(db.execute(
-            "SELECT skip_reason, count(*) FROM messages WHERE skip_reason IS NOT NULL GROUP BY skip_reason").fetchall()),
+        "spans": counts["spans"],
+        "entities": counts["entities"],
+        "relations": counts["relations"],
+        "sessions": counts["sessions"],
+        "projects": counts["projects"],
+        "transcripts_indexed": state.count(db),
+        "transcripts_pending": queue.unfinished(db),
+        "messages": counts["messages"],
+        "messages_skipped": memories.skipped_messages(db),
         "queue": queue.depth(db),
-        "parked": [{"transcript": p[0], "attempts": p[1], "error": p[2]} for p in parked],
-        "without_vectors": {
-            "ideas": db.scalar("SELECT count(*) FROM ideas WHERE needs_embedding = 1", default=0),
-            "spans": db.scalar("SELECT count(*) FROM spans WHERE needs_embedding = 1", default=0),
-        },
+        "parked": [
+            {"transcript": p["transcript_path"], "attempts": p["attempts"], "error": p["last_error"]}
+            for p in parked
+        ],
+        "without_vectors": memories.without_vectors(db),
         "vector_search": db.has_vec,
-        "llm_today": {"calls": calls[0], "prompt_tokens": calls[1], "completion_tokens": calls[2],
-                      "fallbacks_to_offline": fallbacks,
-                      "budget_exhausted": budget_exhausted(db, settings, now)},
+        "llm_today": {
+            "calls": calls["calls"],
+            "prompt_tokens": calls["prompt_tokens"],
+            "completion_tokens": calls["completion_tokens"],
+            "fallbacks_to_offline": fallbacks,
+            "budget_exhausted": budget_exhausted(db, settings, now),
+        },
         "database_bytes": size,
     }
 
@@ -211,21 +229,27 @@ def topics(db: Database, session: str | None = None, limit: int = 50) -> list[di
         from total_recall.search import resolve_session
 
         session = resolve_session(db, session)
-    where, params = ("WHERE s.session_id = ?", (session,)) if session else ("", ())
-    roots = db.execute(
-        f"SELECT DISTINCT s.session_id FROM spans s {where} ORDER BY s.created_at DESC LIMIT ?", (*params, limit)
-    ).fetchall()
     out = []
-    for (sid,) in roots:
-        rows = db.execute(
-            "SELECT s.id, s.parent_id, s.depth, s.name, s.summary, s.start_line, s.end_line, s.source_file, "
-            "s.project, s.started_at, (SELECT count(*) FROM ideas i WHERE i.span_id = s.id) "
-            "FROM spans s WHERE s.session_id = ? ORDER BY s.depth, s.start_line, s.id", (sid,)).fetchall()
-        nodes = {r[0]: {"id": r[0], "depth": r[2], "name": r[3], "summary": r[4], "start_line": r[5],
-                        "end_line": r[6], "source_file": r[7], "project": r[8], "started_at": r[9],
-                        "ideas": r[10], "children": []} for r in rows}
+    for sid in memories.recent_sessions(db, session, limit):
+        rows = memories.session_spans(db, sid)
+        nodes = {
+            r["id"]: {
+                "id": r["id"],
+                "depth": r["depth"],
+                "name": r["name"],
+                "summary": r["summary"],
+                "start_line": r["start_line"],
+                "end_line": r["end_line"],
+                "source_file": r["source_file"],
+                "project": r["project"],
+                "started_at": r["started_at"],
+                "ideas": r["ideas"],
+                "children": [],
+            }
+            for r in rows
+        }
         tree = []
         for r in rows:
-            (nodes[r[1]]["children"] if r[1] in nodes else tree).append(nodes[r[0]])
+            (nodes[r["parent_id"]]["children"] if r["parent_id"] in nodes else tree).append(nodes[r["id"]])
         out.append({"session": sid, "spans": tree})
     return out

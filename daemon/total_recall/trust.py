@@ -93,12 +93,30 @@ def forgotten(db: Database, *, file: str | None = None, session: str | None = No
     return None
 
 
+def forgotten_lines(db: Database, source_file: str) -> set[int]:
+    """The lines of a transcript that a forget tombstoned."""
+    return set(
+        db.column(
+            "SELECT source_line FROM tombstones WHERE kind = 'line' AND source_file = ?", (source_file,)
+        )
+    )
+
+
+def drop_content_tombstone(db: Database, project: str | None, content_hash: str) -> int:
+    """Remove the tombstone of a forgotten text (the user asks to remember it again); how many went."""
+    return db.execute(
+        "DELETE FROM tombstones WHERE kind = 'content' AND project IS ? AND content_hash = ?",
+        (project, content_hash),
+    ).rowcount
+
+
 def project_cutoff(db: Database, project: str | None) -> float | None:
     """When the project was last forgotten: its messages said before then are never indexed."""
     if not project:
         return None
-    return db.scalar("SELECT max(created_at) FROM forgotten_scopes WHERE kind = 'project' AND value = ?",
-                     (project,))
+    return db.scalar(
+        "SELECT max(created_at) FROM forgotten_scopes WHERE kind = 'project' AND value = ?", (project,)
+    )
 
 
 def tombstone_scope(db: Database, kind: str, value: str, now: float) -> None:
@@ -156,8 +174,9 @@ def in_paused(stamp: str | None, ranges: list[tuple[float, float]], now: float) 
     return any(start <= when < end for start, end in ranges)
 
 
-def withheld(stamp: str | None, ranges: list[tuple[float, float]], cutoff: float | None,
-             now: float) -> str | None:
+def withheld(
+    stamp: str | None, ranges: list[tuple[float, float]], cutoff: float | None, now: float
+) -> str | None:
     """'paused' or 'forgotten' when a message said at ``stamp`` must not be kept, else None."""
     if cutoff is not None and said_at(stamp, now) < cutoff:
         return "forgotten"

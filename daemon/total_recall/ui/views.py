@@ -10,7 +10,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
-from total_recall import browse, curate, digest, report
+from total_recall import browse, curate, digest, memories, report
 from total_recall.errors import NotFound, TotalRecallError
 
 TIMELINE_DAYS = 14
@@ -161,13 +161,14 @@ def session_page(view):
         if not sessions:
             raise NotFound(f"no topics for session {sid!r}")
         ideas: dict[int | None, list[dict]] = {}
-        for row in db.execute(
-            "SELECT id, span_id, intent, content, source_line FROM ideas WHERE session_id = ? "
-            "ORDER BY source_line, id",
-            (sid,),
-        ):
-            ideas.setdefault(row[1], []).append(
-                {"id": row[0], "intent": row[2], "content": row[3], "line": row[4]}
+        for row in memories.session_ideas(db, sid):
+            ideas.setdefault(row["span_id"], []).append(
+                {
+                    "id": row["id"],
+                    "intent": row["intent"],
+                    "content": row["content"],
+                    "line": row["source_line"],
+                }
             )
         return {"session": sessions[0], "ideas": ideas}
 

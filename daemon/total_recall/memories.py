@@ -1,0 +1,339 @@
+"""Reads and small writes of what is remembered: ideas, spans, entities, relations, sources,
+messages and proposals.
+
+The storage owner of these tables for every module above storage (browse, digest, note,
+curate, maintain, report, the web view); applying extractor output is `store.py`'s, vectors are
+`vectors.py`'s, forgetting is `erasure.py`'s. Rows come back as sqlite3.Row (by column name).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from total_recall.db import Database
+
+
+def marks(values) -> str:
+    """'?,?,?' for an IN (...) list of these values."""
+    return ",".join("?" * len(values))
+
+
+# --- counts (stats) -----------------------------------------------------------------------------
+
+
+def ideas_by_intent(db: Database) -> dict[str, int]:
+    return {r["intent"]: r["n"] for r in db.all("SELECT intent, count(*) AS n FROM ideas GROUP BY intent")}
+
+
+def counts(db: Database) -> dict[str, int]:
+    """How many spans, entities, relations, sessions, projects and messages are stored."""
+    return {
+        "spans": db.scalar("SELECT count(*) FROM spans", default=0),
+        "entities": db.scalar("SELECT count(*) FROM entities", default=0),
+        "relations": db.scalar("SELECT count(*) FROM relations", default=0),
+        "sessions": db.scalar("SELECT count(DISTINCT session_id) FROM spans", default=0),
+        "projects": db.scalar("SELECT count(DISTINCT project) FROM ideas", default=0),
+        "messages": db.scalar("SELECT count(*) FROM messages", default=0),
+    }
+
+
+def skipped_messages(db: Database) -> dict[str, int]:
+    rows = db.all(
+        "SELECT skip_reason, count(*) AS n FROM messages WHERE skip_reason IS NOT NULL GROUP BY skip_reason"
+    )
+    return {r["skip_reason"]: r["n"] for r in rows}
+
+
+def without_vectors(db: Database) -> dict[str, int]:
+    return {
+        "ideas": db.scalar("SELECT count(*) FROM ideas WHERE needs_embedding = 1", default=0),
+        "spans": db.scalar("SELECT count(*) FROM spans WHERE needs_embedding = 1", default=0),
+    }
+
+
+# --- spans ----------------------------------------------------------------------------------------
+
+
+def recent_sessions(db: Database, session: str | None, limit: int) -> list[str]:
+    """Sessions with spans, newest first (only `session` when given)."""
+    where, params = ("WHERE s.session_id = ?", (session,)) if session else ("", ())
+    return db.column(
+        f"SELECT DISTINCT s.session_id FROM spans s {where} ORDER BY s.created_at DESC LIMIT ?",
+        (*params, limit),
+    )
+
+
+def session_spans(db: Database, session: str) -> list:
+    """A session's spans, parents first, each with its idea count (`ideas`)."""
+    return db.all(
+        "SELECT s.id, s.parent_id, s.depth, s.name, s.summary, s.start_line, s.end_line, s.source_file, "
+        "s.project, s.started_at, (SELECT count(*) FROM ideas i WHERE i.span_id = s.id) AS ideas "
+        "FROM spans s WHERE s.session_id = ? ORDER BY s.depth, s.start_line, s.id",
+        (session,),
+    )
+
+
+def span(db: Database, span_id: int) -> Any:
+    return db.one("SELECT * FROM spans WHERE id = ?", (span_id,))
+
+
+# --- digests --------------------------------------------------------------------------------------
+
+# A decision another one superseded is history, not the current state.
+CURRENT = "id NOT IN (SELECT to_id FROM relations WHERE relation_type = 'supersedes')"
+# The kinds of a project's ideas a digest lists, newest first.
+IDEA_KINDS = {
+    "pinned": "AND pinned = 1",
+    "open questions": "AND intent = 'question' AND answered = 0",
+    "open todos": "AND intent = 'todo' AND closed_source_line IS NULL",
+    "current decisions": f"AND intent = 'decision' AND {CURRENT}",
+    "convention candidates": "AND intent IN ('decision', 'conclusion', 'context')",
+    "conclusions": "AND intent = 'conclusion'",
+    "problems": "AND intent = 'problem'",
+}
+
+
+def _project_where(project: str, branch: str | None) -> tuple[str, tuple]:
+    return ("project = ? AND git_branch = ?", (project, branch)) if branch else ("project = ?", (project,))
+
+
+def project_ideas(db: Database, project: str, branch: str | None, kind: str, limit: int) -> list:
+    """A project's (or branch's) ideas of one IDEA_KINDS kind, newest first: id, content,
+    message_time, source_file, source_line, intent."""
+    where, params = _project_where(project, branch)
+    return db.all(
+        f"SELECT id, content, message_time, source_file, source_line, intent FROM ideas WHERE {where} "
+        f"{IDEA_KINDS[kind]} ORDER BY message_time DESC, id DESC LIMIT ?",
+        (*params, limit),
+    )
+
+
+def project_summary(db: Database, project: str, branch: str | None) -> Any:
+    """ideas, sessions, first, last (message times) of a project or branch."""
+    where, params = _project_where(project, branch)
+    return db.one(
+        "SELECT count(*) AS ideas, count(DISTINCT session_id) AS sessions, min(message_time) AS first, "
+        f"max(message_time) AS last FROM ideas WHERE {where}",
+        params,
+    )
+
+
+def fixes_of(db: Database, problem_id: int) -> list:
+    """The ideas that answer a problem: content, source_file, source_line."""
+    return db.all(
+        "SELECT i.content, i.source_file, i.source_line FROM relations r JOIN ideas i "
+        "ON i.id = r.from_id WHERE r.to_id = ? AND r.relation_type = 'answers'",
+        (problem_id,),
+    )
+
+
+def branches(db: Database, project: str) -> list[str]:
+    return db.column(
+        "SELECT DISTINCT git_branch FROM ideas WHERE project = ? AND git_branch != ''", (project,)
+    )
+
+
+def last_session(db: Database, project: str) -> Any:
+    """The project's latest session: session_id, ended (its last span end), or None."""
+    return db.one(
+        "SELECT session_id, max(ended_at) AS ended FROM spans WHERE project = ? AND depth = 0 "
+        "GROUP BY session_id ORDER BY max(ended_at) DESC LIMIT 1",
+        (project,),
+    )
+
+
+def session_topics(db: Database, session: str) -> list:
+    """A session's top-level topics in order: name, summary."""
+    return db.all(
+        "SELECT name, summary FROM spans WHERE session_id = ? AND depth = 1 ORDER BY start_line", (session,)
+    )
+
+
+def ideas_since(db: Database, since: str, projects: list[str] | None) -> list:
+    """Non-context ideas from `since` on (of these projects), oldest first: project, message_time,
+    intent, content, id."""
+    psql = f" AND project IN ({marks(projects)})" if projects else ""
+    return db.all(
+        f"SELECT project, message_time, intent, content, id FROM ideas WHERE substr(message_time, 1, 19) >= ?{psql} "
+        f"AND intent != 'context' ORDER BY message_time",
+        (since, *(projects or [])),
+    )
+
+
+def topics_since(db: Database, since: str, projects: list[str] | None) -> list:
+    """Top-level topics started from `since` on: project, started_at, name."""
+    psql = f" AND project IN ({marks(projects)})" if projects else ""
+    return db.all(
+        f"SELECT project, started_at, name FROM spans WHERE depth = 1 AND substr(started_at, 1, 19) >= ?{psql} "
+        f"ORDER BY started_at",
+        (since, *(projects or [])),
+    )
+
+
+# --- ideas: corrections by the user ---------------------------------------------------------------
+
+
+def idea(db: Database, idea_id: int) -> Any:
+    """id, content, intent, pinned, project, confidence of one idea, or None."""
+    return db.one(
+        "SELECT id, content, intent, pinned, project, confidence FROM ideas WHERE id = ?", (idea_id,)
+    )
+
+
+def set_pinned(db: Database, idea_id: int, pinned: bool, now: float) -> None:
+    db.execute("UPDATE ideas SET pinned = ?, updated_at = ? WHERE id = ?", (int(pinned), now, idea_id))
+
+
+def set_content(db: Database, idea_id: int, text: str, content_hash: str, now: float) -> None:
+    """New text for an idea; its vector is stale until re-embedded."""
+    db.execute(
+        "UPDATE ideas SET content = ?, content_hash = ?, needs_embedding = 1, updated_at = ? WHERE id = ?",
+        (text, content_hash, now, idea_id),
+    )
+
+
+def projects_of(db: Database, idea_ids: list[int]) -> list[str]:
+    return db.column(f"SELECT project FROM ideas WHERE id IN ({marks(idea_ids)})", idea_ids)
+
+
+# --- proposals (the extractor's suggested changes to pinned ideas) -------------------------------
+
+
+def proposals(db: Database, state: str) -> list[dict]:
+    rows = db.all(
+        "SELECT p.id, p.kind, p.target_id, t.content AS target, p.new_idea_id, n.content AS new, p.created_at, "
+        "p.state FROM proposals p JOIN ideas t ON t.id = p.target_id LEFT JOIN ideas n ON n.id = p.new_idea_id "
+        "WHERE p.state = ? ORDER BY p.id",
+        (state,),
+    )
+    return [dict(r) for r in rows]
+
+
+def proposal(db: Database, proposal_id: int) -> Any:
+    """kind, target_id, new_idea_id, state of one proposal, or None."""
+    return db.one("SELECT kind, target_id, new_idea_id, state FROM proposals WHERE id = ?", (proposal_id,))
+
+
+def apply_proposal(db: Database, kind: str, target: int, new_id: int, now: float) -> None:
+    """The new idea relates to the target; one that supersedes it also takes its pin."""
+    db.execute(
+        "INSERT OR IGNORE INTO relations (from_id, to_id, relation_type, created_at) VALUES (?, ?, ?, ?)",
+        (new_id, target, kind, now),
+    )
+    if kind == "supersedes":
+        db.execute("UPDATE ideas SET pinned = 0 WHERE id = ?", (target,))
+        db.execute("UPDATE ideas SET pinned = 1 WHERE id = ?", (new_id,))
+
+
+def decide_proposal(db: Database, proposal_id: int, state: str, now: float) -> None:
+    db.execute("UPDATE proposals SET state = ?, decided_at = ? WHERE id = ?", (state, now, proposal_id))
+
+
+# --- maintenance ----------------------------------------------------------------------------------
+
+
+def duplicate_groups(db: Database) -> list[list[int]]:
+    """Ids of ideas with the same project, intent and normalised text, per group (sorted)."""
+    rows = db.all(
+        "SELECT project, intent, content_hash, group_concat(id) AS ids FROM ideas "
+        "GROUP BY project, intent, content_hash HAVING count(*) > 1"
+    )
+    return [sorted(int(i) for i in r["ids"].split(",")) for r in rows]
+
+
+def merge_idea(db: Database, keep: int, dup: int) -> None:
+    """Fold `dup` into `keep`: its sources, relations and pin; the row goes (its vector is the caller's)."""
+    db.execute(
+        "INSERT OR IGNORE INTO idea_sources (idea_id, source_file, source_line, session_id, "
+        "message_time) SELECT ?, source_file, source_line, session_id, message_time "
+        "FROM idea_sources WHERE idea_id = ?",
+        (keep, dup),
+    )
+    db.execute("UPDATE OR IGNORE relations SET from_id = ? WHERE from_id = ?", (keep, dup))
+    db.execute("UPDATE OR IGNORE relations SET to_id = ? WHERE to_id = ?", (keep, dup))
+    db.execute(
+        "UPDATE ideas SET mention_count = (SELECT count(*) FROM idea_sources WHERE idea_id = ?), "
+        "pinned = max(pinned, (SELECT pinned FROM ideas WHERE id = ?)) WHERE id = ?",
+        (keep, dup, keep),
+    )
+    db.execute("DELETE FROM ideas WHERE id = ?", (dup,))
+
+
+def spans_without_summary(db: Database) -> list[int]:
+    return db.column("SELECT id FROM spans WHERE depth > 0 AND closed = 1 AND summary = ''")
+
+
+def best_ideas_of_span(db: Database, span_id: int, limit: int = 2) -> list[str]:
+    return db.column(
+        "SELECT content FROM ideas WHERE span_id = ? ORDER BY confidence DESC, id LIMIT ?", (span_id, limit)
+    )
+
+
+def set_span_summary(db: Database, span_id: int, summary: str) -> None:
+    db.execute("UPDATE spans SET summary = ?, needs_embedding = 1 WHERE id = ?", (summary, span_id))
+
+
+def projects(db: Database) -> list[str]:
+    return db.column("SELECT DISTINCT project FROM ideas WHERE project != ''")
+
+
+def optimize_fts(db: Database) -> None:
+    db.execute("INSERT INTO ideas_fts (ideas_fts) VALUES ('optimize')")
+    db.execute("INSERT INTO spans_fts (spans_fts) VALUES ('optimize')")
+
+
+def decay_activation(db: Database, factor: float, floor: float) -> None:
+    """Multiply every activation by `factor`; values under `floor` become 0."""
+    for table in ("ideas", "spans"):
+        db.execute(
+            f"UPDATE {table} SET activation = CASE WHEN activation * ? < ? THEN 0 ELSE activation * ? END "
+            f"WHERE activation > 0",
+            (factor, floor, factor),
+        )
+
+
+def session_ideas(db: Database, session: str) -> list:
+    """A session's ideas in line order: id, span_id, intent, content, source_line."""
+    return db.all(
+        "SELECT id, span_id, intent, content, source_line FROM ideas WHERE session_id = ? ORDER BY source_line, id",
+        (session,),
+    )
+
+
+# --- explicit notes -------------------------------------------------------------------------------
+
+
+def noted(db: Database, idea_id: int) -> Any:
+    """What a note stored: content, intent, pinned, project, session_id, source_file, source_line,
+    needs_embedding."""
+    return db.one(
+        "SELECT content, intent, pinned, project, session_id, source_file, source_line, needs_embedding "
+        "FROM ideas WHERE id = ?",
+        (idea_id,),
+    )
+
+
+def latest_branch(db: Database, source_file: str) -> str | None:
+    """The git branch of a transcript's latest message that names one."""
+    return db.scalar(
+        "SELECT git_branch FROM messages WHERE source_file = ? AND git_branch != '' ORDER BY source_line DESC LIMIT 1",
+        (source_file,),
+    )
+
+
+def open_span(db: Database, session: str, source_file: str) -> int | None:
+    """The deepest open span of a session's transcript, or None."""
+    return db.scalar(
+        "SELECT id FROM spans WHERE session_id = ? AND source_file = ? AND closed = 0 "
+        "ORDER BY depth DESC, id DESC LIMIT 1",
+        (session, source_file),
+    )
+
+
+def next_line(db: Database, source_file: str) -> int:
+    """One past the last line any idea of this (pseudo-)source cites."""
+    return int(
+        db.scalar(
+            "SELECT coalesce(max(source_line), 0) + 1 FROM ideas WHERE source_file = ?", (source_file,), 1
+        )
+    )
