@@ -613,8 +613,8 @@ class _Reader:
         except (OSError, TranscriptError):
             return found
         for raw in chunk.split(b"\n")[1 if start else 0:]:
-            if b'"TaskCreate"' not in raw and b'"task"' not in raw:
-                continue
+            if not any(mark in raw for mark in (b'"TaskCreate"', b'"task"', b" created successfully: ")):
+                continue  # neither a TaskCreate call nor its result
             record = _parse(raw, 0, 0).record
             if record is None:
                 continue
