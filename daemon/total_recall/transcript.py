@@ -387,6 +387,8 @@ class _Reader:
         self.file_skip: str | None = None  # set by the first prompt: headless/warmup sessions
         self._fallback_session: str | None = None
         self.plans: dict[str, str] = {}  # the latest plan file written in this read (ExitPlanMode shows it)
+        self.tasks = _Tasks()  # the task list's ids and their todo texts (TaskCreate/TaskUpdate)
+        self.tasks_scanned = False  # the lines before this read were searched for task ids
 
     # -- driving -------------------------------------------------------------------------
 
@@ -481,6 +483,7 @@ class _Reader:
         env = self._envelope(record)
         is_result = any(b.get("type") == "tool_result" for b in blocks)
         if is_result or (isinstance(content, list) and "toolUseResult" in record):
+            self.tasks.result(record, blocks)
             text = _tool_result_text(record, blocks)
             return self._message(item, item, env, "user", "tool_result", text, "tool_output")
         text = "\n".join(
@@ -548,8 +551,11 @@ class _Reader:
             blocks = _blocks(_content(item.record or {}))
             if "latest" not in self.plans and any(_needs_plan_file(b) for b in blocks):
                 self.plans["latest"] = self._plan_before(item.end)
+            if not self.tasks_scanned and any(self.tasks.unknown(b) for b in blocks):
+                self.tasks_scanned = True
+                self.tasks.learn_before(self._tasks_before())
             before = len(pieces)
-            _response_pieces(blocks, env["cwd"], pieces, seen, self.plans)
+            _response_pieces(blocks, env["cwd"], pieces, seen, self.plans, self.tasks)
             parts += [(item.number, _clean(p)) for p in pieces[before:]]
         if self._is_compaction(record):
             kind, skip = "compact_summary", "compact_summary"
@@ -593,6 +599,34 @@ class _Reader:
                     _plan_or_todos(block, plans)
         return plans.get("latest", "")
 
+    def _tasks_before(self) -> _Tasks:
+        """The task ids created before this read (a TaskUpdate can complete a task whose
+        TaskCreate an earlier read consumed: the daemon reads a transcript in pieces)."""
+        found = _Tasks()
+        if self.start <= 0:
+            return found
+        try:
+            with _open_regular(self.path) as fh:
+                start = max(0, self.start - TASK_SCAN_BYTES)
+                fh.seek(start)
+                chunk = fh.read(self.start - start)
+        except (OSError, TranscriptError):
+            return found
+        for raw in chunk.split(b"\n")[1 if start else 0:]:
+            if not any(mark in raw for mark in (b'"TaskCreate"', b'"task"', b" created successfully: ")):
+                continue  # neither a TaskCreate call nor its result
+            record = _parse(raw, 0, 0).record
+            if record is None:
+                continue
+            blocks = _blocks(_content(record))
+            if record["type"] == "assistant":
+                for block in blocks:
+                    if block.get("type") == "tool_use" and block.get("name") == "TaskCreate":
+                        found.create(block)
+            elif record["type"] == "user":
+                found.result(record, blocks)
+        return found
+
     # -- shared --------------------------------------------------------------------------
 
     def _is_compaction(self, record: dict[str, Any]) -> bool:
@@ -634,12 +668,13 @@ class _Reader:
 
 def _response_pieces(
     blocks: list[dict[str, Any]], cwd: str | None, pieces: list[str], seen: set[str],
-    plans: dict[str, str] | None = None,
+    plans: dict[str, str] | None = None, tasks: _Tasks | None = None,
 ) -> None:
     """Append one response line's text and tool descriptors; note what else it held.
 
-    TodoWrite lists and ExitPlanMode plans are what was decided and what is left to do, so they
-    are text for extraction (``[todos]`` / ``[plan]`` blocks), not tool descriptors.
+    TodoWrite lists, TaskCreate/TaskUpdate calls and ExitPlanMode plans are what was decided and
+    what is left to do, so they are text for extraction (``[todos]`` / ``[plan]`` blocks), not
+    tool descriptors.
     """
     for block in blocks:
         kind = block.get("type")
@@ -651,7 +686,7 @@ def _response_pieces(
                 pieces.append(text)
                 seen.add("text")
         elif kind in ("tool_use", "server_tool_use"):
-            structured = _plan_or_todos(block, plans if plans is not None else {})
+            structured = _plan_or_todos(block, plans if plans is not None else {}, tasks)
             if structured:
                 pieces.append(structured)
                 seen.add("text")
@@ -665,6 +700,9 @@ def _response_pieces(
 TODO_STATUSES = ("pending", "in_progress", "completed")
 PLAN_CHARS = 8_000
 PLAN_SCAN_BYTES = 4 << 20  # how far back an ExitPlanMode looks for its plan file in an earlier read
+TASK_SCAN_BYTES = 16 << 20  # how far back a TaskUpdate looks for its task's TaskCreate in an earlier read
+TASK_DETAIL_CHARS = 120  # the part of a task's description kept with its subject
+_TASK_CREATED = re.compile(r"^Task #(\S+) created successfully: ")
 
 
 def _needs_plan_file(block: dict[str, Any]) -> bool:
@@ -672,11 +710,16 @@ def _needs_plan_file(block: dict[str, Any]) -> bool:
     return block.get("name") == "ExitPlanMode" and not isinstance(args.get("plan"), str)
 
 
-def _plan_or_todos(block: dict[str, Any], plans: dict[str, str]) -> str | None:
-    """A ``[todos]`` block for TodoWrite, a ``[plan]`` block for ExitPlanMode, else None.
+def _plan_or_todos(
+    block: dict[str, Any], plans: dict[str, str], tasks: _Tasks | None = None
+) -> str | None:
+    """A ``[todos]`` block for TodoWrite, TaskCreate and a completing TaskUpdate, a ``[plan]``
+    block for ExitPlanMode, else None.
 
     ExitPlanMode carries its plan in ``input.plan`` (Claude Code 1.x/2.0) or shows the plan file
     written just before it (2.1: a Write to ``plan.md`` or under ``plans/``), remembered in ``plans``.
+    TaskCreate is one pending entry; TaskUpdate to "completed" is a completed entry with the same
+    text, found through ``tasks`` (its input names the task by id only).
     """
     name = _str(block.get("name"))
     args = block.get("input") if isinstance(block.get("input"), dict) else {}
@@ -696,7 +739,108 @@ def _plan_or_todos(block: dict[str, Any], plans: dict[str, str]) -> str | None:
                 status = todo.get("status") if todo.get("status") in TODO_STATUSES else "pending"
                 rows.append(f"- [{status}] {' '.join(todo['content'].split())[:300]}")
         return "[todos]\n" + "\n".join(rows) + "\n[/todos]" if rows else None
+    if name in ("TaskCreate", "TaskUpdate"):
+        tasks = tasks if tasks is not None else _Tasks()
+        text = tasks.create(block) if name == "TaskCreate" else tasks.completed(args)
+        status = "pending" if name == "TaskCreate" else "completed"
+        return f"[todos]\n- [{status}] {text}\n[/todos]" if text else None
     return None
+
+
+class _Tasks:
+    """Claude Code's task list as a transcript shows it (2.1.x; tool input and result shapes
+    seen in sdk-tools.d.ts and in the CLI's own transcripts):
+
+    - assistant ``tool_use`` TaskCreate ``{subject, description, activeForm?}``; its ``tool_result``
+      line says "Task #<id> created successfully: <subject>" and carries
+      ``toolUseResult: {"task": {"id", "subject"}}``: the id exists only from here on;
+    - assistant ``tool_use`` TaskUpdate ``{taskId, status?, subject?, ...}``; its result has no subject.
+
+    So a task's todo text is remembered by the TaskCreate call's id, then by the task id its
+    result names, and a TaskUpdate to "completed" renders that same text: the completed entry
+    closes exactly the todo the TaskCreate opened.
+    """
+
+    def __init__(self) -> None:
+        self.calls: dict[str, str] = {}  # TaskCreate tool_use id -> its todo text
+        self.ids: dict[str, str] = {}  # task id -> its todo text
+        self.subjects: dict[str, str] = {}  # task id -> subject, from a result whose call was not seen
+
+    def create(self, block: dict[str, Any]) -> str | None:
+        args = block.get("input") if isinstance(block.get("input"), dict) else {}
+        text = _task_text(args.get("subject"), args.get("description"))
+        if text and isinstance(block.get("id"), str):
+            self.calls[block["id"]] = text
+        return text
+
+    def result(self, record: dict[str, Any], blocks: list[dict[str, Any]]) -> None:
+        """Learn the task id a TaskCreate's result names (toolUseResult, else the result text)."""
+        task = record.get("toolUseResult")
+        task = task.get("task") if isinstance(task, dict) else None
+        task = task if isinstance(task, dict) and isinstance(task.get("id"), str) else {}
+        for block in blocks:
+            call = block.get("tool_use_id") if block.get("type") == "tool_result" else None
+            if call not in self.calls:
+                continue
+            said = _TASK_CREATED.match(_result_body(block.get("content")).strip())
+            ident = task.get("id") or (said.group(1) if said else None)
+            if ident:
+                self.ids[ident] = self.calls[call]
+        if task and isinstance(task.get("subject"), str):
+            self.subjects.setdefault(task["id"], task["subject"])
+
+    def unknown(self, block: dict[str, Any]) -> bool:
+        """A TaskUpdate completing a task whose TaskCreate this read has not seen."""
+        args = block.get("input") if isinstance(block.get("input"), dict) else {}
+        return (
+            block.get("type") == "tool_use" and block.get("name") == "TaskUpdate"
+            and args.get("status") == "completed" and _task_id(args) not in (None, *self.ids)
+        )
+
+    def learn_before(self, earlier: _Tasks) -> None:
+        """Add what earlier lines said; what this read saw stays (it is newer)."""
+        self.ids = {**earlier.ids, **self.ids}
+        self.subjects = {**earlier.subjects, **self.subjects}
+
+    def completed(self, args: dict[str, Any]) -> str | None:
+        """The todo text a TaskUpdate closes: only one to "completed" closes anything, and an
+        update naming a task never seen closes by the subject it carries, or not at all."""
+        if args.get("status") != "completed":
+            return None  # in_progress, pending, deleted, or other fields: nothing new, nothing closed
+        task = _task_id(args)
+        if task in self.ids:
+            return self.ids[task]
+        return _task_text(args.get("subject") or self.subjects.get(task or ""), None)
+
+
+def _task_id(args: dict[str, Any]) -> str | None:
+    task = args.get("taskId")
+    return str(task) if isinstance(task, (str, int)) and not isinstance(task, bool) else None
+
+
+def _task_text(subject: Any, description: Any) -> str | None:
+    """A task's todo text: its subject, and the description's first sentence (shortened) when
+    that says something the subject does not (a word of 4+ letters the subject lacks)."""
+    subject = " ".join(subject.split()) if isinstance(subject, str) else ""
+    detail = " ".join(description.split()) if isinstance(description, str) else ""
+    detail = re.split(r"(?<=[.!?])\s", detail, maxsplit=1)[0]
+    if not subject:
+        subject, detail = detail, ""
+    if not subject:
+        return None
+    known = [w[:5] for w in _WORD.findall(subject.lower())]
+    new = [w for w in _WORD.findall(detail.lower()) if len(w) >= 4 and not any(_same_word(w, k) for k in known)]
+    if new:
+        if len(detail) > TASK_DETAIL_CHARS:
+            detail = detail[:TASK_DETAIL_CHARS].rsplit(" ", 1)[0].rstrip(",;:") + "…"
+        subject = f"{subject} — {detail}"
+    return subject[:300]
+
+
+def _same_word(word: str, other: str) -> bool:
+    """Crude stemming: "tests" is "test", "released" is "release"; "in" is not "install"."""
+    a, b = word[:5], other[:5]
+    return a == b or (min(len(a), len(b)) >= 4 and (a.startswith(b) or b.startswith(a)))
 
 
 def _tool_descriptor(block: dict[str, Any], cwd: str | None) -> str:

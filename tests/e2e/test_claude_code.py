@@ -47,6 +47,9 @@ SEARCHABLE_WITHIN = 10  # seconds from the end of a session (issue 18)
 DECISION = "We decided to use PostgreSQL for the job queue because it already stores the orders."
 SECRET = "ghp_Zq8Wm3Xr5Tn7Yv2Bk4Hd6Jf9Lp1Gs0Ce3Ua5"
 TODOS = ["Tag the 2.0 release in git", "Announce the 2.0 release on the mailing list"]
+# What the model adds to each in a TaskCreate: the first says more than its subject, the second not.
+DESCRIPTIONS = ["Create the v2.0 tag on main and push it.", "Announce the release on the list."]
+TODO_TOOLS = ("TodoWrite", "TaskCreate", "TaskUpdate")
 
 
 # --- the CLI ------------------------------------------------------------------------------------
@@ -121,13 +124,18 @@ class ClaudeCode:
         path.mkdir(parents=True, exist_ok=True)
         return path
 
-    def env(self) -> dict[str, str]:
-        """Claude Code's environment: ours, the fake as its API, nothing that phones home."""
+    def env(self, tasks: bool = True) -> dict[str, str]:
+        """Claude Code's environment: ours, the fake as its API, nothing that phones home.
+
+        Since 2.1.x the CLI offers TaskCreate/TaskUpdate; `tasks=False` makes it offer TodoWrite,
+        as older versions did.
+        """
         inherited = {
             k: v
             for k, v in os.environ.items()
             if not k.startswith(("ANTHROPIC_", "CLAUDE_", "TOTAL_RECALL_"))
         }
+        switch = {} if tasks else {"CLAUDE_CODE_ENABLE_TASKS": "false"}
         return {
             **inherited,
             **self.ours,
@@ -137,16 +145,14 @@ class ClaudeCode:
             "DISABLE_TELEMETRY": "1",
             "DISABLE_AUTOUPDATER": "1",
             "DISABLE_ERROR_REPORTING": "1",
-            # Since 2.1.x the CLI offers Task* tools instead of TodoWrite unless this is off;
-            # the indexer reads TodoWrite lists (DESIGN.md I32).
-            "CLAUDE_CODE_ENABLE_TASKS": "false",
+            **switch,
         }
 
-    def claude(self, *args: str, cwd: Path | None = None, timeout: float = 120) -> str:
+    def claude(self, *args: str, cwd: Path | None = None, timeout: float = 120, tasks: bool = True) -> str:
         proc = subprocess.run(
             [str(self.binary), *args],
             cwd=cwd or self.root,
-            env=self.env(),
+            env=self.env(tasks),
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -156,11 +162,12 @@ class ClaudeCode:
         )
         return proc.stdout
 
-    def session(self, prompt: str, project: Path, *extra: str) -> Session:
-        """One headless session (or turn, with --continue); the tools it may use need no prompt."""
+    def session(self, prompt: str, project: Path, *extra: str, tasks: bool = True) -> Session:
+        """One headless session (or turn, with --continue); the tools it may use need no prompt.
+        `tasks=False`: the CLI offers TodoWrite instead of TaskCreate/TaskUpdate."""
         self.sessions += 1
         debug = self.root / "claude-debug" / f"{self.sessions:02d}.txt"  # hooks, MCP, API: read on failure
-        allowed = ",".join(("TodoWrite",) + MCP_SERVERS)
+        allowed = ",".join(TODO_TOOLS + MCP_SERVERS)
         out = self.claude(
             "-p",
             prompt,
@@ -172,6 +179,7 @@ class ClaudeCode:
             str(debug),
             *extra,
             cwd=project,
+            tasks=tasks,
         )
         result = json.loads(out)
         [transcript] = self.claude_dir.glob(f"projects/*/{result['session_id']}.jsonl")
@@ -302,17 +310,40 @@ def test_the_next_session_gets_the_decision_at_start_and_an_unrelated_project_do
     assert elsewhere and not any("PostgreSQL" in request["body"] for request in elsewhere)
 
 
-def todo_write(status: str) -> dict:
+def todo_write(status: str) -> list[dict]:
     todos = [{"content": t, "status": status, "activeForm": t} for t in TODOS]
-    return {"tool_use": {"name": "TodoWrite", "input": {"todos": todos}}}
+    return [{"tool_use": {"name": "TodoWrite", "input": {"todos": todos}}}]
+
+
+def task_create() -> list[dict]:
+    return [
+        {"tool_use": {"name": "TaskCreate", "input": {"subject": t, "description": d, "activeForm": t}}}
+        for t, d in zip(TODOS, DESCRIPTIONS)
+    ]
+
+
+def task_update(status: str) -> list[dict]:
+    # The CLI numbers a session's tasks from 1 in creation order ("Task #1 created successfully").
+    return [
+        {"tool_use": {"name": "TaskUpdate", "input": {"taskId": str(i), "status": status}}}
+        for i in range(1, len(TODOS) + 1)
+    ]
+
+
+# tool -> (calls that plan the todos, calls that complete them); one tool call per model reply
+TODO_CALLS = {
+    "TaskCreate": (task_create, lambda: task_update("completed")),
+    "TodoWrite": (lambda: todo_write("pending"), lambda: todo_write("completed")),
+}
 
 
 def todo_states(cc: ClaudeCode, project: Path) -> dict[str, bool]:
-    """Todo text -> closed, for each of TODOS that search finds as a todo."""
+    """Todo text -> closed, for each of TODOS that search finds as a todo (a TaskCreate's todo
+    may carry its description after the subject)."""
     states = {}
     for todo in TODOS:
         for r in search(cc, todo, project):
-            if r["kind"] == "idea" and r["intent"] == "todo" and r["content"] == todo:
+            if r["kind"] == "idea" and r["intent"] == "todo" and r["content"].split(" — ")[0] == todo:
                 states[todo] = r["closed"]
     return states
 
@@ -323,18 +354,27 @@ def digest_of(project: Path) -> str:
     return json.loads(proc.stdout)["digest"] if proc.returncode == 0 else ""
 
 
-def test_a_todowrite_list_appears_as_open_todos_then_closes_when_completed(cc):
-    release = cc.project("release")
-    cc.fake.script("Plan the 2.0 release.", [todo_write("pending"), "Two steps are planned."])
-    cc.fake.script("The release is tagged and announced.", [todo_write("completed"), "Both are done."])
-    cc.session("Plan the 2.0 release.", release)
+@pytest.mark.parametrize("tool", TODO_CALLS)
+def test_todos_from_the_clis_todo_tools_appear_open_then_close_when_completed(cc, tool):
+    """TaskCreate/TaskUpdate: the CLI's default since 2.1.x; TodoWrite: older CLIs, or tasks off."""
+    tasks = tool == "TaskCreate"
+    release = cc.project(f"release-{tool.lower()}")
+    plan, done = f"Plan the 2.0 release with {tool}.", f"The release is tagged and announced ({tool})."
+    planned, completed = TODO_CALLS[tool]
+    cc.fake.script(plan, [*planned(), "Two steps are planned."])
+    cc.fake.script(done, [*completed(), "Both are done."])
+    cc.session(plan, release, tasks=tasks)
+    offered = [t["name"] for t in cc.fake.conversation_requests(plan)[0]["json"]["tools"]]
+    assert tool in offered and ("TodoWrite" in offered) != tasks, offered
     within(
         SEARCHABLE_WITHIN,
         lambda: all(t in digest_of(release) for t in TODOS),
         lambda: f"the open todos are not in the digest: {digest_of(release)!r}",
     )
     assert todo_states(cc, release) == {t: False for t in TODOS}
-    cc.session("The release is tagged and announced.", release, "--continue")
+    cc.session(done, release, "--continue", tasks=tasks)
+    answers = [r for request in cc.fake.conversation_requests(done) for r in tool_results(request["json"])]
+    assert answers and not any(a.get("is_error") for a in answers), answers  # the CLI did what was asked
     within(
         SEARCHABLE_WITHIN,
         lambda: not any(t in digest_of(release) for t in TODOS),

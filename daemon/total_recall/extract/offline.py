@@ -9,8 +9,9 @@ sentence form. Rules, in the order they run:
   boundaries. Greetings, thanks and acknowledgements are dropped; a fragment of under
   ``SHORT_WORDS`` words joins the next sentence of its message. A message of ``FALLBACK_WORDS``
   or more words always keeps at least its longest sentence.
-- Tool lines ("[tool Bash: ls]") are dropped; "[plan]" and "[todos]" blocks (ExitPlanMode,
-  TodoWrite) give a decision and step todos, or one todo per entry (completed ones close todos).
+- Tool lines ("[tool Bash: ls]") are dropped; "[plan]" and "[todos]" blocks (ExitPlanMode;
+  TodoWrite, TaskCreate/TaskUpdate) give a decision and step todos, or one todo per entry
+  (completed ones close todos).
   An assistant's narration before a tool call or a colon ("Let me check the file.") is dropped.
 - Intent, per clause (``classify_clauses``): a question by form ("?", an interrogative opener, a
   request), else the first intent whose cue phrases match once ``NOT_CUES`` blanked phrasings
@@ -866,7 +867,8 @@ DONE_STATEMENT = re.compile(
 def _structured_blocks(content: str) -> tuple[str, list[tuple[str, str, bool]]]:
     """Plans and todo lists (rendered by the transcript reader) -> (rest of content, pieces).
 
-    A TodoWrite list gives one todo per entry; a completed entry closes that todo. An
+    A todo list (TodoWrite, TaskCreate/TaskUpdate) gives one todo per entry; a completed entry
+    closes that todo. An
     ExitPlanMode plan gives a decision (its title and the first sentence of its approach) and one
     todo per step: a numbered item, an item of a steps/tasks section, or a "Task N: ..." heading.
     """
