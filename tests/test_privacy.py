@@ -126,8 +126,8 @@ def test_every_file_is_private_and_the_socket_refuses_other_users(tmp_path, priv
     cli("init")
     paths = config.paths()
     # The daemon as `total-recall up` starts it where no service manager exists: detached, logging to daemon.log.
-    started = subprocess.run([sys.executable, "-c", "from total_recall import setup; "
-                              "print(setup.start_background_daemon()['pid'])"], capture_output=True, text=True,
+    started = subprocess.run([sys.executable, "-c", "from total_recall import bootstrap; "
+                              "print(bootstrap.start_background_daemon()['pid'])"], capture_output=True, text=True,
                              env=env(), timeout=60)
     pid = int(started.stdout.strip())
     try:

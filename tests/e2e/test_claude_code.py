@@ -145,6 +145,9 @@ class ClaudeCode:
             "DISABLE_TELEMETRY": "1",
             "DISABLE_AUTOUPDATER": "1",
             "DISABLE_ERROR_REPORTING": "1",
+            # Our MCP server starts a Python interpreter; on a loaded 2-core CI box that can take
+            # longer than the CLI's default wait, and then it silently offers no tools.
+            "MCP_TIMEOUT": "60000",
             **switch,
         }
 
