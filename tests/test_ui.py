@@ -19,10 +19,10 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from helpers import cli, env, write_transcript
+
 # Read at import, before the autouse isolation fixture drops every TOTAL_RECALL_* variable.
 REQUIRE_BROWSER = bool(os.environ.get("TOTAL_RECALL_REQUIRE_BROWSER"))
-
-from helpers import cli, env, write_transcript
 
 PROJECT = "/home/dev/projects/atlas"
 START = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(days=1)
