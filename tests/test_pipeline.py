@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from conftest import use_copy_of
 from helpers import cli, cli_json, daemon_process, db_rows, hook, wait_for, wait_until_done, write_transcript
 
 PROJECT = "/home/dev/projects/demo"
@@ -194,15 +195,13 @@ def test_llm_extraction_makes_one_call_per_batch_and_falls_back_offline(claude_d
         assert db_rows("SELECT count(*) FROM messages")[0][0] == 11
 
 
-def test_every_fixture_transcript_indexes_offline_with_ideas_or_reasons(fixture_transcripts, tmp_path):
-    """No endpoint: every real transcript indexes, every content line yields an idea or a recorded skip."""
-    folder = tmp_path / "claude" / "projects" / "-fixtures"
-    folder.mkdir(parents=True)
-    import shutil
-
-    for src in fixture_transcripts:
-        shutil.copy(src, folder / src.name)
-    cli("backfill", str(folder), "--wait")
+def test_every_fixture_transcript_indexes_offline_with_ideas_or_reasons(
+        fixture_transcripts, indexed_fixture_transcripts, isolated_home):
+    """No endpoint: every real transcript indexes, every content line yields an idea or a recorded skip.
+    The folder is backfilled once per run by `total-recall backfill --wait` (conftest), shared with
+    test_topics."""
+    home, folder = indexed_fixture_transcripts
+    use_copy_of(home, isolated_home)
     assert db_rows("SELECT count(*) FROM work_queue WHERE state != 'done'") == [(0,)]
     indexed = {r[0] for r in db_rows("SELECT source_file FROM index_state")}
     assert indexed == {str(folder / src.name) for src in fixture_transcripts}
