@@ -450,6 +450,9 @@ def spool_records() -> list[dict]:
     return [json.loads(line) for line in spool.read_text().splitlines() if line.strip()]
 
 
+# In-process: test_inprocess.py::test_a_locked_database_leaves_the_spool_whole_and_the_next_step_indexes;
+# the hook's spooling under a lock stays real-process in test_hook.py and test_privacy.py.
+@pytest.mark.slow
 def test_database_locked_past_every_budget_hook_spools_and_daemon_resumes(tmp_path, monkeypatch, fake):
     path = write_transcript(transcript_path(tmp_path, "locked"), numbered_conversation(12), cwd=PROJECT)
     monkeypatch.setenv("TOTAL_RECALL_DB_BUSY_TIMEOUT", "1")

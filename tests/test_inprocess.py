@@ -216,3 +216,32 @@ def test_a_locked_database_leaves_the_spool_whole_and_the_next_step_indexes(tmp_
     assert conn.scalar("SELECT count(*) FROM messages", default=0) == 2
     assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
     conn.close()
+
+
+def test_run_daemon_once_releases_a_dead_workers_claims_under_the_lock(tmp_path):
+    """In-process replacement for `daemon --once` as a subprocess after a SIGKILLed daemon
+    (test_robustness.py, slow): rows claimed under a 10-minute lease that nobody holds are released
+    when the lock is taken, not waited out, and indexed at once."""
+    import os
+    import time
+
+    from total_recall.daemon import run_daemon
+
+    config.ensure_home()
+    settings = offline_settings(tmp_path)
+    conn = db.connect(config.paths().db, settings=settings)
+    path = claude_transcript(tmp_path)
+    queue.enqueue(conn, str(path), event="backfill")
+    assert queue.claim_next(conn, now=time.time(), window=0, lease=600) is not None  # then the worker died
+    conn.close()
+    umask = os.umask(0o077)  # run_daemon sets it for its process; the test process gets its own back
+    try:
+        assert run_daemon(once=True, settings=settings) == 0
+    finally:
+        os.umask(umask)
+    conn = db.connect(config.paths().db, settings=settings)
+    try:
+        assert states(conn) and set(states(conn).values()) == {"done"}
+        assert conn.scalar("SELECT count(*) FROM messages", default=0) == 2
+    finally:
+        conn.close()

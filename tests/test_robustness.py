@@ -46,6 +46,7 @@ def claim_as_a_dead_daemon() -> None:
 # --- a restarted daemon does not wait out the dead one's leases -------------------------------
 
 
+@pytest.mark.slow  # in-process: test_inprocess.py::test_run_daemon_once_releases_a_dead_workers_claims_under_the_lock
 def test_daemon_once_releases_the_dead_daemons_claims_at_start(tmp_path, fake):
     path = transcript(tmp_path)
     cli("backfill", str(path))
