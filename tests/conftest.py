@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -15,9 +16,8 @@ LOCOMO_DEV = SHARED / "bench" / "locomo-dev.json"
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/ helpers (fake server)
 
 
-@pytest.fixture(autouse=True)
-def isolated_home(tmp_path, monkeypatch):
-    """Point the app's home and Claude's config dir at tmp_path; drop inherited settings."""
+def isolate(base: Path, monkeypatch) -> Path:
+    """Point the app's home and Claude's config dir into base; drop inherited settings."""
     for name in list(os.environ):
         if name.startswith("TOTAL_RECALL_") or name in {
             "OPENAI_API_KEY",
@@ -25,12 +25,43 @@ def isolated_home(tmp_path, monkeypatch):
             "OPENAI_BASE_URL",
         }:
             monkeypatch.delenv(name, raising=False)
-    home = tmp_path / "tr-home"
-    claude = tmp_path / "claude"
-    claude.mkdir()
+    home = base / "tr-home"
+    claude = base / "claude"
+    claude.mkdir(exist_ok=True)
     monkeypatch.setenv("TOTAL_RECALL_HOME", str(home))
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(claude))
     return home
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path, monkeypatch):
+    """Point the app's home and Claude's config dir at tmp_path; drop inherited settings."""
+    return isolate(tmp_path, monkeypatch)
+
+
+def use_copy_of(home: Path, isolated: Path) -> None:
+    """Give the test its own copy of a home another fixture indexed once (read-only tests share the
+    indexing, never the files)."""
+    shutil.copytree(home, isolated, dirs_exist_ok=True)
+
+
+@pytest.fixture(scope="session")
+def indexed_fixture_transcripts(tmp_path_factory):
+    """The shared fixture transcripts backfilled once per run by the real CLI (offline extractor,
+    local embedder): (home, folder). Tests take a copy with use_copy_of; none writes here."""
+    if not FIXTURE_TRANSCRIPTS.is_dir():
+        pytest.skip("shared transcript fixtures not present")
+    from helpers import cli
+
+    base = tmp_path_factory.mktemp("fixtures-indexed")
+    with pytest.MonkeyPatch.context() as mp:
+        home = isolate(base, mp)
+        folder = base / "claude" / "projects" / "-fixtures"
+        folder.mkdir(parents=True)
+        for src in sorted(FIXTURE_TRANSCRIPTS.glob("*.jsonl")):
+            shutil.copy(src, folder / src.name)
+        cli("backfill", str(folder), "--wait")
+    return home, folder
 
 
 @pytest.fixture

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -66,9 +68,57 @@ def hook(payload: dict | str) -> subprocess.CompletedProcess:
 
 
 def start_daemon(log_path: Path) -> subprocess.Popen:
+    """`total-recall daemon` as a real process of the test's home, logging at debug level to log_path."""
     fh = log_path.open("ab")
     return subprocess.Popen([sys.executable, "-m", "total_recall", "daemon", "--log-level", "debug"],
                             stdout=fh, stderr=fh, env=env())
+
+
+def stop_daemon(proc: subprocess.Popen, timeout: float = 60.0) -> int:
+    """SIGTERM (a clean stop), SIGKILL if that hangs past `timeout`; the exit code."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return proc.returncode
+
+
+@contextlib.contextmanager
+def daemon_process(log_path: Path, *, serving: bool = False):
+    """A `total-recall daemon` subprocess, stopped with SIGTERM (killed if that hangs) on the way out;
+    with serving, entered once its search socket exists. Tests check `proc.returncode` after the block."""
+    proc = start_daemon(log_path)
+    try:
+        if serving:
+            wait_for_socket(proc)
+        yield proc
+    finally:
+        stop_daemon(proc)
+
+
+def wait_for_socket(proc: subprocess.Popen | None = None, timeout: float = 60.0) -> None:
+    """Until the daemon of the test's home serves its socket (fails at once if proc has exited)."""
+    from total_recall import config
+
+    def up() -> bool:
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the daemon exited with {proc.returncode} before serving")
+        return config.paths().socket.exists()
+
+    wait_for(up, timeout=timeout)
+
+
+def done_rows() -> int:
+    """Queue rows the daemon has finished (state 'done')."""
+    return db_rows("SELECT count(*) FROM work_queue WHERE state = 'done'")[0][0]
+
+
+def wait_until_done(n: int, timeout: float = 120.0) -> None:
+    """Until n queue rows are done: the daemon indexed what the hooks queued."""
+    wait_for(lambda: done_rows() == n, timeout=timeout)
 
 
 def wait_for(predicate, timeout: float = 60.0, interval: float = 0.1):

@@ -23,7 +23,18 @@ from pathlib import Path
 import pytest
 
 from fake_openai import FakeOpenAIProcess
-from helpers import cli, cli_json, db_rows, env, hook, start_daemon, wait_for, write_transcript
+from helpers import (
+    cli,
+    cli_json,
+    daemon_process,
+    db_rows,
+    env,
+    hook,
+    start_daemon,
+    stop_daemon,
+    wait_for,
+    write_transcript,
+)
 from total_recall import config
 
 PROJECT = "/home/dev/projects/faults"
@@ -59,27 +70,6 @@ def conversation(n: int, seed: int) -> list[tuple[str, str]]:
 
 def transcript_path(tmp_path: Path, session: str, project: str = "-home-dev-projects-faults") -> Path:
     return tmp_path / "claude" / "projects" / project / f"{session}.jsonl"
-
-
-@contextlib.contextmanager
-def daemon_process(log_path: Path):
-    """A `total-recall daemon` subprocess, stopped with SIGTERM (killed if that hangs)."""
-    proc = start_daemon(log_path)
-    try:
-        yield proc
-    finally:
-        stop(proc)
-
-
-def stop(proc: subprocess.Popen) -> int:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    return proc.returncode
 
 
 def connect_ro(path: Path | None = None) -> sqlite3.Connection:
@@ -460,6 +450,9 @@ def spool_records() -> list[dict]:
     return [json.loads(line) for line in spool.read_text().splitlines() if line.strip()]
 
 
+# In-process: test_inprocess.py::test_a_locked_database_leaves_the_spool_whole_and_the_next_step_indexes;
+# the hook's spooling under a lock stays real-process in test_hook.py and test_privacy.py.
+@pytest.mark.slow
 def test_database_locked_past_every_budget_hook_spools_and_daemon_resumes(tmp_path, monkeypatch, fake):
     path = write_transcript(transcript_path(tmp_path, "locked"), numbered_conversation(12), cwd=PROJECT)
     monkeypatch.setenv("TOTAL_RECALL_DB_BUSY_TIMEOUT", "1")
@@ -801,7 +794,7 @@ def test_two_daemons_started_at_the_same_instant_one_runs_one_refuses(tmp_path):
         if gate_write >= 0:
             os.close(gate_write)
         for p in procs:
-            stop(p)
+            stop_daemon(p)
     assert winner.returncode == 0
     assert integrity_ok()
 

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers import cli, db_rows, env, hook, start_daemon, wait_for, write_transcript
+from helpers import cli, daemon_process, db_rows, env, hook, write_transcript
 from total_recall import config
 from total_recall.extract.protocol import ENTITY_TYPES, INTENTS, RELATION_TYPES, validate_output
 from total_recall.transcript import HEAD_BYTES, read_new, was_rewritten
@@ -254,17 +254,12 @@ def test_hostile_query_on_the_command_line(tmp_path, fake, query):
 def test_hostile_queries_through_the_daemon_socket(tmp_path, fake):
     index_talk(tmp_path)
     before, ideas = tables(), db_rows("SELECT count(*) FROM ideas")[0][0]
-    proc = start_daemon(tmp_path / "daemon.log")
-    try:
-        wait_for(lambda: config.paths().socket.exists(), timeout=60)
+    with daemon_process(tmp_path / "daemon.log", serving=True) as proc:
         for query in ("'; DROP TABLE ideas; --", "NEAR(", "a" * 100_000, "\x01 audit", 'audit" OR "1'):
             done = cli("search", query, "--all-projects", "--json", check=False, timeout=FINISH)
             assert done.returncode == 0, (query[:40], done.stderr)
             assert isinstance(json.loads(done.stdout), list)
         assert proc.poll() is None
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
     assert "socket_request_failed" not in (tmp_path / "daemon.log").read_text(errors="replace")
     check_unharmed(before, ideas)
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import re
-import signal
 
 import pytest
 
-from helpers import cli, cli_json, db_rows, hook, start_daemon, wait_for, write_transcript
+from conftest import use_copy_of
+from helpers import cli, cli_json, daemon_process, db_rows, hook, wait_for, wait_until_done, write_transcript
 
 PROJECT = "/home/dev/projects/demo"
 
@@ -122,21 +122,15 @@ def test_search_finds_by_paraphrase_identifier_and_entity(claude_dir):
 def test_daemon_process_serves_searches_identical_to_in_process(claude_dir, tmp_path):
     path = write_transcript(transcript_path(claude_dir), CONVERSATION, cwd=PROJECT)
     cli("init")
-    proc = start_daemon(tmp_path / "daemon.log")
-    try:
-        from total_recall import config
-
-        wait_for(lambda: config.paths().socket.exists(), timeout=60)
+    with daemon_process(tmp_path / "daemon.log", serving=True) as proc:
         payload = {"session_id": "sess-0001", "transcript_path": str(path), "cwd": PROJECT,
                    "hook_event_name": "SessionEnd"}
         assert hook(payload).returncode == 0
-        wait_for(lambda: db_rows("SELECT count(*) FROM work_queue WHERE state = 'done'")[0][0] == 1, timeout=90)
+        wait_until_done(1, timeout=90)
         status = cli_json("status")
         assert status["running"] and status["pid"] == proc.pid
         served = cli_json("search", "pricing cache decision", "--all-projects")
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=60) == 0
+    assert proc.returncode == 0
     assert not cli_json("status")["running"]
     in_process = cli_json("search", "pricing cache decision", "--all-projects")
     assert served and [r["id"] for r in served] == [r["id"] for r in in_process]
@@ -145,17 +139,10 @@ def test_daemon_process_serves_searches_identical_to_in_process(claude_dir, tmp_
 
 def test_second_daemon_exits_with_a_clear_message(tmp_path):
     cli("init")
-    proc = start_daemon(tmp_path / "daemon.log")
-    try:
-        from total_recall import config
-
-        wait_for(lambda: config.paths().socket.exists(), timeout=60)
+    with daemon_process(tmp_path / "daemon.log", serving=True) as proc:
         second = cli("daemon", check=False, timeout=60)
         assert second.returncode == 1
         assert "already running" in second.stderr and str(proc.pid) in second.stderr
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
 
 
 def _llm_answer(request: dict) -> str:
@@ -208,15 +195,13 @@ def test_llm_extraction_makes_one_call_per_batch_and_falls_back_offline(claude_d
         assert db_rows("SELECT count(*) FROM messages")[0][0] == 11
 
 
-def test_every_fixture_transcript_indexes_offline_with_ideas_or_reasons(fixture_transcripts, tmp_path):
-    """No endpoint: every real transcript indexes, every content line yields an idea or a recorded skip."""
-    folder = tmp_path / "claude" / "projects" / "-fixtures"
-    folder.mkdir(parents=True)
-    import shutil
-
-    for src in fixture_transcripts:
-        shutil.copy(src, folder / src.name)
-    cli("backfill", str(folder), "--wait")
+def test_every_fixture_transcript_indexes_offline_with_ideas_or_reasons(
+        fixture_transcripts, indexed_fixture_transcripts, isolated_home):
+    """No endpoint: every real transcript indexes, every content line yields an idea or a recorded skip.
+    The folder is backfilled once per run by `total-recall backfill --wait` (conftest), shared with
+    test_topics."""
+    home, folder = indexed_fixture_transcripts
+    use_copy_of(home, isolated_home)
     assert db_rows("SELECT count(*) FROM work_queue WHERE state != 'done'") == [(0,)]
     indexed = {r[0] for r in db_rows("SELECT source_file FROM index_state")}
     assert indexed == {str(folder / src.name) for src in fixture_transcripts}
@@ -287,17 +272,11 @@ def test_sigterm_stops_between_batches_and_the_rest_stays_queued(claude_dir, tmp
              for i, w in enumerate(["billing", "search", "auth", "upload", "export", "mail"] * 40)]
     path = write_transcript(transcript_path(claude_dir), turns, cwd=PROJECT)
     cli("init")
-    proc = start_daemon(tmp_path / "daemon.log")
-    try:
-        from total_recall import config
-
-        wait_for(lambda: config.paths().socket.exists(), timeout=60)
+    with daemon_process(tmp_path / "daemon.log", serving=True) as proc:
         hook({"session_id": "sess-0001", "transcript_path": str(path), "cwd": PROJECT, "hook_event_name": "SessionEnd"})
         wait_for(lambda: (db_rows("SELECT line_number FROM index_state") or [(0,)])[0][0] >= 5, timeout=90,
                  interval=0.02)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=60) == 0
+    assert proc.returncode == 0
     line = db_rows("SELECT line_number FROM index_state")[0][0]
     assert 5 <= line < len(turns)  # stopped after a batch, long before the end
     assert db_rows("SELECT state FROM work_queue") == [("pending",)]  # the rest is still queued
@@ -319,11 +298,7 @@ def test_200_concurrent_hooks_while_the_daemon_writes_lose_nothing(claude_dir, t
                               [("user", f"Ticket {i}: the flaky test is test_upload_{i} on the CI runner.")], cwd=PROJECT)
              for i in range(200)]
     cli("init")
-    proc = start_daemon(tmp_path / "daemon.log")
-    try:
-        from total_recall import config
-
-        wait_for(lambda: config.paths().socket.exists(), timeout=60)
+    with daemon_process(tmp_path / "daemon.log", serving=True) as proc:
         hook({"session_id": "big", "transcript_path": str(big), "cwd": PROJECT, "hook_event_name": "SessionEnd"})
         wait_for(lambda: (db_rows("SELECT line_number FROM index_state") or [(0,)])[0][0] > 0, timeout=60,
                  interval=0.02)  # the daemon is now writing the backfill
@@ -334,9 +309,7 @@ def test_200_concurrent_hooks_while_the_daemon_writes_lose_nothing(claude_dir, t
         assert [(r.returncode, r.stdout) for r in results] == [(0, "")] * 200
         wait_for(lambda: db_rows("SELECT count(*) FROM index_state WHERE byte_offset > 0")[0][0] == 201,
                  timeout=300, interval=0.5)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=60) == 0
+    assert proc.returncode == 0
     indexed = {r[0] for r in db_rows("SELECT DISTINCT source_file FROM messages")}
     assert indexed == {str(p) for p in small} | {str(big)}
     assert db_rows("SELECT count(*) FROM work_queue WHERE state != 'done'") == [(0,)]

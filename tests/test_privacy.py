@@ -20,7 +20,17 @@ from pathlib import Path
 import pytest
 
 from fake_openai import FakeOpenAIProcess
-from helpers import cli, cli_json, db_rows, env, hook, start_daemon, wait_for, write_transcript
+from helpers import (
+    cli,
+    cli_json,
+    daemon_process,
+    db_rows,
+    env,
+    hook,
+    wait_for,
+    wait_until_done,
+    write_transcript,
+)
 from total_recall import config
 
 PROJECT = "/home/dev/projects/private"
@@ -143,7 +153,7 @@ def test_every_file_is_private_and_the_socket_refuses_other_users(tmp_path, priv
             assert paths.spool.exists()
         finally:
             holder.communicate("go\n", timeout=30)
-        wait_for(lambda: db_rows("SELECT count(*) FROM work_queue WHERE state = 'done'")[0][0] == 1, timeout=FINISH)
+        wait_until_done(1, timeout=FINISH)
         assert ping(paths.socket)["ok"]
 
         # Nothing in the home folder is open to group or others, whatever its kind.
@@ -213,16 +223,11 @@ def test_planted_secrets_reach_neither_storage_nor_logs_nor_endpoints(tmp_path, 
         monkeypatch.setenv("TOTAL_RECALL_EMBED_MODEL", "fake-embed")
         cli("init")
         log = tmp_path / "daemon.log"
-        proc = start_daemon(log)  # at debug level: the most it ever logs
-        try:
+        with daemon_process(log) as proc:  # at debug level: the most it ever logs
             assert hook({"session_id": "secret-session", "transcript_path": str(path), "cwd": PROJECT,
                          "hook_event_name": "SessionEnd"}).returncode == 0
-            wait_for(lambda: db_rows("SELECT count(*) FROM work_queue WHERE state = 'done'")[0][0] == 1,
-                     timeout=FINISH)
+            wait_until_done(1, timeout=FINISH)
             assert cli_json("search", "Zanzibar", "--all-projects")
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=60)
         requests = fake.requests()
     assert proc.returncode == 0
     # The batch the LLM could not answer went through the offline extractor, the other through the
@@ -286,17 +291,12 @@ def test_without_an_endpoint_nothing_touches_the_network(tmp_path, monkeypatch):
     audit_log.write_text("")
     path = write_transcript(project_dir(tmp_path) / "offline-session.jsonl", TALK, cwd=PROJECT)
     cli("init")
-    proc = start_daemon(tmp_path / "daemon.log")
-    try:
-        wait_for(lambda: config.paths().socket.exists(), timeout=60)
+    with daemon_process(tmp_path / "daemon.log", serving=True) as proc:
         assert hook({"session_id": "offline-session", "transcript_path": str(path), "cwd": PROJECT,
                      "hook_event_name": "SessionEnd"}).returncode == 0
-        wait_for(lambda: db_rows("SELECT count(*) FROM work_queue WHERE state = 'done'")[0][0] == 1, timeout=FINISH)
+        wait_until_done(1, timeout=FINISH)
         found = cli_json("search", "Zanzibar billing exports", "--all-projects")
         assert any("Zanzibar" in r["content"] for r in found)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
     assert proc.returncode == 0
     events = [line.split("\t") for line in audit_log.read_text(encoding="utf-8").splitlines()]
     # The audit hook was live in these processes: the search reached the daemon over its Unix socket.

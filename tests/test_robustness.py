@@ -46,6 +46,7 @@ def claim_as_a_dead_daemon() -> None:
 # --- a restarted daemon does not wait out the dead one's leases -------------------------------
 
 
+@pytest.mark.slow  # in-process: test_inprocess.py::test_run_daemon_once_releases_a_dead_workers_claims_under_the_lock
 def test_daemon_once_releases_the_dead_daemons_claims_at_start(tmp_path, fake):
     path = transcript(tmp_path)
     cli("backfill", str(path))
@@ -173,10 +174,10 @@ def test_uninstall_after_up_leaves_no_process_of_ours(tmp_path, fake, no_service
 @needs_proc
 def test_restart_replaces_the_daemon_and_stop_removes_a_dead_daemons_socket(
         tmp_path, fake, no_service_manager, isolated_home):
-    from helpers import start_daemon, wait_for
+    from helpers import start_daemon, wait_for_socket
 
     proc = start_daemon(tmp_path / "daemon.log")
-    wait_for(lambda: config.paths().socket.exists(), timeout=60)
+    wait_for_socket(proc)
     proc.kill()
     proc.wait()
     assert config.paths().socket.exists()  # SIGKILL leaves it behind
@@ -457,12 +458,10 @@ def test_a_spool_lock_held_forever_does_not_hang_the_daemon(tmp_path, fake):
 def test_a_socket_client_that_sends_nothing_is_dropped_after_a_bound(tmp_path, fake):
     import socket
 
-    from helpers import start_daemon, wait_for
+    from helpers import daemon_process
     from total_recall import server
 
-    proc = start_daemon(tmp_path / "daemon.log")
-    try:
-        wait_for(lambda: config.paths().socket.exists(), timeout=60)
+    with daemon_process(tmp_path / "daemon.log", serving=True):
         silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         silent.connect(str(config.paths().socket))
         silent.settimeout(server.CLIENT_TIMEOUT + 20)
@@ -471,9 +470,6 @@ def test_a_socket_client_that_sends_nothing_is_dropped_after_a_bound(tmp_path, f
         assert server.CLIENT_TIMEOUT - 1 <= time.monotonic() - started < server.CLIENT_TIMEOUT + 15
         silent.close()
         assert server.ask(config.paths().socket, {"op": "ping"})["ok"]
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
     assert "socket_client_timeout" in (tmp_path / "daemon.log").read_text()
 
 

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, isolate, use_copy_of
 from helpers import cli, cli_json, write_transcript
 from total_recall import cli as cli_module
 
@@ -24,13 +24,24 @@ def index(claude_dir, name, turns, start):
     return path
 
 
+@pytest.fixture(scope="module")
+def two_sessions_indexed(tmp_path_factory):
+    """Two sessions backfilled once for the module by the real CLI; every test takes a copy."""
+    base = tmp_path_factory.mktemp("two-sessions")
+    with pytest.MonkeyPatch.context() as mp:
+        home = isolate(base, mp)
+        claude = base / "claude"
+        old = index(claude, "old", [("user", "We decided to deploy the atlas API with Docker Compose.")],
+                    NOW - timedelta(days=40))
+        new = index(claude, "new", [("user", "We decided to deploy the atlas API with Kubernetes Helm charts.")],
+                    NOW - timedelta(hours=30))
+    return home, old, new
+
+
 @pytest.fixture
-def two_sessions(tmp_path):
-    claude = tmp_path / "claude"
-    old = index(claude, "old", [("user", "We decided to deploy the atlas API with Docker Compose.")],
-                NOW - timedelta(days=40))
-    new = index(claude, "new", [("user", "We decided to deploy the atlas API with Kubernetes Helm charts.")],
-                NOW - timedelta(hours=30))
+def two_sessions(two_sessions_indexed, isolated_home):
+    home, old, new = two_sessions_indexed
+    use_copy_of(home, isolated_home)
     return old, new
 
 
@@ -84,14 +95,14 @@ def test_queries_file_answers_each_line_in_order(two_sessions, tmp_path):
             assert all(isinstance(n, int) and n >= 1 for n in lines_of)
 
 
-def test_hostile_queries_return_results_or_nothing(two_sessions):
+def test_hostile_queries_return_results_or_nothing(two_sessions, tmp_path):
     for query in ['"unbalanced', "deploy*", "NEAR(deploy atlas)", "content:deploy", "deploy AND OR NOT",
                   "(((", "'; DROP TABLE ideas; --", "\x07deploy\x1b[31m\x7f", "x" * 100_000]:
         proc = cli("search", "--json", "--all-projects", "--", query, check=False)
         assert proc.returncode == 0, (query[:40], proc.stderr)
         assert isinstance(json.loads(proc.stdout), list)
     # A NUL byte cannot travel in argv; it can in a --queries file.
-    queries = two_sessions[0].parent / "hostile.jsonl"
+    queries = tmp_path / "hostile.jsonl"
     queries.write_text(json.dumps({"query": "\x00deploy\x00 \"*( NEAR", "project": PROJECT}) + "\n")
     assert len(cli("search", "--queries", str(queries)).stdout.splitlines()) == 1
     assert cli_json("search", "Kubernetes", "--all-projects")  # tables intact

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-import shutil
 from datetime import datetime, timedelta, timezone
 
+from conftest import use_copy_of
 from helpers import cli, db_rows, write_transcript
 
 WORDS = re.compile(r"[\w.+#/-]+")
@@ -21,12 +21,9 @@ def _occurs(name: str, text: str) -> bool:
     return any(words[i:i + len(name_words)] == name_words for i in range(len(words) - len(name_words) + 1))
 
 
-def test_fixture_topic_names_are_phrases_of_their_span_and_summaries_carry_no_scores(tmp_path, fixture_transcripts):
-    folder = tmp_path / "claude" / "projects" / "fixtures"
-    folder.mkdir(parents=True)
-    for path in fixture_transcripts:
-        shutil.copyfile(path, folder / path.name)
-    cli("backfill", str(folder), "--wait")
+def test_fixture_topic_names_are_phrases_of_their_span_and_summaries_carry_no_scores(
+        indexed_fixture_transcripts, isolated_home):
+    use_copy_of(indexed_fixture_transcripts[0], isolated_home)  # backfilled once per run (conftest)
     spans = db_rows("SELECT name, summary, source_file, start_line, end_line FROM spans WHERE depth > 0")
     assert spans
     for name, summary, source, start, end in spans:

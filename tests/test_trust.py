@@ -383,10 +383,12 @@ def test_26_secret_kinds_reach_neither_the_home_folder_nor_the_endpoint(tmp_path
         monkeypatch.setenv("TOTAL_RECALL_EMBED_MODEL", "fake-embed")
         cli("backfill", str(path), "--wait")
         cli_json("search", "Stripe Postgres setup", "--all-projects")
+        (tmp_path / "claude" / "settings.json").write_text('{"cleanupPeriodDays": 10}')
+        age([path])
+        # maintain runs while the endpoint is up: its embedding pass is checked too, and it does
+        # not spend its retries on a closed port.
+        assert cli_json("maintain")["archived"]  # the archive copy is redacted too
         requests = fake.requests()
-    (tmp_path / "claude" / "settings.json").write_text('{"cleanupPeriodDays": 10}')
-    age([path])
-    assert cli_json("maintain")["archived"]  # the archive copy is redacted too
     if extractor == "llm":
         assert any(r["path"].endswith("/chat/completions") for r in requests)
     assert db_rows("SELECT count(*) FROM messages")[0][0] == 5
@@ -648,12 +650,14 @@ def test_private_parts_are_never_stored_embedded_logged_or_sent(tmp_path, monkey
             capture_output=True,
             timeout=180,
         )
+        (tmp_path / "claude" / "settings.json").write_text('{"cleanupPeriodDays": 10}')
+        age([path])
+        # maintain runs while the endpoint is up: what it sends is checked too, and it does not
+        # spend its retries on a closed port.
+        assert cli_json("maintain")["archived"]  # the archive copy has no private part either
         requests = json.dumps(fake.requests())
     assert "chat/completions" in requests and "Deploy notes" in requests
     assert db_rows("SELECT count(*) FROM messages")[0][0] == 5
-    (tmp_path / "claude" / "settings.json").write_text('{"cleanupPeriodDays": 10}')
-    age([path])
-    assert cli_json("maintain")["archived"]  # the archive copy has no private part either
     for i in range(1, 6):
         needle = f"Privcanary{i}"
         assert needle not in requests, needle
@@ -810,7 +814,7 @@ def test_forget_removes_rows_of_every_listed_table_of_conversation_text(tmp_path
 
 
 def test_forget_while_the_daemon_runs_leaves_no_byte_in_the_database_wal_or_log(tmp_path, fake):
-    from helpers import start_daemon, wait_for
+    from helpers import daemon_process, wait_until_done
 
     project = "/home/dev/projects/live"
     path = write_transcript(
@@ -824,8 +828,7 @@ def test_forget_while_the_daemon_runs_leaves_no_byte_in_the_database_wal_or_log(
         cwd=project,
     )
     cli("init")
-    proc = start_daemon(config.paths().log)  # where the service writes it, at debug level
-    try:
+    with daemon_process(config.paths().log):  # where the service writes it, at debug level
         for p in (path, keep):
             assert (
                 hook(
@@ -839,10 +842,7 @@ def test_forget_while_the_daemon_runs_leaves_no_byte_in_the_database_wal_or_log(
                 == 0
             )
 
-        def done(n: int) -> bool:
-            return db_rows("SELECT count(*) FROM work_queue WHERE state = 'done'")[0][0] == n
-
-        wait_for(lambda: done(2), timeout=120)
+        wait_until_done(2, timeout=120)
         assert "Livecanary3" in search_text("Livecanary3 switch payments")  # over the warm socket
         assert found_in_home("Livecanary3")
         went = cli_json("forget", "--session", "sess-live")
@@ -866,14 +866,11 @@ def test_forget_while_the_daemon_runs_leaves_no_byte_in_the_database_wal_or_log(
             ).returncode
             == 0
         )
-        wait_for(lambda: done(3), timeout=120)
+        wait_until_done(3, timeout=120)
         assert found_in_home("Livecanary3") == []  # database, WAL, digests, log, spool: all of the home
         assert "Livecanary3" not in search_text("Livecanary3 switch payments")
         assert "Livecanary3" not in session_start(project)
         assert "catalogue" in search_text("cache the catalogue")
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
     assert found_in_home("Livecanary3") == []
 
 
