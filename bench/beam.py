@@ -75,11 +75,15 @@ def convert(samples: Iterable[dict], root: Path, corpus: locomo.Corpus | None = 
                 role = "user" if msg.get("role") == "user" else "assistant"
                 when = start + index * locomo.TURN_STEP
                 text = clean(msg.get("content"))
-                lines.append(json.dumps(locomo.record(role, text, session=session, cwd=cwd, when=when,
-                                                      key=f"{key}/{index}")))
+                lines.append(
+                    json.dumps(
+                        locomo.record(role, text, session=session, cwd=cwd, when=when, key=f"{key}/{index}")
+                    )
+                )
                 dia = f"M{msg.get('id')}"
-                corpus.turns[(sid, dia)] = locomo.Turn(sid, dia, str(path), index + 1, role, text,
-                                                       when.strftime("%Y-%m-%dT%H:%M:%SZ"))
+                corpus.turns[(sid, dia)] = locomo.Turn(
+                    sid, dia, str(path), index + 1, role, text, when.strftime("%Y-%m-%dT%H:%M:%SZ")
+                )
             if lines:
                 path.write_text("\n".join(lines) + "\n", encoding="utf-8")
                 corpus.files.append(str(path))
@@ -107,7 +111,9 @@ def questions(samples: Iterable[dict], corpus: locomo.Corpus) -> tuple[list[loco
         sid = sample["sample_id"]
         for ability, items in sample["questions"].items():
             if isinstance(items, dict):
-                items = [q for group in items.values() for q in (group if isinstance(group, list) else [group])]
+                items = [
+                    q for group in items.values() for q in (group if isinstance(group, list) else [group])
+                ]
             for qa in items or []:
                 if ability in LEFT_OUT_ABILITIES:
                     left_out["other_category"] += 1

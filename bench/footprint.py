@@ -31,7 +31,9 @@ SETTLE_SECONDS = 3.0
 def _queue_left(db_path: Path) -> int:
     conn = sqlite3.connect(db_path, timeout=30)
     try:
-        return conn.execute("SELECT count(*) FROM work_queue WHERE state IN ('pending', 'claimed')").fetchone()[0]
+        return conn.execute(
+            "SELECT count(*) FROM work_queue WHERE state IN ('pending', 'claimed')"
+        ).fetchone()[0]
     finally:
         conn.close()
 
@@ -51,12 +53,16 @@ def _watch(pid: int, db_path: Path, timeout: float) -> tuple[int, int, float]:
 def _sizes(db_path: Path) -> dict[str, Any]:
     conn = sqlite3.connect(db_path)
     try:
-        out: dict[str, Any] = {"messages": conn.execute("SELECT count(*) FROM messages").fetchone()[0],
-                               "ideas": conn.execute("SELECT count(*) FROM ideas").fetchone()[0],
-                               "projects": conn.execute("SELECT count(DISTINCT project) FROM ideas").fetchone()[0]}
+        out: dict[str, Any] = {
+            "messages": conn.execute("SELECT count(*) FROM messages").fetchone()[0],
+            "ideas": conn.execute("SELECT count(*) FROM ideas").fetchone()[0],
+            "projects": conn.execute("SELECT count(DISTINCT project) FROM ideas").fetchone()[0],
+        }
         out["vector_slots"] = {t: _slots(conn, t) for t in ("idea_embeddings", "span_embeddings")}
         try:
-            rows = conn.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC").fetchall()
+            rows = conn.execute(
+                "SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC"
+            ).fetchall()
             out["by_table"] = _group(rows)
         except sqlite3.Error:
             out["by_table"] = None  # this SQLite was built without dbstat
@@ -103,37 +109,69 @@ def measure(samples: list[dict], messages: int) -> dict[str, Any]:
             hwm = harness.rss_kb(daemon.pid, "VmHWM")
             time.sleep(SETTLE_SECONDS)
             idle_after = harness.rss_kb(daemon.pid)
-            idle_anon, idle_file = harness.rss_kb(daemon.pid, "RssAnon"), harness.rss_kb(daemon.pid, "RssFile")
+            idle_anon, idle_file = (
+                harness.rss_kb(daemon.pid, "RssAnon"),
+                harness.rss_kb(daemon.pid, "RssFile"),
+            )
         finally:
             harness.stop(daemon)
         size = box.db_path.stat().st_size
         wal = Path(str(box.db_path) + "-wal")
         sizes = _sizes(box.db_path)
-    return {"transcript_messages": total, "backfill_seconds": seconds, "idle_start_kb": idle_start,
-            "peak_sampled_kb": peak, "peak_anon_kb": peak_anon, "hwm_kb": hwm, "idle_after_kb": idle_after,
-            "idle_after_anon_kb": idle_anon, "idle_after_file_kb": idle_file, "db_bytes": size,
-            "wal_left": wal.exists(), **sizes}
+    return {
+        "transcript_messages": total,
+        "backfill_seconds": seconds,
+        "idle_start_kb": idle_start,
+        "peak_sampled_kb": peak,
+        "peak_anon_kb": peak_anon,
+        "hwm_kb": hwm,
+        "idle_after_kb": idle_after,
+        "idle_after_anon_kb": idle_anon,
+        "idle_after_file_kb": idle_file,
+        "db_bytes": size,
+        "wal_left": wal.exists(),
+        **sizes,
+    }
 
 
 def render(r: dict[str, Any]) -> str:
     mb = lambda kb: f"{(kb or 0) / 1024:.0f} MB"  # noqa: E731
     per_msg = r["db_bytes"] / max(1, r["messages"])
-    out = ["## footprint", harness.table(["figure", "value"], [
-        ["messages indexed", r["messages"]], ["ideas", r["ideas"]], ["projects", r["projects"]],
-        ["database size", f"{r['db_bytes'] / 1e6:.1f} MB"],
-        ["database bytes per message", f"{per_msg:,.0f}"],
-        ["daemon RSS idle at start (model not loaded)", mb(r["idle_start_kb"])],
-        ["daemon RSS peak during backfill (sampled / VmHWM)", f"{mb(r['peak_sampled_kb'])} / {mb(r['hwm_kb'])}"],
-        ["daemon RSS peak, anonymous memory only (RssAnon)", mb(r["peak_anon_kb"])],
-        ["daemon RSS idle after backfill (model loaded)", mb(r["idle_after_kb"])],
-        ["  of which anonymous / file-backed (model file, mmap'd database)",
-         f"{mb(r['idle_after_anon_kb'])} / {mb(r['idle_after_file_kb'])}"],
-        ["backfill time (s)", f"{r['backfill_seconds']:.0f}"],
-        *[[f"{t}: vectors stored / slots allocated", f"{v[0]:,} / {v[1]:,}" if v else "n/a"]
-          for t, v in r["vector_slots"].items()]])]
+    out = [
+        "## footprint",
+        harness.table(
+            ["figure", "value"],
+            [
+                ["messages indexed", r["messages"]],
+                ["ideas", r["ideas"]],
+                ["projects", r["projects"]],
+                ["database size", f"{r['db_bytes'] / 1e6:.1f} MB"],
+                ["database bytes per message", f"{per_msg:,.0f}"],
+                ["daemon RSS idle at start (model not loaded)", mb(r["idle_start_kb"])],
+                [
+                    "daemon RSS peak during backfill (sampled / VmHWM)",
+                    f"{mb(r['peak_sampled_kb'])} / {mb(r['hwm_kb'])}",
+                ],
+                ["daemon RSS peak, anonymous memory only (RssAnon)", mb(r["peak_anon_kb"])],
+                ["daemon RSS idle after backfill (model loaded)", mb(r["idle_after_kb"])],
+                [
+                    "  of which anonymous / file-backed (model file, mmap'd database)",
+                    f"{mb(r['idle_after_anon_kb'])} / {mb(r['idle_after_file_kb'])}",
+                ],
+                ["backfill time (s)", f"{r['backfill_seconds']:.0f}"],
+                *[
+                    [f"{t}: vectors stored / slots allocated", f"{v[0]:,} / {v[1]:,}" if v else "n/a"]
+                    for t, v in r["vector_slots"].items()
+                ],
+            ],
+        ),
+    ]
     if r.get("by_table"):
-        rows = [[name, f"{size / 1e6:.2f} MB", f"{size / max(1, r['messages']):,.0f}"]
-                for name, size in r["by_table"].items() if size >= 4096 * 4]
+        rows = [
+            [name, f"{size / 1e6:.2f} MB", f"{size / max(1, r['messages']):,.0f}"]
+            for name, size in r["by_table"].items()
+            if size >= 4096 * 4
+        ]
         out += ["", "bytes by table (dbstat):", harness.table(["table", "size", "bytes per message"], rows)]
     return "\n".join(out)
 

@@ -45,7 +45,9 @@ class Sandbox:
     `root` keeps the files (for a cached database); otherwise a temp folder is made and removed.
     """
 
-    def __init__(self, root: Path | None = None, *, extra_env: dict[str, str] | None = None, keep: bool = False):
+    def __init__(
+        self, root: Path | None = None, *, extra_env: dict[str, str] | None = None, keep: bool = False
+    ):
         self._made = root is None
         self.root = Path(root) if root else Path(tempfile.mkdtemp(prefix="tr-bench-"))
         self.home = self.root / "home"
@@ -78,7 +80,11 @@ class Sandbox:
 
     def env(self) -> dict[str, str]:
         """The environment of a child process: inherited minus our settings, plus this sandbox's."""
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TOTAL_RECALL_") and k not in INHERITED_SETTINGS}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith("TOTAL_RECALL_") and k not in INHERITED_SETTINGS
+        }
         env.update(self.env_overrides())
         env["PYTHONUNBUFFERED"] = "1"
         return env
@@ -87,12 +93,16 @@ class Sandbox:
     def db_path(self) -> Path:
         return self.home / "memory.db"
 
-    def cli(self, *args: str, cwd: str | Path | None = None, timeout: float = 3600,
-            check: bool = True) -> subprocess.CompletedProcess:
-        proc = subprocess.run([*cli_argv(), *args], capture_output=True, text=True, env=self.env(),
-                              cwd=cwd, timeout=timeout)
+    def cli(
+        self, *args: str, cwd: str | Path | None = None, timeout: float = 3600, check: bool = True
+    ) -> subprocess.CompletedProcess:
+        proc = subprocess.run(
+            [*cli_argv(), *args], capture_output=True, text=True, env=self.env(), cwd=cwd, timeout=timeout
+        )
         if check and proc.returncode != 0:
-            raise RuntimeError(f"total-recall {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+            raise RuntimeError(
+                f"total-recall {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}"
+            )
         return proc
 
     def start_daemon(self, log_name: str = "daemon.out") -> subprocess.Popen:
@@ -157,7 +167,9 @@ def ms(seconds: float) -> str:
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     """A Markdown table (readable in a terminal too)."""
     rows = [[_cell(v) for v in row] for row in rows]
-    widths = [max(len(str(h)), *(len(r[i]) for r in rows)) if rows else len(str(h)) for i, h in enumerate(headers)]
+    widths = [
+        max(len(str(h)), *(len(r[i]) for r in rows)) if rows else len(str(h)) for i, h in enumerate(headers)
+    ]
     line = lambda cells: "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
     return "\n".join([line(headers), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, rows)])
 
@@ -172,8 +184,11 @@ def machine() -> dict[str, Any]:
     """Cores, memory, Python, SQLite and sqlite-vec versions of the driver total-recall picks."""
     info: dict[str, Any] = {
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "cpu": _cpu_model(), "cores": os.cpu_count(), "memory_gb": _memory_gb(),
-        "python": platform.python_version(), "platform": platform.platform(),
+        "cpu": _cpu_model(),
+        "cores": os.cpu_count(),
+        "memory_gb": _memory_gb(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
         "load_avg_1_5_15": [round(v, 2) for v in os.getloadavg()],
     }
     with Sandbox() as box:

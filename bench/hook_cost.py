@@ -24,8 +24,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness  # noqa: E402
 import locomo  # noqa: E402
 
-STOP_MESSAGE = ("Done. I moved the vector store to sqlite-vec, added the migration test and updated "
-                "DESIGN.md; the full suite passes (212 passed, 4 skipped).")
+STOP_MESSAGE = (
+    "Done. I moved the vector store to sqlite-vec, added the migration test and updated "
+    "DESIGN.md; the full suite passes (212 passed, 4 skipped)."
+)
 
 
 def stop_command(box: harness.Sandbox) -> str:
@@ -43,12 +45,29 @@ def stop_input(box: harness.Sandbox) -> bytes:
     path = box.claude / "projects" / locomo.project_dir_name(cwd) / f"{session}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     start = locomo.FALLBACK_START
-    lines = [json.dumps(locomo.record("user" if i % 2 == 0 else "assistant", f"turn {i}: " + STOP_MESSAGE,
-                                      session=session, cwd=cwd, when=start + i * locomo.TURN_STEP, key=f"hook/{i}"))
-             for i in range(40)]
+    lines = [
+        json.dumps(
+            locomo.record(
+                "user" if i % 2 == 0 else "assistant",
+                f"turn {i}: " + STOP_MESSAGE,
+                session=session,
+                cwd=cwd,
+                when=start + i * locomo.TURN_STEP,
+                key=f"hook/{i}",
+            )
+        )
+        for i in range(40)
+    ]
     path.write_text("\n".join(lines) + "\n")
-    payload = {"session_id": session, "transcript_path": str(path), "cwd": cwd, "permission_mode": "default",
-               "hook_event_name": "Stop", "stop_hook_active": False, "last_assistant_message": STOP_MESSAGE}
+    payload = {
+        "session_id": session,
+        "transcript_path": str(path),
+        "cwd": cwd,
+        "permission_mode": "default",
+        "hook_event_name": "Stop",
+        "stop_hook_active": False,
+        "last_assistant_message": STOP_MESSAGE,
+    }
     return json.dumps(payload).encode()
 
 
@@ -59,8 +78,14 @@ def interpreter(command: str) -> str:
 
 def run_once(command: str, stdin: bytes, env: dict) -> float:
     started = time.perf_counter()
-    subprocess.run(["sh", "-c", command], input=stdin, env=env, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL, check=False)
+    subprocess.run(
+        ["sh", "-c", command],
+        input=stdin,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        check=False,
+    )
     return time.perf_counter() - started
 
 
@@ -76,8 +101,14 @@ def measure(n: int) -> dict:
             hook_times.append(run_once(hook, payload, env))
             floor_times.append(run_once(floor, b"", env))
         queued = _queued(box.db_path)
-    return {"n": n, "hook": harness.p50_p95(hook_times), "floor": harness.p50_p95(floor_times),
-            "command": hook.replace(str(box.root), "<tmp>"), "floor_command": floor, "queued_rows": queued}
+    return {
+        "n": n,
+        "hook": harness.p50_p95(hook_times),
+        "floor": harness.p50_p95(floor_times),
+        "command": hook.replace(str(box.root), "<tmp>"),
+        "floor_command": floor,
+        "queued_rows": queued,
+    }
 
 
 def _queued(db_path: Path) -> int:
@@ -92,16 +123,22 @@ def _queued(db_path: Path) -> int:
 
 def render(result: dict) -> str:
     (h50, h95), (f50, f95) = result["hook"], result["floor"]
-    return "\n".join([
-        "## hook cost (Stop hook via sh -c, alternating with the floor)",
-        f"hook command:  {result['command']}",
-        f"floor command: {result['floor_command']}",
-        f"rows the hook queued: {result['queued_rows']} (expected {result['n'] + 3})",
-        harness.table(["command", "runs", "p50", "p95"], [
-            ["installed Stop hook", result["n"], harness.ms(h50), harness.ms(h95)],
-            ["python -I -S -c 'import json, sqlite3'", result["n"], harness.ms(f50), harness.ms(f95)]]),
-        f"ratio of medians: {h50 / f50:.2f}x (target <= 1.30x); difference {harness.ms(h50 - f50)}",
-    ])
+    return "\n".join(
+        [
+            "## hook cost (Stop hook via sh -c, alternating with the floor)",
+            f"hook command:  {result['command']}",
+            f"floor command: {result['floor_command']}",
+            f"rows the hook queued: {result['queued_rows']} (expected {result['n'] + 3})",
+            harness.table(
+                ["command", "runs", "p50", "p95"],
+                [
+                    ["installed Stop hook", result["n"], harness.ms(h50), harness.ms(h95)],
+                    ["python -I -S -c 'import json, sqlite3'", result["n"], harness.ms(f50), harness.ms(f95)],
+                ],
+            ),
+            f"ratio of medians: {h50 / f50:.2f}x (target <= 1.30x); difference {harness.ms(h50 - f50)}",
+        ]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

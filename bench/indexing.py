@@ -47,7 +47,9 @@ def corpus_of(samples: list[dict], root: Path, messages: int) -> tuple[locomo.Co
     """
     corpus = locomo.convert(samples, root)
     per_copy = len(corpus.turns)
-    vocabulary = sorted({w.lower() for t in corpus.turns.values() for w in re.findall(r"[A-Za-z]{4,}", t.text)})
+    vocabulary = sorted(
+        {w.lower() for t in corpus.turns.values() for w in re.findall(r"[A-Za-z]{4,}", t.text)}
+    )
     for copy in range(1, max(1, math.ceil(messages / max(1, per_copy)))):
         locomo.convert(samples, root, copy=copy, corpus=corpus, vary=locomo.variant(copy, vocabulary))
     kept, total = [], 0
@@ -85,12 +87,17 @@ def counts(box: harness.Sandbox) -> dict[str, Any]:
     database = dbmod.connect(box.db_path)
     try:
         calls = database.one(
-            "SELECT count(*), coalesce(sum(messages), 0) FROM llm_calls WHERE extractor = 'llm' AND ok = 1")
-        return {"messages": _count(database, "messages"), "ideas": _count(database, "ideas"),
-                "llm_calls": calls[0], "llm_call_messages": calls[1],
-                "llm_failures": _count(database, "llm_calls WHERE extractor = 'fallback'"),
-                "offline_calls": _count(database, "llm_calls WHERE extractor = 'offline'"),
-                "parked": _count(database, "work_queue WHERE state = 'parked'")}
+            "SELECT count(*), coalesce(sum(messages), 0) FROM llm_calls WHERE extractor = 'llm' AND ok = 1"
+        )
+        return {
+            "messages": _count(database, "messages"),
+            "ideas": _count(database, "ideas"),
+            "llm_calls": calls[0],
+            "llm_call_messages": calls[1],
+            "llm_failures": _count(database, "llm_calls WHERE extractor = 'fallback'"),
+            "offline_calls": _count(database, "llm_calls WHERE extractor = 'offline'"),
+            "parked": _count(database, "work_queue WHERE state = 'parked'"),
+        }
     finally:
         database.close()
 
@@ -121,7 +128,7 @@ def slices(files: list[str], root: Path, parts: int) -> list[tuple[Path, int]]:
     for index in range(0, len(files), size):
         folder = root / f"slice{len(out)}"  # still under the projects folder
         messages = 0
-        for path in map(Path, files[index:index + size]):
+        for path in map(Path, files[index : index + size]):
             target = folder / path.parent.name / path.name
             target.parent.mkdir(parents=True, exist_ok=True)
             path.rename(target)
@@ -140,25 +147,44 @@ def offline_run(samples: list[dict], messages: int, parts: int) -> dict[str, Any
         root = box.claude / "projects"  # only transcripts under it are read
         corpus, total = corpus_of(samples, root, messages)
         bare = BareEmbedding(transcript_texts(corpus.files))
-        _progress(f"embedded default: {total} messages in {len(corpus.files)} transcripts, {parts} slices ...")
+        _progress(
+            f"embedded default: {total} messages in {len(corpus.files)} transcripts, {parts} slices ..."
+        )
         rows, before = [], bare.rate()
         for folder, count in slices(corpus.files, root, parts):
             seconds, _ = harness.timed(box.cli, "backfill", str(folder), "--wait", "--json")
             after = bare.rate()
-            rows.append({"messages": count, "seconds": seconds, "per_s": count / seconds,
-                         "bare_per_s": (before + after) / 2, "ratio": count / seconds / ((before + after) / 2)})
+            rows.append(
+                {
+                    "messages": count,
+                    "seconds": seconds,
+                    "per_s": count / seconds,
+                    "bare_per_s": (before + after) / 2,
+                    "ratio": count / seconds / ((before + after) / 2),
+                }
+            )
             before = after
         result = counts(box)
-    result.update(slices=rows, seconds=sum(r["seconds"] for r in rows), bare_sample=len(bare.texts),
-                  ratio=statistics.median(r["ratio"] for r in rows))
+    result.update(
+        slices=rows,
+        seconds=sum(r["seconds"] for r in rows),
+        bare_sample=len(bare.texts),
+        ratio=statistics.median(r["ratio"] for r in rows),
+    )
     result["messages_per_s"] = result["messages"] / result["seconds"]
     return result
 
 
 def llm_run(samples: list[dict], messages: int) -> dict[str, Any]:
     with harness.Sandbox() as box, LLMServer(box.root / "llm") as srv:
-        box.extra_env.update({"TOTAL_RECALL_LLM_BASE_URL": srv.base_url, "TOTAL_RECALL_LLM_MODEL": "fake-model",
-                              "TOTAL_RECALL_LLM_API_KEY": "bench", "TOTAL_RECALL_LLM_DAILY_TOKEN_BUDGET": "0"})
+        box.extra_env.update(
+            {
+                "TOTAL_RECALL_LLM_BASE_URL": srv.base_url,
+                "TOTAL_RECALL_LLM_MODEL": "fake-model",
+                "TOTAL_RECALL_LLM_API_KEY": "bench",
+                "TOTAL_RECALL_LLM_DAILY_TOKEN_BUDGET": "0",
+            }
+        )
         root = box.claude / "projects"  # only transcripts under it are read
         corpus, total = corpus_of(samples, root, messages)
         _progress(f"LLM path: {total} messages in {len(corpus.files)} transcripts ...")
@@ -176,30 +202,63 @@ def llm_run(samples: list[dict], messages: int) -> dict[str, Any]:
 def render(offline: dict[str, Any] | None, llm: dict[str, Any] | None) -> str:
     out = []
     if offline:
-        out += ["## indexing throughput (embedded default)", harness.table(
-            ["figure", "value"],
-            [["messages indexed", offline["messages"]], ["ideas written", offline["ideas"]],
-             ["backfill wall time, all slices (s)", f"{offline['seconds']:.1f}"],
-             ["backfill messages/s, all slices", f"{offline['messages_per_s']:.2f}"],
-             ["indexing / bare, median over slices", f"{offline['ratio']:.1%} (target >= 70%)"],
-             ["parked queue items", offline["parked"]]]),
-            "", f"per slice (bare: LocalEmbedder.embed on {offline['bare_sample']} of the same texts, "
-                "mean of the runs just before and after the slice)",
-            harness.table(["slice", "messages", "seconds", "messages/s", "bare messages/s", "indexing / bare"],
-                          [[i, r["messages"], f"{r['seconds']:.1f}", f"{r['per_s']:.1f}", f"{r['bare_per_s']:.1f}",
-                            f"{r['ratio']:.1%}"] for i, r in enumerate(offline["slices"])])]
+        out += [
+            "## indexing throughput (embedded default)",
+            harness.table(
+                ["figure", "value"],
+                [
+                    ["messages indexed", offline["messages"]],
+                    ["ideas written", offline["ideas"]],
+                    ["backfill wall time, all slices (s)", f"{offline['seconds']:.1f}"],
+                    ["backfill messages/s, all slices", f"{offline['messages_per_s']:.2f}"],
+                    ["indexing / bare, median over slices", f"{offline['ratio']:.1%} (target >= 70%)"],
+                    ["parked queue items", offline["parked"]],
+                ],
+            ),
+            "",
+            f"per slice (bare: LocalEmbedder.embed on {offline['bare_sample']} of the same texts, "
+            "mean of the runs just before and after the slice)",
+            harness.table(
+                ["slice", "messages", "seconds", "messages/s", "bare messages/s", "indexing / bare"],
+                [
+                    [
+                        i,
+                        r["messages"],
+                        f"{r['seconds']:.1f}",
+                        f"{r['per_s']:.1f}",
+                        f"{r['bare_per_s']:.1f}",
+                        f"{r['ratio']:.1%}",
+                    ]
+                    for i, r in enumerate(offline["slices"])
+                ],
+            ),
+        ]
     if llm:
         per20 = llm["calls_per_message"] * 20
-        out += ["", "## LLM path (local OpenAI-compatible server)", harness.table(
-            ["figure", "value"],
-            [["messages indexed", llm["messages"]], ["transcripts", llm["transcripts"]],
-             ["extraction requests received by the server", llm["server_calls"]],
-             ["llm_calls rows (extractor='llm', ok)", llm["llm_calls"]],
-             ["LLM failures -> offline", llm["llm_failures"]],
-             ["LLM calls per message", f"{llm['calls_per_message']:.4f} = {per20:.2f} per 20 (target <= 1)"],
-             ["messages per batch (mean, server side)", f"{llm['messages_per_batch']:.1f}"],
-             ["messages per batch (mean, llm_calls rows)", f"{_ratio(llm['llm_call_messages'], llm['llm_calls']):.1f}"],
-             ["backfill messages/s", f"{llm['messages_per_s']:.1f}"]])]
+        out += [
+            "",
+            "## LLM path (local OpenAI-compatible server)",
+            harness.table(
+                ["figure", "value"],
+                [
+                    ["messages indexed", llm["messages"]],
+                    ["transcripts", llm["transcripts"]],
+                    ["extraction requests received by the server", llm["server_calls"]],
+                    ["llm_calls rows (extractor='llm', ok)", llm["llm_calls"]],
+                    ["LLM failures -> offline", llm["llm_failures"]],
+                    [
+                        "LLM calls per message",
+                        f"{llm['calls_per_message']:.4f} = {per20:.2f} per 20 (target <= 1)",
+                    ],
+                    ["messages per batch (mean, server side)", f"{llm['messages_per_batch']:.1f}"],
+                    [
+                        "messages per batch (mean, llm_calls rows)",
+                        f"{_ratio(llm['llm_call_messages'], llm['llm_calls']):.1f}",
+                    ],
+                    ["backfill messages/s", f"{llm['messages_per_s']:.1f}"],
+                ],
+            ),
+        ]
     return "\n".join(out)
 
 
@@ -214,9 +273,12 @@ def _ratio(a: float, b: float) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=harness.DEFAULT_LOCOMO, help="a LoCoMo-format JSON file")
-    parser.add_argument("--messages", type=int, default=10_000, help="messages for the embedded-default backfill")
-    parser.add_argument("--llm-messages", type=int, default=None,
-                        help="messages for the LLM path (default: --messages)")
+    parser.add_argument(
+        "--messages", type=int, default=10_000, help="messages for the embedded-default backfill"
+    )
+    parser.add_argument(
+        "--llm-messages", type=int, default=None, help="messages for the LLM path (default: --messages)"
+    )
     parser.add_argument("--slices", type=int, default=5, help="backfill slices, each with its own baseline")
     parser.add_argument("--skip-offline", action="store_true", help="only the LLM path")
     parser.add_argument("--skip-llm", action="store_true", help="only the embedded default")

@@ -42,8 +42,16 @@ def load_labels(split: str) -> list[dict]:
         if not line.strip() or line.startswith("#"):
             continue
         source, ident, role, part, intents, print_ = line.split("\t")
-        rows.append({"source": source, "id": int(ident), "role": role, "split": part, "fingerprint": print_,
-                     "intents": [] if intents == "-" else [CODES[c] for c in intents]})
+        rows.append(
+            {
+                "source": source,
+                "id": int(ident),
+                "role": role,
+                "split": part,
+                "fingerprint": print_,
+                "intents": [] if intents == "-" else [CODES[c] for c in intents],
+            }
+        )
     return [r for r in rows if split == "all" or r["split"] == split]
 
 
@@ -55,15 +63,33 @@ def source_messages(shared: Path, source: str) -> list[dict]:
         for batch in chat:
             for turn in batch["turns"]:
                 for m in turn:
-                    out.append({"id": m["id"], "role": m["role"], "content": m["content"], "timestamp": None,
-                                "line": int(m["id"]) + 1, "last_line": int(m["id"]) + 1})
+                    out.append(
+                        {
+                            "id": m["id"],
+                            "role": m["role"],
+                            "content": m["content"],
+                            "timestamp": None,
+                            "line": int(m["id"]) + 1,
+                            "last_line": int(m["id"]) + 1,
+                        }
+                    )
         return out
     from total_recall import transcript
     from total_recall.redact import redact
 
     result = transcript.read_new(shared / "fixtures" / "transcripts" / source, 0, 0)
-    return [{"id": m.line, "role": m.role, "content": redact(m.text), "timestamp": m.timestamp,
-             "line": m.line, "last_line": m.last_line} for m in result.messages if m.skip_reason is None]
+    return [
+        {
+            "id": m.line,
+            "role": m.role,
+            "content": redact(m.text),
+            "timestamp": m.timestamp,
+            "line": m.line,
+            "last_line": m.last_line,
+        }
+        for m in result.messages
+        if m.skip_reason is None
+    ]
 
 
 def extract_all(messages: list[dict], extract) -> dict[int, set[str]]:
@@ -77,11 +103,12 @@ def extract_all(messages: list[dict], extract) -> dict[int, set[str]]:
     found: dict[int, set[str]] = {}
     hierarchy = {"project": {"name": "", "summary": ""}, "topic": None, "span": None}
     for start in range(0, len(messages), BATCH):
-        part = messages[start:start + BATCH]
-        recent = messages[max(0, start - RECENT):start]
+        part = messages[start : start + BATCH]
+        recent = messages[max(0, start - RECENT) : start]
         new = [{k: m[k] for k in ("role", "content", "timestamp", "line")} for m in part]
-        obj = protocol.build_input(hierarchy, [{k: m[k] for k in ("role", "content", "timestamp", "line")}
-                                               for m in recent], new)
+        obj = protocol.build_input(
+            hierarchy, [{k: m[k] for k in ("role", "content", "timestamp", "line")} for m in recent], new
+        )
         lines = {line for m in part for line in range(m["line"], m["last_line"] + 1)}
         validated = protocol.validate_output(extract(obj), lines)
         for item in validated.output["items"]:
@@ -107,8 +134,12 @@ def score(rows: list[dict], predicted: dict[tuple[str, int], set[str]]) -> dict:
         r = c["tp"] / (c["tp"] + c["fn"]) if c["tp"] + c["fn"] else None
         out[intent] = {"precision": p, "recall": r, "gold": c["tp"] + c["fn"], "predicted": c["tp"] + c["fp"]}
     fillers = sum(not r["intents"] for r in rows)
-    return {"lines": len(rows), "per_intent": out, "filler_lines": fillers,
-            "filler_given_an_intent": filler_flagged}
+    return {
+        "lines": len(rows),
+        "per_intent": out,
+        "filler_lines": fillers,
+        "filler_given_an_intent": filler_flagged,
+    }
 
 
 def _offline():
@@ -133,9 +164,14 @@ class _LLMThroughFake:
             return json.dumps(offline(json.loads(user.split("\n\n", 1)[1])))
 
         self.server = FakeOpenAI(chat=answer).__enter__()
-        settings = config.load(environ={"TOTAL_RECALL_LLM_BASE_URL": self.server.base_url,
-                                        "TOTAL_RECALL_LLM_MODEL": "fake", "OPENAI_API_KEY": "k"},
-                               config_path=Path("/nonexistent"))
+        settings = config.load(
+            environ={
+                "TOTAL_RECALL_LLM_BASE_URL": self.server.base_url,
+                "TOTAL_RECALL_LLM_MODEL": "fake",
+                "OPENAI_API_KEY": "k",
+            },
+            config_path=Path("/nonexistent"),
+        )
         self.extract = LLMExtractor(settings, record_call=lambda call: None).extract
         return self
 
@@ -145,8 +181,11 @@ class _LLMThroughFake:
 
 def run(split: str, extractor: str, shared: Path) -> dict | None:
     if not (shared / "bench" / "beam-dev").is_dir() or not (shared / "fixtures" / "transcripts").is_dir():
-        print(f"skipped: the shared data folder ({shared}) with bench/beam-dev and fixtures/transcripts "
-              "is not there", file=sys.stderr)
+        print(
+            f"skipped: the shared data folder ({shared}) with bench/beam-dev and fixtures/transcripts "
+            "is not there",
+            file=sys.stderr,
+        )
         return None
     rows = load_labels(split)
     predicted: dict[tuple[str, int], set[str]] = {}
@@ -158,8 +197,9 @@ def run(split: str, extractor: str, shared: Path) -> dict | None:
             texts = {m["id"]: m["content"] for m in messages}
             for row in (r for r in rows if r["source"] == source):
                 if fingerprint(texts.get(row["id"], "")) != row["fingerprint"]:
-                    raise SystemExit(f"stale locator: {source} {row['id']} no longer starts with "
-                                     f"{row['fingerprint']!r}")
+                    raise SystemExit(
+                        f"stale locator: {source} {row['id']} no longer starts with {row['fingerprint']!r}"
+                    )
             for key, intents in extract_all(messages, extract).items():
                 predicted[(source, key)] = intents
     finally:
@@ -197,8 +237,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{result['extractor']} extractor, {result['split']} split: {result['lines']} labelled lines")
     print(f"{'intent':<11} {'precision':>9} {'recall':>7} {'gold':>5} {'predicted':>9}")
     for intent, s in result["per_intent"].items():
-        print(f"{intent:<11} {_fmt(s['precision']):>9} {_fmt(s['recall']):>7} {s['gold']:>5} "
-              f"{s['predicted']:>9}")
+        print(
+            f"{intent:<11} {_fmt(s['precision']):>9} {_fmt(s['recall']):>7} {s['gold']:>5} "
+            f"{s['predicted']:>9}"
+        )
     print(f"filler lines given an intent: {result['filler_given_an_intent']} of {result['filler_lines']}")
     if args.show:
         for intent in INTENTS:

@@ -28,16 +28,27 @@ def answer(request: dict) -> str:
     """The protocol answer for one chat request: one context item per new message."""
     prompt = str((request.get("messages") or [{}])[-1].get("content") or "")
     try:
-        obj = json.loads(prompt[prompt.index("{"):])
+        obj = json.loads(prompt[prompt.index("{") :])
     except ValueError:
         return "{}"  # not an extraction prompt (e.g. HyDE): an empty but valid object
     new = obj.get("new_messages") or []
-    items = [{"type": "context", "content": str(m.get("content") or "")[:500], "confidence": 0.7,
-              "source_line": m["line"], "entities": [], "answered": False}
-             for m in new if str(m.get("content") or "").strip()]
+    items = [
+        {
+            "type": "context",
+            "content": str(m.get("content") or "")[:500],
+            "confidence": 0.7,
+            "source_line": m["line"],
+            "entities": [],
+            "answered": False,
+        }
+        for m in new
+        if str(m.get("content") or "").strip()
+    ]
     first = new[0]["line"] if new else None
     topic = {"name": "conversation", "summary": "benchmark conversation", "start_line": first}
-    return json.dumps({"topic_update": topic, "new_span": None, "items": items, "relations": [], "skip_lines": []})
+    return json.dumps(
+        {"topic_update": topic, "new_span": None, "items": items, "relations": [], "skip_lines": []}
+    )
 
 
 def serve(port_file: Path, log: Path | None) -> int:
@@ -66,8 +77,16 @@ class LLMServer:
 
     def __enter__(self) -> LLMServer:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--port-file",
-                                      str(self.port_file), "--log", str(self.log)])
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                str(Path(__file__).resolve()),
+                "--port-file",
+                str(self.port_file),
+                "--log",
+                str(self.log),
+            ]
+        )
         deadline = time.monotonic() + 30
         while not self.port_file.exists():
             if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -85,7 +104,7 @@ class LLMServer:
             request = json.loads(line).get("json") or {}
             prompt = str((request.get("messages") or [{}])[-1].get("content") or "")
             if "new_messages" in prompt:
-                sizes.append(len(json.loads(prompt[prompt.index("{"):]).get("new_messages") or []))
+                sizes.append(len(json.loads(prompt[prompt.index("{") :]).get("new_messages") or []))
         return sizes
 
     def __exit__(self, *exc: Any) -> None:
@@ -96,7 +115,9 @@ class LLMServer:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--port-file", type=Path, required=True, help="write the base URL here once listening")
+    parser.add_argument(
+        "--port-file", type=Path, required=True, help="write the base URL here once listening"
+    )
     parser.add_argument("--log", type=Path, help="append each request as a JSON line here")
     args = parser.parse_args(argv)
     return serve(args.port_file, args.log)

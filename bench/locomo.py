@@ -33,9 +33,15 @@ DIA_ID = re.compile(r"D\d+:\d+")
 SESSION_KEY = re.compile(r"^session_(\d+)$")
 SESSION_TIME = re.compile(
     r"(?P<hour>\d{1,2}):(?P<minute>\d{2})\s*(?P<ampm>[ap])\.?m\.?\s+on\s+(?P<day>\d{1,2})\s+"
-    r"(?P<month>[A-Za-z]+)\.?,?\s+(?P<year>\d{4})", re.I)
-MONTHS = {m: i for i, m in enumerate(
-    "january february march april may june july august september october november december".split(), 1)}
+    r"(?P<month>[A-Za-z]+)\.?,?\s+(?P<year>\d{4})",
+    re.I,
+)
+MONTHS = {
+    m: i
+    for i, m in enumerate(
+        "january february march april may june july august september october november december".split(), 1
+    )
+}
 FALLBACK_START = datetime(2023, 1, 1, 12, 0, tzinfo=timezone.utc)
 TURN_STEP = timedelta(minutes=1)
 
@@ -78,15 +84,21 @@ def load(path: Path) -> list[dict]:
 
 
 def parse_session_time(text: str | None) -> datetime | None:
-    """"1:56 pm on 8 May, 2023" -> 2023-05-08 13:56 UTC; None when the text has no such date."""
+    """ "1:56 pm on 8 May, 2023" -> 2023-05-08 13:56 UTC; None when the text has no such date."""
     m = SESSION_TIME.search(text or "")
     month = _month(m.group("month")) if m else None
     if m is None or month is None:
         return None
     hour = int(m.group("hour")) % 12 + (12 if m.group("ampm").lower() == "p" else 0)
     try:
-        return datetime(int(m.group("year")), month, int(m.group("day")), hour, int(m.group("minute")),
-                        tzinfo=timezone.utc)
+        return datetime(
+            int(m.group("year")),
+            month,
+            int(m.group("day")),
+            hour,
+            int(m.group("minute")),
+            tzinfo=timezone.utc,
+        )
     except ValueError:  # "31 June": not a date
         return None
 
@@ -123,8 +135,9 @@ def evidence_ids(evidence: Any) -> list[str]:
     return list(found)
 
 
-def questions(samples: Iterable[dict], corpus: Corpus, categories: Sequence[int] = SCORED_CATEGORIES
-              ) -> tuple[list[Question], dict[str, int]]:
+def questions(
+    samples: Iterable[dict], corpus: Corpus, categories: Sequence[int] = SCORED_CATEGORIES
+) -> tuple[list[Question], dict[str, int]]:
     """The questions to score, and counts of those left out (by category, or for lack of evidence)."""
     kept, left_out = [], {"other_category": 0, "no_evidence": 0}
     for sample in samples:
@@ -150,19 +163,43 @@ def project_dir_name(cwd: str) -> str:
 def record(role: str, text: str, *, session: str, cwd: str, when: datetime, key: str) -> dict:
     """One Claude Code transcript line (user prompt or assistant text response)."""
     stamp = when.strftime("%Y-%m-%dT%H:%M:%S.000Z")
-    base = {"parentUuid": None, "isSidechain": False, "userType": "external", "cwd": cwd, "sessionId": session,
-            "version": "2.1.39", "gitBranch": "main", "uuid": str(uuid.uuid5(uuid.NAMESPACE_URL, key)),
-            "timestamp": stamp}
+    base = {
+        "parentUuid": None,
+        "isSidechain": False,
+        "userType": "external",
+        "cwd": cwd,
+        "sessionId": session,
+        "version": "2.1.39",
+        "gitBranch": "main",
+        "uuid": str(uuid.uuid5(uuid.NAMESPACE_URL, key)),
+        "timestamp": stamp,
+    }
     if role == "user":
         return {**base, "type": "user", "message": {"role": "user", "content": text}}
     msg_id = "msg_" + uuid.uuid5(uuid.NAMESPACE_URL, key + "/msg").hex[:24]
-    return {**base, "type": "assistant", "message": {
-        "id": msg_id, "type": "message", "role": "assistant", "model": "locomo",
-        "content": [{"type": "text", "text": text}], "stop_reason": "end_turn"}}
+    return {
+        **base,
+        "type": "assistant",
+        "message": {
+            "id": msg_id,
+            "type": "message",
+            "role": "assistant",
+            "model": "locomo",
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": "end_turn",
+        },
+    }
 
 
-def convert(samples: Iterable[dict], root: Path, *, copy: int = 0, corpus: Corpus | None = None,
-            vary: Callable[[str], str] | None = None, names: bool = False) -> Corpus:
+def convert(
+    samples: Iterable[dict],
+    root: Path,
+    *,
+    copy: int = 0,
+    corpus: Corpus | None = None,
+    vary: Callable[[str], str] | None = None,
+    names: bool = False,
+) -> Corpus:
     """Write every session of every conversation as a transcript under root; return the turn map.
 
     `copy` > 0 writes another copy (new session ids, paths and projects) whose turns are not
@@ -182,14 +219,25 @@ def convert(samples: Iterable[dict], root: Path, *, copy: int = 0, corpus: Corpu
         for number, date_text, turns in sessions(conv):
             start = parse_session_time(date_text) or previous + timedelta(days=1)
             previous = start
-            _write_session(corpus, folder, sid, cwd, number, start, turns, conv.get("speaker_a"), copy, vary,
-                           names)
+            _write_session(
+                corpus, folder, sid, cwd, number, start, turns, conv.get("speaker_a"), copy, vary, names
+            )
     return corpus
 
 
-def _write_session(corpus: Corpus, folder: Path, sid: str, cwd: str, number: int, start: datetime,
-                   turns: list[dict], speaker_a: Any, copy: int, vary: Callable[[str], str] | None,
-                   names: bool = False) -> None:
+def _write_session(
+    corpus: Corpus,
+    folder: Path,
+    sid: str,
+    cwd: str,
+    number: int,
+    start: datetime,
+    turns: list[dict],
+    speaker_a: Any,
+    copy: int,
+    vary: Callable[[str], str] | None,
+    names: bool = False,
+) -> None:
     key = f"locomo/{sid}/{copy}/session_{number}"
     session = str(uuid.uuid5(uuid.NAMESPACE_URL, key))
     path = folder / f"{session}.jsonl"
@@ -200,11 +248,14 @@ def _write_session(corpus: Corpus, folder: Path, sid: str, cwd: str, number: int
         text = vary(turn_text(turn)) if vary else turn_text(turn)
         if names and turn.get("speaker"):
             text = f"{turn['speaker']}: {text}"
-        lines.append(json.dumps(record(role, text, session=session, cwd=cwd, when=when, key=f"{key}/{index}")))
+        lines.append(
+            json.dumps(record(role, text, session=session, cwd=cwd, when=when, key=f"{key}/{index}"))
+        )
         dia = str(turn.get("dia_id") or f"D{number}:{index + 1}")
         if not copy:
-            corpus.turns[(sid, dia)] = Turn(sid, dia, str(path), index + 1, role, text,
-                                            when.strftime("%Y-%m-%dT%H:%M:%SZ"))
+            corpus.turns[(sid, dia)] = Turn(
+                sid, dia, str(path), index + 1, role, text, when.strftime("%Y-%m-%dT%H:%M:%SZ")
+            )
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     corpus.files.append(str(path))
 
@@ -226,10 +277,12 @@ def variant(seed: int, vocabulary: Sequence[str], share: float = 0.2) -> Callabl
         if not spots:
             return text
         chosen = {i for i in range(len(spots)) if rng.random() < share}
-        if not chosen and len(spots) >= 2:  # a one-word exclamation stays as it is (smalltalk stays smalltalk)
+        if (
+            not chosen and len(spots) >= 2
+        ):  # a one-word exclamation stays as it is (smalltalk stays smalltalk)
             chosen = {rng.randrange(len(spots))}
         for i in sorted(chosen, reverse=True):
-            text = text[:spots[i][0]] + rng.choice(vocabulary) + text[spots[i][1]:]
+            text = text[: spots[i][0]] + rng.choice(vocabulary) + text[spots[i][1] :]
         return text
 
     def rewrite(text: str) -> str:
@@ -266,8 +319,9 @@ def covered(result: dict, evidence: dict[str, tuple[str, int]], ideas_only: bool
     return hits
 
 
-def score_question(results: Sequence[dict], evidence: dict[str, tuple[str, int]], ks: Sequence[int],
-                   ideas_only: bool = False) -> dict[str, float]:
+def score_question(
+    results: Sequence[dict], evidence: dict[str, tuple[str, int]], ks: Sequence[int], ideas_only: bool = False
+) -> dict[str, float]:
     """recall@k, hit@k for each k, and the reciprocal rank (0 when nothing points to evidence)."""
     per_rank = [covered(r, evidence, ideas_only) for r in results]
     scores: dict[str, float] = {}
@@ -281,8 +335,10 @@ def score_question(results: Sequence[dict], evidence: dict[str, tuple[str, int]]
 
 
 def evidence_locations(question: Question, corpus: Corpus) -> dict[str, tuple[str, int]]:
-    return {d: (corpus.turns[(question.sample_id, d)].file, corpus.turns[(question.sample_id, d)].line)
-            for d in question.evidence}
+    return {
+        d: (corpus.turns[(question.sample_id, d)].file, corpus.turns[(question.sample_id, d)].line)
+        for d in question.evidence
+    }
 
 
 def aggregate(rows: Iterable[tuple[int, dict[str, float]]]) -> dict[str, dict[str, float]]:
@@ -304,10 +360,14 @@ class TurnIndex:
 
     def __init__(self, corpus: Corpus):
         self.conn = sqlite3.connect(":memory:")
-        self.conn.execute("CREATE VIRTUAL TABLE turns USING fts5(text, sample_id UNINDEXED, file UNINDEXED, "
-                          "line UNINDEXED, tokenize = 'porter unicode61')")
-        self.conn.executemany("INSERT INTO turns (text, sample_id, file, line) VALUES (?, ?, ?, ?)",
-                              [(t.text, t.sample_id, t.file, t.line) for t in corpus.turns.values()])
+        self.conn.execute(
+            "CREATE VIRTUAL TABLE turns USING fts5(text, sample_id UNINDEXED, file UNINDEXED, "
+            "line UNINDEXED, tokenize = 'porter unicode61')"
+        )
+        self.conn.executemany(
+            "INSERT INTO turns (text, sample_id, file, line) VALUES (?, ?, ?, ?)",
+            [(t.text, t.sample_id, t.file, t.line) for t in corpus.turns.values()],
+        )
 
     def search(self, sample_id: str, text: str, k: int) -> list[dict]:
         """Top k turns of one conversation for the query's stopword-free terms joined with OR."""
@@ -318,7 +378,8 @@ class TurnIndex:
             return []
         rows = self.conn.execute(
             "SELECT file, line FROM turns WHERE turns MATCH ? AND sample_id = ? ORDER BY bm25(turns) LIMIT ?",
-            (match, sample_id, k)).fetchall()
+            (match, sample_id, k),
+        ).fetchall()
         return [{"kind": "turn", "source_file": f, "source_line": int(line)} for f, line in rows]
 
     def close(self) -> None:

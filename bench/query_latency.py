@@ -36,22 +36,36 @@ WARM_UP = 3
 def floor_query(db: Any, blob: bytes, match: str | None, project: str | None) -> None:
     """One raw KNN plus one raw FTS5 query: what any hybrid search must at least do."""
     if project is None:
-        db.execute("SELECT idea_id, distance FROM idea_embeddings WHERE embedding MATCH ? AND k = 10",
-                   (blob,)).fetchall()
+        db.execute(
+            "SELECT idea_id, distance FROM idea_embeddings WHERE embedding MATCH ? AND k = 10", (blob,)
+        ).fetchall()
         if match:
-            db.execute("SELECT rowid FROM ideas_fts WHERE ideas_fts MATCH ? ORDER BY rank LIMIT 10",
-                       (match,)).fetchall()
+            db.execute(
+                "SELECT rowid FROM ideas_fts WHERE ideas_fts MATCH ? ORDER BY rank LIMIT 10", (match,)
+            ).fetchall()
         return
-    db.execute("SELECT idea_id, distance FROM idea_embeddings WHERE embedding MATCH ? AND k = 10 AND project = ?",
-               (blob, project)).fetchall()
+    db.execute(
+        "SELECT idea_id, distance FROM idea_embeddings WHERE embedding MATCH ? AND k = 10 AND project = ?",
+        (blob, project),
+    ).fetchall()
     if match:
-        db.execute("SELECT i.id FROM ideas_fts f JOIN ideas i ON i.id = f.rowid WHERE ideas_fts MATCH ? "
-                   "AND i.project = ? ORDER BY f.rank LIMIT 10", (match, project)).fetchall()
+        db.execute(
+            "SELECT i.id FROM ideas_fts f JOIN ideas i ON i.id = f.rowid WHERE ideas_fts MATCH ? "
+            "AND i.project = ? ORDER BY f.rank LIMIT 10",
+            (match, project),
+        ).fetchall()
 
 
 def search_argv(query: str, scope: str | None) -> list[str]:
-    return [*harness.cli_argv(), "search", query, "--json", "-k", "10",
-            *(["--project", scope] if scope else ["--all-projects"])]
+    return [
+        *harness.cli_argv(),
+        "search",
+        query,
+        "--json",
+        "-k",
+        "10",
+        *(["--project", scope] if scope else ["--all-projects"]),
+    ]
 
 
 def run_cli(box: harness.Sandbox, query: str, scope: str | None) -> float:
@@ -66,8 +80,15 @@ def run_cli(box: harness.Sandbox, query: str, scope: str | None) -> float:
 def ask_socket(box: harness.Sandbox, query: str, scope: str | None) -> float:
     from total_recall import server
 
-    request = {"op": "search", "query": query, "k": 10, "project": scope, "all_projects": scope is None,
-               "cwd": "/", "hyde": False}
+    request = {
+        "op": "search",
+        "query": query,
+        "k": 10,
+        "project": scope,
+        "all_projects": scope is None,
+        "cwd": "/",
+        "hyde": False,
+    }
     started = time.perf_counter()
     answer = server.ask(box.home / "daemon.sock", request)
     elapsed = time.perf_counter() - started
@@ -107,16 +128,22 @@ def measure_size(n: int, warm_runs: int, cold_runs: int) -> dict[str, Any]:
         queries = synthetic.queries(WARM_UP + 2 * len(SCOPES) * warm_runs + cold_runs)
         floor = Floor(box, queries)
         try:
-            result: dict[str, Any] = {"ideas": n, "built": built, "db_mb": box.db_path.stat().st_size / 1e6,
-                                      "query_embed": floor.embed_times}
+            result: dict[str, Any] = {
+                "ideas": n,
+                "built": built,
+                "db_mb": box.db_path.stat().st_size / 1e6,
+                "query_embed": floor.embed_times,
+            }
             result["warm"] = _warm(box, floor, queries[:-cold_runs] if cold_runs else queries, warm_runs)
-            result["cold"] = _cold(box, floor, queries[len(queries) - cold_runs:] if cold_runs else [])
+            result["cold"] = _cold(box, floor, queries[len(queries) - cold_runs :] if cold_runs else [])
         finally:
             floor.close()
     return result
 
 
-def _warm(box: harness.Sandbox, floor: Floor, queries: list[str], runs: int) -> dict[str, dict[str, list[float]]]:
+def _warm(
+    box: harness.Sandbox, floor: Floor, queries: list[str], runs: int
+) -> dict[str, dict[str, list[float]]]:
     daemon = box.start_daemon()
     try:
         box.wait_for_socket(daemon)
@@ -151,21 +178,30 @@ def render(results: list[dict[str, Any]]) -> str:
     for r in results:
         built = f"built in {r['built']['total_seconds']:.0f} s" if r["built"] else "cached"
         embed50 = statistics.median(r["query_embed"])
-        out += ["", f"### {r['ideas']:,} ideas (database {r['db_mb']:.0f} MB, {built}); "
-                    f"one query embedding: {harness.ms(embed50)} p50"]
+        out += [
+            "",
+            f"### {r['ideas']:,} ideas (database {r['db_mb']:.0f} MB, {built}); "
+            f"one query embedding: {harness.ms(embed50)} p50",
+        ]
         rows = []
         for scope, t in r["warm"].items():
             f50 = statistics.median(t["floor"])
-            rows += [_row(f"floor: raw KNN + FTS5 ({scope})", t["floor"], f50),
-                     _row(f"warm: socket round trip ({scope})", t["socket"], f50),
-                     _row(f"warm: full CLI call ({scope})", t["cli"], f50)]
+            rows += [
+                _row(f"floor: raw KNN + FTS5 ({scope})", t["floor"], f50),
+                _row(f"warm: socket round trip ({scope})", t["socket"], f50),
+                _row(f"warm: full CLI call ({scope})", t["cli"], f50),
+            ]
         c = r["cold"]
         f50 = statistics.median(c["floor"])
-        rows += [_row("floor: raw KNN + FTS5 (all projects, cold series)", c["floor"], f50),
-                 _row("cold: fresh CLI process (all projects)", c["cli"], f50)]
+        rows += [
+            _row("floor: raw KNN + FTS5 (all projects, cold series)", c["floor"], f50),
+            _row("cold: fresh CLI process (all projects)", c["cli"], f50),
+        ]
         out.append(harness.table(["measurement", "runs", "p50", "p95", "p50 / floor p50"], rows))
-    out.append("\ntarget: warm p50 at 100k ideas <= 2x the floor (socket round trip is the search itself; "
-               "the CLI adds interpreter start-up)")
+    out.append(
+        "\ntarget: warm p50 at 100k ideas <= 2x the floor (socket round trip is the search itself; "
+        "the CLI adds interpreter start-up)"
+    )
     return "\n".join(out)
 
 

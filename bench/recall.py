@@ -53,15 +53,21 @@ def split_of(question: locomo.Question) -> str:
     return "tune" if sid in TUNE else "confirm"
 
 
-def index(box: harness.Sandbox, corpus: locomo.Corpus, root: Path) -> tuple[dict[str, Any], set[tuple[str, int]]]:
+def index(
+    box: harness.Sandbox, corpus: locomo.Corpus, root: Path
+) -> tuple[dict[str, Any], set[tuple[str, int]]]:
     """Index the transcripts under root with `backfill --wait`.
 
     Returns counts, and every (file, line) some idea came from: an evidence turn with no idea
     cannot be found by an idea, whatever the ranking.
     """
     seconds, proc = harness.timed(box.cli, "backfill", str(root), "--wait", "--json")
-    stats = {"transcripts": len(corpus.files), "turns": len(corpus.turns), "index_seconds": round(seconds, 1),
-             "backfill": json.loads(proc.stdout)}
+    stats = {
+        "transcripts": len(corpus.files),
+        "turns": len(corpus.turns),
+        "index_seconds": round(seconds, 1),
+        "backfill": json.loads(proc.stdout),
+    }
     from total_recall import db as dbmod
 
     database = dbmod.connect(box.db_path)
@@ -78,7 +84,9 @@ def index(box: harness.Sandbox, corpus: locomo.Corpus, root: Path) -> tuple[dict
     return stats, sources
 
 
-def ask(box: harness.Sandbox, corpus: locomo.Corpus, qs: Sequence[locomo.Question], k: int) -> list[list[dict]]:
+def ask(
+    box: harness.Sandbox, corpus: locomo.Corpus, qs: Sequence[locomo.Question], k: int
+) -> list[list[dict]]:
     """Every question in ONE `search --queries` call, each scoped to its conversation's project."""
     path = box.root / "queries.jsonl"
     with path.open("w", encoding="utf-8") as fh:
@@ -91,8 +99,13 @@ def ask(box: harness.Sandbox, corpus: locomo.Corpus, qs: Sequence[locomo.Questio
     return [a["results"] for a in answers]
 
 
-def score_all(corpus: locomo.Corpus, qs: Sequence[locomo.Question], ranked: Sequence[list[dict]],
-              baseline: Sequence[list[dict]], ks: Sequence[int]) -> dict[str, dict[str, dict]]:
+def score_all(
+    corpus: locomo.Corpus,
+    qs: Sequence[locomo.Question],
+    ranked: Sequence[list[dict]],
+    baseline: Sequence[list[dict]],
+    ks: Sequence[int],
+) -> dict[str, dict[str, dict]]:
     """{split: {variant: {category: {figure: value}}}} for the three rankings; split "all" too."""
     rows: dict[str, dict[str, list]] = {}
     for q, ours, bm25 in zip(qs, ranked, baseline):
@@ -204,8 +217,11 @@ def raw_line_text(line: str) -> str:
                 if key in value:
                     walk(value[key])
             if value.get("type") == "tool_use" or "command" in value or "file_path" in value:
-                parts.extend(str(v) for k, v in value.items() if k not in ("text", "content", "input", "type", "id")
-                             and isinstance(v, str))
+                parts.extend(
+                    str(v)
+                    for k, v in value.items()
+                    if k not in ("text", "content", "input", "type", "id") and isinstance(v, str)
+                )
 
     walk(content)
     return "\n".join(p for p in parts if p.strip())
@@ -213,20 +229,29 @@ def raw_line_text(line: str) -> str:
 
 def _extraction_ceiling(corpus: locomo.Corpus, qs: Sequence[locomo.Question], sources: set) -> float:
     """Mean share of a question's evidence turns that gave at least one idea (ideas-only recall's ceiling)."""
-    shares = [sum(loc in sources for loc in locomo.evidence_locations(q, corpus).values()) / len(q.evidence)
-              for q in qs]
+    shares = [
+        sum(loc in sources for loc in locomo.evidence_locations(q, corpus).values()) / len(q.evidence)
+        for q in qs
+    ]
     return round(sum(shares) / len(shares), 3) if shares else 0.0
 
 
 def span_widths(ranked: Sequence[list[dict]]) -> dict[str, float]:
     """How many lines the span results cover: wide spans earn recall by breadth, not precision."""
-    widths = [r["end_line"] - r["start_line"] + 1 for rs in ranked for r in rs
-              if r.get("kind") == "span" and r.get("start_line") is not None and r.get("end_line") is not None]
+    widths = [
+        r["end_line"] - r["start_line"] + 1
+        for rs in ranked
+        for r in rs
+        if r.get("kind") == "span" and r.get("start_line") is not None and r.get("end_line") is not None
+    ]
     total = sum(len(rs) for rs in ranked)
     if not widths:
         return {"span_results_share": 0.0, "median_span_lines": 0.0, "max_span_lines": 0}
-    return {"span_results_share": len(widths) / max(1, total), "median_span_lines": statistics.median(widths),
-            "max_span_lines": max(widths)}
+    return {
+        "span_results_share": len(widths) / max(1, total),
+        "median_span_lines": statistics.median(widths),
+        "max_span_lines": max(widths),
+    }
 
 
 def evaluate_set(name: str, ks: Sequence[int], locomo_path: Path, beam_root: Path) -> dict[str, Any]:
@@ -246,15 +271,26 @@ def evaluate_set(name: str, ks: Sequence[int], locomo_path: Path, beam_root: Pat
             baseline = [turns.search(q.sample_id, q.text, k) for q in qs]
         finally:
             turns.close()
-    return {"set": name, "ks": list(ks), "questions": len(qs), "left_out": left_out, "index": stats,
-            "spans": span_widths(ranked), "figures": score_all(corpus, qs, ranked, baseline, ks)}
+    return {
+        "set": name,
+        "ks": list(ks),
+        "questions": len(qs),
+        "left_out": left_out,
+        "index": stats,
+        "spans": span_widths(ranked),
+        "figures": score_all(corpus, qs, ranked, baseline, ks),
+    }
 
 
 def render(report: dict[str, Any]) -> str:
     ks = report["ks"]
     keys = [f"recall@{k}" for k in ks] + [f"hit@{max(ks)}", "mrr"]
-    out = [f"# {report['set']}", f"questions scored: {report['questions']} (left out: {report['left_out']})",
-           f"index: {json.dumps(report['index'])}", f"span results: {json.dumps(report['spans'])}"]
+    out = [
+        f"# {report['set']}",
+        f"questions scored: {report['questions']} (left out: {report['left_out']})",
+        f"index: {json.dumps(report['index'])}",
+        f"span results: {json.dumps(report['spans'])}",
+    ]
     for split in ("tune", "confirm", "all"):
         figs = report["figures"].get(split)
         if not figs:
@@ -269,9 +305,11 @@ def render(report: dict[str, Any]) -> str:
         out += ["", f"## {report['set']} / {split}", harness.table(["category", "ranking", "n", *keys], rows)]
         top = f"recall@{max(ks)}"
         ours, bm25 = figs["total-recall"]["overall"], figs["BM25 raw turns"]["overall"]
-        out.append(f"{split}: {top} {ours[top]:.3f} vs BM25 {bm25[top]:.3f} ({ours[top] - bm25[top]:+.3f}); "
-                   f"recall@1 {ours['recall@1']:.3f} vs {bm25['recall@1']:.3f}; "
-                   f"MRR {ours['mrr']:.3f} vs {bm25['mrr']:.3f}")
+        out.append(
+            f"{split}: {top} {ours[top]:.3f} vs BM25 {bm25[top]:.3f} ({ours[top] - bm25[top]:+.3f}); "
+            f"recall@1 {ours['recall@1']:.3f} vs {bm25['recall@1']:.3f}; "
+            f"MRR {ours['mrr']:.3f} vs {bm25['mrr']:.3f}"
+        )
     return "\n".join(out)
 
 
@@ -284,12 +322,42 @@ def summary(reports: list[dict[str, Any]], ks: Sequence[int]) -> str:
             if not figs:
                 continue
             ours, bm25 = figs["total-recall"]["overall"], figs["BM25 raw turns"]["overall"]
-            worst = min((figs["total-recall"][c][top] - figs["BM25 raw turns"][c][top], c)
-                        for c in figs["total-recall"] if c != "overall")
-            rows.append([r["set"], split, int(ours["n"]), ours[top], bm25[top], ours[top] - bm25[top],
-                         ours["recall@1"], bm25["recall@1"], ours["mrr"], bm25["mrr"], f"{worst[1]} {worst[0]:+.3f}"])
-    return harness.table(["set", "split", "n", top, "BM25", "delta", "r@1", "BM25 r@1", "MRR", "BM25 MRR",
-                          "worst category (delta)"], rows)
+            worst = min(
+                (figs["total-recall"][c][top] - figs["BM25 raw turns"][c][top], c)
+                for c in figs["total-recall"]
+                if c != "overall"
+            )
+            rows.append(
+                [
+                    r["set"],
+                    split,
+                    int(ours["n"]),
+                    ours[top],
+                    bm25[top],
+                    ours[top] - bm25[top],
+                    ours["recall@1"],
+                    bm25["recall@1"],
+                    ours["mrr"],
+                    bm25["mrr"],
+                    f"{worst[1]} {worst[0]:+.3f}",
+                ]
+            )
+    return harness.table(
+        [
+            "set",
+            "split",
+            "n",
+            top,
+            "BM25",
+            "delta",
+            "r@1",
+            "BM25 r@1",
+            "MRR",
+            "BM25 MRR",
+            "worst category (delta)",
+        ],
+        rows,
+    )
 
 
 def parse_ks(text: str) -> list[int]:
@@ -304,7 +372,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sets", default=",".join(SETS), help=f"comma-separated, from {', '.join(SETS)}")
     parser.add_argument("--data", type=Path, default=harness.DEFAULT_LOCOMO, help="a LoCoMo-format JSON file")
     parser.add_argument("--beam", type=Path, default=DEFAULT_BEAM, help="a folder of BEAM chat folders")
-    parser.add_argument("-k", type=parse_ks, default=[1, 5, 10], help="cut-offs, comma-separated (default 1,5,10)")
+    parser.add_argument(
+        "-k", type=parse_ks, default=[1, 5, 10], help="cut-offs, comma-separated (default 1,5,10)"
+    )
     parser.add_argument("--save", type=Path, help="also write the figures to this JSON file")
     args = parser.parse_args(argv)
     harness.quiet()

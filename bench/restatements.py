@@ -32,7 +32,9 @@ def main() -> int:
     b = [store.without_lead_in(p["b"]) for p in pairs]
     vectors = LocalEmbedder().embed(a + b)
     cosines = [float(vectors[i] @ vectors[len(pairs) + i]) for i in range(len(pairs))]
-    print(f"{len(pairs)} pairs: {sum(p['same'] for p in pairs)} same fact, {sum(not p['same'] for p in pairs)} different")
+    print(
+        f"{len(pairs)} pairs: {sum(p['same'] for p in pairs)} same fact, {sum(not p['same'] for p in pairs)} different"
+    )
     print(f"{'cosine >=':>10} {'precision':>9} {'recall':>7} {'merged':>7}")
     for threshold in THRESHOLDS:
         merged = []
@@ -46,8 +48,10 @@ def main() -> int:
         print(f"{threshold:>10.2f} {precision:>9.2f} {recall:>7.2f} {sum(merged):>7}{mark}")
     if "--show" in sys.argv:
         for i, pair in enumerate(pairs):
-            print(f"{cosines[i]:.3f} same={pair['same']!s:5} same_fact={store.same_fact(a[i], b[i])!s:5} "
-                  f"{a[i]} | {b[i]}")
+            print(
+                f"{cosines[i]:.3f} same={pair['same']!s:5} same_fact={store.same_fact(a[i], b[i])!s:5} "
+                f"{a[i]} | {b[i]}"
+            )
     return 0
 
 

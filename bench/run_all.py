@@ -33,7 +33,9 @@ ALL = ("hook", "indexing", "latency", "recall", "footprint")
 def run_hook(quick: bool) -> tuple[str, list[list[str]]]:
     r = hook_cost.measure(50 if quick else 200)
     ratio = r["hook"][0] / r["floor"][0]
-    return hook_cost.render(r), [["hook p50 / interpreter floor", f"{ratio:.2f}x", "<= 1.30x", _met(ratio <= 1.3)]]
+    return hook_cost.render(r), [
+        ["hook p50 / interpreter floor", f"{ratio:.2f}x", "<= 1.30x", _met(ratio <= 1.3)]
+    ]
 
 
 def run_indexing(quick: bool, data: Path) -> tuple[str, list[list[str]]]:
@@ -43,7 +45,8 @@ def run_indexing(quick: bool, data: Path) -> tuple[str, list[list[str]]]:
     per20 = llm["calls_per_message"] * 20
     return indexing.render(off, llm), [
         ["indexing / bare embedding throughput", f"{off['ratio']:.1%}", ">= 70%", _met(off["ratio"] >= 0.7)],
-        ["LLM calls per 20 messages", f"{per20:.2f}", "<= 1", _met(per20 <= 1)]]
+        ["LLM calls per 20 messages", f"{per20:.2f}", "<= 1", _met(per20 <= 1)],
+    ]
 
 
 def run_latency(quick: bool) -> tuple[str, list[list[str]]]:
@@ -53,8 +56,14 @@ def run_latency(quick: bool) -> tuple[str, list[list[str]]]:
     rows = []
     for scope, t in biggest["warm"].items():
         ratio = statistics.median(t["socket"]) / statistics.median(t["floor"])
-        rows.append([f"warm p50 / floor at {biggest['ideas']:,} ideas ({scope}, socket)", f"{ratio:.2f}x",
-                     "<= 2x", _met(ratio <= 2)])
+        rows.append(
+            [
+                f"warm p50 / floor at {biggest['ideas']:,} ideas ({scope}, socket)",
+                f"{ratio:.2f}x",
+                "<= 2x",
+                _met(ratio <= 2),
+            ]
+        )
     return query_latency.render(results), rows
 
 
@@ -67,17 +76,26 @@ def run_recall(quick: bool, data: Path) -> tuple[str, list[list[str]]]:
         figures = report["figures"].get("confirm") or report["figures"]["all"]
         ours, bm25 = figures["total-recall"]["overall"], figures["BM25 raw turns"]["overall"]
         delta = ours["recall@10"] - bm25["recall@10"]
-        rows.append([f"recall@10 - BM25, {report['set']} (confirm)", f"{delta:+.3f}", ">= +0.15", _met(delta >= 0.15)])
+        rows.append(
+            [f"recall@10 - BM25, {report['set']} (confirm)", f"{delta:+.3f}", ">= +0.15", _met(delta >= 0.15)]
+        )
         top = ours["recall@1"] >= bm25["recall@1"] and ours["mrr"] >= bm25["mrr"]
-        rows.append([f"recall@1 and MRR vs BM25, {report['set']} (confirm)",
-                     f"{ours['recall@1']:.3f}/{ours['mrr']:.3f} vs {bm25['recall@1']:.3f}/{bm25['mrr']:.3f}",
-                     ">= BM25", _met(top)])
+        rows.append(
+            [
+                f"recall@1 and MRR vs BM25, {report['set']} (confirm)",
+                f"{ours['recall@1']:.3f}/{ours['mrr']:.3f} vs {bm25['recall@1']:.3f}/{bm25['mrr']:.3f}",
+                ">= BM25",
+                _met(top),
+            ]
+        )
     return "\n\n".join(recall.render(r) for r in reports) + "\n\n" + recall.summary(reports, [1, 5, 10]), rows
+
 
 def run_footprint(quick: bool, data: Path) -> tuple[str, list[list[str]]]:
     r = footprint.measure(locomo.load(data), 400 if quick else 800)
-    return footprint.render(r), [["database bytes per message", f"{r['db_bytes'] / max(1, r['messages']):,.0f}",
-                                  "(no target)", "-"]]
+    return footprint.render(r), [
+        ["database bytes per message", f"{r['db_bytes'] / max(1, r['messages']):,.0f}", "(no target)", "-"]
+    ]
 
 
 def _met(ok: bool) -> str:
@@ -93,9 +111,12 @@ def main(argv: list[str] | None = None) -> int:
     harness.quiet()
     chosen = [name.strip() for name in args.only.split(",") if name.strip()]
     runners: dict[str, Callable[[], tuple[str, list[list[str]]]]] = {
-        "hook": lambda: run_hook(args.quick), "indexing": lambda: run_indexing(args.quick, args.data),
-        "latency": lambda: run_latency(args.quick), "recall": lambda: run_recall(args.quick, args.data),
-        "footprint": lambda: run_footprint(args.quick, args.data)}
+        "hook": lambda: run_hook(args.quick),
+        "indexing": lambda: run_indexing(args.quick, args.data),
+        "latency": lambda: run_latency(args.quick),
+        "recall": lambda: run_recall(args.quick, args.data),
+        "footprint": lambda: run_footprint(args.quick, args.data),
+    }
     harness.print_machine()
     summary: list[list[Any]] = []
     for name in chosen:
@@ -103,7 +124,9 @@ def main(argv: list[str] | None = None) -> int:
         text, rows = runners[name]()
         print(f"\n{text}\n({name}: {time.perf_counter() - started:.0f} s)", flush=True)
         summary += rows
-    print("\n## summary against the targets\n" + harness.table(["figure", "value", "target", "status"], summary))
+    print(
+        "\n## summary against the targets\n" + harness.table(["figure", "value", "target", "status"], summary)
+    )
     print(f"load average at the end (1, 5, 15 min): {[round(v, 2) for v in os.getloadavg()]}")
     return 0
 

@@ -171,8 +171,12 @@ class _FileScript:
             script = self._load()
         if name == "dim":
             return int(script.get("embeddings", {}).get("dim", DEFAULT_DIM))
-        fallback = {"models": ["fake-model"], "reject_response_format": False, "reject_style": "lmstudio",
-                    "models_status": 0}
+        fallback = {
+            "models": ["fake-model"],
+            "reject_response_format": False,
+            "reject_style": "lmstudio",
+            "models_status": 0,
+        }
         return script.get(name, fallback[name])
 
     def next_action(self, path: str) -> Any:
@@ -252,8 +256,12 @@ def _embedding_body(request: dict, action: dict, dim: int) -> dict:
 
 
 def _error_body(status: int, message: str | None) -> dict:
-    kinds = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
-             429: "rate_limit_error"}
+    kinds = {
+        400: "invalid_request_error",
+        401: "authentication_error",
+        404: "not_found_error",
+        429: "rate_limit_error",
+    }
     kind = kinds.get(status, "server_error")
     message = message or f"fake error {status}"
     return {"error": {"message": message, "type": kind, "param": None, "code": None}}
@@ -262,8 +270,13 @@ def _error_body(status: int, message: str | None) -> dict:
 def _rejection_body(style: str) -> dict:
     message = "'response_format.type' must be 'json_schema'"
     if style == "vllm":
-        return {"object": "error", "message": f"response_format is not supported: {message}",
-                "type": "BadRequestError", "param": None, "code": 400}
+        return {
+            "object": "error",
+            "message": f"response_format is not supported: {message}",
+            "type": "BadRequestError",
+            "param": None,
+            "code": 400,
+        }
     return {"error": message}
 
 
@@ -419,8 +432,9 @@ class _Core:
 class FakeOpenAI:
     """In-process fake; a context manager. See the module docstring for actions."""
 
-    def __init__(self, chat: str | dict | ChatHandler = "OK", dim: int = DEFAULT_DIM,
-                 log_path: Path | None = None) -> None:
+    def __init__(
+        self, chat: str | dict | ChatHandler = "OK", dim: int = DEFAULT_DIM, log_path: Path | None = None
+    ) -> None:
         self._script = _MemoryScript(chat, dim)
         self._core = _Core(self._script, log_path)
         self.base_url = f"http://127.0.0.1:{self._core.port}/v1"
@@ -497,8 +511,16 @@ class FakeOpenAIProcess:
         return [json.loads(line) for line in lines if line.strip()]
 
     def __enter__(self) -> FakeOpenAIProcess:
-        args = [sys.executable, str(Path(__file__).resolve()), "--port-file", str(self.port_file),
-                "--script", str(self.script_path), "--log", str(self.log_path)]
+        args = [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--port-file",
+            str(self.port_file),
+            "--script",
+            str(self.script_path),
+            "--log",
+            str(self.log_path),
+        ]
         self.proc = subprocess.Popen(args)
         deadline = time.monotonic() + 15
         while not self.port_file.exists():

@@ -18,21 +18,53 @@ REPO = Path(__file__).resolve().parents[1]
 HOOK = REPO / "hooks" / "enqueue.py"
 
 
-def record(role: str, text: str, *, session: str, cwd: str, when: datetime, msg_id: str | None = None,
-           branch: str = "main") -> dict:
-    base = {"parentUuid": None, "isSidechain": False, "userType": "external", "cwd": cwd, "sessionId": session,
-            "version": "2.1.39", "gitBranch": branch, "uuid": str(uuid.uuid4()),
-            "timestamp": when.strftime("%Y-%m-%dT%H:%M:%S.000Z")}
+def record(
+    role: str,
+    text: str,
+    *,
+    session: str,
+    cwd: str,
+    when: datetime,
+    msg_id: str | None = None,
+    branch: str = "main",
+) -> dict:
+    base = {
+        "parentUuid": None,
+        "isSidechain": False,
+        "userType": "external",
+        "cwd": cwd,
+        "sessionId": session,
+        "version": "2.1.39",
+        "gitBranch": branch,
+        "uuid": str(uuid.uuid4()),
+        "timestamp": when.strftime("%Y-%m-%dT%H:%M:%S.000Z"),
+    }
     if role == "user":
         return {**base, "type": "user", "message": {"role": "user", "content": text}}
-    return {**base, "type": "assistant", "message": {
-        "id": msg_id or f"msg_{uuid.uuid4().hex[:12]}", "type": "message", "role": "assistant",
-        "model": "claude-test", "content": [{"type": "text", "text": text}], "stop_reason": None}}
+    return {
+        **base,
+        "type": "assistant",
+        "message": {
+            "id": msg_id or f"msg_{uuid.uuid4().hex[:12]}",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-test",
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": None,
+        },
+    }
 
 
-def write_transcript(path: Path, turns: Iterable[tuple[str, str]], *, session: str | None = None,
-                     cwd: str = "/home/dev/projects/demo", start: datetime | None = None, append: bool = False,
-                     step: timedelta = timedelta(minutes=1)) -> Path:
+def write_transcript(
+    path: Path,
+    turns: Iterable[tuple[str, str]],
+    *,
+    session: str | None = None,
+    cwd: str = "/home/dev/projects/demo",
+    start: datetime | None = None,
+    append: bool = False,
+    step: timedelta = timedelta(minutes=1),
+) -> Path:
     """turns: (role, text) pairs -> one JSONL line each."""
     path.parent.mkdir(parents=True, exist_ok=True)
     session = session or path.stem
@@ -49,9 +81,17 @@ def env() -> dict:
     return e
 
 
-def cli(*args: str, check: bool = True, timeout: float = 180, cwd: str | None = None) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "total_recall", *args], capture_output=True, text=True,
-                          env=env(), timeout=timeout, cwd=cwd)
+def cli(
+    *args: str, check: bool = True, timeout: float = 180, cwd: str | None = None
+) -> subprocess.CompletedProcess:
+    proc = subprocess.run(
+        [sys.executable, "-m", "total_recall", *args],
+        capture_output=True,
+        text=True,
+        env=env(),
+        timeout=timeout,
+        cwd=cwd,
+    )
     if check and proc.returncode != 0:
         raise AssertionError(f"total-recall {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")
     return proc
@@ -63,15 +103,25 @@ def cli_json(*args: str, **kw):
 
 def hook(payload: dict | str) -> subprocess.CompletedProcess:
     data = payload if isinstance(payload, str) else json.dumps(payload)
-    return subprocess.run([sys.executable, "-I", "-S", str(HOOK)], input=data, capture_output=True, text=True,
-                          env=env(), timeout=30)
+    return subprocess.run(
+        [sys.executable, "-I", "-S", str(HOOK)],
+        input=data,
+        capture_output=True,
+        text=True,
+        env=env(),
+        timeout=30,
+    )
 
 
 def start_daemon(log_path: Path) -> subprocess.Popen:
     """`total-recall daemon` as a real process of the test's home, logging at debug level to log_path."""
     fh = log_path.open("ab")
-    return subprocess.Popen([sys.executable, "-m", "total_recall", "daemon", "--log-level", "debug"],
-                            stdout=fh, stderr=fh, env=env())
+    return subprocess.Popen(
+        [sys.executable, "-m", "total_recall", "daemon", "--log-level", "debug"],
+        stdout=fh,
+        stderr=fh,
+        env=env(),
+    )
 
 
 def stop_daemon(proc: subprocess.Popen, timeout: float = 60.0) -> int:

@@ -49,7 +49,8 @@ def is_type_checking(node: ast.stmt) -> bool:
     test = getattr(node, "test", None)
     return isinstance(node, ast.If) and (
         (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
-        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"))
+        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+    )
 
 
 def module_level(body: list[ast.stmt]) -> list[ast.stmt]:
@@ -84,8 +85,9 @@ def fresh(code: str) -> dict:
 @pytest.mark.parametrize("hook", sorted(HOOKS.glob("*.py")), ids=lambda p: p.name)
 def test_hooks_import_only_the_standard_library(hook):
     names = imported_names(ast.parse(hook.read_text(encoding="utf-8")))
-    foreign = [(n, line) for n, line in names
-               if top(n) not in sys.stdlib_module_names and top(n) != "__future__"]
+    foreign = [
+        (n, line) for n, line in names if top(n) not in sys.stdlib_module_names and top(n) != "__future__"
+    ]
     assert not foreign
     assert not [n for n, _ in names if top(n) == "total_recall"]
 
@@ -102,13 +104,23 @@ def test_the_hook_at_runtime_loads_nothing_but_the_standard_library(tmp_path):
         "try:\n    runpy.run_path(sys.argv[1], run_name='__main__')\nexcept SystemExit:\n    pass\n"
         "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))\n"
     )
-    done = subprocess.run([sys.executable, "-I", "-S", "-c", code, str(HOOKS / "enqueue.py"), payload],
-                          capture_output=True, text=True, timeout=60,
-                          env={"TOTAL_RECALL_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin",
-                               "CLAUDE_CONFIG_DIR": str(tmp_path / "claude")})
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", code, str(HOOKS / "enqueue.py"), payload],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={
+            "TOTAL_RECALL_HOME": str(tmp_path / "home"),
+            "PATH": "/usr/bin:/bin",
+            "CLAUDE_CONFIG_DIR": str(tmp_path / "claude"),
+        },
+    )
     loaded = set(json.loads(done.stdout.splitlines()[-1]))
-    assert not {m for m in loaded if m not in sys.stdlib_module_names and m not in sys.builtin_module_names
-                and not m.startswith("_")}
+    assert not {
+        m
+        for m in loaded
+        if m not in sys.stdlib_module_names and m not in sys.builtin_module_names and not m.startswith("_")
+    }
     assert (tmp_path / "home" / "spool.jsonl").exists()  # it did its work (no database yet: the spool)
 
 
@@ -119,14 +131,19 @@ def test_the_hook_at_runtime_loads_nothing_but_the_standard_library(tmp_path):
 def test_storage_modules_never_import_the_llm_client(name):
     """Anywhere in the file, including inside functions."""
     names = imported_names(ast.parse((PACKAGE / f"{name}.py").read_text(encoding="utf-8")))
-    assert not [(n, line) for n, line in names if n in LLM_CLIENT or top(n) == "openai"
-                or n.startswith("total_recall.extract.llm")]
+    assert not [
+        (n, line)
+        for n, line in names
+        if n in LLM_CLIENT or top(n) == "openai" or n.startswith("total_recall.extract.llm")
+    ]
 
 
 def test_storage_modules_load_no_llm_client_at_runtime():
-    code = ("import json, sys\n"
-            + "".join(f"import total_recall.{m}\n" for m in STORAGE)
-            + f"print(json.dumps(sorted(m for m in sys.modules if m in {list(LLM_CLIENT)!r})))")
+    code = (
+        "import json, sys\n"
+        + "".join(f"import total_recall.{m}\n" for m in STORAGE)
+        + f"print(json.dumps(sorted(m for m in sys.modules if m in {list(LLM_CLIENT)!r})))"
+    )
     assert fresh(code) == []
 
 
@@ -136,8 +153,9 @@ def test_storage_modules_load_no_llm_client_at_runtime():
 @pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_no_heavy_import_at_module_level(path):
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    heavy = [(n, line) for stmt in module_level(tree.body) for n, line in imported_names(stmt)
-             if top(n) in HEAVY]
+    heavy = [
+        (n, line) for stmt in module_level(tree.body) for n, line in imported_names(stmt) if top(n) in HEAVY
+    ]
     assert not heavy, f"import inside the function that needs it: {heavy}"
 
 
@@ -162,11 +180,13 @@ def test_importing_the_cli_loads_no_heavy_module():
 
 
 def test_cli_help_loads_no_heavy_module():
-    code = ("import contextlib, io, json, sys\nimport total_recall.cli as cli\n"
-            "with contextlib.redirect_stdout(io.StringIO()):\n"
-            "    for argv in (['--help'], ['search', '--help'], ['daemon', '--help']):\n"
-            "        try:\n            cli.main(argv)\n        except SystemExit:\n            pass\n"
-            f"{HEAVY_LOADED}")
+    code = (
+        "import contextlib, io, json, sys\nimport total_recall.cli as cli\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    for argv in (['--help'], ['search', '--help'], ['daemon', '--help']):\n"
+        "        try:\n            cli.main(argv)\n        except SystemExit:\n            pass\n"
+        f"{HEAVY_LOADED}"
+    )
     assert fresh(code) == []
 
 
@@ -175,8 +195,24 @@ def test_cli_help_loads_no_heavy_module():
 # (function-level imports included: a lazy import is still a dependency), and the module graph
 # has no cycle. Every module of the package must be listed, so a new one takes a place on purpose.
 LAYERS: list[tuple[str, set[str]]] = [
-    ("foundation", {"__init__", "errors", "log", "retry", "config", "projects", "redact", "query", "render",
-                    "transcript", "install", "assets", "extract"}),
+    (
+        "foundation",
+        {
+            "__init__",
+            "errors",
+            "log",
+            "retry",
+            "config",
+            "projects",
+            "redact",
+            "query",
+            "render",
+            "transcript",
+            "install",
+            "assets",
+            "extract",
+        },
+    ),
     ("models", {"extract.protocol", "extract.offline", "extract.llm", "embed"}),
     ("storage", {"db", "queue", "trust", "state"}),
     ("storage owners", {"store", "vectors", "memories", "erasure"}),
@@ -202,7 +238,7 @@ def package_imports(path: Path, known: set[str]) -> set[str]:
     for name, _ in imported_names(ast.parse(path.read_text(encoding="utf-8"))):
         if top(name) != "total_recall" or name == "total_recall":
             continue
-        dotted = name[len("total_recall."):]
+        dotted = name[len("total_recall.") :]
         while dotted and dotted not in known:
             dotted = dotted.rpartition(".")[0]  # an attribute (db.connect) or a name (errors.X)
         if dotted:
@@ -222,8 +258,12 @@ def layer_of(table: list[tuple[str, set[str]]]) -> dict[str, tuple[int, str]]:
 def upward_imports(graph: dict[str, set[str]], table: list[tuple[str, set[str]]]) -> list[str]:
     """'m (its layer) imports d (a higher layer)' for every import that points up."""
     layers = layer_of(table)
-    return sorted(f"{m} ({layers[m][1]}) imports {d} ({layers[d][1]})"
-                  for m, deps in graph.items() for d in deps if layers[d][0] > layers[m][0])
+    return sorted(
+        f"{m} ({layers[m][1]}) imports {d} ({layers[d][1]})"
+        for m, deps in graph.items()
+        for d in deps
+        if layers[d][0] > layers[m][0]
+    )
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -278,7 +318,8 @@ def test_the_layer_checks_see_what_they_must():
     """A made-up upward import and a made-up cycle are both caught."""
     table = [("low", {"db"}), ("high", {"search", "cli"})]
     assert upward_imports({"db": {"search"}, "search": {"db"}, "cli": {"search"}}, table) == [
-        "db (low) imports search (high)"]
+        "db (low) imports search (high)"
+    ]
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
@@ -296,7 +337,8 @@ SQL_START = re.compile(
     r"|DELETE\s+FROM\s|CREATE\s+(TEMP\w*\s+|UNIQUE\s+|VIRTUAL\s+)*(TABLE|INDEX|TRIGGER|VIEW)\s"
     r"|DROP\s+(TABLE|INDEX|TRIGGER|VIEW)\s|PRAGMA\s+\w+|WITH\s+(RECURSIVE\s+)?\w+(\s*\([\w, ]*\))?\s+AS\s*\("
     r"|BEGIN(\s+(IMMEDIATE|DEFERRED|EXCLUSIVE|TRANSACTION))?\s*;?\s*$|REPLACE\s+INTO\s|ALTER\s+TABLE\s)",
-    re.IGNORECASE | re.DOTALL)
+    re.IGNORECASE | re.DOTALL,
+)
 
 
 def docstrings(tree: ast.AST) -> set[int]:
@@ -334,8 +376,10 @@ def test_sql_is_written_only_in_the_storage_modules(path):
     if module_name(path) in SQL_OWNERS | SQL_NOT_YET_MOVED:
         return
     found = sql_strings(path.read_text(encoding="utf-8"))
-    assert not found, (f"{module_name(path)} holds SQL; move it into a storage module "
-                       f"({', '.join(sorted(SQL_OWNERS))}):\n" + "\n".join(f"  line {n}: {t}" for n, t in found))
+    assert not found, (
+        f"{module_name(path)} holds SQL; move it into a storage module "
+        f"({', '.join(sorted(SQL_OWNERS))}):\n" + "\n".join(f"  line {n}: {t}" for n, t in found)
+    )
 
 
 def test_the_sql_check_sees_what_it_must():

@@ -15,38 +15,74 @@ sys.path.insert(0, str(REPO / "bench"))
 
 import locomo  # noqa: E402
 
-TINY = [{
-    "sample_id": "tiny-1",
-    "conversation": {
-        "speaker_a": "Ana",
-        "speaker_b": "Ben",
-        "session_1_date_time": "1:56 pm on 8 May, 2023",
-        "session_1": [
-            {"speaker": "Ana", "dia_id": "D1:1", "text": "Hi Ben! I adopted a greyhound named Pixel last weekend."},
-            {"speaker": "Ben", "dia_id": "D1:2", "text": "Congrats! I started learning the cello in March."},
-            {"speaker": "Ana", "dia_id": "D1:3", "text": "Pixel loves the beach near Porto.",
-             "img_url": ["https://example.org/dog.jpg"], "blip_caption": "a dog running on a beach"},
-            {"speaker": "Ben", "dia_id": "D1:4", "text": "My cello teacher is called Marta and she lives in Lisbon."},
+TINY = [
+    {
+        "sample_id": "tiny-1",
+        "conversation": {
+            "speaker_a": "Ana",
+            "speaker_b": "Ben",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [
+                {
+                    "speaker": "Ana",
+                    "dia_id": "D1:1",
+                    "text": "Hi Ben! I adopted a greyhound named Pixel last weekend.",
+                },
+                {
+                    "speaker": "Ben",
+                    "dia_id": "D1:2",
+                    "text": "Congrats! I started learning the cello in March.",
+                },
+                {
+                    "speaker": "Ana",
+                    "dia_id": "D1:3",
+                    "text": "Pixel loves the beach near Porto.",
+                    "img_url": ["https://example.org/dog.jpg"],
+                    "blip_caption": "a dog running on a beach",
+                },
+                {
+                    "speaker": "Ben",
+                    "dia_id": "D1:4",
+                    "text": "My cello teacher is called Marta and she lives in Lisbon.",
+                },
+            ],
+            "session_2_date_time": "10:37 am on 27 June, 2023",
+            "session_2": [
+                {"speaker": "Ana", "dia_id": "D2:1", "text": "I signed up for a pottery class on Tuesdays."},
+                {"speaker": "Ben", "dia_id": "D2:2", "text": "I played my first cello recital yesterday."},
+                {"speaker": "Ana", "dia_id": "D2:3", "text": "The pottery studio is above the old bakery."},
+                {"speaker": "Ben", "dia_id": "D2:4", "text": "Marta said the recital went really well."},
+            ],
+            "session_3_date_time": "9:00 am on 1 July, 2023",  # a date without turns: no transcript
+        },
+        "qa": [
+            {
+                "question": "What kind of dog did Ana adopt?",
+                "answer": "a greyhound",
+                "evidence": ["D1:1"],
+                "category": 4,
+            },
+            {
+                "question": "When did Ben play his first cello recital?",
+                "answer": "26 June 2023",
+                "evidence": ["D2:2"],
+                "category": 2,
+            },
+            {
+                "question": "Who is Ben's cello teacher and what did she say about the recital?",
+                "answer": "Marta",
+                "evidence": ["D1:4; D2:4"],
+                "category": 1,
+            },
+            {
+                "question": "What does Ben's dog like?",
+                "adversarial_answer": "the beach",
+                "evidence": ["D1:3"],
+                "category": 5,
+            },
         ],
-        "session_2_date_time": "10:37 am on 27 June, 2023",
-        "session_2": [
-            {"speaker": "Ana", "dia_id": "D2:1", "text": "I signed up for a pottery class on Tuesdays."},
-            {"speaker": "Ben", "dia_id": "D2:2", "text": "I played my first cello recital yesterday."},
-            {"speaker": "Ana", "dia_id": "D2:3", "text": "The pottery studio is above the old bakery."},
-            {"speaker": "Ben", "dia_id": "D2:4", "text": "Marta said the recital went really well."},
-        ],
-        "session_3_date_time": "9:00 am on 1 July, 2023",  # a date without turns: no transcript
-    },
-    "qa": [
-        {"question": "What kind of dog did Ana adopt?", "answer": "a greyhound", "evidence": ["D1:1"], "category": 4},
-        {"question": "When did Ben play his first cello recital?", "answer": "26 June 2023", "evidence": ["D2:2"],
-         "category": 2},
-        {"question": "Who is Ben's cello teacher and what did she say about the recital?", "answer": "Marta",
-         "evidence": ["D1:4; D2:4"], "category": 1},
-        {"question": "What does Ben's dog like?", "adversarial_answer": "the beach", "evidence": ["D1:3"],
-         "category": 5},
-    ],
-}]
+    }
+]
 
 
 @pytest.fixture
@@ -74,11 +110,15 @@ def test_each_session_becomes_one_transcript_with_dia_ids_mapped_to_lines(corpus
     assert Path(session_1).parent.name == "-locomo-tiny-1"  # Claude Code's folder for cwd /locomo/tiny-1
     assert corpus.projects == {"tiny-1": "/locomo/tiny-1"}
     record = line_of(session_1, 4)
-    assert record["message"]["content"][0]["text"] == "My cello teacher is called Marta and she lives in Lisbon."
+    assert (
+        record["message"]["content"][0]["text"] == "My cello teacher is called Marta and she lives in Lisbon."
+    )
     assert record["type"] == "assistant" and record["cwd"] == "/locomo/tiny-1"
     assert record["sessionId"] == Path(session_1).stem
-    assert line_of(session_1, 1)["message"] == {"role": "user",
-                                                "content": "Hi Ben! I adopted a greyhound named Pixel last weekend."}
+    assert line_of(session_1, 1)["message"] == {
+        "role": "user",
+        "content": "Hi Ben! I adopted a greyhound named Pixel last weekend.",
+    }
 
 
 def test_captions_are_appended_to_the_turn_text(corpus):
@@ -90,14 +130,20 @@ def test_captions_are_appended_to_the_turn_text(corpus):
 
 def test_timestamps_come_from_the_session_date_one_minute_per_turn(corpus):
     s1, s2 = corpus.turns[("tiny-1", "D1:1")].file, corpus.turns[("tiny-1", "D2:1")].file
-    assert [line_of(s1, i)["timestamp"] for i in (1, 4)] == ["2023-05-08T13:56:00.000Z", "2023-05-08T13:59:00.000Z"]
+    assert [line_of(s1, i)["timestamp"] for i in (1, 4)] == [
+        "2023-05-08T13:56:00.000Z",
+        "2023-05-08T13:59:00.000Z",
+    ]
     assert line_of(s2, 2)["timestamp"] == "2023-06-27T10:38:00.000Z"
 
 
 def test_session_dates_parse_including_midnight_and_noon():
-    assert locomo.parse_session_time("12:09 am on 13 September, 2023") == datetime(2023, 9, 13, 0, 9,
-                                                                                    tzinfo=timezone.utc)
-    assert locomo.parse_session_time("12:30 pm on 1 Jan, 2024") == datetime(2024, 1, 1, 12, 30, tzinfo=timezone.utc)
+    assert locomo.parse_session_time("12:09 am on 13 September, 2023") == datetime(
+        2023, 9, 13, 0, 9, tzinfo=timezone.utc
+    )
+    assert locomo.parse_session_time("12:30 pm on 1 Jan, 2024") == datetime(
+        2024, 1, 1, 12, 30, tzinfo=timezone.utc
+    )
     assert locomo.parse_session_time("sometime in spring") is None
 
 
@@ -125,18 +171,31 @@ def test_scoring_of_hand_made_results(tiny_file, corpus):
         {"kind": "idea", "source_file": s2, "source_line": 4},  # D2:4 again: no extra credit
     ]
     scores = locomo.score_question(results, evidence, [1, 2, 3])
-    assert scores == {"recall@1": 0.0, "hit@1": 0.0, "recall@2": 0.5, "hit@2": 1.0, "recall@3": 1.0,
-                      "hit@3": 1.0, "mrr": 0.5}
+    assert scores == {
+        "recall@1": 0.0,
+        "hit@1": 0.0,
+        "recall@2": 0.5,
+        "hit@2": 1.0,
+        "recall@3": 1.0,
+        "hit@3": 1.0,
+        "mrr": 0.5,
+    }
     ideas_only = locomo.score_question(results, evidence, [3, 4], ideas_only=True)
     assert ideas_only == {"recall@3": 0.5, "hit@3": 1.0, "recall@4": 1.0, "hit@4": 1.0, "mrr": 0.5}
     # Line 4 of a file that is not the evidence's, and a span of the wrong file, point to nothing.
-    misses = [{"kind": "idea", "source_file": s1 + ".other", "source_line": 4},
-              {"kind": "span", "source_file": s1, "start_line": 1, "end_line": 3}]
+    misses = [
+        {"kind": "idea", "source_file": s1 + ".other", "source_line": 4},
+        {"kind": "span", "source_file": s1, "start_line": 1, "end_line": 3},
+    ]
     assert locomo.score_question(misses, evidence, [2]) == {"recall@2": 0.0, "hit@2": 0.0, "mrr": 0.0}
 
 
 def test_aggregate_averages_per_category_and_overall():
-    rows = [(4, {"recall@1": 1.0, "mrr": 1.0}), (4, {"recall@1": 0.0, "mrr": 0.5}), (2, {"recall@1": 0.5, "mrr": 0.25})]
+    rows = [
+        (4, {"recall@1": 1.0, "mrr": 1.0}),
+        (4, {"recall@1": 0.0, "mrr": 0.5}),
+        (2, {"recall@1": 0.5, "mrr": 0.25}),
+    ]
     out = locomo.aggregate(rows)
     assert out["single-hop"] == {"recall@1": 0.5, "mrr": 0.75, "n": 2}
     assert out["temporal"] == {"recall@1": 0.5, "mrr": 0.25, "n": 1}
@@ -170,12 +229,32 @@ def test_variant_copies_change_every_sentence_but_keep_their_shape():
 
 def test_recall_tool_runs_end_to_end_on_the_tiny_file(tiny_file, tmp_path):
     save = tmp_path / "figures.json"
-    proc = subprocess.run([sys.executable, str(REPO / "bench" / "recall.py"), "--sets", "locomo-roles,locomo-names",
-                           "--data", str(tiny_file), "-k", "1,5", "--save", str(save)],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "bench" / "recall.py"),
+            "--sets",
+            "locomo-roles,locomo-names",
+            "--data",
+            str(tiny_file),
+            "-k",
+            "1,5",
+            "--save",
+            str(save),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    for heading in ("## locomo-roles / confirm", "## locomo-names / all", "| total-recall", "| ideas only",
-                    "| BM25 raw turns", "# summary"):
+    for heading in (
+        "## locomo-roles / confirm",
+        "## locomo-names / all",
+        "| total-recall",
+        "| ideas only",
+        "| BM25 raw turns",
+        "# summary",
+    ):
         assert heading in proc.stdout
     reports = {r["set"]: r for r in json.loads(save.read_text())}
     for name in ("locomo-roles", "locomo-names"):
@@ -196,18 +275,38 @@ def test_names_rendering_writes_speaker_names_into_the_turns(tiny_file, tmp_path
 
 
 BEAM_CHAT = [
-    {"batch_number": 1, "time_anchor": "March-1-2024", "turns": [
-        [{"role": "user", "id": 0, "content": "I want to build a budget tracker in Flask ->-> 1,1"},
-         {"role": "assistant", "id": 1, "content": "Start with an app factory and SQLite."}],
-        [{"role": "user", "id": 2, "content": "My first sprint ends on March 29 ->-> 1,2"},
-         {"role": "assistant", "id": 3, "content": "Then plan login first."}]]},
-    {"batch_number": 2, "turns": [[{"role": "user", "id": 4, "content": "Sprint two adds charts."},
-                                   {"role": "assistant", "id": 5, "content": "Use Chart.js."}]]},
+    {
+        "batch_number": 1,
+        "time_anchor": "March-1-2024",
+        "turns": [
+            [
+                {"role": "user", "id": 0, "content": "I want to build a budget tracker in Flask ->-> 1,1"},
+                {"role": "assistant", "id": 1, "content": "Start with an app factory and SQLite."},
+            ],
+            [
+                {"role": "user", "id": 2, "content": "My first sprint ends on March 29 ->-> 1,2"},
+                {"role": "assistant", "id": 3, "content": "Then plan login first."},
+            ],
+        ],
+    },
+    {
+        "batch_number": 2,
+        "turns": [
+            [
+                {"role": "user", "id": 4, "content": "Sprint two adds charts."},
+                {"role": "assistant", "id": 5, "content": "Use Chart.js."},
+            ]
+        ],
+    },
 ]
 BEAM_QUESTIONS = {
     "information_extraction": [{"question": "When does my first sprint end?", "source_chat_ids": [2]}],
-    "knowledge_update": [{"question": "What library for charts?",
-                          "source_chat_ids": {"original_info": [4], "updated_info": [5]}}],
+    "knowledge_update": [
+        {
+            "question": "What library for charts?",
+            "source_chat_ids": {"original_info": [4], "updated_info": [5]},
+        }
+    ],
     "abstention": [{"question": "What is my cat called?", "source_chat_ids": []}],
 }
 
@@ -230,8 +329,10 @@ def test_beam_chats_become_one_transcript_per_batch_with_message_ids_mapped(tmp_
     second = line_of(corpus.turns[("100K_9", "M4")].file, 1)["timestamp"]
     assert (datetime.fromisoformat(second[:19]) - datetime.fromisoformat(first[:19])).days == 7
     qs, left = beam.questions(samples, corpus)
-    assert [(q.category, q.evidence) for q in qs] == [("information_extraction", ("M2",)),
-                                                      ("knowledge_update", ("M4", "M5"))]
+    assert [(q.category, q.evidence) for q in qs] == [
+        ("information_extraction", ("M2",)),
+        ("knowledge_update", ("M4", "M5")),
+    ]
     assert left == {"other_category": 1, "no_evidence": 0}
 
 
@@ -241,9 +342,14 @@ def test_intents_bench_scores_per_message_and_skips_without_the_shared_data(tmp_
     rows = intents.load_labels("all")
     assert len(rows) >= 300 and {r["split"] for r in rows} == {"tune", "confirm"}
     assert all(len(r["fingerprint"]) <= 40 for r in rows)
-    gold = [{"source": "s", "id": 1, "intents": ["decision"]}, {"source": "s", "id": 2, "intents": []},
-            {"source": "s", "id": 3, "intents": ["todo", "question"]}]
-    result = intents.score(gold, {("s", 1): {"decision", "context"}, ("s", 2): {"todo"}, ("s", 3): {"question"}})
+    gold = [
+        {"source": "s", "id": 1, "intents": ["decision"]},
+        {"source": "s", "id": 2, "intents": []},
+        {"source": "s", "id": 3, "intents": ["todo", "question"]},
+    ]
+    result = intents.score(
+        gold, {("s", 1): {"decision", "context"}, ("s", 2): {"todo"}, ("s", 3): {"question"}}
+    )
     assert result["per_intent"]["decision"] == {"precision": 1.0, "recall": 1.0, "gold": 1, "predicted": 1}
     assert result["per_intent"]["todo"] == {"precision": 0.0, "recall": 0.0, "gold": 1, "predicted": 1}
     assert result["filler_given_an_intent"] == 1

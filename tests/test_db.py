@@ -28,8 +28,21 @@ def test_blank_database_migrates_to_head(tmp_path):
     head = len(db.migration_files())
     assert db.schema_version(database) == head
     names = {r[0] for r in database.execute("SELECT name FROM sqlite_master")}
-    for table in ("spans", "ideas", "entities", "idea_entities", "relations", "ideas_fts", "spans_fts",
-                  "index_state", "work_queue", "memory_events", "meta", "messages", "llm_calls"):
+    for table in (
+        "spans",
+        "ideas",
+        "entities",
+        "idea_entities",
+        "relations",
+        "ideas_fts",
+        "spans_fts",
+        "index_state",
+        "work_queue",
+        "memory_events",
+        "meta",
+        "messages",
+        "llm_calls",
+    ):
         assert table in names
 
 
@@ -95,7 +108,8 @@ def test_older_database_with_data_migrates_to_head(tmp_path):
         old = db.connect(path, migrations_dir=folder)
         assert db.schema_version(old) == upto
         old.execute(
-            "INSERT INTO work_queue (transcript_path, event, enqueued_at) VALUES ('/t/a.jsonl', 'Stop', 1.0)")
+            "INSERT INTO work_queue (transcript_path, event, enqueued_at) VALUES ('/t/a.jsonl', 'Stop', 1.0)"
+        )
         old.close()
         new = db.connect(path)
         assert db.schema_version(new) == head
@@ -122,7 +136,9 @@ def test_sqlite_vec_loads_and_vector_tables_follow_the_model(tmp_path):
     database = db.connect(tmp_path / "v.db")
     assert database.has_vec, database.vec_error
     assert db.ensure_vector_tables(database, "model-a", 4)
-    database.execute("INSERT INTO idea_embeddings (idea_id, project, embedding) VALUES (1, 'p', '[1, 0, 0, 0]')")
+    database.execute(
+        "INSERT INTO idea_embeddings (idea_id, project, embedding) VALUES (1, 'p', '[1, 0, 0, 0]')"
+    )
     # Another model is detected and vectors are held back until reembed.
     assert not db.ensure_vector_tables(database, "model-b", 8)
     assert "model-a" in database.get_meta("embed_model_mismatch")
@@ -143,7 +159,8 @@ def test_without_sqlite_vec_everything_else_works(tmp_path, monkeypatch):
     assert not db.ensure_vector_tables(database, "m", 4)
     database.execute(
         "INSERT INTO ideas (content, content_hash, intent, confidence, source_file, source_line, created_at, "
-        "updated_at) VALUES ('we chose sqlite', 'h', 'decision', 0.9, '/t', 1, 0, 0)")
+        "updated_at) VALUES ('we chose sqlite', 'h', 'decision', 0.9, '/t', 1, 0, 0)"
+    )
     assert database.scalar("SELECT rowid FROM ideas_fts WHERE ideas_fts MATCH 'sqlite'") == 1
 
 
@@ -151,7 +168,8 @@ def test_fts_triggers_follow_updates_and_deletes(tmp_path):
     database = db.connect(tmp_path / "f.db")
     database.execute(
         "INSERT INTO ideas (content, content_hash, intent, confidence, source_file, source_line, created_at, "
-        "updated_at) VALUES ('use postgres', 'h', 'decision', 0.9, '/t', 1, 0, 0)")
+        "updated_at) VALUES ('use postgres', 'h', 'decision', 0.9, '/t', 1, 0, 0)"
+    )
     database.execute("UPDATE ideas SET content = 'use mysql' WHERE id = 1")
     assert database.scalar("SELECT count(*) FROM ideas_fts WHERE ideas_fts MATCH 'postgres'") == 0
     assert database.scalar("SELECT count(*) FROM ideas_fts WHERE ideas_fts MATCH 'mysql'") == 1
@@ -207,4 +225,8 @@ def test_a_dry_run_write_rolls_back_at_the_end(tmp_path):
         with database.write(commit=False):
             database.set_meta("nested_try", 1)
         database.set_meta("kept", 1)
-    assert (_meta(database, "tried"), _meta(database, "nested_try"), _meta(database, "kept")) == (None, None, "1")
+    assert (_meta(database, "tried"), _meta(database, "nested_try"), _meta(database, "kept")) == (
+        None,
+        None,
+        "1",
+    )

@@ -28,5 +28,10 @@ def test_every_setting_is_documented_in_the_readme():
     for section, keys in config.DEFAULTS.items():
         for key in keys:
             assert config.env_name(section, key) in readme, config.env_name(section, key)
-    for name in ("TOTAL_RECALL_HOME", "CLAUDE_CONFIG_DIR", "OPENAI_API_KEY", "OPENAI_TOKEN_TOTAL_RECALL_EMBEDDINGS"):
+    for name in (
+        "TOTAL_RECALL_HOME",
+        "CLAUDE_CONFIG_DIR",
+        "OPENAI_API_KEY",
+        "OPENAI_TOKEN_TOTAL_RECALL_EMBEDDINGS",
+    ):
         assert name in readme

@@ -57,8 +57,10 @@ def test_paraphrase_is_closer_than_unrelated_text(local):
 
 def test_batch_equals_one_by_one_in_input_order(local):
     # Lengths deliberately out of order and more than one sub-batch, so sorting must be undone.
-    texts = [f"{'word ' * ((i * 7) % 23)}item {i} about {topic}"
-             for i, topic in enumerate(["lisbon", "sqlite", "cooking", "music"] * 9)]
+    texts = [
+        f"{'word ' * ((i * 7) % 23)}item {i} about {topic}"
+        for i, topic in enumerate(["lisbon", "sqlite", "cooking", "music"] * 9)
+    ]
     texts += ["", "   ", "token " * 400]  # blank texts and one past the 256-token limit
     batch = local.embed(texts)
     single = np.vstack([local.embed([t]) for t in texts])
@@ -105,8 +107,9 @@ def test_tampered_model_file_is_refused(tmp_path):
 def make(srv: FakeOpenAI, sleeps: list | None = None, **kwargs) -> OpenAIEmbedder:
     sleeps = [] if sleeps is None else sleeps
     kwargs.setdefault("model", "fake-embed")
-    return OpenAIEmbedder(base_url=srv.base_url, api_key="sk-test", timeout=5.0, sleep=sleeps.append,
-                          **kwargs)
+    return OpenAIEmbedder(
+        base_url=srv.base_url, api_key="sk-test", timeout=5.0, sleep=sleeps.append, **kwargs
+    )
 
 
 def test_openai_batches_at_most_100_texts_per_call_and_keeps_order():
@@ -211,13 +214,15 @@ def test_get_embedder_defaults_to_local():
 
 def test_get_embedder_openai_from_environment_talks_to_the_endpoint():
     with FakeOpenAI(dim=8) as srv:
-        settings = config.load(environ={
-            "TOTAL_RECALL_EMBED_PROVIDER": "openai",
-            "TOTAL_RECALL_EMBED_BASE_URL": srv.base_url,
-            "TOTAL_RECALL_EMBED_MODEL": "nomic-embed",
-            "TOTAL_RECALL_EMBED_API_KEY": "sk-from-env",
-            "TOTAL_RECALL_EMBED_BATCH_SIZE": "2",
-        })
+        settings = config.load(
+            environ={
+                "TOTAL_RECALL_EMBED_PROVIDER": "openai",
+                "TOTAL_RECALL_EMBED_BASE_URL": srv.base_url,
+                "TOTAL_RECALL_EMBED_MODEL": "nomic-embed",
+                "TOTAL_RECALL_EMBED_API_KEY": "sk-from-env",
+                "TOTAL_RECALL_EMBED_BATCH_SIZE": "2",
+            }
+        )
         emb = get_embedder(settings)
         emb.embed(["a", "b", "c"])
     assert isinstance(emb, OpenAIEmbedder) and emb.model_id == "openai:nomic-embed"
@@ -226,11 +231,14 @@ def test_get_embedder_openai_from_environment_talks_to_the_endpoint():
     assert srv.requests[0]["headers"]["authorization"] == "Bearer sk-from-env"
 
 
-@pytest.mark.parametrize("environ, message", [
-    ({"TOTAL_RECALL_EMBED_PROVIDER": "cohere"}, "must be one of"),
-    ({"TOTAL_RECALL_EMBED_PROVIDER": "openai"}, "needs an API key"),
-    ({"TOTAL_RECALL_EMBED_MODEL": "bge-small"}, "local provider only has"),
-])
+@pytest.mark.parametrize(
+    "environ, message",
+    [
+        ({"TOTAL_RECALL_EMBED_PROVIDER": "cohere"}, "must be one of"),
+        ({"TOTAL_RECALL_EMBED_PROVIDER": "openai"}, "needs an API key"),
+        ({"TOTAL_RECALL_EMBED_MODEL": "bge-small"}, "local provider only has"),
+    ],
+)
 def test_get_embedder_refuses_bad_settings(environ, message):
     with pytest.raises(ConfigError, match=message):
         get_embedder(config.load(environ=environ))

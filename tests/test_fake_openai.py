@@ -23,8 +23,12 @@ def chat(c: openai.OpenAI, **kwargs):
 
 def test_chat_returns_queued_content_then_default_and_records_request():
     with FakeOpenAI(chat="default reply") as srv:
-        srv.queue_chat({"content": '{"ideas": []}', "usage": {"prompt_tokens": 7, "completion_tokens": 3,
-                                                             "total_tokens": 10}})
+        srv.queue_chat(
+            {
+                "content": '{"ideas": []}',
+                "usage": {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10},
+            }
+        )
         c = client(srv.base_url)
         first = chat(c)
         second = chat(c)
@@ -116,8 +120,10 @@ def test_models_endpoint_lists_a_model():
 
 
 def test_subprocess_mode_follows_the_script_file_and_logs_requests(tmp_path):
-    script = {"chat": {"queue": [{"status": 500}], "default": {"content": "from script"}},
-              "embeddings": {"dim": 4}}
+    script = {
+        "chat": {"queue": [{"status": 500}], "default": {"content": "from script"}},
+        "embeddings": {"dim": 4},
+    }
     with FakeOpenAIProcess(tmp_path, script) as srv:
         c = client(srv.base_url)
         with pytest.raises(openai.InternalServerError):

@@ -88,7 +88,12 @@ def test_good_input_enqueues_one_row_and_wakes_daemon(isolated_home, transcript)
     assert len(rows) == 1
     row = rows[0]
     assert row["transcript_path"] == str(transcript)
-    assert (row["session_id"], row["cwd"], row["event"], row["state"]) == ("abc", "/home/u/proj", "Stop", "pending")
+    assert (row["session_id"], row["cwd"], row["event"], row["state"]) == (
+        "abc",
+        "/home/u/proj",
+        "Stop",
+        "pending",
+    )
     assert row["size_seen"] == transcript.stat().st_size
     assert row["enqueued_at"] > 0
     assert not (isolated_home / "spool.jsonl").exists()
@@ -228,7 +233,10 @@ HOLD_LOCK = textwrap.dedent(
 def test_locked_database_goes_to_the_spool(isolated_home, transcript):
     dbfile = make_db(isolated_home)
     holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD_LOCK, str(dbfile)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", HOLD_LOCK, str(dbfile)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert holder.stdout.readline().strip() == "locked"
@@ -301,13 +309,17 @@ def test_concurrent_hooks_lose_nothing_while_another_process_writes(isolated_hom
         assert writer.stdout.readline().strip() == "ready"
         with ThreadPoolExecutor(max_workers=16) as pool:
             results = list(
-                pool.map(lambda i: run_hook(ENQUEUE, stop_payload(transcript, session_id=f"s{i}")), range(200))
+                pool.map(
+                    lambda i: run_hook(ENQUEUE, stop_payload(transcript, session_id=f"s{i}")), range(200)
+                )
             )
     finally:
         writer.kill()
         writer.wait()
     assert [(r.returncode, r.stdout) for r in results] == [(0, b"")] * 200
-    recorded = [r["session_id"] for r in queue_rows(dbfile)] + [r["session_id"] for r in spool_lines(isolated_home)]
+    recorded = [r["session_id"] for r in queue_rows(dbfile)] + [
+        r["session_id"] for r in spool_lines(isolated_home)
+    ]
     assert sorted(recorded) == sorted(f"s{i}" for i in range(200))
 
 
@@ -327,7 +339,9 @@ def start_payload(cwd: Path) -> dict:
     return {"session_id": "abc", "cwd": str(cwd), "hook_event_name": "SessionStart", "source": "startup"}
 
 
-DIGEST = "## Recent decisions\n- use SQLite WAL\n- keep hooks stdlib-only\n## Open todos\n- write the README\n"
+DIGEST = (
+    "## Recent decisions\n- use SQLite WAL\n- keep hooks stdlib-only\n## Open todos\n- write the README\n"
+)
 
 
 def test_session_start_prints_the_project_digest(isolated_home, tmp_path):
@@ -380,7 +394,10 @@ def test_session_start_without_digest_prints_nothing(isolated_home, tmp_path, pa
     done = run_hook(SESSION_START, start_payload(tmp_path / "nothing-here"))
     assert (done.returncode, done.stdout) == (0, b"")
     done = subprocess.run(
-        [sys.executable, "-I", "-S", str(SESSION_START)], input=payload, capture_output=True, cwd=tmp_path,
+        [sys.executable, "-I", "-S", str(SESSION_START)],
+        input=payload,
+        capture_output=True,
+        cwd=tmp_path,
         timeout=HANG_GUARD,
     )
     assert (done.returncode, done.stdout) == (0, b"")
@@ -401,8 +418,19 @@ def test_session_start_ignores_a_fifo_digest(isolated_home, tmp_path):
 
 @pytest.mark.parametrize("hook", [ENQUEUE, SESSION_START], ids=lambda p: p.name)
 def test_hooks_import_only_cheap_stdlib_modules(hook):
-    allowed = {"__future__", "json", "os", "sys", "time", "stat", "sqlite3", "fcntl", "tomllib", "hashlib",
-               "unicodedata"}
+    allowed = {
+        "__future__",
+        "json",
+        "os",
+        "sys",
+        "time",
+        "stat",
+        "sqlite3",
+        "fcntl",
+        "tomllib",
+        "hashlib",
+        "unicodedata",
+    }
     imported = set()
     for node in ast.walk(ast.parse(hook.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):

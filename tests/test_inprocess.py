@@ -53,7 +53,9 @@ def test_a_turn_waits_for_the_batch_window_and_backfill_does_not(database):
 
 
 def test_one_claim_takes_every_pending_row_of_the_transcript_that_waited_longest(database):
-    first = [queue.enqueue(database, "/t/a.jsonl", event="Stop", session_id="s", now=T0 + i) for i in range(3)]
+    first = [
+        queue.enqueue(database, "/t/a.jsonl", event="Stop", session_id="s", now=T0 + i) for i in range(3)
+    ]
     queue.enqueue(database, "/t/b.jsonl", event="Stop", now=T0 + 1.5)
     claim = queue.claim_next(database, now=T0 + 10, window=5, lease=60)
     assert (claim.transcript_path, claim.row_ids, claim.session_id) == ("/t/a.jsonl", first, "s")
@@ -75,7 +77,10 @@ def test_a_transient_failure_backs_off_and_is_retried_for_ever(database):
     for attempt in range(1, 8):
         claim = queue.claim_next(database, now=now, window=0, lease=600)
         assert claim is not None and claim.attempts == attempt - 1
-        assert queue.fail(database, claim, "database is locked", transient=True, max_attempts=3, now=now) == "pending"
+        assert (
+            queue.fail(database, claim, "database is locked", transient=True, max_attempts=3, now=now)
+            == "pending"
+        )
         wait = queue.backoff(attempt)
         assert queue.claim_next(database, now=now + wait - 0.01, window=0, lease=600) is None
         now += wait
@@ -88,7 +93,9 @@ def test_a_permanent_failure_parks_after_max_attempts_until_retry(database):
     now, outcomes = T0, []
     for _ in range(3):
         claim = queue.claim_next(database, now=now, window=0, lease=600)
-        outcomes.append(queue.fail(database, claim, "ValueError: bad", transient=False, max_attempts=3, now=now))
+        outcomes.append(
+            queue.fail(database, claim, "ValueError: bad", transient=False, max_attempts=3, now=now)
+        )
         now += queue.BACKOFF_CAP
     assert outcomes == ["pending", "pending", "parked"]
     assert queue.claim_next(database, now=now + 10**6, window=0, lease=600) is None
@@ -133,10 +140,13 @@ def daemon(tmp_path):
 
 def claude_transcript(tmp_path: Path, name: str = "s1") -> Path:
     path = config.claude_config_dir() / "projects" / "-home-dev-demo" / f"{name}.jsonl"
-    return write_transcript(path, [
-        ("user", "We decided to use PostgreSQL for the billing service instead of MySQL."),
-        ("assistant", "Agreed: PostgreSQL gives us transactional DDL for the billing migrations."),
-    ])
+    return write_transcript(
+        path,
+        [
+            ("user", "We decided to use PostgreSQL for the billing service instead of MySQL."),
+            ("assistant", "Agreed: PostgreSQL gives us transactional DDL for the billing migrations."),
+        ],
+    )
 
 
 def test_step_waits_for_the_window_then_indexes_the_transcript(daemon, tmp_path):
@@ -173,8 +183,12 @@ def test_step_drains_the_spool_the_hook_wrote(daemon, tmp_path):
 
     worker, clock = daemon
     path = claude_transcript(tmp_path)
-    worker.paths.spool.write_text(json.dumps({"transcript_path": str(path), "session_id": "s1",
-                                              "event": "SessionEnd", "enqueued_at": clock()}) + "\n")
+    worker.paths.spool.write_text(
+        json.dumps(
+            {"transcript_path": str(path), "session_id": "s1", "event": "SessionEnd", "enqueued_at": clock()}
+        )
+        + "\n"
+    )
     assert worker.step() is True
     assert not worker.paths.spool.read_text().strip()  # truncated once the rows committed
     assert queue.depth(worker.db)["done"] == 1
@@ -190,7 +204,9 @@ def test_a_locked_database_leaves_the_spool_whole_and_the_next_step_indexes(tmp_
     from total_recall.daemon import is_transient
 
     config.ensure_home()
-    settings = config.load(environ={"TOTAL_RECALL_DB_BUSY_TIMEOUT": "0.2"}, config_path=tmp_path / "none.toml")
+    settings = config.load(
+        environ={"TOTAL_RECALL_DB_BUSY_TIMEOUT": "0.2"}, config_path=tmp_path / "none.toml"
+    )
     conn = db.connect(config.paths().db, settings=settings)
     clock = Clock()
     worker = Daemon(conn, settings, config.paths(), clock=clock)

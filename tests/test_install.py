@@ -25,7 +25,9 @@ USER_SETTINGS = {
     "hooks": {
         "Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}],
         "PostToolUse": [{"matcher": "Edit|Write", "hooks": [{"type": "command", "command": "ruff format"}]}],
-        "SessionStart": [{"matcher": "startup", "hooks": [{"type": "command", "command": "echo hi", "timeout": 5}]}],
+        "SessionStart": [
+            {"matcher": "startup", "hooks": [{"type": "command", "command": "echo hi", "timeout": 5}]}
+        ],
     },
 }
 
@@ -40,7 +42,9 @@ def skills_src(tmp_path) -> Path:
     src = tmp_path / "skill-src"
     for name in ("memory-search", "memory-status"):
         (src / name).mkdir(parents=True)
-        (src / name / "SKILL.md").write_text(f"---\ndescription: {name}\n---\nbody of {name}\n", encoding="utf-8")
+        (src / name / "SKILL.md").write_text(
+            f"---\ndescription: {name}\n---\nbody of {name}\n", encoding="utf-8"
+        )
     return src
 
 
@@ -174,7 +178,12 @@ def test_installed_command_enqueues_when_run_by_sh(claude_dir, skills_src, isola
     transcript.write_text("{}\n", encoding="utf-8")
     [command] = our_commands(read_json(claude_dir / "settings.json"), "Stop")
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOTAL_RECALL_")}
-    payload = {"session_id": "s1", "transcript_path": str(transcript), "cwd": str(tmp_path), "hook_event_name": "Stop"}
+    payload = {
+        "session_id": "s1",
+        "transcript_path": str(transcript),
+        "cwd": str(tmp_path),
+        "hook_event_name": "Stop",
+    }
     done = subprocess.run(
         ["sh", "-c", command], input=json.dumps(payload).encode(), env=env, capture_output=True, timeout=30
     )
@@ -206,7 +215,9 @@ def test_skills_are_copied_and_removed_exactly(claude_dir, skills_src):
     report = install.install(skills_source=skills_src)
     assert report.skills == ["memory-search", "memory-status"]
     for name in report.skills:
-        assert (claude_dir / "skills" / name / "SKILL.md").read_bytes() == (skills_src / name / "SKILL.md").read_bytes()
+        assert (claude_dir / "skills" / name / "SKILL.md").read_bytes() == (
+            skills_src / name / "SKILL.md"
+        ).read_bytes()
     install.uninstall()
     assert sorted(p.name for p in (claude_dir / "skills").iterdir()) == ["my-own"]
     assert mine.read_text(encoding="utf-8") == "user skill\n"
@@ -240,8 +251,11 @@ def test_mcp_server_is_registered_at_user_scope_and_removed_exactly(claude_dir, 
     """`install` adds one user-scope MCP entry to Claude Code's .claude.json (backup first);
     `uninstall` removes exactly it; the user's other servers and keys stay as they were."""
     config_file = claude_dir / ".claude.json"
-    user = {"numStartups": 7, "projects": {"/x": {"allowedTools": []}},
-            "mcpServers": {"github": {"type": "stdio", "command": "gh-mcp", "args": []}}}
+    user = {
+        "numStartups": 7,
+        "projects": {"/x": {"allowedTools": []}},
+        "mcpServers": {"github": {"type": "stdio", "command": "gh-mcp", "args": []}},
+    }
     config_file.write_text(json.dumps(user), encoding="utf-8")
     os.chmod(config_file, 0o600)
     report = install.install(skills_source=skills_src)

@@ -18,16 +18,27 @@ SECRET = "sk-proj-Zq8Xw7Vu6Ts5Rq4Po3Nm2Lk1Jh0"
 ANSWER = {
     "topic_update": {"name": "Storage", "summary": "Choosing where vectors live."},
     "new_span": None,
-    "items": [{"type": "decision", "content": "Vectors are stored with sqlite-vec.", "confidence": 0.9,
-               "source_line": 2, "entities": [{"name": "sqlite-vec", "type": "technology"}], "answered": False}],
+    "items": [
+        {
+            "type": "decision",
+            "content": "Vectors are stored with sqlite-vec.",
+            "confidence": 0.9,
+            "source_line": 2,
+            "entities": [{"name": "sqlite-vec", "type": "technology"}],
+            "answered": False,
+        }
+    ],
     "relations": [],
     "skip_lines": [{"line": 3, "reason": "acknowledgement"}],
 }
 
 
 def settings_for(srv: FakeOpenAI, tmp_path, **overrides: str) -> config.Settings:
-    environ = {"TOTAL_RECALL_LLM_BASE_URL": srv.base_url, "TOTAL_RECALL_LLM_MODEL": "fake-model",
-               "TOTAL_RECALL_LLM_TIMEOUT": "5"}
+    environ = {
+        "TOTAL_RECALL_LLM_BASE_URL": srv.base_url,
+        "TOTAL_RECALL_LLM_MODEL": "fake-model",
+        "TOTAL_RECALL_LLM_TIMEOUT": "5",
+    }
     environ.update({f"TOTAL_RECALL_LLM_{k.upper()}": v for k, v in overrides.items()})
     return config.load(environ=environ, config_path=tmp_path / "absent.toml")
 
@@ -159,7 +170,9 @@ def test_hang_past_the_timeout_is_retried(srv, tmp_path):
     assert "Timeout" in rec.calls[0]["error"]
 
 
-@pytest.mark.parametrize("action", [{"close": True}, {"truncate": True}, {"body": "<html>Bad gateway</html>"}])
+@pytest.mark.parametrize(
+    "action", [{"close": True}, {"truncate": True}, {"body": "<html>Bad gateway</html>"}]
+)
 def test_transport_faults_are_retried(srv, tmp_path, action):
     srv.queue_chat(action)
     rec = Recorder()
@@ -216,12 +229,25 @@ def test_planted_secret_never_reaches_the_server(srv, tmp_path):
 
 
 def test_record_call_receives_token_usage(srv, tmp_path):
-    srv.queue_chat({"content": json.dumps(ANSWER), "usage": {"prompt_tokens": 1234, "completion_tokens": 56,
-                                                              "total_tokens": 1290}})
+    srv.queue_chat(
+        {
+            "content": json.dumps(ANSWER),
+            "usage": {"prompt_tokens": 1234, "completion_tokens": 56, "total_tokens": 1290},
+        }
+    )
     rec = Recorder()
     rec.extractor(settings_for(srv, tmp_path)).extract(input_obj())
-    assert rec.calls == [{"extractor": "llm", "model": "fake-model", "prompt_tokens": 1234, "completion_tokens": 56,
-                          "ok": True, "error": None, "messages": 2}]
+    assert rec.calls == [
+        {
+            "extractor": "llm",
+            "model": "fake-model",
+            "prompt_tokens": 1234,
+            "completion_tokens": 56,
+            "ok": True,
+            "error": None,
+            "messages": 2,
+        }
+    ]
 
 
 def test_api_key_from_settings_is_sent(srv, tmp_path):
@@ -236,8 +262,12 @@ def test_api_key_from_settings_is_sent(srv, tmp_path):
 def test_hyde_returns_the_passage(srv, tmp_path):
     srv.set_chat("  We chose sqlite-vec for vectors because it ships as one extension.  ")
     calls: list[dict] = []
-    text = hyde(settings_for(srv, tmp_path), f"which vector store did we pick? key {SECRET}",
-                sleep=lambda s: None, record_call=calls.append)
+    text = hyde(
+        settings_for(srv, tmp_path),
+        f"which vector store did we pick? key {SECRET}",
+        sleep=lambda s: None,
+        record_call=calls.append,
+    )
     assert text == "We chose sqlite-vec for vectors because it ships as one extension."
     [request] = chats(srv)
     assert "response_format" not in request

@@ -172,8 +172,13 @@ def test_a_line_found_as_a_message_is_rendered_with_its_source(tmp_path):
     answers with its role and file:line instead of failing (the e2e tests through Claude Code
     found `search` erroring on these)."""
     path = tmp_path / "claude" / "projects" / "-home-dev-projects-atlas" / "msg-sess.jsonl"
-    write_transcript(path, [("user", "Run the zanzibar-7 migration script."), ("assistant", "OK")],
-                     cwd=PROJECT, start=START, session="msg-sess")
+    write_transcript(
+        path,
+        [("user", "Run the zanzibar-7 migration script."), ("assistant", "OK")],
+        cwd=PROJECT,
+        start=START,
+        session="msg-sess",
+    )
     cli("backfill", str(path), "--wait")
 
     async def steps(session: ClientSession, init):

@@ -22,8 +22,10 @@ def session(claude_dir, name, turns, day_offset=0):
 
 
 def ideas_like(text):
-    return db_rows("SELECT id, content, mention_count, confidence, pinned FROM ideas WHERE content LIKE ?",
-                   (f"%{text}%",))
+    return db_rows(
+        "SELECT id, content, mention_count, confidence, pinned FROM ideas WHERE content LIKE ?",
+        (f"%{text}%",),
+    )
 
 
 def test_same_fact_in_three_sessions_is_one_idea_mentioned_three_times(tmp_path):
@@ -38,7 +40,9 @@ def test_same_fact_in_three_sessions_is_one_idea_mentioned_three_times(tmp_path)
     idea_id, _, mentions, confidence, _ = rows[0]
     assert mentions == 3
     assert confidence > confidence_once
-    sources = db_rows("SELECT source_file FROM idea_sources WHERE idea_id = ? ORDER BY source_file", (idea_id,))
+    sources = db_rows(
+        "SELECT source_file FROM idea_sources WHERE idea_id = ? ORDER BY source_file", (idea_id,)
+    )
     assert len(sources) == 3 and sources[0][0] == str(first)
     result = cli_json("search", "staging database port", "--project", "shop")
     hit = next(r for r in result if r["id"] == idea_id)
@@ -55,30 +59,40 @@ def test_switch_from_x_to_y_supersedes_and_search_shows_y_first(tmp_path):
     old = ideas_like("use MySQL")[0][0]
     new = ideas_like("switched from MySQL to Postgres")[0][0]
     assert db_rows("SELECT from_id, to_id FROM relations WHERE relation_type = 'supersedes'") == [(new, old)]
-    results = [r for r in cli_json("search", "which database for orders", "--project", "shop") if r["kind"] == "idea"]
+    results = [
+        r for r in cli_json("search", "which database for orders", "--project", "shop") if r["kind"] == "idea"
+    ]
     ids = [r["id"] for r in results]
     assert ids.index(new) < ids.index(old)
     assert ids.index(old) == ids.index(new) + 1  # the history sits right under its successor
     old_hit = next(r for r in results if r["id"] == old)
     assert old_hit["superseded_by"] == [new]
-    assert {"type": "supersedes", "direction": "in", "id": new} .items() <= {
-        **next(x for x in old_hit["relations"] if x["type"] == "supersedes")}.items()
+    assert {"type": "supersedes", "direction": "in", "id": new}.items() <= {
+        **next(x for x in old_hit["relations"] if x["type"] == "supersedes")
+    }.items()
     text = cli("search", "which database for orders", "--project", "shop").stdout
     assert text.index("Postgres") < text.index("use MySQL")
 
 
 def test_forget_removes_from_every_index_and_backfill_does_not_restore(tmp_path):
     claude = tmp_path / "claude"
-    path = session(claude, "s1", [("user", "The vault passphrase hint is the name of the first office cat."),
-                                  ("user", "We decided to deploy on Fridays only before noon.")])
+    path = session(
+        claude,
+        "s1",
+        [
+            ("user", "The vault passphrase hint is the name of the first office cat."),
+            ("user", "We decided to deploy on Fridays only before noon."),
+        ],
+    )
     idea_id = ideas_like("passphrase hint")[0][0]
     out = cli_json("forget", str(idea_id))
     assert out["forgotten"] == 1
     assert ideas_like("passphrase hint") == []
     assert db_rows("SELECT count(*) FROM ideas_fts WHERE ideas_fts MATCH 'passphrase'")[0][0] == 0
     assert db_rows("SELECT count(*) FROM idea_sources WHERE idea_id = ?", (idea_id,))[0][0] == 0
-    events = db_rows("SELECT action, old FROM memory_events WHERE object_id = ? AND kind = 'idea' ORDER BY id",
-                     (idea_id,))
+    events = db_rows(
+        "SELECT action, old FROM memory_events WHERE object_id = ? AND kind = 'idea' ORDER BY id", (idea_id,)
+    )
     # The event stays, the forgotten text does not (issue 12).
     assert events[-1][0] == "forget" and all("passphrase" not in (e[1] or "") for e in events)
     results = cli_json("search", "office cat passphrase", "--all-projects")
@@ -139,11 +153,15 @@ def test_edit_and_pin_are_logged(tmp_path):
     cli_json("edit", str(idea_id), "The API rate limit is 120 requests per minute.")
     assert ideas_like("120 requests")[0][0] == idea_id
     assert db_rows("SELECT count(*) FROM ideas_fts WHERE ideas_fts MATCH '120'")[0][0] == 1
-    old, new = db_rows("SELECT old, new FROM memory_events WHERE action = 'edit' AND object_id = ?", (idea_id,))[0]
+    old, new = db_rows(
+        "SELECT old, new FROM memory_events WHERE action = 'edit' AND object_id = ?", (idea_id,)
+    )[0]
     assert "100 requests" in json.loads(old)["content"] and "120 requests" in json.loads(new)["content"]
     cli_json("pin", str(idea_id))
     cli_json("unpin", str(idea_id))
-    actions = [r[0] for r in db_rows("SELECT action FROM memory_events WHERE object_id = ? ORDER BY id", (idea_id,))]
+    actions = [
+        r[0] for r in db_rows("SELECT action FROM memory_events WHERE object_id = ? ORDER BY id", (idea_id,))
+    ]
     assert actions[-3:] == ["edit", "pin", "unpin"]
     bad = cli("edit", "999999", "x", check=False)
     assert bad.returncode == 1 and "no memory with id 999999" in bad.stderr and "Traceback" not in bad.stderr
@@ -153,14 +171,26 @@ def run_session_start(payload, env_extra=None):
     import os
 
     env = dict(os.environ, **(env_extra or {}))
-    return subprocess.run([sys.executable, "-I", "-S", str(REPO / "hooks" / "session_start.py")],
-                          input=json.dumps(payload), capture_output=True, text=True, env=env, timeout=30)
+    return subprocess.run(
+        [sys.executable, "-I", "-S", str(REPO / "hooks" / "session_start.py")],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=30,
+    )
 
 
 def test_session_start_lists_an_earlier_open_question_within_budget(tmp_path):
     claude = tmp_path / "claude"
-    session(claude, "s1", [("user", "Should we shard the events table by tenant or by month?"),
-                           ("user", "We decided to keep the API versioned in the URL path.")])
+    session(
+        claude,
+        "s1",
+        [
+            ("user", "Should we shard the events table by tenant or by month?"),
+            ("user", "We decided to keep the API versioned in the URL path."),
+        ],
+    )
     pinned = ideas_like("versioned in the URL")[0][0]
     cli("pin", str(pinned))
     session(claude, "s2", [("user", "TODO: write the migration guide for v2 clients.")], 1)
@@ -178,9 +208,15 @@ def test_session_start_lists_an_earlier_open_question_within_budget(tmp_path):
 
 def test_digest_recent_and_maintain(tmp_path):
     claude = tmp_path / "claude"
-    session(claude, "s1", [("user", "The checkout page crashes with a KeyError on empty carts."),
-                           ("assistant", "Fixed by defaulting the cart to an empty list in cart_view."),
-                           ("user", "We always use UTC timestamps in the database.")])
+    session(
+        claude,
+        "s1",
+        [
+            ("user", "The checkout page crashes with a KeyError on empty carts."),
+            ("assistant", "Fixed by defaulting the cart to an empty list in cart_view."),
+            ("user", "We always use UTC timestamps in the database."),
+        ],
+    )
     text = cli("digest", "shop").stdout
     for heading in ("# shop", "## Conventions", "## Known problems and their fixes"):
         assert heading in text
@@ -196,10 +232,16 @@ def test_digest_recent_and_maintain(tmp_path):
 def test_near_duplicate_guard_merges_rewordings_not_different_facts():
     from total_recall.store import same_fact
 
-    assert same_fact("The staging database runs on port 5433.", "Reminder: the staging database runs on port 5433!")
+    assert same_fact(
+        "The staging database runs on port 5433.", "Reminder: the staging database runs on port 5433!"
+    )
     assert same_fact("We decided to use Redis for caching.", "We decided to use Redis as the cache.")
-    assert not same_fact("We chose Meilisearch for the catalogue search.", "We chose Typesense for the catalogue search.")
-    assert not same_fact("The API rate limit is 100 requests per minute.", "The API rate limit is 120 requests per minute.")
+    assert not same_fact(
+        "We chose Meilisearch for the catalogue search.", "We chose Typesense for the catalogue search."
+    )
+    assert not same_fact(
+        "The API rate limit is 100 requests per minute.", "The API rate limit is 120 requests per minute."
+    )
     assert not same_fact("Call fetch_rows() in export.py.", "Call fetch_all() in export.py.")
 
 
@@ -208,7 +250,9 @@ def test_a_decision_restated_with_lead_ins_in_three_sessions_is_one_memory(tmp_p
     fact = "We decided to use PostgreSQL 16 for the orders database."
     session(claude, "s1", [("user", fact)], 0)
     session(claude, "s2", [("user", "Reminder: we decided to use PostgreSQL 16 for the orders database.")], 1)
-    session(claude, "s3", [("user", "As decided, we decided to use PostgreSQL 16 for the orders database.")], 2)
+    session(
+        claude, "s3", [("user", "As decided, we decided to use PostgreSQL 16 for the orders database.")], 2
+    )
     rows = db_rows("SELECT content, mention_count, intent FROM ideas WHERE content LIKE '%PostgreSQL 16%'")
     assert rows == [(fact, 3, "decision")]
 

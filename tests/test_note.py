@@ -59,7 +59,9 @@ def test_a_note_without_a_session_belongs_to_the_current_project_and_can_be_pinn
     assert stored["source_file"] == "total-recall-note" and stored["source_line"] == 1
     again = cli_json("note", "the staging database is reset every Monday", "--project", "atlas")
     assert again["source_line"] == 2 and again["intent"] == "context"
-    blank = cli_json("note", "the wiki lives in Notion", "--session", "", "--project", "atlas")  # unexpanded id
+    blank = cli_json(
+        "note", "the wiki lives in Notion", "--session", "", "--project", "atlas"
+    )  # unexpanded id
     assert blank["session"] is None and blank["source_line"] == 3
     digest = cli("digest", "atlas").stdout
     assert "Release notes live in CHANGES.md" in digest.split("## Pinned")[1]

@@ -125,22 +125,29 @@ def test_every_substantive_sentence_of_a_message_is_kept():
 
 
 def test_typed_sentences_stay_separate_and_merged_ideas_stay_short():
-    text = ("I'm lucky to have my friends. They have been there through everything. "
-            "We decided to move the standup to 10am. Should we invite the design team too?")
+    text = (
+        "I'm lucky to have my friends. They have been there through everything. "
+        "We decided to move the standup to 10am. Should we invite the design team too?"
+    )
     items = extract(conversation(("user", text)))["items"]
     assert [(i["type"], i["content"]) for i in items] == [
         ("context", "I'm lucky to have my friends. They have been there through everything."),
         ("decision", "We decided to move the standup to 10am."),
         ("question", "Should we invite the design team too?"),
     ]
-    long_text = " ".join(f"Fact number {n} is about the {w} subsystem of the service." for n, w in
-                         enumerate(["billing", "search", "auth", "upload", "export", "mail", "audit"]))
+    long_text = " ".join(
+        f"Fact number {n} is about the {w} subsystem of the service."
+        for n, w in enumerate(["billing", "search", "auth", "upload", "export", "mail", "audit"])
+    )
     for item in extract(conversation(("user", long_text)))["items"]:
         assert len(item["content"]) <= 320
 
 
 def test_short_fragments_join_the_next_sentence():
-    contents = [i["content"] for i in extract(conversation(("user", "Good news. The build passes on Windows now.")))["items"]]
+    contents = [
+        i["content"]
+        for i in extract(conversation(("user", "Good news. The build passes on Windows now.")))["items"]
+    ]
     assert contents == ["Good news. The build passes on Windows now."]
 
 
@@ -169,7 +176,10 @@ def test_long_sentences_are_split_at_clause_boundaries():
 
 
 def test_sentence_splitting_respects_abbreviations_and_file_names():
-    assert sentences("Use e.g. config.py for this. Then run it.") == ["Use e.g. config.py for this.", "Then run it."]
+    assert sentences("Use e.g. config.py for this. Then run it.") == [
+        "Use e.g. config.py for this.",
+        "Then run it.",
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -196,8 +206,12 @@ def test_code_identifier_entities():
 def test_technology_entities_are_canonical_and_whole_word():
     found = entity_map("We run postgres and Redis on kubernetes with docker, plus onnx models in FastAPI.")
     assert {k: v for k, v in found.items() if v == "technology"} == {
-        "PostgreSQL": "technology", "Redis": "technology", "Kubernetes": "technology",
-        "Docker": "technology", "ONNX": "technology", "FastAPI": "technology",
+        "PostgreSQL": "technology",
+        "Redis": "technology",
+        "Kubernetes": "technology",
+        "Docker": "technology",
+        "ONNX": "technology",
+        "FastAPI": "technology",
     }
     assert "Go" not in entity_map("Go ahead and react to the review comments, then we go home.")
     assert "React" in entity_map("The frontend is written in React with hooks.")
@@ -220,20 +234,24 @@ def test_project_entity_from_the_hierarchy():
 
 
 def test_question_answered_by_the_other_role():
-    out = extract(conversation(
-        ("user", "Which embedding model does the daemon use by default?"),
-        ("assistant", "It uses the packaged MiniLM model through onnxruntime."),
-    ))
+    out = extract(
+        conversation(
+            ("user", "Which embedding model does the daemon use by default?"),
+            ("assistant", "It uses the packaged MiniLM model through onnxruntime."),
+        )
+    )
     question = next(i for i in out["items"] if i["type"] == "question")
     assert question["answered"] is True
     assert {"from_line": 11, "to_idea_id": None, "to_line": 10, "type": "answers"} in out["relations"]
 
 
 def test_question_stays_open_when_the_asker_continues():
-    out = extract(conversation(
-        ("user", "Which embedding model does the daemon use by default?"),
-        ("user", "Also I want the status file to show the queue depth."),
-    ))
+    out = extract(
+        conversation(
+            ("user", "Which embedding model does the daemon use by default?"),
+            ("user", "Also I want the status file to show the queue depth."),
+        )
+    )
     question = next(i for i in out["items"] if i["type"] == "question")
     assert question["answered"] is False
     assert not [r for r in out["relations"] if r["type"] == "answers"]
@@ -250,30 +268,36 @@ def test_switching_supersedes_the_known_decision():
 
 
 def test_switching_supersedes_an_earlier_item_of_the_batch():
-    out = extract(conversation(
-        ("user", "Let's use MySQL for the application database."),
-        ("assistant", "Sounds good."),
-        ("user", "Actually we switched from MySQL to Postgres for the application database."),
-    ))
+    out = extract(
+        conversation(
+            ("user", "Let's use MySQL for the application database."),
+            ("assistant", "Sounds good."),
+            ("user", "Actually we switched from MySQL to Postgres for the application database."),
+        )
+    )
     assert {"from_line": 12, "to_idea_id": None, "to_line": 10, "type": "supersedes"} in out["relations"]
 
 
 def test_solution_answers_the_problem():
-    out = extract(conversation(
-        ("user", "The daemon crashes with a database locked error under load."),
-        ("assistant", "Fixed it by setting busy_timeout to thirty seconds."),
-    ))
+    out = extract(
+        conversation(
+            ("user", "The daemon crashes with a database locked error under load."),
+            ("assistant", "Fixed it by setting busy_timeout to thirty seconds."),
+        )
+    )
     assert [i["type"] for i in out["items"]] == ["problem", "solution"]
     assert {"from_line": 11, "to_idea_id": None, "to_line": 10, "type": "answers"} in out["relations"]
 
 
 def test_builds_on_and_contradicts():
-    out = extract(conversation(
-        ("assistant", "The hook shim records the transcript path and the byte offset."),
-        ("user", "Also it should record the session id for every event."),
-        ("assistant", "The hook shim waits for the daemon to finish indexing."),
-        ("user", "That's wrong, the hook shim never waits for the daemon."),
-    ))
+    out = extract(
+        conversation(
+            ("assistant", "The hook shim records the transcript path and the byte offset."),
+            ("user", "Also it should record the session id for every event."),
+            ("assistant", "The hook shim waits for the daemon to finish indexing."),
+            ("user", "That's wrong, the hook shim never waits for the daemon."),
+        )
+    )
     assert {"from_line": 11, "to_idea_id": None, "to_line": 10, "type": "builds_on"} in out["relations"]
     contradicts = [r for r in out["relations"] if r["type"] == "contradicts"]
     assert contradicts == [{"from_line": 13, "to_idea_id": None, "to_line": 12, "type": "contradicts"}]
@@ -291,10 +315,12 @@ def test_no_shift_keeps_the_current_topic():
 
 
 def test_without_a_topic_the_batch_is_named():
-    out = extract(conversation(
-        ("user", "The embedder loads the MiniLM model from the package assets."),
-        ("assistant", "The MiniLM model is checked against its sha256 before loading."),
-    ))
+    out = extract(
+        conversation(
+            ("user", "The embedder loads the MiniLM model from the package assets."),
+            ("assistant", "The MiniLM model is checked against its sha256 before loading."),
+        )
+    )
     assert "MiniLM" in out["topic_update"]["name"]
     assert out["topic_update"]["summary"]
     assert "start_line" not in out["topic_update"]
@@ -302,12 +328,14 @@ def test_without_a_topic_the_batch_is_named():
 
 def test_explicit_transition_starts_a_new_topic():
     topic = {"name": "Storage engine", "summary": "Choosing the storage engine."}
-    out = extract(conversation(
-        ("user", "SQLite with WAL handles our write load fine."),
-        ("user", "Let's move on to the installer: it must register the hooks in settings.json."),
-        ("assistant", "The installer merges the hooks into settings.json without touching other keys."),
-        topic=topic,
-    ))
+    out = extract(
+        conversation(
+            ("user", "SQLite with WAL handles our write load fine."),
+            ("user", "Let's move on to the installer: it must register the hooks in settings.json."),
+            ("assistant", "The installer merges the hooks into settings.json without touching other keys."),
+            topic=topic,
+        )
+    )
     update = out["topic_update"]
     assert update["start_line"] == 11
     assert update["name"] and update["name"] != "Storage engine"
@@ -316,22 +344,26 @@ def test_explicit_transition_starts_a_new_topic():
 
 def test_by_the_way_opens_a_sub_span():
     topic = {"name": "Storage engine", "summary": "Choosing the storage engine."}
-    out = extract(conversation(
-        ("user", "SQLite with WAL handles our write load fine."),
-        ("user", "By the way, the CI runners moved to Ubuntu 24.04 yesterday."),
-        topic=topic,
-    ))
+    out = extract(
+        conversation(
+            ("user", "SQLite with WAL handles our write load fine."),
+            ("user", "By the way, the CI runners moved to Ubuntu 24.04 yesterday."),
+            topic=topic,
+        )
+    )
     assert out["topic_update"]["name"] == "Storage engine"
     assert out["new_span"]["start_line"] == 11 and out["new_span"]["name"]
 
 
 def test_messages_without_substance_are_skipped_with_a_reason():
-    out = extract(conversation(
-        ("user", "The queue table is drained oldest first."),
-        ("assistant", "Thanks!"),
-        ("user", "   "),
-        ("user", "ok cool, sounds good"),
-    ))
+    out = extract(
+        conversation(
+            ("user", "The queue table is drained oldest first."),
+            ("assistant", "Thanks!"),
+            ("user", "   "),
+            ("user", "ok cool, sounds good"),
+        )
+    )
     assert [i["source_line"] for i in out["items"]] == [10]
     assert out["skip_lines"] == [
         {"line": 11, "reason": "acknowledgement"},
@@ -353,7 +385,9 @@ def test_deterministic():
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["user", "assistant"]), st.text(max_size=300)), min_size=1, max_size=6))
+@given(
+    st.lists(st.tuples(st.sampled_from(["user", "assistant"]), st.text(max_size=300)), min_size=1, max_size=6)
+)
 def test_any_text_gives_valid_output(turns):
     extract(conversation(*turns))
 
@@ -370,7 +404,10 @@ def test_embedding_drop_marks_a_topic_shift(embedder):
         ("user", "WAL mode fixed the locking errors in the write path of the database."),
         ("assistant", "Good, keep the busy timeout at thirty seconds for the daemon connection."),
         ("user", "My grandmother's lasagna recipe needs fresh basil, ricotta and a slow tomato sauce."),
-        ("assistant", "Simmer the tomato sauce for two hours and layer the ricotta between the pasta sheets."),
+        (
+            "assistant",
+            "Simmer the tomato sauce for two hours and layer the ricotta between the pasta sheets.",
+        ),
         topic=topic,
     )
     assert extract(obj)["topic_update"]["name"] == "SQLite locking"  # no embedder: no shift
@@ -384,8 +421,10 @@ def test_embedding_similarity_answers_a_known_question(embedder):
         {"id": 5, "type": "question", "content": "Which port does the local web server listen on?"},
         {"id": 6, "type": "question", "content": "How long are archived transcripts kept?"},
     ]
-    out = extract(conversation(("assistant", "The local web server listens on port 8765 by default."), known=known),
-                  embedder)
+    out = extract(
+        conversation(("assistant", "The local web server listens on port 8765 by default."), known=known),
+        embedder,
+    )
     assert {"from_line": 10, "to_idea_id": 5, "to_line": None, "type": "answers"} in out["relations"]
     assert not [r for r in out["relations"] if r["to_idea_id"] == 6]
 
@@ -401,11 +440,17 @@ def locomo_sessions() -> list[list[dict]]:
     for sample in json.loads(LOCOMO_DEV.read_text()):
         conv = sample["conversation"]
         for key in sorted((k for k in conv if re.fullmatch(r"session_\d+", k)), key=lambda k: int(k[8:])):
-            sessions.append([
-                {"role": "user" if turn["speaker"] == conv["speaker_a"] else "assistant",
-                 "content": turn["text"], "timestamp": None, "line": i + 1}
-                for i, turn in enumerate(conv[key])
-            ])
+            sessions.append(
+                [
+                    {
+                        "role": "user" if turn["speaker"] == conv["speaker_a"] else "assistant",
+                        "content": turn["text"],
+                        "timestamp": None,
+                        "line": i + 1,
+                    }
+                    for i, turn in enumerate(conv[key])
+                ]
+            )
     return sessions
 
 
@@ -436,11 +481,19 @@ def test_locomo_every_non_trivial_turn_yields_an_item():
 
 
 def test_narration_and_tool_lines_are_not_ideas_but_touched_files_are_entities():
-    out = extract(conversation(
-        ("assistant", "Let me check the project structure.\n[tool Bash: mix phx.server]\n[tool Glob: mix.exs]"),
-        ("assistant", "Now let's build and test:\n[tool Bash: mix test]"),
-        ("assistant", "The retry loop now caps the backoff at ten seconds.\n[tool Edit: daemon/retry.py]"),
-    ))
+    out = extract(
+        conversation(
+            (
+                "assistant",
+                "Let me check the project structure.\n[tool Bash: mix phx.server]\n[tool Glob: mix.exs]",
+            ),
+            ("assistant", "Now let's build and test:\n[tool Bash: mix test]"),
+            (
+                "assistant",
+                "The retry loop now caps the backoff at ten seconds.\n[tool Edit: daemon/retry.py]",
+            ),
+        )
+    )
     assert [i["source_line"] for i in out["items"]] == [12]
     assert {"name": "daemon/retry.py", "type": "file"} in out["items"][0]["entities"]
     assert not any(i["content"].startswith("[tool") for i in out["items"])
@@ -464,14 +517,26 @@ def test_role_negation_and_goals_decide_the_intent(role, text, intent):
 
 
 def test_a_run_on_sentence_yields_one_item_per_intent():
-    out = extract(conversation(("user", "I'm trying to build the settings page, but I chose vanilla JS for "
-                                         "simplicity, can you help me wire up the form validation?")))
+    out = extract(
+        conversation(
+            (
+                "user",
+                "I'm trying to build the settings page, but I chose vanilla JS for "
+                "simplicity, can you help me wire up the form validation?",
+            )
+        )
+    )
     assert [i["type"] for i in out["items"]] == ["decision", "question"]
 
 
 def test_a_reply_to_a_reported_problem_that_proposes_a_fix_is_a_solution():
-    out = extract(conversation(
-        ("user", "I keep getting a TemplateNotFound error when I render the index page."),
-        ("assistant", "Here's the corrected layout: move index.html into the templates folder next to app.py."),
-    ))
+    out = extract(
+        conversation(
+            ("user", "I keep getting a TemplateNotFound error when I render the index page."),
+            (
+                "assistant",
+                "Here's the corrected layout: move index.html into the templates folder next to app.py.",
+            ),
+        )
+    )
     assert [i["type"] for i in out["items"]] == ["problem", "solution"]

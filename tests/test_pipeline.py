@@ -14,11 +14,17 @@ PROJECT = "/home/dev/projects/demo"
 
 CONVERSATION = [
     ("user", "We need a cache in front of the pricing API because every page load calls it three times."),
-    ("assistant", "Two options: Redis as a shared cache, or an in-process LRU cache per worker. "
-                  "Redis adds an operational dependency."),
+    (
+        "assistant",
+        "Two options: Redis as a shared cache, or an in-process LRU cache per worker. "
+        "Redis adds an operational dependency.",
+    ),
     ("user", "We decided to go with Redis for the pricing cache, with a 5 minute TTL."),
     ("assistant", "Good. I will add the client in src/pricing/cache.py and configure REDIS_URL."),
-    ("user", "The issue is that the checkout tests fail with ConnectionRefusedError when Redis is not running."),
+    (
+        "user",
+        "The issue is that the checkout tests fail with ConnectionRefusedError when Redis is not running.",
+    ),
     ("assistant", "Fixed by starting a throwaway Redis in the pytest fixture redis_server_fixture."),
     ("user", "Should we also cache the tax rates?"),
     ("assistant", "Yes, the tax rates change only once a day, so caching them for an hour is safe."),
@@ -37,8 +43,10 @@ def claude_dir(tmp_path):
 
 
 def counts() -> dict:
-    return {t: db_rows(f"SELECT count(*) FROM {t}")[0][0]
-            for t in ("ideas", "spans", "entities", "relations", "messages", "idea_entities", "memory_events")}
+    return {
+        t: db_rows(f"SELECT count(*) FROM {t}")[0][0]
+        for t in ("ideas", "spans", "entities", "relations", "messages", "idea_entities", "memory_events")
+    }
 
 
 def test_backfill_indexes_every_line_once_and_is_idempotent(claude_dir):
@@ -55,7 +63,8 @@ def test_backfill_indexes_every_line_once_and_is_idempotent(claude_dir):
     assert skipped.get(10) == "acknowledgement"
     # Every idea knows where it came from and when it was said.
     for source_file, line, session, project, when in db_rows(
-            "SELECT source_file, source_line, session_id, project, message_time FROM ideas"):
+        "SELECT source_file, source_line, session_id, project, message_time FROM ideas"
+    ):
         assert source_file == str(path) and 1 <= line <= len(CONVERSATION)
         assert session == "sess-0001" and project == PROJECT and when.startswith("2026-03-02T")
     before = counts()
@@ -74,21 +83,32 @@ def test_backfill_indexes_every_line_once_and_is_idempotent(claude_dir):
     conn.close()
     cli_json("backfill", str(path), "--wait")
     after = counts()
-    assert {k: after[k] for k in ("ideas", "spans", "entities", "relations", "messages")} == \
-           {k: before[k] for k in ("ideas", "spans", "entities", "relations", "messages")}
+    assert {k: after[k] for k in ("ideas", "spans", "entities", "relations", "messages")} == {
+        k: before[k] for k in ("ideas", "spans", "entities", "relations", "messages")
+    }
 
 
 def test_hook_then_daemon_once_indexes_only_new_lines(claude_dir):
     path = write_transcript(transcript_path(claude_dir), CONVERSATION[:4], cwd=PROJECT)
     cli("init")
-    payload = {"session_id": "sess-0001", "transcript_path": str(path), "cwd": PROJECT, "hook_event_name": "Stop"}
+    payload = {
+        "session_id": "sess-0001",
+        "transcript_path": str(path),
+        "cwd": PROJECT,
+        "hook_event_name": "Stop",
+    }
     assert hook(payload).returncode == 0
     cli("daemon", "--once")
     first = db_rows("SELECT max(source_line) FROM ideas")[0][0]
     assert first == 4 or first == 3
     n_ideas = counts()["ideas"]
-    write_transcript(path, CONVERSATION[4:], cwd=PROJECT, append=True,
-                     start=__import__("datetime").datetime(2026, 3, 2, 11, 0, tzinfo=__import__("datetime").timezone.utc))
+    write_transcript(
+        path,
+        CONVERSATION[4:],
+        cwd=PROJECT,
+        append=True,
+        start=__import__("datetime").datetime(2026, 3, 2, 11, 0, tzinfo=__import__("datetime").timezone.utc),
+    )
     assert hook(payload).returncode == 0
     cli("daemon", "--once")
     lines = [r[0] for r in db_rows("SELECT source_line FROM ideas ORDER BY id")]
@@ -123,8 +143,12 @@ def test_daemon_process_serves_searches_identical_to_in_process(claude_dir, tmp_
     path = write_transcript(transcript_path(claude_dir), CONVERSATION, cwd=PROJECT)
     cli("init")
     with daemon_process(tmp_path / "daemon.log", serving=True) as proc:
-        payload = {"session_id": "sess-0001", "transcript_path": str(path), "cwd": PROJECT,
-                   "hook_event_name": "SessionEnd"}
+        payload = {
+            "session_id": "sess-0001",
+            "transcript_path": str(path),
+            "cwd": PROJECT,
+            "hook_event_name": "SessionEnd",
+        }
         assert hook(payload).returncode == 0
         wait_until_done(1, timeout=90)
         status = cli_json("status")
@@ -148,15 +172,25 @@ def test_second_daemon_exits_with_a_clear_message(tmp_path):
 def _llm_answer(request: dict) -> str:
     """A well-behaved extraction model: one context item per new message, a topic named after the batch."""
     user = request["messages"][-1]["content"]
-    obj = json.loads(user[user.index("{"):])
-    return json.dumps({
-        "topic_update": {"name": "pricing cache", "summary": "caching the pricing API"},
-        "new_span": None,
-        "items": [{"type": "context", "content": f"LLM: {m['content'][:60]}", "confidence": 0.8,
-                   "source_line": m["line"], "entities": [{"name": "Redis", "type": "technology"}]}
-                  for m in obj["new_messages"]],
-        "relations": [], "skip_lines": [],
-    })
+    obj = json.loads(user[user.index("{") :])
+    return json.dumps(
+        {
+            "topic_update": {"name": "pricing cache", "summary": "caching the pricing API"},
+            "new_span": None,
+            "items": [
+                {
+                    "type": "context",
+                    "content": f"LLM: {m['content'][:60]}",
+                    "confidence": 0.8,
+                    "source_line": m["line"],
+                    "entities": [{"name": "Redis", "type": "technology"}],
+                }
+                for m in obj["new_messages"]
+            ],
+            "relations": [],
+            "skip_lines": [],
+        }
+    )
 
 
 def test_llm_extraction_makes_one_call_per_batch_and_falls_back_offline(claude_dir, monkeypatch):
@@ -172,21 +206,27 @@ def test_llm_extraction_makes_one_call_per_batch_and_falls_back_offline(claude_d
         body = calls[0]["json"]
         assert body["model"] == "extractor-test" and body["messages"][0]["role"] == "system"
         user = body["messages"][1]["content"]
-        sent = json.loads(user[user.index("{"):])
+        sent = json.loads(user[user.index("{") :])
         assert set(sent) >= {"hierarchy", "recent_messages", "new_messages", "related_topics"}
         assert [m["line"] for m in sent["new_messages"]] == list(range(1, 10))
         assert sent["new_messages"][2]["content"].startswith("We decided to go with Redis")
         ideas = db_rows("SELECT content FROM ideas ORDER BY source_line")
         assert len(ideas) == 9 and all(c.startswith("LLM: ") for (c,) in ideas)
-        row = db_rows("SELECT extractor, model, messages, prompt_tokens > 0, ok FROM llm_calls WHERE extractor = 'llm'")
+        row = db_rows(
+            "SELECT extractor, model, messages, prompt_tokens > 0, ok FROM llm_calls WHERE extractor = 'llm'"
+        )
         assert row == [("llm", "extractor-test", 9, 1, 1)]
         stats = cli_json("stats")
         assert stats["llm_today"]["calls"] == 1 and stats["llm_today"]["prompt_tokens"] > 0
 
         # An endpoint that refuses (non-transient) sends the batch through the offline extractor.
         srv.queue_chat({"status": 400, "error": "model not loaded"})
-        write_transcript(path, CONVERSATION[9:] + [("user", "We also need to cache the currency rates.")],
-                         cwd=PROJECT, append=True)
+        write_transcript(
+            path,
+            CONVERSATION[9:] + [("user", "We also need to cache the currency rates.")],
+            cwd=PROJECT,
+            append=True,
+        )
         cli("backfill", str(path), "--wait")
         assert len(srv.requests_to("/chat/completions")) == 2
         offline = db_rows("SELECT content FROM ideas WHERE source_line = 11")
@@ -196,7 +236,8 @@ def test_llm_extraction_makes_one_call_per_batch_and_falls_back_offline(claude_d
 
 
 def test_every_fixture_transcript_indexes_offline_with_ideas_or_reasons(
-        fixture_transcripts, indexed_fixture_transcripts, isolated_home):
+    fixture_transcripts, indexed_fixture_transcripts, isolated_home
+):
     """No endpoint: every real transcript indexes, every content line yields an idea or a recorded skip.
     The folder is backfilled once per run by `total-recall backfill --wait` (conftest), shared with
     test_topics."""
@@ -213,7 +254,8 @@ def test_every_fixture_transcript_indexes_offline_with_ideas_or_reasons(
         "SELECT m.source_file, m.source_line FROM messages m WHERE m.skip_reason IS NULL AND NOT EXISTS "
         "(SELECT 1 FROM idea_sources s WHERE s.source_file = m.source_file AND (s.source_line = m.source_line "
         "OR s.source_line IN (SELECT c.source_line FROM chunks c WHERE c.source_file = m.source_file "
-        "AND c.message_line = m.source_line)))")
+        "AND c.message_line = m.source_line)))"
+    )
     assert unexplained == []
     assert db_rows("SELECT count(*) FROM ideas")[0][0] > 50
     assert_ideas_point_at_their_words(folder)
@@ -246,8 +288,11 @@ def line_words(path, number: int) -> set[str]:
 def tool_names(path, number: int) -> set[str]:
     record = json.loads(path.read_text(encoding="utf-8").splitlines()[number - 1])
     content = (record.get("message") or {}).get("content")
-    return {b.get("name") for b in content if isinstance(b, dict) and b.get("type") == "tool_use"} \
-        if isinstance(content, list) else set()
+    return (
+        {b.get("name") for b in content if isinstance(b, dict) and b.get("type") == "tool_use"}
+        if isinstance(content, list)
+        else set()
+    )
 
 
 def assert_ideas_point_at_their_words(folder) -> None:
@@ -267,15 +312,29 @@ def assert_ideas_point_at_their_words(folder) -> None:
 
 def test_sigterm_stops_between_batches_and_the_rest_stays_queued(claude_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("TOTAL_RECALL_DAEMON_MAX_BATCH_MESSAGES", "5")
-    turns = [("user" if i % 2 == 0 else "assistant",
-              f"Note {i}: the {w} service keeps its state in the {w}_store table, replicated nightly.")
-             for i, w in enumerate(["billing", "search", "auth", "upload", "export", "mail"] * 40)]
+    turns = [
+        (
+            "user" if i % 2 == 0 else "assistant",
+            f"Note {i}: the {w} service keeps its state in the {w}_store table, replicated nightly.",
+        )
+        for i, w in enumerate(["billing", "search", "auth", "upload", "export", "mail"] * 40)
+    ]
     path = write_transcript(transcript_path(claude_dir), turns, cwd=PROJECT)
     cli("init")
     with daemon_process(tmp_path / "daemon.log", serving=True) as proc:
-        hook({"session_id": "sess-0001", "transcript_path": str(path), "cwd": PROJECT, "hook_event_name": "SessionEnd"})
-        wait_for(lambda: (db_rows("SELECT line_number FROM index_state") or [(0,)])[0][0] >= 5, timeout=90,
-                 interval=0.02)
+        hook(
+            {
+                "session_id": "sess-0001",
+                "transcript_path": str(path),
+                "cwd": PROJECT,
+                "hook_event_name": "SessionEnd",
+            }
+        )
+        wait_for(
+            lambda: (db_rows("SELECT line_number FROM index_state") or [(0,)])[0][0] >= 5,
+            timeout=90,
+            interval=0.02,
+        )
     assert proc.returncode == 0
     line = db_rows("SELECT line_number FROM index_state")[0][0]
     assert 5 <= line < len(turns)  # stopped after a batch, long before the end
@@ -291,24 +350,52 @@ def test_200_concurrent_hooks_while_the_daemon_writes_lose_nothing(claude_dir, t
     from concurrent.futures import ThreadPoolExecutor
 
     monkeypatch.setenv("TOTAL_RECALL_DAEMON_BATCH_WINDOW", "0.2")
-    big = write_transcript(transcript_path(claude_dir, "big"), [
-        ("user" if i % 2 == 0 else "assistant", f"Step {i}: the {w} worker writes its checkpoint to {w}_ckpt.")
-        for i, w in enumerate(["ingest", "resize", "notify", "audit"] * 150)], cwd=PROJECT)
-    small = [write_transcript(transcript_path(claude_dir, f"s{i:03d}"),
-                              [("user", f"Ticket {i}: the flaky test is test_upload_{i} on the CI runner.")], cwd=PROJECT)
-             for i in range(200)]
+    big = write_transcript(
+        transcript_path(claude_dir, "big"),
+        [
+            (
+                "user" if i % 2 == 0 else "assistant",
+                f"Step {i}: the {w} worker writes its checkpoint to {w}_ckpt.",
+            )
+            for i, w in enumerate(["ingest", "resize", "notify", "audit"] * 150)
+        ],
+        cwd=PROJECT,
+    )
+    small = [
+        write_transcript(
+            transcript_path(claude_dir, f"s{i:03d}"),
+            [("user", f"Ticket {i}: the flaky test is test_upload_{i} on the CI runner.")],
+            cwd=PROJECT,
+        )
+        for i in range(200)
+    ]
     cli("init")
     with daemon_process(tmp_path / "daemon.log", serving=True) as proc:
-        hook({"session_id": "big", "transcript_path": str(big), "cwd": PROJECT, "hook_event_name": "SessionEnd"})
-        wait_for(lambda: (db_rows("SELECT line_number FROM index_state") or [(0,)])[0][0] > 0, timeout=60,
-                 interval=0.02)  # the daemon is now writing the backfill
-        payloads = [{"session_id": p.stem, "transcript_path": str(p), "cwd": PROJECT, "hook_event_name": "Stop"}
-                    for p in small]
+        hook(
+            {
+                "session_id": "big",
+                "transcript_path": str(big),
+                "cwd": PROJECT,
+                "hook_event_name": "SessionEnd",
+            }
+        )
+        wait_for(
+            lambda: (db_rows("SELECT line_number FROM index_state") or [(0,)])[0][0] > 0,
+            timeout=60,
+            interval=0.02,
+        )  # the daemon is now writing the backfill
+        payloads = [
+            {"session_id": p.stem, "transcript_path": str(p), "cwd": PROJECT, "hook_event_name": "Stop"}
+            for p in small
+        ]
         with ThreadPoolExecutor(max_workers=16) as pool:
             results = list(pool.map(hook, payloads))
         assert [(r.returncode, r.stdout) for r in results] == [(0, "")] * 200
-        wait_for(lambda: db_rows("SELECT count(*) FROM index_state WHERE byte_offset > 0")[0][0] == 201,
-                 timeout=300, interval=0.5)
+        wait_for(
+            lambda: db_rows("SELECT count(*) FROM index_state WHERE byte_offset > 0")[0][0] == 201,
+            timeout=300,
+            interval=0.5,
+        )
     assert proc.returncode == 0
     indexed = {r[0] for r in db_rows("SELECT DISTINCT source_file FROM messages")}
     assert indexed == {str(p) for p in small} | {str(big)}
@@ -331,8 +418,9 @@ def test_batches_that_fell_back_offline_are_re_extracted_once_the_llm_answers(cl
 
         second = write_transcript(transcript_path(claude_dir, "sess-b"), CONVERSATION[4:6], cwd=PROJECT)
         cli("backfill", str(second), "--wait")  # the LLM answers again
-        replaced = db_rows("SELECT content, source_line FROM ideas WHERE source_file = ? ORDER BY source_line",
-                           (str(first),))
+        replaced = db_rows(
+            "SELECT content, source_line FROM ideas WHERE source_file = ? ORDER BY source_line", (str(first),)
+        )
         assert [line for _, line in replaced] == [1, 2, 3, 4]
         assert all(c.startswith("LLM: ") for c, _ in replaced), replaced
         assert db_rows("SELECT count(*) FROM fallback_batches WHERE done_at IS NULL") == [(0,)]

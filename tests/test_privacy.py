@@ -62,18 +62,27 @@ def private_home(monkeypatch):
 
 def run_as_nobody(code: str, *args: str) -> subprocess.CompletedProcess | None:
     """Run stdlib-only code as the user nobody; None when no interpreter here is usable by nobody."""
+
     def drop() -> None:
         os.setgroups([])
         os.setgid(NOBODY)
         os.setuid(NOBODY)
 
     # Our interpreter may live in a folder only its owner can enter; any Python does for a socket.
-    for python in dict.fromkeys([sys.executable, shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin")]):
+    for python in dict.fromkeys(
+        [sys.executable, shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin")]
+    ):
         if not python:
             continue
         try:
-            return subprocess.run([python, "-I", "-S", "-c", code, *args], capture_output=True, text=True,
-                                  preexec_fn=drop, timeout=60, cwd="/")
+            return subprocess.run(
+                [python, "-I", "-S", "-c", code, *args],
+                capture_output=True,
+                text=True,
+                preexec_fn=drop,
+                timeout=60,
+                cwd="/",
+            )
         except PermissionError:
             continue
     return None
@@ -136,17 +145,33 @@ def test_every_file_is_private_and_the_socket_refuses_other_users(tmp_path, priv
     cli("init")
     paths = config.paths()
     # The daemon as `total-recall up` starts it where no service manager exists: detached, logging to daemon.log.
-    started = subprocess.run([sys.executable, "-c", "from total_recall import bootstrap; "
-                              "print(bootstrap.start_background_daemon()['pid'])"], capture_output=True, text=True,
-                             env=env(), timeout=60)
+    started = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from total_recall import bootstrap; print(bootstrap.start_background_daemon()['pid'])",
+        ],
+        capture_output=True,
+        text=True,
+        env=env(),
+        timeout=60,
+    )
     pid = int(started.stdout.strip())
     try:
         wait_for(lambda: paths.socket.exists() and paths.status.exists(), timeout=60)
         path = write_transcript(project_dir(tmp_path) / "private-session.jsonl", TALK, cwd=PROJECT)
-        payload = {"session_id": "private-session", "transcript_path": str(path), "cwd": PROJECT,
-                   "hook_event_name": "SessionEnd"}
-        holder = subprocess.Popen([sys.executable, "-c", LOCK_HOLDER, str(paths.db)], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, text=True)
+        payload = {
+            "session_id": "private-session",
+            "transcript_path": str(path),
+            "cwd": PROJECT,
+            "hook_event_name": "SessionEnd",
+        }
+        holder = subprocess.Popen(
+            [sys.executable, "-c", LOCK_HOLDER, str(paths.db)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         try:
             assert holder.stdout.readline().strip() == "locked"
             assert hook(payload).returncode == 0  # locked: the record goes to the spool
@@ -161,8 +186,16 @@ def test_every_file_is_private_and_the_socket_refuses_other_users(tmp_path, priv
         loose = {str(p): oct(m & 0o777) for p, m in found.items() if m & 0o077}
         assert not loose
         assert stat.S_IMODE(found[private_home]) == 0o700
-        for name in ("memory.db", "memory.db-wal", "memory.db-shm", "spool.jsonl", "daemon.status.json",
-                     "daemon.log", "daemon.lock", "config.toml"):
+        for name in (
+            "memory.db",
+            "memory.db-wal",
+            "memory.db-shm",
+            "spool.jsonl",
+            "daemon.status.json",
+            "daemon.log",
+            "daemon.lock",
+            "config.toml",
+        ):
             assert stat.S_IMODE(found[private_home / name]) == 0o600, name
         assert stat.S_ISSOCK(found[paths.socket]) and stat.S_IMODE(found[paths.socket]) == 0o600
         assert any(p.suffix == ".md" for p in found), "a digest was written and checked"
@@ -195,13 +228,25 @@ SECRETS = {
 SECRET_TALK = [
     ("user", f"Zanzibar deploys use the key {SECRETS['openai']} for the summariser, please keep it."),
     ("assistant", f"Zanzibar CI pushes with the token {SECRETS['github']} from the release workflow."),
-    ("user", f"Zanzibar backups: aws_access_key_id = {SECRETS['aws_key']} and "
-             f"aws_secret_access_key = {SECRETS['aws_secret']} in the backup profile."),
-    ("assistant", "Zanzibar bastion key, do not lose it:\n-----BEGIN OPENSSH PRIVATE KEY-----\n"
-                  f"{SECRETS['private_key']}\n{SECRETS['private_key'][::-1]}\n-----END OPENSSH PRIVATE KEY-----"),
+    (
+        "user",
+        f"Zanzibar backups: aws_access_key_id = {SECRETS['aws_key']} and "
+        f"aws_secret_access_key = {SECRETS['aws_secret']} in the backup profile.",
+    ),
+    (
+        "assistant",
+        "Zanzibar bastion key, do not lose it:\n-----BEGIN OPENSSH PRIVATE KEY-----\n"
+        f"{SECRETS['private_key']}\n{SECRETS['private_key'][::-1]}\n-----END OPENSSH PRIVATE KEY-----",
+    ),
     ("user", f"We decided the Zanzibar database config keeps DB_PASSWORD={SECRETS['password']} for now."),
-    ("assistant", f"The Zanzibar smoke test runs mysql --user=app password={SECRETS['shell_password']} -e 'select 1'."),
-    ("user", f"Zanzibar mirrors from https://deploy:{SECRETS['basic_auth']}@git.example.com/org/repo.git nightly."),
+    (
+        "assistant",
+        f"The Zanzibar smoke test runs mysql --user=app password={SECRETS['shell_password']} -e 'select 1'.",
+    ),
+    (
+        "user",
+        f"Zanzibar mirrors from https://deploy:{SECRETS['basic_auth']}@git.example.com/org/repo.git nightly.",
+    ),
 ]
 
 
@@ -213,10 +258,15 @@ def leaks(data: bytes) -> list[str]:
 def test_planted_secrets_reach_neither_storage_nor_logs_nor_endpoints(tmp_path, monkeypatch):
     path = write_transcript(project_dir(tmp_path) / "secret-session.jsonl", SECRET_TALK, cwd=PROJECT)
     fail_fast = {"status": 500, "retry_after": 0}
-    answer = {"content": json.dumps({"items": [{"type": "decision", "content": "Zanzibar exports stay private.",
-                                                "source_line": 1}]})}
+    answer = {
+        "content": json.dumps(
+            {"items": [{"type": "decision", "content": "Zanzibar exports stay private.", "source_line": 1}]}
+        )
+    }
     monkeypatch.setenv("TOTAL_RECALL_DAEMON_MAX_BATCH_MESSAGES", "4")
-    with FakeOpenAIProcess(tmp_path / "fake", {"chat": {"default": answer, "queue": [fail_fast] * 4}}) as fake:
+    with FakeOpenAIProcess(
+        tmp_path / "fake", {"chat": {"default": answer, "queue": [fail_fast] * 4}}
+    ) as fake:
         monkeypatch.setenv("TOTAL_RECALL_LLM_BASE_URL", fake.base_url)
         monkeypatch.setenv("TOTAL_RECALL_EMBED_PROVIDER", "openai")
         monkeypatch.setenv("TOTAL_RECALL_EMBED_BASE_URL", fake.base_url)
@@ -224,8 +274,17 @@ def test_planted_secrets_reach_neither_storage_nor_logs_nor_endpoints(tmp_path, 
         cli("init")
         log = tmp_path / "daemon.log"
         with daemon_process(log) as proc:  # at debug level: the most it ever logs
-            assert hook({"session_id": "secret-session", "transcript_path": str(path), "cwd": PROJECT,
-                         "hook_event_name": "SessionEnd"}).returncode == 0
+            assert (
+                hook(
+                    {
+                        "session_id": "secret-session",
+                        "transcript_path": str(path),
+                        "cwd": PROJECT,
+                        "hook_event_name": "SessionEnd",
+                    }
+                ).returncode
+                == 0
+            )
             wait_until_done(1, timeout=FINISH)
             assert cli_json("search", "Zanzibar", "--all-projects")
         requests = fake.requests()
@@ -292,8 +351,17 @@ def test_without_an_endpoint_nothing_touches_the_network(tmp_path, monkeypatch):
     path = write_transcript(project_dir(tmp_path) / "offline-session.jsonl", TALK, cwd=PROJECT)
     cli("init")
     with daemon_process(tmp_path / "daemon.log", serving=True) as proc:
-        assert hook({"session_id": "offline-session", "transcript_path": str(path), "cwd": PROJECT,
-                     "hook_event_name": "SessionEnd"}).returncode == 0
+        assert (
+            hook(
+                {
+                    "session_id": "offline-session",
+                    "transcript_path": str(path),
+                    "cwd": PROJECT,
+                    "hook_event_name": "SessionEnd",
+                }
+            ).returncode
+            == 0
+        )
         wait_until_done(1, timeout=FINISH)
         found = cli_json("search", "Zanzibar billing exports", "--all-projects")
         assert any("Zanzibar" in r["content"] for r in found)

@@ -12,16 +12,33 @@ from total_recall import config, projects
 from total_recall.errors import TotalRecallError
 
 HARD_PATHS = [
-    "/home/u/client-a", "/home/u/client_a", "/home/u/client.a", "/home/u/client a",
-    "/home/u/caf\u00e9", unicodedata.normalize("NFD", "/home/u/caf\u00e9"), "/home/u/\u65e5\u672c\u8a9e",
-    "/home/u/x y/", "/home/u/x y//", "/home/u//x y", "/home/u/./x y", "/home/u/w/../x y",
-    "/", "", "C:\\work\\repo", "/home/a b/c.d_e", "/tmp/\u00fcn\u00ef/x", "/x/" + "y" * 300,
-    "/home/u/emoji-\U0001f600", "/home/u/bad-\udcff-surrogate",
+    "/home/u/client-a",
+    "/home/u/client_a",
+    "/home/u/client.a",
+    "/home/u/client a",
+    "/home/u/caf\u00e9",
+    unicodedata.normalize("NFD", "/home/u/caf\u00e9"),
+    "/home/u/\u65e5\u672c\u8a9e",
+    "/home/u/x y/",
+    "/home/u/x y//",
+    "/home/u//x y",
+    "/home/u/./x y",
+    "/home/u/w/../x y",
+    "/",
+    "",
+    "C:\\work\\repo",
+    "/home/a b/c.d_e",
+    "/tmp/\u00fcn\u00ef/x",
+    "/x/" + "y" * 300,
+    "/home/u/emoji-\U0001f600",
+    "/home/u/bad-\udcff-surrogate",
 ]
 
 
 def hook_module():
-    spec = importlib.util.spec_from_file_location("session_start_hook", config.resource_dir("hooks") / "session_start.py")
+    spec = importlib.util.spec_from_file_location(
+        "session_start_hook", config.resource_dir("hooks") / "session_start.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -34,8 +51,10 @@ def test_the_hook_computes_the_same_digest_key(path):
 
 
 def test_folder_collisions_never_share_a_digest():
-    keys = {projects.digest_key(p) for p in ("/home/u/client-a", "/home/u/client_a", "/home/u/client.a",
-                                             "/home/u/client a")}
+    keys = {
+        projects.digest_key(p)
+        for p in ("/home/u/client-a", "/home/u/client_a", "/home/u/client.a", "/home/u/client a")
+    }
     assert len(keys) == 4
     assert len({projects.claude_folder(p) for p in ("/home/u/client-a", "/home/u/client_a")}) == 1
 
@@ -50,7 +69,9 @@ def test_one_project_whatever_its_spelling():
 def test_transcript_folder_is_claude_codes_rule(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert projects.transcript_folder("/home/u/my_app.v2") == "-home-u-my-app-v2"
-    assert projects.transcript_folder("caf\u00e9") == projects.claude_folder(os.path.join(str(tmp_path), "caf\u00e9"))
+    assert projects.transcript_folder("caf\u00e9") == projects.claude_folder(
+        os.path.join(str(tmp_path), "caf\u00e9")
+    )
     assert projects.transcript_folder("x").endswith("-x")
 
 

@@ -47,7 +47,7 @@ def test_system_prompt_states_the_contract():
 
 
 def test_user_message_carries_the_input_verbatim():
-    obj = build_input(HIERARCHY, [msg(1)], [msg(2, "Ünïcode — and \"quotes\"")])
+    obj = build_input(HIERARCHY, [msg(1)], [msg(2, 'Ünïcode — and "quotes"')])
     text = user_message(obj)
     head, _, tail = text.partition("\n\n")
     assert head and "JSON" in head
@@ -68,7 +68,11 @@ def test_build_input_shape():
         [{"id": 42, "type": "decision", "content": "Use SQLite."}],
     )
     assert obj == {
-        "hierarchy": {"project": {"name": "p", "summary": "s"}, "topic": {"name": "t", "summary": ""}, "span": None},
+        "hierarchy": {
+            "project": {"name": "p", "summary": "s"},
+            "topic": {"name": "t", "summary": ""},
+            "span": None,
+        },
         "recent_messages": [msg(1)],
         "new_messages": [msg(2)],
         "related_topics": [{"name": "older topic", "summary": "x", "session": "abc"}],
@@ -94,8 +98,14 @@ def test_over_budget_drops_oldest_recent_messages_first():
 
 def test_new_messages_are_never_dropped_even_over_budget():
     new = [msg(i, "w" * 1_000) for i in range(10)]
-    obj = build_input(HIERARCHY, [msg(100)], new, [{"name": "t", "summary": "s", "session": "x"}],
-                      [{"id": 1, "type": "todo", "content": "c"}], max_chars=2_000)
+    obj = build_input(
+        HIERARCHY,
+        [msg(100)],
+        new,
+        [{"name": "t", "summary": "s", "session": "x"}],
+        [{"id": 1, "type": "todo", "content": "c"}],
+        max_chars=2_000,
+    )
     assert [m["line"] for m in obj["new_messages"]] == list(range(10))
     assert obj["recent_messages"] == [] and obj["known_ideas"] == [] and obj["related_topics"] == []
 
@@ -167,7 +177,7 @@ def test_parse_does_not_return_an_inner_object_of_a_cut_off_answer():
 
 
 def test_parse_handles_braces_inside_strings():
-    obj = {"items": [{"content": "use {curly} and \"}\" in text"}]}
+    obj = {"items": [{"content": 'use {curly} and "}" in text'}]}
     assert parse_json_content("Result: " + json.dumps(obj) + " done") == obj
 
 
@@ -178,8 +188,14 @@ LINES = {10, 11, 12}
 
 
 def item(**overrides) -> dict:
-    base = {"type": "decision", "content": "We use SQLite.", "confidence": 0.8, "source_line": 10,
-            "entities": [{"name": "SQLite", "type": "technology"}], "answered": False}
+    base = {
+        "type": "decision",
+        "content": "We use SQLite.",
+        "confidence": 0.8,
+        "source_line": 10,
+        "entities": [{"name": "SQLite", "type": "technology"}],
+        "answered": False,
+    }
     base.update(overrides)
     return base
 
@@ -189,8 +205,10 @@ def test_valid_output_passes_unchanged():
         "topic_update": {"name": "Storage", "summary": "Choosing storage.", "start_line": 11},
         "new_span": {"name": "Vectors", "reason": "sub-question", "start_line": 12},
         "items": [item(), item(type="question", content="Which index?", source_line=11, answered=True)],
-        "relations": [{"from_line": 12, "to_idea_id": 42, "to_line": None, "type": "supersedes"},
-                      {"from_line": 12, "to_idea_id": None, "to_line": 11, "type": "answers"}],
+        "relations": [
+            {"from_line": 12, "to_idea_id": 42, "to_line": None, "type": "supersedes"},
+            {"from_line": 12, "to_idea_id": None, "to_line": 11, "type": "answers"},
+        ],
         "skip_lines": [{"line": 12, "reason": "acknowledgement"}],
     }
     result = validate_output(raw, LINES, {42})
@@ -205,8 +223,13 @@ def test_not_an_object_is_an_error():
 
 def test_empty_object_gives_empty_output():
     result = validate_output({}, LINES)
-    assert result.output == {"topic_update": {"name": "", "summary": ""}, "new_span": None,
-                             "items": [], "relations": [], "skip_lines": []}
+    assert result.output == {
+        "topic_update": {"name": "", "summary": ""},
+        "new_span": None,
+        "items": [],
+        "relations": [],
+        "skip_lines": [],
+    }
     assert result.dropped == 0
 
 
@@ -234,14 +257,16 @@ def test_bad_items_are_dropped_and_counted(bad):
 
 
 def test_item_coercions():
-    raw = {"items": [
-        item(confidence=3, type="Decision"),
-        item(confidence=-1, source_line="11"),
-        item(type="todo", answered=True),
-        item(type="question", answered="true"),
-        item(type="question", answered="false"),
-        {"type": "context", "content": "  I moved to Lisbon in May.  ", "source_line": 12},
-    ]}
+    raw = {
+        "items": [
+            item(confidence=3, type="Decision"),
+            item(confidence=-1, source_line="11"),
+            item(type="todo", answered=True),
+            item(type="question", answered="true"),
+            item(type="question", answered="false"),
+            {"type": "context", "content": "  I moved to Lisbon in May.  ", "source_line": 12},
+        ]
+    }
     items = validate_output(raw, LINES).output["items"]
     assert [i["confidence"] for i in items[:2]] == [1.0, 0.0]
     assert items[0]["type"] == "decision" and items[1]["source_line"] == 11
@@ -251,8 +276,21 @@ def test_item_coercions():
 
 
 def test_bad_entities_are_dropped_but_the_item_kept():
-    raw = {"items": [item(entities=["sqlite-vec", {"name": "Ana", "type": "person"}, {"name": "x", "type": "city"},
-                                    {"name": ""}, 7, {"type": "file"}, {"name": "SQLITE-VEC", "type": "technology"}])]}
+    raw = {
+        "items": [
+            item(
+                entities=[
+                    "sqlite-vec",
+                    {"name": "Ana", "type": "person"},
+                    {"name": "x", "type": "city"},
+                    {"name": ""},
+                    7,
+                    {"type": "file"},
+                    {"name": "SQLITE-VEC", "type": "technology"},
+                ]
+            )
+        ]
+    }
     result = validate_output(raw, LINES)
     assert result.dropped == 0
     assert result.output["items"][0]["entities"] == [
@@ -291,11 +329,17 @@ def test_skip_lines_accepts_ints_and_objects_in_the_batch_only():
 
 @pytest.mark.parametrize("topic", [None, "Storage", {"summary": "no name"}, {"name": ""}, {"name": 5}])
 def test_missing_or_bad_topic_update_keeps_the_current_topic(topic):
-    assert validate_output({"topic_update": topic}, LINES).output["topic_update"] == {"name": "", "summary": ""}
+    assert validate_output({"topic_update": topic}, LINES).output["topic_update"] == {
+        "name": "",
+        "summary": "",
+    }
 
 
 def test_topic_start_line_outside_the_batch_is_ignored():
-    raw = {"topic_update": {"name": "T", "summary": "S", "start_line": 3}, "new_span": {"name": "N", "start_line": 4}}
+    raw = {
+        "topic_update": {"name": "T", "summary": "S", "start_line": 3},
+        "new_span": {"name": "N", "start_line": 4},
+    }
     out = validate_output(raw, LINES).output
     assert out["topic_update"] == {"name": "T", "summary": "S"}
     assert out["new_span"] == {"name": "N", "reason": ""}
@@ -308,19 +352,50 @@ def test_unknown_keys_are_ignored():
 
 
 def test_overlong_text_is_cut():
-    out = validate_output({"items": [item(content="a" * 50_000)], "topic_update": {"name": "n" * 1_000}}, LINES)
+    out = validate_output(
+        {"items": [item(content="a" * 50_000)], "topic_update": {"name": "n" * 1_000}}, LINES
+    )
     assert len(out.output["items"][0]["content"]) <= 2_000
     assert len(out.output["topic_update"]["name"]) <= 200
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-5, 20) | st.floats(allow_nan=True) | st.text(max_size=8)
+    st.none()
+    | st.booleans()
+    | st.integers(-5, 20)
+    | st.floats(allow_nan=True)
+    | st.text(max_size=8)
     | st.sampled_from([*INTENTS, *RELATION_TYPES, *ENTITY_TYPES, 10, 11, 12, 42]),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
-        st.sampled_from(["type", "content", "confidence", "source_line", "entities", "answered", "name",
-                         "summary", "start_line", "from_line", "to_line", "to_idea_id", "line", "reason",
-                         "items", "relations", "skip_lines", "topic_update", "new_span"]),
-        inner, max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "type",
+                    "content",
+                    "confidence",
+                    "source_line",
+                    "entities",
+                    "answered",
+                    "name",
+                    "summary",
+                    "start_line",
+                    "from_line",
+                    "to_line",
+                    "to_idea_id",
+                    "line",
+                    "reason",
+                    "items",
+                    "relations",
+                    "skip_lines",
+                    "topic_update",
+                    "new_span",
+                ]
+            ),
+            inner,
+            max_size=8,
+        )
+    ),
     max_leaves=40,
 )
 

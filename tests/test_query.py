@@ -15,24 +15,30 @@ def day(y: int, m: int, d: int) -> datetime:
     return datetime(y, m, d, tzinfo=timezone.utc)
 
 
-@pytest.mark.parametrize("text, named", [
-    ("What did Gina find for her store on 1 February, 2023?", day(2023, 2, 1)),
-    ("what painting did she show on October 13, 2023", day(2023, 10, 13)),
-    ("what did we decide on 2026-03-02 about the cache", day(2026, 3, 2)),
-    ("what did we decide on March 3rd", day(2026, 3, 3)),
-    ("what broke on the 5th of December", day(2025, 12, 5)),  # no year: the latest past one
-    ("what broke on Dec. 2nd", day(2025, 12, 2)),
-])
+@pytest.mark.parametrize(
+    "text, named",
+    [
+        ("What did Gina find for her store on 1 February, 2023?", day(2023, 2, 1)),
+        ("what painting did she show on October 13, 2023", day(2023, 10, 13)),
+        ("what did we decide on 2026-03-02 about the cache", day(2026, 3, 2)),
+        ("what did we decide on March 3rd", day(2026, 3, 3)),
+        ("what broke on the 5th of December", day(2025, 12, 5)),  # no year: the latest past one
+        ("what broke on Dec. 2nd", day(2025, 12, 2)),
+    ],
+)
 def test_a_named_day_is_that_day_with_a_day_either_side(text, named):
     assert query.temporal(text, NOW) == (named - timedelta(days=1), named + timedelta(days=2))
 
 
-@pytest.mark.parametrize("text", [
-    "fix the February 30th, 2024 rollover",  # names no day
-    "the may 2023 release notes",           # a month, not a day, and no "in"
-    "we may 5 times retry the upload",      # "may" the verb
-    "what did we decide about the cache",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "fix the February 30th, 2024 rollover",  # names no day
+        "the may 2023 release notes",  # a month, not a day, and no "in"
+        "we may 5 times retry the upload",  # "may" the verb
+        "what did we decide about the cache",
+    ],
+)
 def test_text_that_names_no_day_gives_no_day_range(text):
     assert query.named_day(text.lower(), NOW) is None
 
@@ -42,15 +48,21 @@ def test_explicit_since_and_months_keep_their_meaning():
     assert query.temporal("what did we decide in march", NOW) == (day(2026, 3, 1), day(2026, 4, 1))
 
 
-@pytest.mark.parametrize("text, side", [
-    ("Have I obtained an API key for this project?", "user"),
-    ("What did I ask about the terminal scrolling?", "user"),
-    ("My form validation: which library did we settle on?", "user"),
-    ("How did you recommend throttling the retries?", "assistant"),
-    ("What was your advice on the cache?", "assistant"),
-    ("What did you tell me about my deploy script?", "assistant"),  # "you" asks about the assistant's words
-    ("What did Gina find for her clothing store?", None),
-    ("redis connection pool decision", None),
-])
+@pytest.mark.parametrize(
+    "text, side",
+    [
+        ("Have I obtained an API key for this project?", "user"),
+        ("What did I ask about the terminal scrolling?", "user"),
+        ("My form validation: which library did we settle on?", "user"),
+        ("How did you recommend throttling the retries?", "assistant"),
+        ("What was your advice on the cache?", "assistant"),
+        (
+            "What did you tell me about my deploy script?",
+            "assistant",
+        ),  # "you" asks about the assistant's words
+        ("What did Gina find for her clothing store?", None),
+        ("redis connection pool decision", None),
+    ],
+)
 def test_a_question_names_the_side_of_the_conversation_by_its_pronouns(text, side):
     assert query.analyze(text, NOW).speaker == side

@@ -11,14 +11,29 @@ SESSION = "5d0f6a7e-0000-4000-8000-000000000001"
 
 
 def _line(kind: str, content, n: int, msg_id: str | None = None) -> str:
-    base = {"parentUuid": None, "isSidechain": False, "userType": "external", "cwd": PROJECT, "sessionId": SESSION,
-            "version": "2.1.39", "gitBranch": "main", "uuid": f"00000000-0000-4000-8000-{n:012d}",
-            "timestamp": f"2026-03-02T10:{n:02d}:00.000Z", "type": kind}
+    base = {
+        "parentUuid": None,
+        "isSidechain": False,
+        "userType": "external",
+        "cwd": PROJECT,
+        "sessionId": SESSION,
+        "version": "2.1.39",
+        "gitBranch": "main",
+        "uuid": f"00000000-0000-4000-8000-{n:012d}",
+        "timestamp": f"2026-03-02T10:{n:02d}:00.000Z",
+        "type": kind,
+    }
     if kind == "user":
         base["message"] = {"role": "user", "content": content}
     else:
-        base["message"] = {"id": msg_id, "type": "message", "role": "assistant", "model": "claude-x",
-                           "content": content, "stop_reason": None}
+        base["message"] = {
+            "id": msg_id,
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-x",
+            "content": content,
+            "stop_reason": None,
+        }
     return json.dumps(base)
 
 
@@ -27,15 +42,41 @@ def transcript(claude_dir):
     holding an error only it mentions, and a short user reply."""
     lines = [
         _line("user", "The session cache keeps dropping logins, can you look at it?", 1),
-        _line("assistant", [{"type": "thinking", "thinking": "Let me think about the cache.", "signature": "x"}],
-              2, "msg_a"),
-        _line("assistant", [{"type": "text", "text": "We should move the session cache from memcached to Redis "
-                                                     "because memcached evicts entries under memory pressure."}],
-              3, "msg_a"),
-        _line("assistant", [{"type": "tool_use", "id": "toolu_1", "name": "Bash",
-                             "input": {"command": "redis-cli ping"}}], 4, "msg_a"),
-        _line("user", [{"type": "tool_result", "tool_use_id": "toolu_1",
-                        "content": "Could not connect to Redis at 127.0.0.1:6379: ECONNREFUSED"}], 5),
+        _line(
+            "assistant",
+            [{"type": "thinking", "thinking": "Let me think about the cache.", "signature": "x"}],
+            2,
+            "msg_a",
+        ),
+        _line(
+            "assistant",
+            [
+                {
+                    "type": "text",
+                    "text": "We should move the session cache from memcached to Redis "
+                    "because memcached evicts entries under memory pressure.",
+                }
+            ],
+            3,
+            "msg_a",
+        ),
+        _line(
+            "assistant",
+            [{"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "redis-cli ping"}}],
+            4,
+            "msg_a",
+        ),
+        _line(
+            "user",
+            [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_1",
+                    "content": "Could not connect to Redis at 127.0.0.1:6379: ECONNREFUSED",
+                }
+            ],
+            5,
+        ),
         _line("user", "ok, do it", 6),
     ]
     path = claude_dir / "projects" / "-home-dev-projects-atlas" / f"{SESSION}.jsonl"
@@ -68,7 +109,9 @@ def test_a_line_with_no_memory_is_found_by_its_words_as_a_message(tmp_path):
 
 def test_a_line_found_by_its_words_is_shown_as_its_idea_once(tmp_path):
     transcript(tmp_path / "claude")
-    hits = cli_json("search", "memcached evicts entries under memory pressure", "--project", "atlas", "-k", "10")
+    hits = cli_json(
+        "search", "memcached evicts entries under memory pressure", "--project", "atlas", "-k", "10"
+    )
     lines = [(r["source_file"], r["source_line"]) for r in hits if r["kind"] in ("idea", "message")]
     assert len(lines) == len(set(lines))  # one result per transcript line
     top = hits[0]
@@ -88,7 +131,9 @@ def test_forget_removes_the_lines_words_from_search(tmp_path):
     cli("forget", str(idea))
     hits = cli_json("search", "memcached evicts entries under memory pressure", "--project", "atlas")
     assert all((r["source_file"], r.get("source_line")) != (str(path), 3) for r in hits)
-    assert db_rows("SELECT count(*) FROM chunks WHERE source_file = ? AND source_line = 3", (str(path),)) == [(0,)]
+    assert db_rows("SELECT count(*) FROM chunks WHERE source_file = ? AND source_line = 3", (str(path),)) == [
+        (0,)
+    ]
 
 
 def test_an_idea_that_is_its_whole_line_shares_the_lines_vector_and_a_part_has_its_own(tmp_path):
@@ -96,21 +141,47 @@ def test_an_idea_that_is_its_whole_line_shares_the_lines_vector_and_a_part_has_i
     takes the window's vector; an idea that is one sentence of a longer turn is embedded itself."""
     path = tmp_path / "claude" / "projects" / "-home-dev-projects-atlas" / f"{SESSION}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join([
-        _line("user", "Thanks, Sam! We decided to use PostgreSQL for the job queue because it already stores the orders.", 1),
-        _line("assistant", [{"type": "text", "text": (
-            "I read the worker logs from last night and the two crash reports that came with them. "
-            "We decided to pin redis-py to 5.0 because 5.1 breaks the connection pool. "
-            "The dashboards, the staging copy and the nightly export all look fine to me, and nothing "
-            "else in the logs stood out as worth a closer look this morning.")}], 2, "msg_b"),
-    ]) + "\n")
+    path.write_text(
+        "\n".join(
+            [
+                _line(
+                    "user",
+                    "Thanks, Sam! We decided to use PostgreSQL for the job queue because it already stores the orders.",
+                    1,
+                ),
+                _line(
+                    "assistant",
+                    [
+                        {
+                            "type": "text",
+                            "text": (
+                                "I read the worker logs from last night and the two crash reports that came with them. "
+                                "We decided to pin redis-py to 5.0 because 5.1 breaks the connection pool. "
+                                "The dashboards, the staging copy and the nightly export all look fine to me, and nothing "
+                                "else in the logs stood out as worth a closer look this morning."
+                            ),
+                        }
+                    ],
+                    2,
+                    "msg_b",
+                ),
+            ]
+        )
+        + "\n"
+    )
     cli("backfill", str(path), "--wait")
 
     def vectors(line: int) -> tuple[list[bytes], list[bytes]]:
-        ideas = db_rows("SELECT e.embedding FROM ideas i JOIN idea_embeddings e ON e.idea_id = i.id "
-                        "WHERE i.source_line = ?", (line,))
-        chunks = db_rows("SELECT e.embedding FROM chunks c JOIN chunk_embeddings e ON e.chunk_id = c.id "
-                         "WHERE c.source_line = ?", (line,))
+        ideas = db_rows(
+            "SELECT e.embedding FROM ideas i JOIN idea_embeddings e ON e.idea_id = i.id "
+            "WHERE i.source_line = ?",
+            (line,),
+        )
+        chunks = db_rows(
+            "SELECT e.embedding FROM chunks c JOIN chunk_embeddings e ON e.chunk_id = c.id "
+            "WHERE c.source_line = ?",
+            (line,),
+        )
         return [r[0] for r in ideas], [r[0] for r in chunks]
 
     ideas, chunks = vectors(1)
@@ -124,12 +195,28 @@ def test_a_question_about_what_i_said_or_what_you_said_ranks_that_sides_line_fir
     """Both sides talk about the retry limit; the question's pronouns pick whose line comes first."""
     path = tmp_path / "claude" / "projects" / "-home-dev-projects-atlas" / f"{SESSION}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join([
-        _line("user", "I think the upload retry limit should be three attempts with a short backoff.", 1),
-        _line("assistant", [{"type": "text", "text": "A retry limit of five attempts with exponential backoff "
-                                                     "suits the upload better, since the storage API throttles."}],
-              2, "msg_c"),
-    ]) + "\n")
+    path.write_text(
+        "\n".join(
+            [
+                _line(
+                    "user", "I think the upload retry limit should be three attempts with a short backoff.", 1
+                ),
+                _line(
+                    "assistant",
+                    [
+                        {
+                            "type": "text",
+                            "text": "A retry limit of five attempts with exponential backoff "
+                            "suits the upload better, since the storage API throttles.",
+                        }
+                    ],
+                    2,
+                    "msg_c",
+                ),
+            ]
+        )
+        + "\n"
+    )
     cli("backfill", str(path), "--wait")
     mine = cli_json("search", "what retry limit for the upload did I want", "--project", "atlas")
     yours = cli_json("search", "what retry limit for the upload did you recommend", "--project", "atlas")

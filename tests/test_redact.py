@@ -15,15 +15,34 @@ PLANTED = [
     # (kind, text with the secret, the secret)
     ("openai_key", f"my key is {OPENAI} okay", OPENAI),
     ("openai_key", "old style sk-Ab3dEf6hIj9kLm2nOp5qRs8t in the env", "sk-Ab3dEf6hIj9kLm2nOp5qRs8t"),
-    ("anthropic_key", "use sk-ant-api03-Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2 for claude", "sk-ant-api03-Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2"),
+    (
+        "anthropic_key",
+        "use sk-ant-api03-Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2 for claude",
+        "sk-ant-api03-Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2",
+    ),
     ("github_token", f"push with {GITHUB} please", GITHUB),
-    ("github_token", "pat github_pat_11ABCDEFG0123456789_abcdefghijKLMNOP here", "github_pat_11ABCDEFG0123456789_abcdefghijKLMNOP"),
+    (
+        "github_token",
+        "pat github_pat_11ABCDEFG0123456789_abcdefghijKLMNOP here",
+        "github_pat_11ABCDEFG0123456789_abcdefghijKLMNOP",
+    ),
     ("aws_access_key", "the id AKIAIOSFODNN7EXAMPLE is set", "AKIAIOSFODNN7EXAMPLE"),
-    ("aws_secret", "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\nregion", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"),
+    (
+        "aws_secret",
+        "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\nregion",
+        "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    ),
     ("slack_token", "bot xoxb-123456789012-abcdefghijKL posts", "xoxb-123456789012-abcdefghijKL"),
-    ("google_api_key", "maps AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q done", "AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q"),
-    ("jwt", "cookie eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTYifQ.dBjftJeZ4CVPmB92K27uhbUJU1p1r end",
-     "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTYifQ.dBjftJeZ4CVPmB92K27uhbUJU1p1r"),
+    (
+        "google_api_key",
+        "maps AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q done",
+        "AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q",
+    ),
+    (
+        "jwt",
+        "cookie eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTYifQ.dBjftJeZ4CVPmB92K27uhbUJU1p1r end",
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTYifQ.dBjftJeZ4CVPmB92K27uhbUJU1p1r",
+    ),
     ("bearer_token", "curl -H 'Authorization: Bearer abc123DEF456ghi789JKL' url", "abc123DEF456ghi789JKL"),
     ("authorization", "Authorization: Basic dXNlcjpwYXNzd29yZA== sent", "dXNlcjpwYXNzd29yZA=="),
     ("password", "connect to postgres://admin:s3cr3t-pw@db.example.com:5432/app now", "s3cr3t-pw"),
@@ -43,7 +62,9 @@ PLANTED = [
 ]
 
 
-@pytest.mark.parametrize(("kind", "text", "secret"), PLANTED, ids=[f"{k}-{i}" for i, (k, _, _) in enumerate(PLANTED)])
+@pytest.mark.parametrize(
+    ("kind", "text", "secret"), PLANTED, ids=[f"{k}-{i}" for i, (k, _, _) in enumerate(PLANTED)]
+)
 def test_planted_secret_is_replaced_and_the_rest_kept(kind, text, secret):
     out, count = redact_count(text)
     assert secret not in out
@@ -113,8 +134,12 @@ def test_redaction_is_idempotent(text):
     assert redact(once) == once
 
 
-@given(st.lists(st.sampled_from(["the", "password", "policy", "token", "is", "weak", "secret", "api", "key", "."]),
-                max_size=60))
+@given(
+    st.lists(
+        st.sampled_from(["the", "password", "policy", "token", "is", "weak", "secret", "api", "key", "."]),
+        max_size=60,
+    )
+)
 def test_sentences_made_of_words_are_never_touched(words):
     text = " ".join(words)
     assert redact(text) == text

@@ -94,18 +94,27 @@ def test_backfill_summary_says_what_really_happened(tmp_path):
         claims = [queue.claim_next(database, now=now, window=0, lease=60) for _ in files]
         by_path = {c.transcript_path: c for c in claims}
         queue.complete(database, by_path[files[0]])
-        queue.fail(database, by_path[files[1]], "UnicodeEncodeError: surrogates not allowed", transient=False,
-                   max_attempts=5, now=now)
-        queue.fail(database, by_path[files[2]], "TranscriptError: broken", transient=False, max_attempts=1,
-                   now=now)
+        queue.fail(
+            database,
+            by_path[files[1]],
+            "UnicodeEncodeError: surrogates not allowed",
+            transient=False,
+            max_attempts=5,
+            now=now,
+        )
+        queue.fail(
+            database, by_path[files[2]], "TranscriptError: broken", transient=False, max_attempts=1, now=now
+        )
         queue.release(database, by_path[files[3]])
         out = backfill.outcome(database, files)
     finally:
         database.close()
     assert (out["indexed"], out["pending_with_errors"], out["parked"], out["still_pending"]) == (1, 1, 1, 1)
     states = {p["transcript"]: (p["state"], p["error"]) for p in out["problems"]}
-    assert states == {files[1]: ("pending", "UnicodeEncodeError: surrogates not allowed"),
-                      files[2]: ("parked", "TranscriptError: broken")}
+    assert states == {
+        files[1]: ("pending", "UnicodeEncodeError: surrogates not allowed"),
+        files[2]: ("parked", "TranscriptError: broken"),
+    }
 
 
 # --- stop, restart, uninstall: nothing of ours keeps running ---------------------------------
@@ -141,8 +150,9 @@ needs_proc = pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason=
 
 
 @needs_proc
-def test_up_reports_the_detached_daemon_truthfully_and_stop_ends_it(tmp_path, fake, no_service_manager,
-                                                                     isolated_home):
+def test_up_reports_the_detached_daemon_truthfully_and_stop_ends_it(
+    tmp_path, fake, no_service_manager, isolated_home
+):
     out = cli_json("up", "--no-backfill", timeout=120)
     daemon = out["daemon"]
     assert daemon["running"] and daemon["managed_by"] == "detached" and daemon["started_now"], out
@@ -150,8 +160,11 @@ def test_up_reports_the_detached_daemon_truthfully_and_stop_ends_it(tmp_path, fa
     assert processes_of_ours(isolated_home) == [daemon["pid"]]
     again = cli_json("up", "--no-backfill", timeout=120)
     assert (again["daemon"]["pid"], again["daemon"]["started_now"]) == (daemon["pid"], False)
-    assert cli_json("service", "status")["daemon"] == {"running": True, "pid": daemon["pid"],
-                                                      "managed_by": "detached"}
+    assert cli_json("service", "status")["daemon"] == {
+        "running": True,
+        "pid": daemon["pid"],
+        "managed_by": "detached",
+    }
     assert cli_json("status")["pid"] == daemon["pid"]
 
     stopped = cli_json("stop", timeout=120)
@@ -173,7 +186,8 @@ def test_uninstall_after_up_leaves_no_process_of_ours(tmp_path, fake, no_service
 
 @needs_proc
 def test_restart_replaces_the_daemon_and_stop_removes_a_dead_daemons_socket(
-        tmp_path, fake, no_service_manager, isolated_home):
+    tmp_path, fake, no_service_manager, isolated_home
+):
     from helpers import start_daemon, wait_for_socket
 
     proc = start_daemon(tmp_path / "daemon.log")
@@ -195,8 +209,9 @@ def test_restart_replaces_the_daemon_and_stop_removes_a_dead_daemons_socket(
 # --- output: closed pipes and readable times ---------------------------------------------------
 
 
-@pytest.mark.parametrize("args", [("status",), ("stats",), ("search", "caddy"), ("digest", "robust"),
-                                  ("status", "--json")])
+@pytest.mark.parametrize(
+    "args", [("status",), ("stats",), ("search", "caddy"), ("digest", "robust"), ("status", "--json")]
+)
 def test_a_closed_pipe_ends_quietly(tmp_path, fake, args):
     import subprocess
     import sys
@@ -205,8 +220,12 @@ def test_a_closed_pipe_ends_quietly(tmp_path, fake, args):
 
     path = transcript(tmp_path)
     cli("backfill", str(path), "--wait", timeout=120)
-    proc = subprocess.Popen([sys.executable, "-m", "total_recall", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env())
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "total_recall", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env(),
+    )
     proc.stdout.close()  # the reader is gone before anything is written, as with `| head -0`
     err = proc.stderr.read().decode()
     proc.wait(timeout=120)
@@ -217,8 +236,9 @@ def test_status_shows_local_times_and_ages():
     from total_recall import report
 
     now = time.time()
-    shown = report.readable_times({"running": True, "pid": 7, "started": now - 185,
-                                   "last_batch": {"at": now - 7200, "ideas": 3}}, now)
+    shown = report.readable_times(
+        {"running": True, "pid": 7, "started": now - 185, "last_batch": {"at": now - 7200, "ideas": 3}}, now
+    )
     assert shown["started"] == time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now - 185)) + " (3 min ago)"
     assert shown["last_batch"]["at"].endswith("(2 h ago)") and shown["last_batch"]["ideas"] == 3
     assert shown["pid"] == 7 and shown["running"] is True
@@ -333,8 +353,14 @@ def session_start_text() -> str:
     from helpers import REPO, env
 
     hook = REPO / "hooks" / "session_start.py"
-    done = subprocess.run([sys.executable, "-I", "-S", str(hook)], input=json.dumps({"cwd": PROJECT}),
-                          capture_output=True, text=True, env=env(), timeout=30)
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", str(hook)],
+        input=json.dumps({"cwd": PROJECT}),
+        capture_output=True,
+        text=True,
+        env=env(),
+        timeout=30,
+    )
     return done.stdout
 
 
@@ -406,8 +432,9 @@ def test_hyde_without_an_endpoint_says_so_once(tmp_path, fake):
 def test_an_edited_memory_gets_its_vector_at_once_and_is_found(tmp_path, fake):
     cli("backfill", str(transcript(tmp_path)), "--wait", timeout=120)
     idea = db_rows("SELECT id FROM ideas WHERE content LIKE '%Caddy%'")[0][0]
-    out = cli_json("edit", str(idea),
-                   "We chose Traefik as the ingress router because it reads Docker labels.")
+    out = cli_json(
+        "edit", str(idea), "We chose Traefik as the ingress router because it reads Docker labels."
+    )
     assert out["embedded"] is True
     assert db_rows("SELECT needs_embedding FROM ideas WHERE id = ?", (idea,)) == [(0,)]
     assert db_rows("SELECT count(*) FROM idea_embeddings WHERE idea_id = ?", (idea,)) == [(1,)]
@@ -434,13 +461,21 @@ def test_a_spool_lock_held_forever_does_not_hang_the_daemon(tmp_path, fake):
     from helpers import hook
 
     path = transcript(tmp_path)
-    payload = {"session_id": "sess-robust", "transcript_path": str(path), "cwd": PROJECT,
-               "hook_event_name": "SessionEnd"}
+    payload = {
+        "session_id": "sess-robust",
+        "transcript_path": str(path),
+        "cwd": PROJECT,
+        "hook_event_name": "SessionEnd",
+    }
     assert hook(payload).returncode == 0  # no database yet: the record goes to the spool
     spool = config.paths().spool
     assert spool.exists()
-    holder = subprocess.Popen([sys.executable, "-c", SPOOL_HOLDER, str(spool)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", SPOOL_HOLDER, str(spool)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
         started = time.monotonic()
@@ -540,13 +575,19 @@ def test_recover_steps_over_a_corrupt_page_and_keeps_the_rows_after_it():
     with database.write():
         database.executemany(
             "INSERT INTO llm_calls (at, extractor, model, messages, prompt_tokens, completion_tokens, ok, error) "
-            "VALUES (?, 'llm', 'm', 1, 1, 1, 1, ?)", [(i, "x" * 200) for i in range(5000)])
+            "VALUES (?, 'llm', 'm', 1, 1, 1, 1, ?)",
+            [(i, "x" * 200) for i in range(5000)],
+        )
     database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     database.close()
     conn = sqlite3.connect(config.paths().db)
     try:
-        leaves = [r[0] for r in conn.execute(
-            "SELECT pageno FROM dbstat WHERE name = 'llm_calls' AND pagetype = 'leaf' ORDER BY pageno")]
+        leaves = [
+            r[0]
+            for r in conn.execute(
+                "SELECT pageno FROM dbstat WHERE name = 'llm_calls' AND pagetype = 'leaf' ORDER BY pageno"
+            )
+        ]
     except sqlite3.OperationalError:
         pytest.skip("this SQLite has no dbstat table")
     size = conn.execute("PRAGMA page_size").fetchone()[0]

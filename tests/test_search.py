@@ -31,10 +31,18 @@ def two_sessions_indexed(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         home = isolate(base, mp)
         claude = base / "claude"
-        old = index(claude, "old", [("user", "We decided to deploy the atlas API with Docker Compose.")],
-                    NOW - timedelta(days=40))
-        new = index(claude, "new", [("user", "We decided to deploy the atlas API with Kubernetes Helm charts.")],
-                    NOW - timedelta(hours=30))
+        old = index(
+            claude,
+            "old",
+            [("user", "We decided to deploy the atlas API with Docker Compose.")],
+            NOW - timedelta(days=40),
+        )
+        new = index(
+            claude,
+            "new",
+            [("user", "We decided to deploy the atlas API with Kubernetes Helm charts.")],
+            NOW - timedelta(hours=30),
+        )
     return home, old, new
 
 
@@ -52,21 +60,28 @@ def test_time_filter_excludes_older_sessions(two_sessions):
     recent = cli_json("search", "how do we deploy the atlas API last week", "--project", "atlas")
     assert recent and {r["source_file"] for r in recent} == {str(new)}
     since = (NOW - timedelta(days=10)).strftime("%Y-%m-%d")
-    assert {r["source_file"] for r in cli_json("search", f"deploy since {since}", "--project", "atlas")} == {str(new)}
+    assert {r["source_file"] for r in cli_json("search", f"deploy since {since}", "--project", "atlas")} == {
+        str(new)
+    }
     before = cli_json("search", f"deploy before {since}", "--project", "atlas")
     assert before and {r["source_file"] for r in before} == {str(old)}
 
 
 def test_session_spans_are_never_results(two_sessions):
     for query in ("deploy", "atlas API", "session"):
-        assert all(r.get("depth", 1) > 0 for r in cli_json("search", query, "--all-projects") if r["kind"] == "span")
+        assert all(
+            r.get("depth", 1) > 0 for r in cli_json("search", query, "--all-projects") if r["kind"] == "span"
+        )
 
 
 def test_intent_filter_and_project_scope(two_sessions, tmp_path):
     claude = tmp_path / "claude"
     other = claude / "projects" / "-home-dev-projects-zephyr" / "z.jsonl"
-    write_transcript(other, [("user", "We decided to deploy zephyr with Docker Compose too.")],
-                     cwd="/home/dev/projects/zephyr")
+    write_transcript(
+        other,
+        [("user", "We decided to deploy zephyr with Docker Compose too.")],
+        cwd="/home/dev/projects/zephyr",
+    )
     cli("backfill", str(other), "--wait")
     scoped = cli_json("search", "decisions about deploying", "--project", "atlas")
     assert scoped and all(r["intent"] == "decision" and r["project"] == PROJECT for r in scoped)
@@ -78,14 +93,25 @@ def test_intent_filter_and_project_scope(two_sessions, tmp_path):
 
 def test_queries_file_answers_each_line_in_order(two_sessions, tmp_path):
     queries = tmp_path / "q.jsonl"
-    queries.write_text("\n".join(json.dumps(q) for q in [
-        {"query": "Kubernetes Helm charts", "project": PROJECT, "k": 1},
-        {"query": "Docker Compose", "project": "atlas", "k": 2},
-        {"query": "nothing like this was ever said zzzqqq", "project": PROJECT, "k": 3},
-    ]) + "\n")
-    lines = [json.loads(line) for line in cli("search", "--queries", str(queries), "--json").stdout.splitlines()]
-    assert [r["query"] for r in lines] == ["Kubernetes Helm charts", "Docker Compose",
-                                          "nothing like this was ever said zzzqqq"]
+    queries.write_text(
+        "\n".join(
+            json.dumps(q)
+            for q in [
+                {"query": "Kubernetes Helm charts", "project": PROJECT, "k": 1},
+                {"query": "Docker Compose", "project": "atlas", "k": 2},
+                {"query": "nothing like this was ever said zzzqqq", "project": PROJECT, "k": 3},
+            ]
+        )
+        + "\n"
+    )
+    lines = [
+        json.loads(line) for line in cli("search", "--queries", str(queries), "--json").stdout.splitlines()
+    ]
+    assert [r["query"] for r in lines] == [
+        "Kubernetes Helm charts",
+        "Docker Compose",
+        "nothing like this was ever said zzzqqq",
+    ]
     assert len(lines[0]["results"]) == 1 and "Helm" in lines[0]["results"][0]["content"]
     assert "Compose" in lines[1]["results"][0]["content"]
     for line in lines:
@@ -96,14 +122,23 @@ def test_queries_file_answers_each_line_in_order(two_sessions, tmp_path):
 
 
 def test_hostile_queries_return_results_or_nothing(two_sessions, tmp_path):
-    for query in ['"unbalanced', "deploy*", "NEAR(deploy atlas)", "content:deploy", "deploy AND OR NOT",
-                  "(((", "'; DROP TABLE ideas; --", "\x07deploy\x1b[31m\x7f", "x" * 100_000]:
+    for query in [
+        '"unbalanced',
+        "deploy*",
+        "NEAR(deploy atlas)",
+        "content:deploy",
+        "deploy AND OR NOT",
+        "(((",
+        "'; DROP TABLE ideas; --",
+        "\x07deploy\x1b[31m\x7f",
+        "x" * 100_000,
+    ]:
         proc = cli("search", "--json", "--all-projects", "--", query, check=False)
         assert proc.returncode == 0, (query[:40], proc.stderr)
         assert isinstance(json.loads(proc.stdout), list)
     # A NUL byte cannot travel in argv; it can in a --queries file.
     queries = tmp_path / "hostile.jsonl"
-    queries.write_text(json.dumps({"query": "\x00deploy\x00 \"*( NEAR", "project": PROJECT}) + "\n")
+    queries.write_text(json.dumps({"query": '\x00deploy\x00 "*( NEAR', "project": PROJECT}) + "\n")
     assert len(cli("search", "--queries", str(queries)).stdout.splitlines()) == 1
     assert cli_json("search", "Kubernetes", "--all-projects")  # tables intact
 
@@ -120,15 +155,38 @@ def _frontmatter(text: str) -> dict:
     return fields
 
 
-KNOWN_FIELDS = {"name", "description", "when_to_use", "argument-hint", "arguments", "allowed-tools",
-                "disable-model-invocation", "user-invocable", "model", "effort", "context", "agent",
-                "background", "hooks", "paths", "shell", "license", "compatibility", "metadata"}
+KNOWN_FIELDS = {
+    "name",
+    "description",
+    "when_to_use",
+    "argument-hint",
+    "arguments",
+    "allowed-tools",
+    "disable-model-invocation",
+    "user-invocable",
+    "model",
+    "effort",
+    "context",
+    "agent",
+    "background",
+    "hooks",
+    "paths",
+    "shell",
+    "license",
+    "compatibility",
+    "metadata",
+}
 
 
 def test_skills_are_valid_and_call_commands_that_exist():
     skills = sorted((REPO / "skills").glob("*/SKILL.md"))
-    assert {p.parent.name for p in skills} == {"remember", "memory-backfill", "memory-stats", "memory-topics",
-                                             "memorize"}
+    assert {p.parent.name for p in skills} == {
+        "remember",
+        "memory-backfill",
+        "memory-stats",
+        "memory-topics",
+        "memorize",
+    }
     commands = set(cli_module.COMMANDS)
     for path in skills:
         fields = _frontmatter(path.read_text())
@@ -149,6 +207,10 @@ def test_every_skill_command_line_parses():
     parser = cli_module.build_parser()
     for path in (REPO / "skills").glob("*/SKILL.md"):
         for line in re.findall(r"`(total-recall [^`]+)`", path.read_text()):
-            argv = [a for a in shlex.split(line.replace("$ARGUMENTS", "query").replace(
-                "${CLAUDE_SESSION_ID}", "abc"))[1:]]
+            argv = [
+                a
+                for a in shlex.split(
+                    line.replace("$ARGUMENTS", "query").replace("${CLAUDE_SESSION_ID}", "abc")
+                )[1:]
+            ]
             parser.parse_args(argv)  # raises SystemExit on an unknown option

@@ -15,7 +15,7 @@ import pytest
 from total_recall import service
 from total_recall.errors import ConfigError
 
-ODD_HOME = Path("/srv/odd home/100% $HOME \"quoted\"")
+ODD_HOME = Path('/srv/odd home/100% $HOME "quoted"')
 
 
 @pytest.fixture
@@ -33,7 +33,9 @@ def fake_tools(tmp_path: Path, monkeypatch, exit_code: int = 0, names=("systemct
     bin_dir.mkdir(exist_ok=True)
     for name in names:
         tool = bin_dir / name
-        tool.write_text(f'#!/bin/sh\necho "{name} $*" >> "{calls}"\necho "{name} says no" >&2\nexit {exit_code}\n')
+        tool.write_text(
+            f'#!/bin/sh\necho "{name} $*" >> "{calls}"\necho "{name} says no" >&2\nexit {exit_code}\n'
+        )
         tool.chmod(0o755)
     monkeypatch.setenv("PATH", str(bin_dir))
     return calls
@@ -70,7 +72,9 @@ def test_unit_text_escapes_specifiers_and_quotes():
 def test_unit_passes_systemd_analyze_verify(tmp_path):
     unit = tmp_path / "total-recall.service"
     unit.write_text(service.unit_text(sys.executable, ODD_HOME), encoding="utf-8")
-    done = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        ["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, timeout=60
+    )
     output = done.stdout + done.stderr
     if done.returncode != 0 and "Failed to initialize manager" in output:
         pytest.skip(f"systemd-analyze cannot run here: {output.strip()}")
@@ -89,7 +93,9 @@ def test_plist_round_trips():
     assert data["Umask"] == 63
 
 
-def test_install_service_writes_unit_under_home_and_enables_it(user_home, tmp_path, monkeypatch, isolated_home):
+def test_install_service_writes_unit_under_home_and_enables_it(
+    user_home, tmp_path, monkeypatch, isolated_home
+):
     log = fake_tools(tmp_path, monkeypatch)
     report = service.install_service(system="linux")
     unit = user_home / ".config" / "systemd" / "user" / "total-recall.service"
@@ -97,7 +103,10 @@ def test_install_service_writes_unit_under_home_and_enables_it(user_home, tmp_pa
     parsed = parse_unit(unit.read_text(encoding="utf-8"))
     assert parsed["Service"]["ExecStart"].startswith(f'"{sys.executable}"')
     assert str(isolated_home) in parsed["Service"]["Environment"]
-    assert calls(log) == ["systemctl --user daemon-reload", "systemctl --user enable --now total-recall.service"]
+    assert calls(log) == [
+        "systemctl --user daemon-reload",
+        "systemctl --user enable --now total-recall.service",
+    ]
     assert stat.S_IMODE(isolated_home.stat().st_mode) == 0o700  # home exists for the daemon's log
 
 
@@ -109,7 +118,9 @@ def test_install_service_honours_xdg_config_home(user_home, tmp_path, monkeypatc
 
 
 @pytest.mark.parametrize("situation", ["missing", "failing"])
-def test_install_service_without_working_systemctl_still_writes_the_unit(user_home, tmp_path, monkeypatch, situation):
+def test_install_service_without_working_systemctl_still_writes_the_unit(
+    user_home, tmp_path, monkeypatch, situation
+):
     if situation == "missing":
         empty = tmp_path / "empty-bin"
         empty.mkdir()

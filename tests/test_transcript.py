@@ -50,8 +50,7 @@ def tool_use(name, **args):
 
 
 def tool_result(content, is_error=False):
-    return {"type": "tool_result", "tool_use_id": "toolu_1", "content": content,
-            "is_error": is_error}
+    return {"type": "tool_result", "tool_use_id": "toolu_1", "content": content, "is_error": is_error}
 
 
 def encode(lines) -> bytes:
@@ -213,9 +212,7 @@ def test_session_with_task_call_reads_each_line_once(fixture):
         "/handgemacht:create-beads websearch to learn how to fastest setup credo"
     )
     assert (lines[5].kind, lines[5].skip_reason) == ("meta", "meta")  # the expanded skill body
-    assert lines[35].text == (
-        "Now let me draft the beads.\n[tool Task: Draft beads for linting setup]"
-    )
+    assert lines[35].text == ("Now let me draft the beads.\n[tool Task: Draft beads for linting setup]")
     # A tool result arriving between two lines of one response ends the merged message there.
     assert (lines[17].last_line, lines[22].message_id) == (19, lines[17].message_id)
     assert (lines[71].kind, lines[71].skip_reason) == ("prompt", None)
@@ -401,8 +398,12 @@ def test_compaction_in_the_main_session(tmp_path):
         "<command-name>/compact</command-name>\n<command-message>compact</command-message>\n"
         "<command-args>and continue</command-args>"
     )
-    boundary = {"type": "system", "subtype": "compact_boundary", "parentUuid": None,
-                "compactMetadata": {"trigger": "manual", "preTokens": 1000}}
+    boundary = {
+        "type": "system",
+        "subtype": "compact_boundary",
+        "parentUuid": None,
+        "compactMetadata": {"trigger": "manual", "preTokens": 1000},
+    }
     path = write(
         tmp_path / "s.jsonl",
         [
@@ -453,8 +454,16 @@ def test_our_injected_context_is_never_handed_on(tmp_path):
     assert not any("Postgres" in m.text for m in lines.values())
 
 
-ACKNOWLEDGEMENTS = ["ok", "Thanks!", "yes please", "go ahead", "sounds good", "👍", "continue",
-                    "OK, thank you."]
+ACKNOWLEDGEMENTS = [
+    "ok",
+    "Thanks!",
+    "yes please",
+    "go ahead",
+    "sounds good",
+    "👍",
+    "continue",
+    "OK, thank you.",
+]
 
 
 @pytest.mark.parametrize("said", ACKNOWLEDGEMENTS)
@@ -471,9 +480,7 @@ def test_short_prompts_with_content_are_kept(tmp_path, said):
 
 def test_empty_and_image_only_prompts(tmp_path):
     image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBO"}}
-    path = write(
-        tmp_path / "s.jsonl", [user("   "), user([image]), user([image, text("what is this?")])]
-    )
+    path = write(tmp_path / "s.jsonl", [user("   "), user([image]), user([image, text("what is this?")])])
     assert [(m.skip_reason, m.text) for m in read_new(path).messages] == [
         ("empty", ""),
         ("empty", ""),
@@ -641,11 +648,19 @@ def test_session_of_each_layout(tmp_path):
 # -- properties -----------------------------------------------------------------------------
 
 SAMPLE_TEXTS = [
-    "use postgres for the session store", "ok", "", "Warmup", "<command-name>/x</command-name>",
-    "[Request interrupted by user]", "<system-reminder>hook said hi</system-reminder>",
-    f"{CONTEXT_MARKER}a memory{CLOSE}", f"before {CONTEXT_MARKER}a memory{CLOSE} after",
-    "Summarize this part of a conversation", "This session is being continued from a previous",
-    "Your task is to create a detailed summary of the conversation so far", "caf\ud800e",
+    "use postgres for the session store",
+    "ok",
+    "",
+    "Warmup",
+    "<command-name>/x</command-name>",
+    "[Request interrupted by user]",
+    "<system-reminder>hook said hi</system-reminder>",
+    f"{CONTEXT_MARKER}a memory{CLOSE}",
+    f"before {CONTEXT_MARKER}a memory{CLOSE} after",
+    "Summarize this part of a conversation",
+    "This session is being continued from a previous",
+    "Your task is to create a detailed summary of the conversation so far",
+    "caf\ud800e",
 ]
 TEXTS = st.sampled_from(SAMPLE_TEXTS) | st.text(max_size=12)
 JUNK = st.none() | st.integers() | st.text(max_size=5) | st.lists(st.integers(), max_size=2)

@@ -63,13 +63,21 @@ def start_background_daemon(wait: float = 15.0) -> dict:
     fd = os.open(paths.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     proc = subprocess.Popen(
         [sys.executable, "-m", "total_recall", "daemon"],
-        stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, start_new_session=True, close_fds=True,
+        stdin=subprocess.DEVNULL,
+        stdout=fd,
+        stderr=fd,
+        start_new_session=True,
+        close_fds=True,
     )
     os.close(fd)
     state = daemon.wait_until_running(paths, wait, gave_up=lambda: proc.poll() is not None)
     if not state["running"]:
-        return {"running": False, "pid": None, "started_now": False,
-                "message": f"the daemon did not start (exit code {proc.poll()}); see {paths.log}"}
+        return {
+            "running": False,
+            "pid": None,
+            "started_now": False,
+            "message": f"the daemon did not start (exit code {proc.poll()}); see {paths.log}",
+        }
     pid = state["pid"]  # None: the holder has not written its pid yet, so it is ours
     return {"running": True, "pid": pid or proc.pid, "started_now": pid in (None, proc.pid)}
 
@@ -92,8 +100,11 @@ def ensure_daemon(*, service: bool = True) -> dict:
             out["service"] = {"active": False, "problem": str(exc).split(";")[0]}
         if out["service"]["active"]:
             state = daemon.wait_until_running(config.paths(), 10.0)
-            out["daemon"] = {"running": state["running"], "pid": state["pid"],
-                             "managed_by": out["service"]["manager"]}
+            out["daemon"] = {
+                "running": state["running"],
+                "pid": state["pid"],
+                "managed_by": out["service"]["manager"],
+            }
             return out
     # Trigger: no service manager accepted the unit (containers, CI, WSL without systemd), or
     # --no-service. Why: the memory should still run now. Outcome: a detached daemon, not
@@ -102,8 +113,10 @@ def ensure_daemon(*, service: bool = True) -> dict:
     out["daemon"] = {**started, "managed_by": "detached"}
     if started["running"]:
         how = "started now" if started["started_now"] else "already running"
-        out["daemon"]["message"] = (f"daemon {how} as a detached process (pid {started['pid']}); nothing "
-                                    "restarts it after a reboot; `total-recall stop` stops it")
+        out["daemon"]["message"] = (
+            f"daemon {how} as a detached process (pid {started['pid']}); nothing "
+            "restarts it after a reboot; `total-recall stop` stops it"
+        )
     return out
 
 
@@ -117,6 +130,8 @@ def up(*, backfill: bool = True, service: bool = True) -> dict:
     out["hooks"] = {"settings": str(report.settings_path), "changed": report.changed, "skills": report.skills}
     out.update(ensure_daemon(service=service))
     if backfill:
-        out["backfill"] = backfill_mod.backfill(config.load(), None, all_transcripts=True)  # after init wrote it
+        out["backfill"] = backfill_mod.backfill(
+            config.load(), None, all_transcripts=True
+        )  # after init wrote it
     out["next"] = f"ask Claude Code: {install.remember_command()} <what you want to recall>"
     return out

@@ -125,7 +125,12 @@ def get_memory(db: Database, idea_id: int, context_lines: int = CONTEXT_LINES) -
         (idea_id,),
     ).fetchall() or [(memory["source_file"], memory["source_line"], memory["message_time"])]
     memory["sources"] = [
-        {"source_file": f, "source_line": line, "timestamp": t, "excerpt": excerpt(db, f, line, context_lines)}
+        {
+            "source_file": f,
+            "source_line": line,
+            "timestamp": t,
+            "excerpt": excerpt(db, f, line, context_lines),
+        }
         for f, line, t in sources
     ]
     memory["entities"] = [
@@ -236,8 +241,9 @@ def _json(text: str | None):
 GRAPH_IDEAS = 5000  # the graph is drawn from the latest memories in scope: a bounded, recent picture
 
 
-def entity_graph(db: Database, projects: list[str] | None = None, limit: int = 120,
-                 ideas: int = GRAPH_IDEAS) -> dict:
+def entity_graph(
+    db: Database, projects: list[str] | None = None, limit: int = 120, ideas: int = GRAPH_IDEAS
+) -> dict:
     """The entities the latest `ideas` memories name most, and how often two are named together.
 
     Bounded by the latest memories (by id) so that the co-occurrence join stays small on a

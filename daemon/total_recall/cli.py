@@ -167,8 +167,11 @@ def cmd_restart(args) -> int:
 def cmd_service(args) -> int:
     from total_recall import service
 
-    actions = {"install": service.install_service, "uninstall": service.uninstall_service,
-               "status": service.service_status}
+    actions = {
+        "install": service.install_service,
+        "uninstall": service.uninstall_service,
+        "status": service.service_status,
+    }
     result = actions[args.action]()
     _print(result if isinstance(result, dict) else result.__dict__, args.json, _kv)
     return 0
@@ -184,8 +187,14 @@ def cmd_backfill(args) -> int:
         drawn.append(done)
         _progress_bar(done, total, started)
 
-    result = backfill.backfill(config.load(), args.path, all_transcripts=args.all, session=args.session, wait=args.wait,
-                               progress=bar if sys.stderr.isatty() and not args.json else None)
+    result = backfill.backfill(
+        config.load(),
+        args.path,
+        all_transcripts=args.all,
+        session=args.session,
+        wait=args.wait,
+        progress=bar if sys.stderr.isatty() and not args.json else None,
+    )
     if drawn:
         sys.stderr.write("\n")  # the bar's line is finished before the summary
     _print(result, args.json, _kv)
@@ -200,8 +209,10 @@ def _progress_bar(done: int, total: int, started: float) -> None:
     filled = int(width * done / max(1, total))
     elapsed = time.time() - started
     eta = (elapsed / done * (total - done)) if done else 0
-    sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} transcripts  "
-                     f"elapsed {elapsed:4.0f}s  ETA {eta:4.0f}s")
+    sys.stderr.write(
+        f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} transcripts  "
+        f"elapsed {elapsed:4.0f}s  ETA {eta:4.0f}s"
+    )
     sys.stderr.flush()
 
 
@@ -226,13 +237,22 @@ def cmd_search(args) -> int:
     from total_recall import render, search, server
 
     if args.queries:
-        for line in search.run_queries_file(config.load(), Path(args.queries), all_projects=args.all_projects, k=args.k):
+        for line in search.run_queries_file(
+            config.load(), Path(args.queries), all_projects=args.all_projects, k=args.k
+        ):
             print(json.dumps(line, default=str))  # ASCII escapes: any query text survives stdout
         return 0
     if not args.query:
         raise TotalRecallError("search needs a QUERY or --queries FILE")
-    answer = server.search(config.load(), " ".join(args.query), k=args.k, project=args.project, all_projects=args.all_projects,
-                           hyde=args.hyde, session=args.session)
+    answer = server.search(
+        config.load(),
+        " ".join(args.query),
+        k=args.k,
+        project=args.project,
+        all_projects=args.all_projects,
+        hyde=args.hyde,
+        session=args.session,
+    )
     for note in answer["notes"]:
         print(f"total-recall: note: {note}", file=sys.stderr)
     _print(answer["results"], args.json, render.results_markdown)
@@ -276,8 +296,13 @@ def cmd_forget(args) -> int:
         from total_recall.search import resolve_session
 
         session = resolve_session(database, session)
-    _print(curate.forget(database, args.id, session=session, project=args.project, before=args.before,
-                         dry_run=args.dry_run), args.json, _kv)
+    _print(
+        curate.forget(
+            database, args.id, session=session, project=args.project, before=args.before, dry_run=args.dry_run
+        ),
+        args.json,
+        _kv,
+    )
     return 0
 
 
@@ -354,8 +379,15 @@ def cmd_maintain(args) -> int:
 def cmd_note(args) -> int:
     from total_recall import note
 
-    result = note.note(_db(), " ".join(args.text), intent=args.intent, pin=args.pin, session=args.session,
-                       project=args.project, settings=config.load())
+    result = note.note(
+        _db(),
+        " ".join(args.text),
+        intent=args.intent,
+        pin=args.pin,
+        session=args.session,
+        project=args.project,
+        settings=config.load(),
+    )
     _print(result, args.json, _kv)
     return 0
 
@@ -392,8 +424,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("up", "set everything up on the embedded default: init, hooks, skills, service, backfill")
     p.add_argument("--no-backfill", action="store_true", help="do not queue existing transcripts")
     p.add_argument("--no-service", action="store_true", help="start no background daemon")
-    add("recover", "salvage a damaged database into a new one (the old one is kept) and re-queue "
-                   "every transcript")
+    add(
+        "recover",
+        "salvage a damaged database into a new one (the old one is kept) and re-queue every transcript",
+    )
     p = add("doctor", "check SQLite, FTS5, sqlite-vec, the embedder, the endpoint, hooks and the daemon")
     p.add_argument("--fast", action="store_true", help="do not load the embedding model")
     add("stats", "counts of memories, queue, LLM usage and database size")
@@ -406,24 +440,30 @@ def build_parser() -> argparse.ArgumentParser:
     add("install", "add the hooks to Claude Code's settings.json and install the skills")
     add("uninstall", "remove exactly what install added, the service, and stop the daemon")
     p = add("stop", "stop the daemon of this home, however it was started; remove a stale socket")
-    p.add_argument("--timeout", type=float, default=30.0,
-                   help="seconds to let it finish a batch (then SIGKILL)")
+    p.add_argument(
+        "--timeout", type=float, default=30.0, help="seconds to let it finish a batch (then SIGKILL)"
+    )
     p = add("restart", "stop the daemon and start it again (as a service when one is installed)")
-    p.add_argument("--timeout", type=float, default=30.0,
-                   help="seconds to let it finish a batch (then SIGKILL)")
+    p.add_argument(
+        "--timeout", type=float, default=30.0, help="seconds to let it finish a batch (then SIGKILL)"
+    )
     p = add("service", "manage the systemd user service / launchd agent that runs the daemon")
     p.add_argument("action", choices=("install", "uninstall", "status"))
     p = add("backfill", "queue transcripts for indexing: the current session, a file, a folder or --all")
     p.add_argument("path", nargs="?", help="a transcript file or a folder of transcripts")
     p.add_argument("--all", action="store_true", help="every transcript under $CLAUDE_CONFIG_DIR/projects")
     p.add_argument("--session", help="the transcript of this session id")
-    p.add_argument("--wait", action="store_true", help="wait until indexed (drains in-process without a daemon)")
+    p.add_argument(
+        "--wait", action="store_true", help="wait until indexed (drains in-process without a daemon)"
+    )
     add("retry", "put parked queue items back in the queue")
     add("reembed", "rebuild every vector with the configured embedding model (resumable)")
     p = add("search", "search the memory (what /remember uses)")
     p.add_argument("query", nargs="*", help="what to look for")
     p.add_argument("-k", type=int, default=None, help="how many results (default from settings)")
-    p.add_argument("--project", help="a project directory or its short name (default: the current directory's)")
+    p.add_argument(
+        "--project", help="a project directory or its short name (default: the current directory's)"
+    )
     p.add_argument("--all-projects", action="store_true", help="search every project")
     p.add_argument("--hyde", action="store_true", help="also search a hypothetical answer written by the LLM")
     p.add_argument("--session", help="only memories of this session (full id or the short id printed)")
@@ -435,12 +475,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("edit", "correct the text of a memory (the change is logged)")
     p.add_argument("id", type=int)
     p.add_argument("text")
-    p = add("forget", "remove memories and every copy of their text; tombstones keep re-indexing from "
-                      "restoring them")
+    p = add(
+        "forget",
+        "remove memories and every copy of their text; tombstones keep re-indexing from restoring them",
+    )
     p.add_argument("id", type=int, nargs="?", help="one memory")
     p.add_argument("--session", help="everything of this session (also what is not indexed yet)")
-    p.add_argument("--project", help="everything of this project (a full path when a short name matches "
-                                     "several)")
+    p.add_argument(
+        "--project", help="everything of this project (a full path when a short name matches several)"
+    )
     p.add_argument("--before", help="every memory said before this date (YYYY-MM-DD)")
     p.add_argument("--dry-run", action="store_true", help="show what would be forgotten, change nothing")
     p = add("pause", "stop remembering: what is said from now on is never indexed, even by a later backfill")
@@ -458,17 +501,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--all-projects", action="store_true")
     p = add("note", "remember something now: stored with its session and project, searchable at once")
     p.add_argument("text", nargs="+", help="what to remember")
-    p.add_argument("--intent", default="context", metavar="INTENT",
-                   choices=("decision", "conclusion", "question", "problem", "solution", "todo", "context"),
-                   help="decision, conclusion, question, problem, solution, todo or context (default)")
+    p.add_argument(
+        "--intent",
+        default="context",
+        metavar="INTENT",
+        choices=("decision", "conclusion", "question", "problem", "solution", "todo", "context"),
+        help="decision, conclusion, question, problem, solution, todo or context (default)",
+    )
     p.add_argument("--pin", action="store_true", help="pin it (core tier, listed first at session start)")
     p.add_argument("--session", help="the session it was said in (default: none)")
-    p.add_argument("--project", help="directory or short name (default: the session's or the current directory's)")
-    add("mcp", "run the MCP server on stdio (Claude Code starts it; tools: search, get, recent, digest, topics, note)")
+    p.add_argument(
+        "--project", help="directory or short name (default: the session's or the current directory's)"
+    )
+    add(
+        "mcp",
+        "run the MCP server on stdio (Claude Code starts it; tools: search, get, recent, digest, topics, note)",
+    )
     p = add("ui", "open the local web view: timeline, search, memories, topics, entity graph, review")
     p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
     p.add_argument("--no-open", action="store_true", help="print the URL instead of opening a browser")
-    add("maintain", "merge duplicates, refresh summaries, embed what lacks vectors, check and optimise, archive")
+    add(
+        "maintain",
+        "merge duplicates, refresh summaries, embed what lacks vectors, check and optimise, archive",
+    )
     return parser
 
 

@@ -137,16 +137,28 @@ def paths() -> Paths:
 # Ranges each number must lie in (checked once, at load): a zero or NaN poll interval would spin
 # a core, a zero lease would hand every claim to the next worker. (low, low is allowed)
 RANGES: dict[str, tuple[float, bool]] = {
-    "llm.timeout": (0, False), "llm.daily_token_budget": (0, True), "llm.max_prompt_chars": (1, True),
-    "embed.batch_size": (1, True), "embed.timeout": (0, False),
-    "daemon.batch_window": (0, True), "daemon.poll_interval": (0, False), "daemon.max_batch_messages": (1, True),
-    "daemon.idle_gap_minutes": (0, False), "daemon.max_attempts": (1, True), "daemon.heartbeat": (0, False),
-    "daemon.lease_seconds": (0, False), "daemon.file_timeout": (0, True),
-    "db.busy_timeout": (0, True), "search.k": (1, True), "context.budget_chars": (0, True),
+    "llm.timeout": (0, False),
+    "llm.daily_token_budget": (0, True),
+    "llm.max_prompt_chars": (1, True),
+    "embed.batch_size": (1, True),
+    "embed.timeout": (0, False),
+    "daemon.batch_window": (0, True),
+    "daemon.poll_interval": (0, False),
+    "daemon.max_batch_messages": (1, True),
+    "daemon.idle_gap_minutes": (0, False),
+    "daemon.max_attempts": (1, True),
+    "daemon.heartbeat": (0, False),
+    "daemon.lease_seconds": (0, False),
+    "daemon.file_timeout": (0, True),
+    "db.busy_timeout": (0, True),
+    "search.k": (1, True),
+    "context.budget_chars": (0, True),
 }
 CHOICES: dict[str, set[str]] = {
-    "llm.json_mode": {"auto", "on", "off"}, "embed.provider": {"local", "openai"},
-    "db.driver": {"", "stdlib", "sqlean", "pysqlite3"}, "search.hyde": {"auto", "on", "off"},
+    "llm.json_mode": {"auto", "on", "off"},
+    "embed.provider": {"local", "openai"},
+    "db.driver": {"", "stdlib", "sqlean", "pysqlite3"},
+    "search.hyde": {"auto", "on", "off"},
 }
 
 

@@ -137,8 +137,13 @@ class LocalEmbedder:
     model_id = LOCAL_MODEL_ID
     dim = LOCAL_DIM
 
-    def __init__(self, model_path: Path | None = None, tokenizer_path: Path | None = None,
-                 threads: int | None = None, sub_batch: int = LOCAL_SUB_BATCH) -> None:
+    def __init__(
+        self,
+        model_path: Path | None = None,
+        tokenizer_path: Path | None = None,
+        threads: int | None = None,
+        sub_batch: int = LOCAL_SUB_BATCH,
+    ) -> None:
         self._model_path = model_path
         self._tokenizer_path = tokenizer_path
         self._threads = threads or min(2, os.cpu_count() or 1)
@@ -161,8 +166,12 @@ class LocalEmbedder:
             if unknown or "input_ids" not in self._inputs:
                 raise EmbeddingError(f"embedding model {model} has unexpected inputs {sorted(self._inputs)}")
             self._tokenizer, self._session = tokenizer, session
-            log.info("embedder_loaded", model=self.model_id, threads=self._threads,
-                     seconds=round(time.monotonic() - started, 3))
+            log.info(
+                "embedder_loaded",
+                model=self.model_id,
+                threads=self._threads,
+                seconds=round(time.monotonic() - started, 3),
+            )
 
     def _load_tokenizer(self) -> Any:
         from tokenizers import Tokenizer
@@ -200,7 +209,7 @@ class LocalEmbedder:
         encodings = self._tokenizer.encode_batch([t or "" for t in texts])
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
         for start in range(0, len(order), self._sub_batch):
-            idx = order[start:start + self._sub_batch]
+            idx = order[start : start + self._sub_batch]
             out[idx] = self._run_batch([encodings[i] for i in idx])
         return out
 
@@ -242,9 +251,16 @@ class OpenAIEmbedder:
     here, on transient errors only; `max_attempts` and `sleep` are injectable so tests need not wait.
     """
 
-    def __init__(self, base_url: str = OPENAI_BASE_URL, api_key: str = "", model: str = OPENAI_DEFAULT_MODEL,
-                 batch_size: int = OPENAI_MAX_BATCH, timeout: float = 60.0, max_attempts: int = 5,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self,
+        base_url: str = OPENAI_BASE_URL,
+        api_key: str = "",
+        model: str = OPENAI_DEFAULT_MODEL,
+        batch_size: int = OPENAI_MAX_BATCH,
+        timeout: float = 60.0,
+        max_attempts: int = 5,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         if batch_size < 1:
             raise ConfigError(f"embed.batch_size must be at least 1, got {batch_size}")
         self.base_url = base_url or OPENAI_BASE_URL
@@ -274,8 +290,9 @@ class OpenAIEmbedder:
                 # Trigger: no key (local servers such as LM Studio need none). Why: the client
                 # refuses to start without one. Outcome: a placeholder is sent instead.
                 key = self._api_key or "no-key"
-                self._client = openai.OpenAI(base_url=self.base_url, api_key=key,
-                                             timeout=self._timeout, max_retries=0)
+                self._client = openai.OpenAI(
+                    base_url=self.base_url, api_key=key, timeout=self._timeout, max_retries=0
+                )
             return self._client
 
     def embed(self, texts: list[str]) -> np.ndarray:
@@ -283,8 +300,10 @@ class OpenAIEmbedder:
 
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        parts = [self._embed_batch(list(texts[i:i + self.batch_size]))
-                 for i in range(0, len(texts), self.batch_size)]
+        parts = [
+            self._embed_batch(list(texts[i : i + self.batch_size]))
+            for i in range(0, len(texts), self.batch_size)
+        ]
         return normalise(np.vstack(parts))
 
     def _embed_batch(self, texts: list[str]) -> np.ndarray:
@@ -312,8 +331,13 @@ class OpenAIEmbedder:
 
     def _log_retry(self, state: Any) -> None:
         exc = state.outcome.exception() if state.outcome else None
-        log.warning("embed_retry", endpoint=self.base_url, attempt=state.attempt_number,
-                    error=type(exc).__name__, wait=round(state.upcoming_sleep, 2))
+        log.warning(
+            "embed_retry",
+            endpoint=self.base_url,
+            attempt=state.attempt_number,
+            error=type(exc).__name__,
+            wait=round(state.upcoming_sleep, 2),
+        )
 
     def _as_domain_error(self, exc: Exception) -> Exception:
         if retry.is_transient_api_error(exc):
@@ -360,9 +384,13 @@ def get_embedder(settings: config.Settings) -> Embedder:
             raise ConfigError(
                 "embed.provider=openai needs an API key: set TOTAL_RECALL_EMBED_API_KEY or OPENAI_API_KEY"
             )
-        return OpenAIEmbedder(base_url=base_url, api_key=key, model=model or OPENAI_DEFAULT_MODEL,
-                              batch_size=settings.embed.batch_size,
-                              timeout=settings.embed.timeout)
+        return OpenAIEmbedder(
+            base_url=base_url,
+            api_key=key,
+            model=model or OPENAI_DEFAULT_MODEL,
+            batch_size=settings.embed.batch_size,
+            timeout=settings.embed.timeout,
+        )
     raise ConfigError(f"embed.provider={provider!r} is not one of: local, openai")
 
 

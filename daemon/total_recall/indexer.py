@@ -82,7 +82,8 @@ def budget_exhausted(db: Database, settings: config.Settings, now: float, *, pen
         return False
     used = db.scalar(
         "SELECT sum(prompt_tokens + completion_tokens) FROM llm_calls WHERE extractor = 'llm' AND at >= ?",
-        (today_start_utc(now),), 0,
+        (today_start_utc(now),),
+        0,
     )
     return used + pending >= budget
 
@@ -129,8 +130,14 @@ class Indexer:
         return self._llm
 
     # -- the work ---------------------------------------------------------------------------
-    def process(self, path: str, *, session_hint: str | None = None, cwd_hint: str | None = None,
-                should_stop=lambda: False) -> IndexReport:
+    def process(
+        self,
+        path: str,
+        *,
+        session_hint: str | None = None,
+        cwd_hint: str | None = None,
+        should_stop=lambda: False,
+    ) -> IndexReport:
         report = IndexReport(path)
         report.refused = trust.refusal(path, self.settings)
         if report.refused:
@@ -154,18 +161,26 @@ class Indexer:
         # daemon.file_timeout: how long one transcript may hold the daemon in one step.
         deadline = self.clock() + self.settings.daemon.file_timeout
         while True:
-            result = transcript.read_new(p, offset, line, max_bytes=READ_CHUNK_BYTES, scan_from=scan or None,
-                                         max_scan_bytes=SCAN_SLICE_BYTES)
+            result = transcript.read_new(
+                p,
+                offset,
+                line,
+                max_bytes=READ_CHUNK_BYTES,
+                scan_from=scan or None,
+                max_scan_bytes=SCAN_SLICE_BYTES,
+            )
             # Once, here: nothing below sees, stores or sends a secret or a <private> part; a
             # secret value found in one message of the read is hidden in all of them (and in the
             # pieces of merged responses, which chunks and source lines are made from).
             texts = [m.text for m in result.messages]
             pieces = [t for m in result.messages if len(m.parts) > 1 for _, t in m.parts]
             clean = redact_batch(texts + pieces)
-            it = iter(clean[len(texts):])
+            it = iter(clean[len(texts) :])
             for msg, text in zip(result.messages, clean):
                 msg.text = text
-                msg.parts = [(n, next(it)) for n, _ in msg.parts] if len(msg.parts) > 1 else [(msg.line, text)]
+                msg.parts = (
+                    [(n, next(it)) for n, _ in msg.parts] if len(msg.parts) > 1 else [(msg.line, text)]
+                )
             if result.end_offset <= offset:
                 if report.rewritten or result.scanned_to > max(scan, offset):
                     self._save_offset_only(path, result, state)
@@ -189,8 +204,12 @@ class Indexer:
             self._withhold(path, result.messages, ident["project"])
             units = message_chunks(result.messages, self._turn_before(path, result.messages))
             for number, chunk in enumerate(self._chunks(path, result)):
-                chunk.units = [u for u in units if chunk.messages and
-                               chunk.messages[0].line <= u["message_line"] <= chunk.messages[-1].last_line]
+                chunk.units = [
+                    u
+                    for u in units
+                    if chunk.messages
+                    and chunk.messages[0].line <= u["message_line"] <= chunk.messages[-1].last_line
+                ]
                 if should_stop():
                     # Trigger: SIGTERM/SIGINT. Why: shutdown should wait for one batch, not a
                     # whole backfill. Outcome: committed batches stay, the rest is read next time.
@@ -233,7 +252,8 @@ class Indexer:
         row = self.db.one(
             f"SELECT content FROM messages WHERE source_file = ? AND source_line < ? AND kind IN "
             f"({','.join('?' * len(EMBEDDED_KINDS))}) AND content != '' ORDER BY source_line DESC LIMIT 1",
-            (path, messages[0].line, *sorted(EMBEDDED_KINDS)))
+            (path, messages[0].line, *sorted(EMBEDDED_KINDS)),
+        )
         return row[0] if row else ""
 
     def _withhold(self, path: str, messages: list, project: str | None) -> None:
@@ -243,9 +263,14 @@ class Indexer:
             return
         ranges = trust.paused_ranges(self.db)
         cutoff = trust.project_cutoff(self.db, project)
-        forgotten = {r[0] for r in self.db.execute(
-            "SELECT source_line FROM tombstones WHERE kind = 'line' AND source_file = ? "
-            "AND source_line BETWEEN ? AND ?", (path, messages[0].line, messages[-1].last_line))}
+        forgotten = {
+            r[0]
+            for r in self.db.execute(
+                "SELECT source_line FROM tombstones WHERE kind = 'line' AND source_file = ? "
+                "AND source_line BETWEEN ? AND ?",
+                (path, messages[0].line, messages[-1].last_line),
+            )
+        }
         now = self.clock()
         for m in messages:
             reason = "forgotten" if m.line in forgotten else trust.withheld(m.timestamp, ranges, cutoff, now)
@@ -280,10 +305,17 @@ class Indexer:
         gap = 60.0 * self.settings.daemon.idle_gap_minutes
         chunks, current, previous = [], Chunk([], 0, 0), None
         for msg in result.messages:
-            if gap > 0 and current.fresh and msg.skip_reason is None \
-                    and store.seconds_between(previous, msg.timestamp) >= gap:
+            if (
+                gap > 0
+                and current.fresh
+                and msg.skip_reason is None
+                and store.seconds_between(previous, msg.timestamp) >= gap
+            ):
                 # An idle gap ends a batch, so each batch lies on one side of it (a new topic starts).
-                current.end_offset, current.end_line = current.messages[-1].end_offset, current.messages[-1].last_line
+                current.end_offset, current.end_line = (
+                    current.messages[-1].end_offset,
+                    current.messages[-1].last_line,
+                )
                 chunks.append(current)
                 current = Chunk([], 0, 0)
             previous = msg.timestamp or previous
@@ -310,11 +342,18 @@ class Indexer:
         ).fetchall()
         known = {(r[0], r[1]) for r in rows}
         # Lines the user forgot are never extracted again (nor sent to an endpoint).
-        forgotten = {r[0] for r in self.db.execute(
-            "SELECT source_line FROM tombstones WHERE kind = 'line' AND source_file = ? AND source_line BETWEEN ? AND ?",
-            (path, messages[0].line, messages[-1].last_line))}
-        known |= {(m.line, store.content_hash(m.text)) for m in messages
-                  if any(n in forgotten for n in range(m.line, m.last_line + 1))}
+        forgotten = {
+            r[0]
+            for r in self.db.execute(
+                "SELECT source_line FROM tombstones WHERE kind = 'line' AND source_file = ? AND source_line BETWEEN ? AND ?",
+                (path, messages[0].line, messages[-1].last_line),
+            )
+        }
+        known |= {
+            (m.line, store.content_hash(m.text))
+            for m in messages
+            if any(n in forgotten for n in range(m.line, m.last_line + 1))
+        }
         return known
 
     def _index_chunk(self, path: str, ident: dict, chunk: Chunk, head_hash: str, report: IndexReport) -> None:
@@ -327,8 +366,15 @@ class Indexer:
         times = {n: m.timestamp for m in chunk.messages for n in range(m.line, m.last_line + 1)}
         lines = [m.line for m in chunk.messages] or [chunk.end_line]
         ctx = store.BatchContext(
-            source_file=path, session_id=ident["session"], project=ident["project"], git_branch=ident["branch"],
-            line_times=times, first_line=min(lines), last_line=max(lines), cause=f"extract:{extractor_name}", now=now,
+            source_file=path,
+            session_id=ident["session"],
+            project=ident["project"],
+            git_branch=ident["branch"],
+            line_times=times,
+            first_line=min(lines),
+            last_line=max(lines),
+            cause=f"extract:{extractor_name}",
+            now=now,
             idle_gap=60.0 * self.settings.daemon.idle_gap_minutes,
         )
         vectors = self._embed_batch(outputs, units)
@@ -347,7 +393,8 @@ class Indexer:
             self._write_offset(path, ident, chunk, head_hash, now)
             self.db.executemany(
                 "INSERT INTO fallback_batches (source_file, session_id, project, lines, created_at) VALUES (?, ?, ?, ?, ?)",
-                [(path, ident["session"], ident["project"], json.dumps(lines), now) for lines in fell_back])
+                [(path, ident["session"], ident["project"], json.dumps(lines), now) for lines in fell_back],
+            )
         report.batches += bool(fresh)
         report.messages += len(fresh)
         report.llm_calls += extractor_name == "llm"
@@ -357,20 +404,41 @@ class Indexer:
         if not units:
             return []
         low, high = min(u["source_line"] for u in units), max(u["source_line"] for u in units)
-        have = {(r[0], r[1]) for r in self.db.execute(
-            "SELECT source_line, seq FROM chunks WHERE source_file = ? AND source_line BETWEEN ? AND ?",
-            (path, low, high))}
-        forgotten = {r[0] for r in self.db.execute(
-            "SELECT source_line FROM tombstones WHERE kind = 'line' AND source_file = ? AND source_line BETWEEN ? AND ?",
-            (path, min(u["message_line"] for u in units), high))}
-        return [u for u in units if (u["source_line"], u["seq"]) not in have
-                and u["source_line"] not in forgotten and u["message_line"] not in forgotten]
+        have = {
+            (r[0], r[1])
+            for r in self.db.execute(
+                "SELECT source_line, seq FROM chunks WHERE source_file = ? AND source_line BETWEEN ? AND ?",
+                (path, low, high),
+            )
+        }
+        forgotten = {
+            r[0]
+            for r in self.db.execute(
+                "SELECT source_line FROM tombstones WHERE kind = 'line' AND source_file = ? AND source_line BETWEEN ? AND ?",
+                (path, min(u["message_line"] for u in units), high),
+            )
+        }
+        return [
+            u
+            for u in units
+            if (u["source_line"], u["seq"]) not in have
+            and u["source_line"] not in forgotten
+            and u["message_line"] not in forgotten
+        ]
 
     def _write_units(self, path: str, ident: dict, units: list[dict], vectors: dict[str, bytes]) -> None:
         for u in units:
-            store.insert_chunk(self.db, {
-                **u, "source_file": path, "session_id": ident["session"], "project": ident["project"],
-                "needs_embedding": u["embed"]}, vectors.get(embed_text(u)) if u["embed"] else None)
+            store.insert_chunk(
+                self.db,
+                {
+                    **u,
+                    "source_file": path,
+                    "session_id": ident["session"],
+                    "project": ident["project"],
+                    "needs_embedding": u["embed"],
+                },
+                vectors.get(embed_text(u)) if u["embed"] else None,
+            )
 
     def _embed_batch(self, outputs: list[dict], units: list[dict]) -> dict[str, bytes]:
         """Vectors for the batch's new items and chunks, made before the write transaction so it
@@ -415,7 +483,9 @@ class Indexer:
         norm = float(np.linalg.norm(mean))
         return to_blob(mean / norm) if norm > 0 else None
 
-    def _extract(self, path: str, ident: dict, fresh: list, query: bytes | None = None) -> tuple[list[dict], str]:
+    def _extract(
+        self, path: str, ident: dict, fresh: list, query: bytes | None = None
+    ) -> tuple[list[dict], str]:
         """One extraction call per batch: the LLM when configured and within budget, else offline.
 
         Trigger: the LLM fails after its retries, or today's token budget is spent. Why: memory
@@ -424,15 +494,19 @@ class Indexer:
         """
         from total_recall.extract import protocol
 
-        new = [
-            {"role": m.role, "content": m.text, "timestamp": m.timestamp, "line": m.line} for m in fresh
-        ]
+        new = [{"role": m.role, "content": m.text, "timestamp": m.timestamp, "line": m.line} for m in fresh]
         context = self._context(path, ident, new, query)
         max_chars = self.settings.llm.max_prompt_chars
         outputs, name = [], "offline"
         for part in protocol.split_for_budget(new, max_chars):
-            obj = protocol.build_input(context["hierarchy"], context["recent"], part, context["related"],
-                                       context["known"], max_chars=max_chars)
+            obj = protocol.build_input(
+                context["hierarchy"],
+                context["recent"],
+                part,
+                context["related"],
+                context["known"],
+                max_chars=max_chars,
+            )
             raw, name = self._call_extractor(obj)
             lines = {m["line"] for m in part}
             if name == "fallback":
@@ -440,10 +514,13 @@ class Indexer:
                 name = "offline"
             validated = protocol.validate_output(raw, lines, {k["id"] for k in context["known"]})
             if validated.dropped:
-                log.info("items_dropped", file=path, dropped=validated.dropped, problems=validated.problems[:5])
+                log.info(
+                    "items_dropped", file=path, dropped=validated.dropped, problems=validated.problems[:5]
+                )
             if validated.cut:
-                log.warning("extractor_output_capped", file=path, cut=validated.cut,
-                            problems=validated.problems[-3:])
+                log.warning(
+                    "extractor_output_capped", file=path, cut=validated.cut, problems=validated.problems[-3:]
+                )
             outputs.append(validated.output)
         return outputs, name
 
@@ -454,10 +531,18 @@ class Indexer:
                 return llm.extract(obj), "llm"
             except ExtractionError as exc:
                 log.warning("llm_fallback", error=str(exc))
-                self._pending_calls.append({"extractor": "fallback", "ok": 0, "error": str(exc)[:500],
-                                            "messages": len(obj["new_messages"])})
+                self._pending_calls.append(
+                    {
+                        "extractor": "fallback",
+                        "ok": 0,
+                        "error": str(exc)[:500],
+                        "messages": len(obj["new_messages"]),
+                    }
+                )
                 raw = self.offline().extract(obj)
-                self._pending_calls.append({"extractor": "offline", "ok": 1, "messages": len(obj["new_messages"])})
+                self._pending_calls.append(
+                    {"extractor": "offline", "ok": 1, "messages": len(obj["new_messages"])}
+                )
                 return raw, "fallback"
         raw = self.offline().extract(obj)
         self._pending_calls.append({"extractor": "offline", "ok": 1, "messages": len(obj["new_messages"])})
@@ -477,51 +562,80 @@ class Indexer:
         from total_recall.extract import protocol
 
         done = 0
-        rows = self.db.execute("SELECT id, source_file, session_id, project, lines FROM fallback_batches "
-                               "WHERE done_at IS NULL ORDER BY id LIMIT ?", (limit,)).fetchall()
+        rows = self.db.execute(
+            "SELECT id, source_file, session_id, project, lines FROM fallback_batches "
+            "WHERE done_at IS NULL ORDER BY id LIMIT ?",
+            (limit,),
+        ).fetchall()
         for batch_id, path, session, project, lines_json in rows:
             if self.budget_exhausted():
                 break
             lines = [int(x) for x in json.loads(lines_json)]
             marks = ",".join("?" * len(lines))
-            new = [{"role": r[0], "content": r[1], "timestamp": r[2], "line": r[3]} for r in self.db.execute(
-                f"SELECT role, content, timestamp, source_line FROM messages WHERE source_file = ? "
-                f"AND source_line IN ({marks}) ORDER BY source_line", (path, *lines))]
+            new = [
+                {"role": r[0], "content": r[1], "timestamp": r[2], "line": r[3]}
+                for r in self.db.execute(
+                    f"SELECT role, content, timestamp, source_line FROM messages WHERE source_file = ? "
+                    f"AND source_line IN ({marks}) ORDER BY source_line",
+                    (path, *lines),
+                )
+            ]
             ident = {"session": session, "project": project or "", "branch": None}
             if not new:
                 with self.db.write():
-                    self.db.execute("UPDATE fallback_batches SET done_at = ? WHERE id = ?", (self.clock(), batch_id))
+                    self.db.execute(
+                        "UPDATE fallback_batches SET done_at = ? WHERE id = ?", (self.clock(), batch_id)
+                    )
                 continue
             context = self._context(path, ident, new)
             max_chars = self.settings.llm.max_prompt_chars
-            obj = protocol.build_input(context["hierarchy"], [], new, context["related"], context["known"],
-                                       max_chars=max_chars)
+            obj = protocol.build_input(
+                context["hierarchy"], [], new, context["related"], context["known"], max_chars=max_chars
+            )
             try:
                 raw = llm.extract(obj)
             except ExtractionError as exc:
                 log.info("llm_still_failing", file=path, error=str(exc)[:200])
                 with self.db.write():
                     self._write_calls(self.clock())
-                    self.db.execute("UPDATE fallback_batches SET attempts = attempts + 1 WHERE id = ?", (batch_id,))
+                    self.db.execute(
+                        "UPDATE fallback_batches SET attempts = attempts + 1 WHERE id = ?", (batch_id,)
+                    )
                 break  # the outage goes on; the next heartbeat tries again
-            output = protocol.validate_output(raw, {m["line"] for m in new}, {k["id"] for k in context["known"]}).output
+            output = protocol.validate_output(
+                raw, {m["line"] for m in new}, {k["id"] for k in context["known"]}
+            ).output
             self._point_from_chunks(path, output)
             vectors = self._embed_batch([output], [])
             now = self.clock()
             ctx = store.BatchContext(
-                source_file=path, session_id=session, project=project or "", git_branch=None,
-                line_times={m["line"]: m["timestamp"] for m in new}, first_line=min(lines), last_line=max(lines),
-                cause="extract:llm-retry", now=now)
+                source_file=path,
+                session_id=session,
+                project=project or "",
+                git_branch=None,
+                line_times={m["line"]: m["timestamp"] for m in new},
+                first_line=min(lines),
+                last_line=max(lines),
+                cause="extract:llm-retry",
+                now=now,
+            )
             with self.db.write():
-                stale = [r[0] for r in self.db.execute(
-                    f"SELECT id FROM ideas WHERE source_file = ? AND (source_line IN ({marks}) OR source_line IN "
-                    f"(SELECT source_line FROM chunks WHERE source_file = ? AND message_line IN ({marks}))) "
-                    f"AND pinned = 0 AND mention_count = 1", (path, *lines, path, *lines))]
+                stale = [
+                    r[0]
+                    for r in self.db.execute(
+                        f"SELECT id FROM ideas WHERE source_file = ? AND (source_line IN ({marks}) OR source_line IN "
+                        f"(SELECT source_line FROM chunks WHERE source_file = ? AND message_line IN ({marks}))) "
+                        f"AND pinned = 0 AND mention_count = 1",
+                        (path, *lines, path, *lines),
+                    )
+                ]
                 store.delete_ideas(self.db, stale, "extract:llm-retry", now)
                 store.apply_output(self.db, ctx, output, vectors)
                 self._write_calls(now)
-                self.db.execute("UPDATE fallback_batches SET done_at = ?, attempts = attempts + 1 WHERE id = ?",
-                                (now, batch_id))
+                self.db.execute(
+                    "UPDATE fallback_batches SET done_at = ?, attempts = attempts + 1 WHERE id = ?",
+                    (now, batch_id),
+                )
             done += 1
         return done
 
@@ -529,9 +643,14 @@ class Indexer:
         """point_at_text_lines for a batch read back from the database: a message's pieces are its
         chunks (line and text), stored when it was first indexed."""
         for item in output.get("items", []):
-            parts = [(r[0], r[1]) for r in self.db.execute(
-                "SELECT source_line, content FROM chunks WHERE source_file = ? AND message_line = ? "
-                "ORDER BY source_line, seq", (path, int(item["source_line"])))]
+            parts = [
+                (r[0], r[1])
+                for r in self.db.execute(
+                    "SELECT source_line, content FROM chunks WHERE source_file = ? AND message_line = ? "
+                    "ORDER BY source_line, seq",
+                    (path, int(item["source_line"])),
+                )
+            ]
             if len({n for n, _ in parts}) < 2:
                 continue
             item["message_line"] = int(item["source_line"])
@@ -545,20 +664,26 @@ class Indexer:
         session, project = ident["session"], ident["project"]
         topic = self.db.one(
             "SELECT id, name, summary FROM spans WHERE session_id = ? AND source_file = ? AND depth = 1 AND closed = 0 "
-            "ORDER BY id DESC LIMIT 1", (session, path))
+            "ORDER BY id DESC LIMIT 1",
+            (session, path),
+        )
         span = topic and self.db.one(
             "SELECT name, summary FROM spans WHERE parent_id = ? AND depth = 2 AND closed = 0 ORDER BY id DESC LIMIT 1",
-            (topic[0],))
+            (topic[0],),
+        )
         first = new[0]["line"]
         recent = self.db.execute(
             "SELECT role, content, timestamp, source_line FROM messages WHERE session_id = ? AND source_file = ? "
             "AND skip_reason IS NULL AND source_line < ? ORDER BY source_line DESC LIMIT ?",
-            (session, path, first, RECENT_MESSAGES)).fetchall()
+            (session, path, first, RECENT_MESSAGES),
+        ).fetchall()
         known = self.db.execute(
             "SELECT id, intent, content FROM ideas WHERE project = ? ORDER BY id DESC LIMIT ?",
-            (project, KNOWN_IDEAS)).fetchall()
-        related, similar = self._similar(project, session, " ".join(m["content"] for m in new)[:CONTEXT_QUERY_CHARS],
-                                         query)
+            (project, KNOWN_IDEAS),
+        ).fetchall()
+        related, similar = self._similar(
+            project, session, " ".join(m["content"] for m in new)[:CONTEXT_QUERY_CHARS], query
+        )
         known_ids = {k[0] for k in known}
         known += [s for s in similar if s[0] not in known_ids]
         return {
@@ -567,13 +692,16 @@ class Indexer:
                 "topic": {"name": topic[1], "summary": topic[2]} if topic else None,
                 "span": {"name": span[0], "summary": span[1]} if span else None,
             },
-            "recent": [{"role": r[0], "content": r[1], "timestamp": r[2], "line": r[3]} for r in reversed(recent)],
+            "recent": [
+                {"role": r[0], "content": r[1], "timestamp": r[2], "line": r[3]} for r in reversed(recent)
+            ],
             "related": related,
             "known": [{"id": k[0], "type": k[1], "content": k[2]} for k in known],
         }
 
-    def _similar(self, project: str, session: str, text: str, blob: bytes | None = None
-                 ) -> tuple[list[dict], list[tuple]]:
+    def _similar(
+        self, project: str, session: str, text: str, blob: bytes | None = None
+    ) -> tuple[list[dict], list[tuple]]:
         """Top 3 topics of other sessions and the 10 most similar ideas of this project."""
         if (blob is None and not text.strip()) or not self.vectors_ok():
             return [], []
@@ -587,11 +715,15 @@ class Indexer:
         topics = self.db.execute(
             f"SELECT s.name, s.summary, s.session_id FROM {knn_subquery('span_embeddings', 'span_id', project=False)} v "
             "JOIN spans s ON s.id = v.span_id "
-            "WHERE s.depth = 1 AND s.session_id != ? ORDER BY v.distance LIMIT 3", (blob, 20, session)).fetchall()
+            "WHERE s.depth = 1 AND s.session_id != ? ORDER BY v.distance LIMIT 3",
+            (blob, 20, session),
+        ).fetchall()
         ideas = self.db.execute(
             f"SELECT i.id, i.intent, i.content FROM {knn_subquery('idea_embeddings', 'idea_id', project=True)} v "
             "JOIN ideas i ON i.id = v.idea_id "
-            "ORDER BY v.distance", (blob, 10, project or "")).fetchall()
+            "ORDER BY v.distance",
+            (blob, 10, project or ""),
+        ).fetchall()
         return [{"name": t[0], "summary": t[1], "session": t[2]} for t in topics], ideas
 
     def _write_messages(self, path, ident, chunk: Chunk, covered: set, skips: dict, now: float) -> None:
@@ -603,8 +735,22 @@ class Indexer:
                 reason = "already_indexed"
             elif reason is None and m.line not in covered:
                 reason = skips.get(m.line, "no_memory_extracted")
-            rows.append((path, m.line, ident["session"], ident["project"], m.git_branch or ident["branch"], m.role,
-                         m.kind, m.text, store.content_hash(m.text), m.timestamp, reason, now))
+            rows.append(
+                (
+                    path,
+                    m.line,
+                    ident["session"],
+                    ident["project"],
+                    m.git_branch or ident["branch"],
+                    m.role,
+                    m.kind,
+                    m.text,
+                    store.content_hash(m.text),
+                    m.timestamp,
+                    reason,
+                    now,
+                )
+            )
         self.db.executemany(
             "INSERT OR IGNORE INTO messages (source_file, source_line, session_id, project, git_branch, role, kind, "
             "content, content_hash, timestamp, skip_reason, indexed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -618,12 +764,24 @@ class Indexer:
         self.db.executemany(
             "INSERT INTO llm_calls (at, extractor, model, messages, prompt_tokens, completion_tokens, ok, error) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [(now, c.get("extractor", "llm"), c.get("model"), int(c.get("messages", 0)), int(c.get("prompt_tokens", 0)),
-              int(c.get("completion_tokens", 0)), int(bool(c.get("ok"))), c.get("error")) for c in calls],
+            [
+                (
+                    now,
+                    c.get("extractor", "llm"),
+                    c.get("model"),
+                    int(c.get("messages", 0)),
+                    int(c.get("prompt_tokens", 0)),
+                    int(c.get("completion_tokens", 0)),
+                    int(bool(c.get("ok"))),
+                    c.get("error"),
+                )
+                for c in calls
+            ],
         )
 
-    def _write_offset(self, path: str, ident: dict, chunk: Chunk, head_hash: str, now: float,
-                      scan_offset: int = 0) -> None:
+    def _write_offset(
+        self, path: str, ident: dict, chunk: Chunk, head_hash: str, now: float, scan_offset: int = 0
+    ) -> None:
         self.db.execute(
             "INSERT INTO index_state (source_file, session_id, project, byte_offset, line_number, head_hash, "
             "file_size, updated_at, scan_offset) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
@@ -632,15 +790,30 @@ class Indexer:
             "line_number = excluded.line_number, head_hash = excluded.head_hash, "
             "file_size = excluded.file_size, updated_at = excluded.updated_at, "
             "scan_offset = excluded.scan_offset",
-            (path, ident["session"], ident["project"], chunk.end_offset, chunk.end_line, head_hash,
-             _size(path), now, scan_offset),
+            (
+                path,
+                ident["session"],
+                ident["project"],
+                chunk.end_offset,
+                chunk.end_line,
+                head_hash,
+                _size(path),
+                now,
+                scan_offset,
+            ),
         )
 
     def _save_offset_only(self, path: str, result, state: dict) -> None:
         ident = {"session": state["session_id"], "project": state["project"] or ""}
         with self.db.write():
-            self._write_offset(path, ident, Chunk([], result.end_offset, result.end_line), result.head_hash,
-                               self.clock(), result.scanned_to)
+            self._write_offset(
+                path,
+                ident,
+                Chunk([], result.end_offset, result.end_line),
+                result.head_hash,
+                self.clock(),
+                result.scanned_to,
+            )
 
     # -- vectors ---------------------------------------------------------------------------
     def embed_pending(self, limit: int = 512) -> int:
@@ -655,7 +828,7 @@ def windows(text: str) -> list[str]:
         return [text.strip()] if words else []
     out = []
     for start in range(0, len(words), STRIDE_WORDS):
-        out.append(" ".join(words[start:start + WINDOW_WORDS]))
+        out.append(" ".join(words[start : start + WINDOW_WORDS]))
         if start + WINDOW_WORDS >= len(words):
             break
     return out
@@ -676,9 +849,19 @@ def message_chunks(messages: list[transcript.Message], previous: str = "") -> li
             for window in windows(piece):
                 seq = seqs.get(number, 0)
                 seqs[number] = seq + 1
-                out.append({"source_line": number, "message_line": m.line, "seq": seq, "role": m.role,
-                            "kind": m.kind, "timestamp": m.timestamp, "content": window,
-                            "context": "" if tool else context, "embed": not tool})
+                out.append(
+                    {
+                        "source_line": number,
+                        "message_line": m.line,
+                        "seq": seq,
+                        "role": m.role,
+                        "kind": m.kind,
+                        "timestamp": m.timestamp,
+                        "content": window,
+                        "context": "" if tool else context,
+                        "embed": not tool,
+                    }
+                )
         if m.kind in EMBEDDED_KINDS:
             previous = m.text
     return out
@@ -702,7 +885,9 @@ def shared_windows(outputs: list[dict], units: list[dict]) -> dict[str, str]:
     for u in units:
         if u["embed"]:
             words = WORD.findall(u["content"].lower())
-            windows_by_line.setdefault(int(u["source_line"]), []).append((set(words), len(words), embed_text(u)))
+            windows_by_line.setdefault(int(u["source_line"]), []).append(
+                (set(words), len(words), embed_text(u))
+            )
     out = {}
     for output in outputs:
         for item in output.get("items", []):

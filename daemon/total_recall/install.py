@@ -176,7 +176,11 @@ def settings_target(claude_dir: Path | None) -> Path:
 
 
 def remove_ours(
-    hooks: dict[str, Any], event: str, known: set[str], hooks_dir: Path | None, keep: dict[str, Any] | None = None
+    hooks: dict[str, Any],
+    event: str,
+    known: set[str],
+    hooks_dir: Path | None,
+    keep: dict[str, Any] | None = None,
 ) -> bool:
     """Drop our handlers from one event (except `keep`); drop groups that only we emptied."""
     groups, removed, kept = hooks.get(event, []), False, []
@@ -326,8 +330,10 @@ def install_mcp(claude_dir: Path, python: str, manifest: dict[str, Any], report:
         # Trigger: the user has a server of that name. Why: it is theirs. Outcome: left alone, reported.
         report.mcp = "skipped"
         return
-    manifest["mcp"] = {"path": str(path), "servers_key_existed": recorded.get("servers_key_existed",
-                                                                               servers is not None)}
+    manifest["mcp"] = {
+        "path": str(path),
+        "servers_key_existed": recorded.get("servers_key_existed", servers is not None),
+    }
     wanted = mcp_entry(python)
     if current == wanted:
         report.mcp = "kept"
@@ -360,7 +366,11 @@ def uninstall_mcp(claude_dir: Path, manifest: dict[str, Any], report: InstallRep
 
 
 def _merge_hooks(
-    data: dict[str, Any], groups: dict[str, dict[str, Any]], known: set[str], hooks_dir: Path, manifest: dict[str, Any]
+    data: dict[str, Any],
+    groups: dict[str, dict[str, Any]],
+    known: set[str],
+    hooks_dir: Path,
+    manifest: dict[str, Any],
 ) -> InstallReport:
     """Put our groups into data["hooks"]; note in the manifest what existed before, for uninstall."""
     report = InstallReport(settings_path=Path())
@@ -408,7 +418,13 @@ def install(
     install_skills(claude_dir, skills_source, manifest, report)
     install_mcp(claude_dir, python, manifest, report)
     write_manifest(manifest)
-    log.info("installed", settings=str(path), added=report.added_hooks, skills=report.skills, changed=report.changed)
+    log.info(
+        "installed",
+        settings=str(path),
+        added=report.added_hooks,
+        skills=report.skills,
+        changed=report.changed,
+    )
     return report
 
 

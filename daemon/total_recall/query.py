@@ -11,7 +11,8 @@ from datetime import datetime, timedelta, timezone
 MAX_QUERY_CHARS = 4000
 MAX_TERMS = 32
 WORD = re.compile(r"\w+", re.UNICODE)
-STOPWORDS = frozenset("""
+STOPWORDS = frozenset(
+    """
 a about above after again against all am an and any are as at be because been before being below between both
 but by can could did do does doing down during each few for from further had has have having he her here hers
 herself him himself his how i if in into is it its itself just me more most my myself no nor not now of off on
@@ -19,7 +20,8 @@ once only or other our ours ourselves out over own same she should so some such 
 themselves then there these they this those through to too under until up very was we were what when where which
 while who whom why will with would you your yours yourself yourselves did does what's whats tell remember recall
 know anything something thing things ever
-""".split())
+""".split()
+)
 MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
 MONTHS.update({name.lower(): i for i, name in enumerate(calendar.month_abbr) if name})
 INTENT_PATTERNS = [
@@ -33,8 +35,11 @@ INTENT_PATTERNS = [
 ]
 
 
-OPEN_WORK = re.compile(r"\b(?:left to do|still to do|(?:is|are|remains?|'s) left|remaining (?:work|tasks?|todos?)|"
-                       r"open (?:todos?|tasks?)|pending (?:todos?|tasks?)|not (?:yet )?done)\b", re.I)
+OPEN_WORK = re.compile(
+    r"\b(?:left to do|still to do|(?:is|are|remains?|'s) left|remaining (?:work|tasks?|todos?)|"
+    r"open (?:todos?|tasks?)|pending (?:todos?|tasks?)|not (?:yet )?done)\b",
+    re.I,
+)
 
 
 @dataclass
@@ -78,11 +83,11 @@ def _day(dt: datetime) -> datetime:
 _MONTH = "(" + "|".join(sorted(MONTHS, key=len, reverse=True)) + r")\.?"
 _ORDINAL = r"(\d{1,2})(?:st|nd|rd|th)?"
 DAY_PATTERNS = (
-    re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b"),                                     # 2023-02-01
-    re.compile(r"\b" + _ORDINAL + r" (?:of )?" + _MONTH + r",? (\d{4})\b"),          # 1 February, 2023
-    re.compile(r"\b" + _MONTH + r" " + _ORDINAL + r",? (\d{4})\b"),                  # February 1st, 2023
-    re.compile(r"\bon (?:the )?" + _ORDINAL + r" (?:of )?" + _MONTH + r"\b"),         # on the 1st of February
-    re.compile(r"\bon " + _MONTH + r" " + _ORDINAL + r"\b"),                           # on February 1st
+    re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b"),  # 2023-02-01
+    re.compile(r"\b" + _ORDINAL + r" (?:of )?" + _MONTH + r",? (\d{4})\b"),  # 1 February, 2023
+    re.compile(r"\b" + _MONTH + r" " + _ORDINAL + r",? (\d{4})\b"),  # February 1st, 2023
+    re.compile(r"\bon (?:the )?" + _ORDINAL + r" (?:of )?" + _MONTH + r"\b"),  # on the 1st of February
+    re.compile(r"\bon " + _MONTH + r" " + _ORDINAL + r"\b"),  # on February 1st
 )
 
 
@@ -138,7 +143,7 @@ def temporal(text: str, now: datetime) -> tuple[datetime | None, datetime | None
         month = MONTHS[m.group(1)]
         year = int(m.group(2)) if m.group(2) else (now.year if month <= now.month else now.year - 1)
         start = datetime(year, month, 1, tzinfo=timezone.utc)
-        if t[m.start():].startswith("since"):
+        if t[m.start() :].startswith("since"):
             return start, None
         end = datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=timezone.utc)
         return start, end
@@ -146,8 +151,11 @@ def temporal(text: str, now: datetime) -> tuple[datetime | None, datetime | None
 
 
 # "did you suggest", "your advice": the assistant's side; "did I ask", "my app": the user's.
-ASKS_ASSISTANT = re.compile(r"\b(?:(?:did|have|has|had|would|do|does|were) you|you (?:said|suggested|recommended|"
-                            r"told|mentioned|proposed|explained|advised|gave|wrote)|your)\b", re.I)
+ASKS_ASSISTANT = re.compile(
+    r"\b(?:(?:did|have|has|had|would|do|does|were) you|you (?:said|suggested|recommended|"
+    r"told|mentioned|proposed|explained|advised|gave|wrote)|your)\b",
+    re.I,
+)
 ASKS_USER = re.compile(r"\bI\b|\b(?:[Mm]y|[Mm]e|[Mm]ine)\b")
 
 
@@ -166,7 +174,11 @@ def analyze(text: str, now: datetime | None = None) -> Query:
     since, until = temporal(text, now)
     q = Query(text=text, terms=terms_of(text), since=since, until=until)
     q.speaker = speaker(text)
-    q.time_sensitive = since is not None or until is not None or bool(re.search(r"\b(latest|recent|last|current)\b", text, re.I))
+    q.time_sensitive = (
+        since is not None
+        or until is not None
+        or bool(re.search(r"\b(latest|recent|last|current)\b", text, re.I))
+    )
     if OPEN_WORK.search(text):
         # "what is left to do": open todos only, wherever the phrase stands; closed ones are done.
         q.intents.add("todo")
@@ -188,4 +200,6 @@ def analyze(text: str, now: datetime | None = None) -> Query:
     return q
 
 
-FILTER_LEAD_WORDS = frozenset("show list find all any the our my me what are were which give recent latest".split())
+FILTER_LEAD_WORDS = frozenset(
+    "show list find all any the our my me what are were which give recent latest".split()
+)

@@ -26,8 +26,10 @@ log = structlog.get_logger(__name__)
 
 VECTOR_META = ("embed_model", "embed_dim", "embed_version", "embed_model_mismatch")
 MAX_ROWID = 2**63 - 1
-CORRUPT_HINT = ("the memory database is damaged; stop the daemon and run `total-recall recover` "
-                "(it keeps the damaged file and rebuilds from your transcripts)")
+CORRUPT_HINT = (
+    "the memory database is damaged; stop the daemon and run `total-recall recover` "
+    "(it keeps the damaged file and rebuilds from your transcripts)"
+)
 
 
 def check(path: Path) -> dict:
@@ -48,11 +50,15 @@ def check(path: Path) -> dict:
 
 def _tables(conn: sqlite3.Connection) -> list[str]:
     """Ordinary tables in creation order, without virtual tables and their shadow tables."""
-    rows = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' "
-                        "AND name NOT LIKE 'sqlite_%' ORDER BY rowid").fetchall()
+    rows = conn.execute(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY rowid"
+    ).fetchall()
     virtual = [name for name, sql in rows if (sql or "").upper().startswith("CREATE VIRTUAL")]
-    return [name for name, sql in rows
-            if name not in virtual and not any(name.startswith(v + "_") for v in virtual)]
+    return [
+        name
+        for name, sql in rows
+        if name not in virtual and not any(name.startswith(v + "_") for v in virtual)
+    ]
 
 
 def _columns(conn: sqlite3.Connection, table: str) -> list[str]:
@@ -72,8 +78,9 @@ def _readable_from(conn: sqlite3.Connection, table: str, after: int) -> int | No
 
     def works(lo: int) -> bool:
         try:
-            conn.execute(f'SELECT rowid FROM "{table}" WHERE rowid > ? ORDER BY rowid LIMIT 1',
-                         (lo,)).fetchall()
+            conn.execute(
+                f'SELECT rowid FROM "{table}" WHERE rowid > ? ORDER BY rowid LIMIT 1', (lo,)
+            ).fetchall()
             return True
         except sqlite3.DatabaseError:
             return False
@@ -137,8 +144,10 @@ def salvage(source: Path, target_db: Any) -> dict:
                 stats["errors"].append(f"{table}: {exc}")
                 continue
             marks = ", ".join("?" * len(columns))
-            sql = f'INSERT OR IGNORE INTO "{table}" ({", ".join(chr(34) + c + chr(34) for c in columns)}) ' \
-                  f"VALUES ({marks})"
+            sql = (
+                f'INSERT OR IGNORE INTO "{table}" ({", ".join(chr(34) + c + chr(34) for c in columns)}) '
+                f"VALUES ({marks})"
+            )
             copied = 0
             with target_db.write():
                 for row in _rows(old, table, columns, stats):
@@ -160,7 +169,8 @@ def salvage(source: Path, target_db: Any) -> dict:
                 "DELETE FROM messages WHERE skip_reason IS NULL AND NOT EXISTS (SELECT 1 FROM ideas i "
                 "WHERE i.source_file = messages.source_file AND i.source_line = messages.source_line) "
                 "AND NOT EXISTS (SELECT 1 FROM idea_sources s WHERE s.source_file = messages.source_file "
-                "AND s.source_line = messages.source_line)").rowcount
+                "AND s.source_line = messages.source_line)"
+            ).rowcount
     finally:
         target_db.execute("PRAGMA foreign_keys = ON")
         old.close()
@@ -174,8 +184,10 @@ def _drop_dangling(db: Any, tables: set[str]) -> dict[str, int]:
         for table in sorted(tables):
             for fk in db.execute(f'PRAGMA foreign_key_list("{table}")').fetchall():
                 parent, child_col, parent_col, on_delete = fk[2], fk[3], fk[4] or "rowid", fk[6]
-                lost = (f'"{child_col}" IS NOT NULL AND "{child_col}" NOT IN '
-                        f'(SELECT "{parent_col}" FROM "{parent}")')
+                lost = (
+                    f'"{child_col}" IS NOT NULL AND "{child_col}" NOT IN '
+                    f'(SELECT "{parent_col}" FROM "{parent}")'
+                )
                 if on_delete.upper() == "SET NULL":
                     n = db.execute(f'UPDATE "{table}" SET "{child_col}" = NULL WHERE {lost}').rowcount
                 else:
@@ -187,8 +199,12 @@ def _drop_dangling(db: Any, tables: set[str]) -> dict[str, int]:
 
 def _known_transcripts(db: Any) -> set[str]:
     found: set[str] = set()
-    for sql in ("SELECT source_file FROM index_state", "SELECT DISTINCT source_file FROM messages",
-                "SELECT DISTINCT transcript_path FROM work_queue", "SELECT DISTINCT source_file FROM ideas"):
+    for sql in (
+        "SELECT source_file FROM index_state",
+        "SELECT DISTINCT source_file FROM messages",
+        "SELECT DISTINCT transcript_path FROM work_queue",
+        "SELECT DISTINCT source_file FROM ideas",
+    ):
         found |= {r[0] for r in db.execute(sql).fetchall() if r[0]}
     from total_recall import transcript
 
@@ -223,8 +239,10 @@ def recover() -> dict:
         with database.write():
             # From byte 0: any line whose rows were lost is extracted again; the rest is skipped.
             database.execute("UPDATE index_state SET byte_offset = 0, line_number = 0, head_hash = NULL")
-            database.execute("UPDATE work_queue SET state = 'pending', attempts = 0, not_before = NULL, "
-                             "lease_expires = NULL WHERE state != 'done'")
+            database.execute(
+                "UPDATE work_queue SET state = 'pending', attempts = 0, not_before = NULL, "
+                "lease_expires = NULL WHERE state != 'done'"
+            )
         requeued = 0
         for f in files:
             if os.path.isfile(f):
@@ -248,5 +266,5 @@ def recover() -> dict:
         "transcripts_requeued": requeued,
         "daemon_stopped": bool(stopped["was_running"]),
         "next": "start the daemon (`total-recall restart`) or run `total-recall daemon --once` to "
-                "rebuild what was lost from the transcripts; vectors are rebuilt by the same run",
+        "rebuild what was lost from the transcripts; vectors are rebuilt by the same run",
     }

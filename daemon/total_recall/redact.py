@@ -75,11 +75,24 @@ _TOKEN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
 ]
 
 _LEAD = {"bearer_token": "Bb", "authorization": "Aa"}  # header names as written in practice
-_WORD_START_KINDS = {"huggingface_token", "npm_token", "gitlab_token", "stripe_key", "sendgrid_key",
-                     "twilio_key"}
+_WORD_START_KINDS = {
+    "huggingface_token",
+    "npm_token",
+    "gitlab_token",
+    "stripe_key",
+    "sendgrid_key",
+    "twilio_key",
+}
 # Kinds whose match must start a word: "mask-..." or "xghp_..." are not keys.
-_WORD_START = {"anthropic_key", "openai_key", "github_token", "aws_access_key", "slack_token",
-               "google_api_key", "jwt"} | _WORD_START_KINDS
+_WORD_START = {
+    "anthropic_key",
+    "openai_key",
+    "github_token",
+    "aws_access_key",
+    "slack_token",
+    "google_api_key",
+    "jwt",
+} | _WORD_START_KINDS
 
 # A word that makes a key name sensitive. TOKEN is not sensitive in "max_tokens", "tokenizer".
 # Matched against the lowercased text: a case-insensitive regex is several times slower.
@@ -95,9 +108,7 @@ _ASSIGN_TAIL = re.compile(
     r"""(?P<close>["']?)(?P<sep>[ \t]*(?::(?!:)|=(?!=))[ \t]*)"""
     r"""(?P<value>"[^"\n]*"|'[^'\n]*'|[^\s"',;)}\]]+)"""
 )
-_FLAG_TAIL = re.compile(
-    r"""(?P<sep>=|[ \t]+)(?P<value>"[^"\n]*"|'[^'\n]*'|[^\s"',;)}\]-][^\s"',;)}\]]*)"""
-)
+_FLAG_TAIL = re.compile(r"""(?P<sep>=|[ \t]+)(?P<value>"[^"\n]*"|'[^'\n]*'|[^\s"',;)}\]-][^\s"',;)}\]]*)""")
 # Unquoted values that are references, not secrets: calls, env lookups, null-ish literals.
 _NOT_A_SECRET = re.compile(
     r"[A-Za-z_][\w.]*[(\[].*|\$\{?\w+\}?|<[^>]*>|\*+|\.\.\.|…"
@@ -161,14 +172,19 @@ def _detect_secrets_patterns() -> list[tuple[str, re.Pattern[str]]]:
     except Exception:  # noqa: BLE001 - any import problem means: our own patterns only
         return []
     plugins = [
-        ("aws_access_key", aws.AWSKeyDetector), ("azure_key", azure_storage_key.AzureStorageKeyDetector),
+        ("aws_access_key", aws.AWSKeyDetector),
+        ("azure_key", azure_storage_key.AzureStorageKeyDetector),
         ("discord_token", discord.DiscordBotTokenDetector),
         ("github_token", github_token.GitHubTokenDetector),
-        ("gitlab_token", gitlab_token.GitLabTokenDetector), ("jwt", jwt.JwtTokenDetector),
+        ("gitlab_token", gitlab_token.GitLabTokenDetector),
+        ("jwt", jwt.JwtTokenDetector),
         ("openai_key", openai.OpenAIDetector),
-        ("pypi_token", pypi_token.PypiTokenDetector), ("sendgrid_key", sendgrid.SendGridDetector),
-        ("slack_token", slack.SlackDetector), ("square_key", square_oauth.SquareOAuthDetector),
-        ("stripe_key", stripe.StripeDetector), ("telegram_token", telegram_token.TelegramBotTokenDetector),
+        ("pypi_token", pypi_token.PypiTokenDetector),
+        ("sendgrid_key", sendgrid.SendGridDetector),
+        ("slack_token", slack.SlackDetector),
+        ("square_key", square_oauth.SquareOAuthDetector),
+        ("stripe_key", stripe.StripeDetector),
+        ("telegram_token", telegram_token.TelegramBotTokenDetector),
         ("twilio_key", twilio.TwilioKeyDetector),
     ]
     out = []
@@ -345,7 +361,8 @@ def _redact_env(text: str, values: set[str]) -> tuple[str, int]:
 
 _SETTING_WORDS = frozenset(
     "MIN MAX LEN LENGTH COUNT SIZE TTL EXPIRY EXPIRES TIMEOUT FILE PATH URL HOST PORT NAME ID TYPE MODE "
-    "ENABLED REGION VERSION POLICY HEADER ROTATION LIMIT".split())
+    "ENABLED REGION VERSION POLICY HEADER ROTATION LIMIT".split()
+)
 
 
 def _settings_key(key: str) -> bool:
@@ -355,8 +372,15 @@ def _settings_key(key: str) -> bool:
 
 
 def _env_kind(key: str) -> str:
-    for word, kind in (("PASS", "password"), ("PWD", "password"), ("SECRET", "secret"), ("TOKEN", "token"),
-                       ("CREDENTIAL", "credentials"), ("KEY", "api_key"), ("AUTH", "token")):
+    for word, kind in (
+        ("PASS", "password"),
+        ("PWD", "password"),
+        ("SECRET", "secret"),
+        ("TOKEN", "token"),
+        ("CREDENTIAL", "credentials"),
+        ("KEY", "api_key"),
+        ("AUTH", "token"),
+    ):
         if word in key:
             return kind
     return "secret"
@@ -393,8 +417,9 @@ def _redact_prose(text: str, values: set[str]) -> tuple[str, int]:
     return "".join(out), count
 
 
-def _substitute(text: str, kind: str, pattern: re.Pattern[str], values: set[str] | None = None,
-                library: bool = False) -> tuple[str, int]:
+def _substitute(
+    text: str, kind: str, pattern: re.Pattern[str], values: set[str] | None = None, library: bool = False
+) -> tuple[str, int]:
     mark = MARK.format(kind)
     lead = _LEAD.get(kind)
     out: list[str] = []

@@ -25,8 +25,10 @@ def results_markdown(results: list[dict]) -> str:
     out = []
     for topic, items in groups.items():
         first = items[0]
-        out.append(f"## {topic}  \n_session {str(first['session'])[:8]} · {_date(first['timestamp'])} · "
-                   f"project {first['project'] or '?'}_")
+        out.append(
+            f"## {topic}  \n_session {str(first['session'])[:8]} · {_date(first['timestamp'])} · "
+            f"project {first['project'] or '?'}_"
+        )
         for r in items:
             out.append(_line(r))
     return "\n".join(out)
@@ -36,7 +38,7 @@ def _line(r: dict) -> str:
     if r["kind"] == "span":
         return f"- **topic** {r['name']}: {r['summary']}  \n  `{_source(r)}`"
     if r["kind"] == "message":
-        return (f"- **{r['role']} said** {r['content']}  \n  `{_source(r)}` · {_date(r['timestamp'])}")
+        return f"- **{r['role']} said** {r['content']}  \n  `{_source(r)}` · {_date(r['timestamp'])}"
     flags = []
     if r["superseded_by"]:
         flags.append(f"superseded by #{r['superseded_by'][0]}")
@@ -57,8 +59,10 @@ def topics_markdown(sessions: list[dict]) -> str:
     def walk(node: dict, depth: int) -> None:
         pad = "  " * depth
         summary = f": {node['summary']}" if node["summary"] else ""
-        out.append(f"{pad}- {node['name']} (lines {node['start_line']}-{node['end_line']}, "
-                   f"{node['ideas']} ideas){summary}")
+        out.append(
+            f"{pad}- {node['name']} (lines {node['start_line']}-{node['end_line']}, "
+            f"{node['ideas']} ideas){summary}"
+        )
         for child in node["children"]:
             walk(child, depth + 1)
 
@@ -74,9 +78,11 @@ def proposals_markdown(items: list[dict]) -> str:
         return "No proposals waiting for review."
     out = []
     for p in items:
-        out.append(f"- proposal {p['id']}: #{p['new_idea_id']} {p['kind']} pinned #{p['target_id']}\n"
-                   f"  pinned: {p['target']}\n  new:    {p['new']}\n"
-                   f"  apply: total-recall review --apply {p['id']} · reject: total-recall review --reject {p['id']}")
+        out.append(
+            f"- proposal {p['id']}: #{p['new_idea_id']} {p['kind']} pinned #{p['target_id']}\n"
+            f"  pinned: {p['target']}\n  new:    {p['new']}\n"
+            f"  apply: total-recall review --apply {p['id']} · reject: total-recall review --reject {p['id']}"
+        )
     return "\n".join(out)
 
 

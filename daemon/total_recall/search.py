@@ -105,7 +105,9 @@ class SearchContext:
 
 
 # -- project scoping ------------------------------------------------------------------------
-def resolve_projects(db: Database, project: str | None, all_projects: bool, cwd: str | None) -> list[str] | None:
+def resolve_projects(
+    db: Database, project: str | None, all_projects: bool, cwd: str | None
+) -> list[str] | None:
     """None = every project. A directory or a short name picks the projects it names (projects.resolve)."""
     return projects_mod.resolve(known_projects(db), project, all_projects, cwd)
 
@@ -114,9 +116,13 @@ def resolve_session(db: Database, given: str) -> str:
     """A session id as the user typed it: the full id, or a unique prefix such as the 8 characters
     that search results and topics print."""
     given = given.strip()
-    sessions = {r[0] for r in db.execute(
-        "SELECT DISTINCT session_id FROM index_state WHERE session_id IS NOT NULL UNION "
-        "SELECT DISTINCT session_id FROM spans WHERE session_id IS NOT NULL").fetchall()}
+    sessions = {
+        r[0]
+        for r in db.execute(
+            "SELECT DISTINCT session_id FROM index_state WHERE session_id IS NOT NULL UNION "
+            "SELECT DISTINCT session_id FROM spans WHERE session_id IS NOT NULL"
+        ).fetchall()
+    }
     if given in sessions:
         return given
     hits = sorted(s for s in sessions if given and s.startswith(given))
@@ -144,27 +150,42 @@ def _project_sql(projects: list[str] | None, column: str) -> tuple[str, tuple]:
 
 
 # -- strategies -----------------------------------------------------------------------------
-def _knn(ctx: SearchContext, table: str, key: str, blob: bytes, projects: list[str] | None) -> list[tuple[int, float]]:
+def _knn(
+    ctx: SearchContext, table: str, key: str, blob: bytes, projects: list[str] | None
+) -> list[tuple[int, float]]:
     """(id, cosine similarity), best first; vectors are L2-normalised, so cosine = 1 - d^2 / 2."""
     partitions: Iterable[str | None] = projects if projects is not None else [None]
     scored: list[tuple[float, int]] = []
     for part in partitions:
-        scored += [(d, i) for i, d in vectors.knn(ctx.db, table, key, blob, POOL,
-                                                   None if part is None else part or "")]
+        scored += [
+            (d, i)
+            for i, d in vectors.knn(ctx.db, table, key, blob, POOL, None if part is None else part or "")
+        ]
     return [(i, 1.0 - d * d / 2) for d, i in sorted(scored)[:POOL]]
 
 
-def _bm25(ctx: SearchContext, fts: str, owner: str, match: str, projects: list[str] | None, extra: str = "",
-          rank: str = "f.rank") -> list[tuple[int, float]]:
+def _bm25(
+    ctx: SearchContext,
+    fts: str,
+    owner: str,
+    match: str,
+    projects: list[str] | None,
+    extra: str = "",
+    rank: str = "f.rank",
+) -> list[tuple[int, float]]:
     """(id, BM25 score as a positive number), best first."""
     psql, pparams = _project_sql(projects, "o.project")
     rows = ctx.db.execute(
         f"SELECT o.id, {rank} AS r FROM {fts} f JOIN {owner} o ON o.id = f.rowid WHERE {fts} MATCH ?{psql}{extra} "
-        f"ORDER BY r LIMIT ?", (match, *pparams, POOL)).fetchall()
+        f"ORDER BY r LIMIT ?",
+        (match, *pparams, POOL),
+    ).fetchall()
     return [(r[0], -float(r[1])) for r in rows]
 
 
-def _entity_ideas(ctx: SearchContext, q: querymod.Query, projects: list[str] | None) -> list[tuple[int, float]]:
+def _entity_ideas(
+    ctx: SearchContext, q: querymod.Query, projects: list[str] | None
+) -> list[tuple[int, float]]:
     words = q.terms
     names = set(words) | {f"{a} {b}" for a, b in zip(words, words[1:])}
     raw = {w.lower() for w in querymod.WORD.findall(q.text)}
@@ -174,36 +195,49 @@ def _entity_ideas(ctx: SearchContext, q: querymod.Query, projects: list[str] | N
     marks = ",".join("?" * len(names))
     # An entity linked to a large share of the memories (the user's own name, the project's
     # main technology) does not discriminate; only the rarer ones take part.
-    usable = [r[0] for r in ctx.db.execute(
-        f"SELECT e.id FROM entities e JOIN idea_entities ie ON ie.entity_id = e.id WHERE e.name IN ({marks}) "
-        f"AND e.type != 'project' GROUP BY e.id HAVING count(*) <= ?",
-        (*[n.lower() for n in names], ENTITY_MAX_LINKS))]
+    usable = [
+        r[0]
+        for r in ctx.db.execute(
+            f"SELECT e.id FROM entities e JOIN idea_entities ie ON ie.entity_id = e.id WHERE e.name IN ({marks}) "
+            f"AND e.type != 'project' GROUP BY e.id HAVING count(*) <= ?",
+            (*[n.lower() for n in names], ENTITY_MAX_LINKS),
+        )
+    ]
     if not usable:
         return []
     psql, pparams = _project_sql(projects, "i.project")
     rows = ctx.db.execute(
         f"SELECT i.id FROM idea_entities ie JOIN ideas i ON i.id = ie.idea_id "
         f"WHERE ie.entity_id IN ({','.join('?' * len(usable))}){psql} ORDER BY i.id DESC LIMIT ?",
-        (*usable, *pparams, POOL)).fetchall()
+        (*usable, *pparams, POOL),
+    ).fetchall()
     return [(r[0], 1.0) for r in rows]
 
 
-def _time_window_ideas(ctx: SearchContext, q: querymod.Query, projects: list[str] | None
-                       ) -> list[tuple[int, float]]:
+def _time_window_ideas(
+    ctx: SearchContext, q: querymod.Query, projects: list[str] | None
+) -> list[tuple[int, float]]:
     psql, pparams = _project_sql(projects, "project")
     tsql, tparams = _time_sql(q, "message_time")
     rows = ctx.db.execute(
         f"SELECT id FROM ideas WHERE 1 = 1{psql}{tsql} ORDER BY message_time DESC LIMIT ?",
-        (*pparams, *tparams, POOL)).fetchall()
+        (*pparams, *tparams, POOL),
+    ).fetchall()
     return [(r[0], 1.0) for r in rows]
 
 
 def _time_sql(q: querymod.Query, column: str) -> tuple[str, tuple]:
     sql, params = "", ()
     if q.since:
-        sql, params = sql + f" AND substr({column}, 1, 19) >= ?", params + (q.since.strftime("%Y-%m-%dT%H:%M:%S"),)
+        sql, params = (
+            sql + f" AND substr({column}, 1, 19) >= ?",
+            params + (q.since.strftime("%Y-%m-%dT%H:%M:%S"),),
+        )
     if q.until:
-        sql, params = sql + f" AND substr({column}, 1, 19) < ?", params + (q.until.strftime("%Y-%m-%dT%H:%M:%S"),)
+        sql, params = (
+            sql + f" AND substr({column}, 1, 19) < ?",
+            params + (q.until.strftime("%Y-%m-%dT%H:%M:%S"),),
+        )
     return sql, params
 
 
@@ -225,8 +259,12 @@ def gather(ctx: SearchContext, q: querymod.Query, projects: list[str] | None, hy
     if match:
         ranked["idea_bm25"] = ("idea", _bm25(ctx, "ideas_fts", "ideas", match, projects))
         ranked["span_bm25"] = ("span", _bm25(ctx, "spans_fts", "spans", match, projects, " AND o.depth > 0"))
-        ranked["chunk_bm25"] = ("chunk", _bm25(ctx, "chunks_fts", "chunks", match, projects,
-                                               rank=f"bm25(chunks_fts, {CHUNK_BM25_COLUMNS})"))
+        ranked["chunk_bm25"] = (
+            "chunk",
+            _bm25(
+                ctx, "chunks_fts", "chunks", match, projects, rank=f"bm25(chunks_fts, {CHUNK_BM25_COLUMNS})"
+            ),
+        )
     ranked["entity"] = ("idea", _entity_ideas(ctx, q, projects))
     if q.since or q.until:
         ranked["time"] = ("idea", _time_window_ideas(ctx, q, projects))
@@ -263,18 +301,56 @@ def line_score(strategies: dict[str, int], norm: dict[str, float]) -> float:
 
 
 # -- details, filters, weighting ------------------------------------------------------------
-IDEA_COLUMNS = ("id", "content", "intent", "confidence", "answered", "source_file", "source_line", "session_id",
-                "project", "message_time", "span_id", "created_at", "mention_count", "pinned", "closed_source_line")
-SPAN_COLUMNS = ("id", "name", "summary", "depth", "start_line", "end_line", "source_file", "session_id",
-                "project", "started_at", "parent_id")
-CHUNK_COLUMNS = ("id", "source_file", "source_line", "message_line", "session_id", "project", "timestamp", "role",
-                 "kind", "content")
+IDEA_COLUMNS = (
+    "id",
+    "content",
+    "intent",
+    "confidence",
+    "answered",
+    "source_file",
+    "source_line",
+    "session_id",
+    "project",
+    "message_time",
+    "span_id",
+    "created_at",
+    "mention_count",
+    "pinned",
+    "closed_source_line",
+)
+SPAN_COLUMNS = (
+    "id",
+    "name",
+    "summary",
+    "depth",
+    "start_line",
+    "end_line",
+    "source_file",
+    "session_id",
+    "project",
+    "started_at",
+    "parent_id",
+)
+CHUNK_COLUMNS = (
+    "id",
+    "source_file",
+    "source_line",
+    "message_line",
+    "session_id",
+    "project",
+    "timestamp",
+    "role",
+    "kind",
+    "content",
+)
 
 
 def _rows(db: Database, table: str, columns: tuple, ids: list[int]) -> dict[int, dict]:
     if not ids:
         return {}
-    rows = db.execute(f"SELECT {', '.join(columns)} FROM {table} WHERE id IN ({','.join('?' * len(ids))})", ids)
+    rows = db.execute(
+        f"SELECT {', '.join(columns)} FROM {table} WHERE id IN ({','.join('?' * len(ids))})", ids
+    )
     return {r[0]: dict(zip(columns, r)) for r in rows}
 
 
@@ -311,15 +387,24 @@ def superseded_by(db: Database, ids: list[int]) -> dict[int, list[int]]:
         return {}
     rows = db.execute(
         f"SELECT to_id, from_id FROM relations WHERE relation_type = 'supersedes' "
-        f"AND to_id IN ({','.join('?' * len(ids))}) ORDER BY from_id DESC", ids).fetchall()
+        f"AND to_id IN ({','.join('?' * len(ids))}) ORDER BY from_id DESC",
+        ids,
+    ).fetchall()
     out: dict[int, list[int]] = {}
     for to_id, from_id in rows:
         out.setdefault(to_id, []).append(from_id)
     return out
 
 
-def weigh(pool: dict, ideas: dict[int, dict], spans: dict[int, dict], q: querymod.Query, now: datetime,
-          successors: dict[int, list[int]], chunks: dict[int, dict] | None = None) -> list[Candidate]:
+def weigh(
+    pool: dict,
+    ideas: dict[int, dict],
+    spans: dict[int, dict],
+    q: querymod.Query,
+    now: datetime,
+    successors: dict[int, list[int]],
+    chunks: dict[int, dict] | None = None,
+) -> list[Candidate]:
     """Filters and weights per candidate, then one candidate per conversation line (lines())."""
     chunks = chunks or {}
     kept = []
@@ -405,7 +490,9 @@ def expand(db: Database, top: list[Candidate], pool_ids: set[int]) -> list[Candi
     marks = ",".join("?" * len(ids))
     rows = db.execute(
         f"SELECT from_id, to_id, relation_type FROM relations WHERE to_id IN ({marks}) "
-        f"AND relation_type IN ('supersedes', 'builds_on', 'answers')", ids).fetchall()
+        f"AND relation_type IN ('supersedes', 'builds_on', 'answers')",
+        ids,
+    ).fetchall()
     score_of = {c.id: c.score for c in top if c.kind == "idea"}
     added: dict[int, Candidate] = {}
     for from_id, to_id, rtype in rows:
@@ -449,7 +536,9 @@ def search(
     return build_results(ctx.db, order_chains(ctx.db, top), q.terms)
 
 
-RERANK_N = 80  # the head of the fused list that the second stage rescores (40: -0.01 recall@10 on the tune split)
+RERANK_N = (
+    80  # the head of the fused list that the second stage rescores (40: -0.01 recall@10 on the tune split)
+)
 COVERAGE_WEIGHT = 0.6  # share of a line's score that depends on how many of the query's words it holds
 NEIGHBOUR_WEIGHT = 0.4  # share of the best adjacent line's score a line in the head gains
 _SUFFIX = re.compile(r"(?:ing|ed|es|s)$")
@@ -482,7 +571,8 @@ def rescore(db: Database, ranked: list[Candidate], q: querymod.Query) -> list[Ca
     spans = [c.id for c in head if c.origin is None]
     if spans:  # topics are held to the same measure, by their name and summary
         for span_id, name, summary in db.execute(
-                f"SELECT id, name, summary FROM spans WHERE id IN ({','.join('?' * len(spans))})", spans):
+            f"SELECT id, name, summary FROM spans WHERE id IN ({','.join('?' * len(spans))})", spans
+        ):
             texts[("span", span_id)] = f"{name} {summary}"
     bags = {key(c): {_stem(w) for w in querymod.WORD.findall(texts.get(key(c), "").lower())} for c in head}
     n = len(bags)
@@ -520,9 +610,10 @@ def _line_texts(db: Database, origins: list[tuple]) -> tuple[dict[tuple, str], d
     out: dict[tuple, list[str]] = {}
     roles: dict[tuple, str] = {}
     for file, line, text, role in db.execute(
-            f"SELECT source_file, source_line, content || ' ' || context, role FROM chunks WHERE source_file IN "
-            f"({','.join('?' * len(files))}) AND source_line IN ({','.join('?' * len(numbers))})",
-            (*files, *numbers)):
+        f"SELECT source_file, source_line, content || ' ' || context, role FROM chunks WHERE source_file IN "
+        f"({','.join('?' * len(files))}) AND source_line IN ({','.join('?' * len(numbers))})",
+        (*files, *numbers),
+    ):
         if (file, line) in wanted:
             out.setdefault((file, line), []).append(text or "")
             roles[(file, line)] = role
@@ -539,7 +630,9 @@ def _ideas_on_lines(db: Database, wanted: set[tuple]) -> list[tuple]:
     rows = db.execute(
         f"SELECT i.id, s.source_file, s.source_line, i.content FROM idea_sources s JOIN ideas i ON i.id = s.idea_id "
         f"WHERE s.source_file IN ({','.join('?' * len(files))}) AND s.source_line IN "
-        f"({','.join('?' * len(numbers))})", (*files, *numbers)).fetchall()
+        f"({','.join('?' * len(numbers))})",
+        (*files, *numbers),
+    ).fetchall()
     return [r for r in rows if (r[1], r[2]) in wanted]
 
 
@@ -558,8 +651,9 @@ def _add_line_ideas(db: Database, pool: dict, chunks: dict[int, dict], q: querym
     """A line found by its words is shown as its own idea when it has one: the ideas of every
     chunk's line join the pool (with no rank of their own), the one sharing most query words first."""
     terms = set(q.terms)
-    for idea_id, file, line, content in _ideas_on_lines(db, {(r["source_file"], r["source_line"])
-                                                             for r in chunks.values()}):
+    for idea_id, file, line, content in _ideas_on_lines(
+        db, {(r["source_file"], r["source_line"]) for r in chunks.values()}
+    ):
         if ("idea", idea_id) in pool:
             continue
         overlap = len(terms & set(querymod.terms_of(content)))
@@ -625,7 +719,11 @@ def excerpt(text: str, terms: Iterable[str] = (), limit: int = EXCERPT_CHARS) ->
     low = text.lower()
     at = min((i for i in (low.find(t) for t in terms if t) if i >= 0), default=0)
     start = max(0, min(at - limit // 4, len(text) - limit))
-    return ("…" if start else "") + text[start:start + limit].strip() + ("…" if start + limit < len(text) else "")
+    return (
+        ("…" if start else "")
+        + text[start : start + limit].strip()
+        + ("…" if start + limit < len(text) else "")
+    )
 
 
 def build_results(db: Database, cands: list[Candidate], terms: Iterable[str] = ()) -> list[dict]:
@@ -644,39 +742,95 @@ def build_results(db: Database, cands: list[Candidate], terms: Iterable[str] = (
         if c.kind == "idea":
             r = ideas[c.id]
             span = parents.get(r["span_id"])
-            results.append({
-                "kind": "idea", "id": c.id, "content": r["content"], "intent": r["intent"],
-                "confidence": round(float(r["confidence"]), 3), "answered": bool(r["answered"]),
-                "score": round(c.score, 6), "session": r["session_id"], "project": r["project"],
-                "timestamp": r["message_time"], "source_file": r["source_file"], "source_line": r["source_line"],
-                "span": {"id": span["id"], "name": span["name"], "start_line": span["start_line"],
-                         "end_line": span["end_line"]} if span else None,
-                "entities": ents.get(c.id, []), "relations": rels.get(c.id, []),
-                "superseded_by": succ.get(c.id, []), "matched_by": sorted(c.strategies),
-                "mention_count": r["mention_count"], "pinned": bool(r["pinned"]),
-                "closed": r["closed_source_line"] is not None,
-                "sources": sources.get(c.id, [{"source_file": r["source_file"], "source_line": r["source_line"]}]),
-            })
+            results.append(
+                {
+                    "kind": "idea",
+                    "id": c.id,
+                    "content": r["content"],
+                    "intent": r["intent"],
+                    "confidence": round(float(r["confidence"]), 3),
+                    "answered": bool(r["answered"]),
+                    "score": round(c.score, 6),
+                    "session": r["session_id"],
+                    "project": r["project"],
+                    "timestamp": r["message_time"],
+                    "source_file": r["source_file"],
+                    "source_line": r["source_line"],
+                    "span": {
+                        "id": span["id"],
+                        "name": span["name"],
+                        "start_line": span["start_line"],
+                        "end_line": span["end_line"],
+                    }
+                    if span
+                    else None,
+                    "entities": ents.get(c.id, []),
+                    "relations": rels.get(c.id, []),
+                    "superseded_by": succ.get(c.id, []),
+                    "matched_by": sorted(c.strategies),
+                    "mention_count": r["mention_count"],
+                    "pinned": bool(r["pinned"]),
+                    "closed": r["closed_source_line"] is not None,
+                    "sources": sources.get(
+                        c.id, [{"source_file": r["source_file"], "source_line": r["source_line"]}]
+                    ),
+                }
+            )
         elif c.kind == "chunk":
             r = chunks[c.id]
-            results.append({
-                "kind": "message", "id": c.id, "content": excerpt(r["content"], terms), "role": r["role"],
-                "message_kind": r["kind"], "intent": None, "confidence": None, "answered": False,
-                "score": round(c.score, 6), "session": r["session_id"], "project": r["project"],
-                "timestamp": r["timestamp"], "source_file": r["source_file"], "source_line": r["source_line"],
-                "message_start_line": r["message_line"], "span": None, "entities": [], "relations": [],
-                "superseded_by": [], "matched_by": sorted(c.strategies), "mention_count": 1, "pinned": False,
-                "sources": [{"source_file": r["source_file"], "source_line": r["source_line"]}],
-            })
+            results.append(
+                {
+                    "kind": "message",
+                    "id": c.id,
+                    "content": excerpt(r["content"], terms),
+                    "role": r["role"],
+                    "message_kind": r["kind"],
+                    "intent": None,
+                    "confidence": None,
+                    "answered": False,
+                    "score": round(c.score, 6),
+                    "session": r["session_id"],
+                    "project": r["project"],
+                    "timestamp": r["timestamp"],
+                    "source_file": r["source_file"],
+                    "source_line": r["source_line"],
+                    "message_start_line": r["message_line"],
+                    "span": None,
+                    "entities": [],
+                    "relations": [],
+                    "superseded_by": [],
+                    "matched_by": sorted(c.strategies),
+                    "mention_count": 1,
+                    "pinned": False,
+                    "sources": [{"source_file": r["source_file"], "source_line": r["source_line"]}],
+                }
+            )
         else:
             r = spans[c.id]
-            results.append({
-                "kind": "span", "id": c.id, "name": r["name"], "summary": r["summary"], "content": r["summary"],
-                "intent": None, "confidence": None, "score": round(c.score, 6), "session": r["session_id"],
-                "project": r["project"], "timestamp": r["started_at"], "source_file": r["source_file"],
-                "start_line": r["start_line"], "end_line": r["end_line"], "depth": r["depth"], "span": None,
-                "entities": [], "relations": [], "superseded_by": [], "matched_by": sorted(c.strategies),
-            })
+            results.append(
+                {
+                    "kind": "span",
+                    "id": c.id,
+                    "name": r["name"],
+                    "summary": r["summary"],
+                    "content": r["summary"],
+                    "intent": None,
+                    "confidence": None,
+                    "score": round(c.score, 6),
+                    "session": r["session_id"],
+                    "project": r["project"],
+                    "timestamp": r["started_at"],
+                    "source_file": r["source_file"],
+                    "start_line": r["start_line"],
+                    "end_line": r["end_line"],
+                    "depth": r["depth"],
+                    "span": None,
+                    "entities": [],
+                    "relations": [],
+                    "superseded_by": [],
+                    "matched_by": sorted(c.strategies),
+                }
+            )
     return results
 
 
@@ -686,10 +840,14 @@ def _sources(db: Database, ids: list[int]) -> dict[int, list[dict]]:
         return {}
     rows = db.execute(
         f"SELECT idea_id, source_file, source_line, message_time FROM idea_sources "
-        f"WHERE idea_id IN ({','.join('?' * len(ids))}) ORDER BY message_time, source_line", ids).fetchall()
+        f"WHERE idea_id IN ({','.join('?' * len(ids))}) ORDER BY message_time, source_line",
+        ids,
+    ).fetchall()
     out: dict[int, list[dict]] = {}
     for idea_id, source_file, line, when in rows:
-        out.setdefault(idea_id, []).append({"source_file": source_file, "source_line": line, "timestamp": when})
+        out.setdefault(idea_id, []).append(
+            {"source_file": source_file, "source_line": line, "timestamp": when}
+        )
     return out
 
 
@@ -698,7 +856,9 @@ def _entities(db: Database, ids: list[int]) -> dict[int, list[str]]:
         return {}
     rows = db.execute(
         f"SELECT ie.idea_id, e.name FROM idea_entities ie JOIN entities e ON e.id = ie.entity_id "
-        f"WHERE ie.idea_id IN ({','.join('?' * len(ids))}) ORDER BY e.name", ids).fetchall()
+        f"WHERE ie.idea_id IN ({','.join('?' * len(ids))}) ORDER BY e.name",
+        ids,
+    ).fetchall()
     out: dict[int, list[str]] = {}
     for idea_id, name in rows:
         out.setdefault(idea_id, []).append(name)
@@ -712,14 +872,20 @@ def _relations(db: Database, ids: list[int]) -> dict[int, list[dict]]:
     rows = db.execute(
         f"SELECT r.from_id, r.to_id, r.relation_type, f.content, t.content FROM relations r "
         f"JOIN ideas f ON f.id = r.from_id JOIN ideas t ON t.id = r.to_id "
-        f"WHERE r.from_id IN ({marks}) OR r.to_id IN ({marks})", ids + ids).fetchall()
+        f"WHERE r.from_id IN ({marks}) OR r.to_id IN ({marks})",
+        ids + ids,
+    ).fetchall()
     out: dict[int, list[dict]] = {}
     wanted = set(ids)
     for from_id, to_id, rtype, from_text, to_text in rows:
         if from_id in wanted:
-            out.setdefault(from_id, []).append({"type": rtype, "direction": "out", "id": to_id, "content": to_text})
+            out.setdefault(from_id, []).append(
+                {"type": rtype, "direction": "out", "id": to_id, "content": to_text}
+            )
         if to_id in wanted:
-            out.setdefault(to_id, []).append({"type": rtype, "direction": "in", "id": from_id, "content": from_text})
+            out.setdefault(to_id, []).append(
+                {"type": rtype, "direction": "in", "id": from_id, "content": from_text}
+            )
     return out
 
 
@@ -748,11 +914,21 @@ def run(db: Database, settings: config.Settings, embedder: Any, request: dict) -
     ctx = SearchContext(db, embedder, settings)
     text = str(request.get("query") or "")
     k = int(request.get("k") or settings.search.k)
-    hyde_text = hyde_for(settings, text, ctx.notes) if wants_hyde(settings, text, bool(request.get("hyde"))) else None
+    hyde_text = (
+        hyde_for(settings, text, ctx.notes) if wants_hyde(settings, text, bool(request.get("hyde"))) else None
+    )
     if request.get("hyde") and not settings.llm_enabled():
         ctx._note("--hyde needs an LLM endpoint (llm.base_url); searched without it")
-    results = search(ctx, text, k=k, project=request.get("project"), all_projects=bool(request.get("all_projects")),
-                     cwd=request.get("cwd"), hyde_text=hyde_text, session=request.get("session"))
+    results = search(
+        ctx,
+        text,
+        k=k,
+        project=request.get("project"),
+        all_projects=bool(request.get("all_projects")),
+        cwd=request.get("cwd"),
+        hyde_text=hyde_text,
+        session=request.get("session"),
+    )
     return {"results": results, "notes": ctx.notes}
 
 
@@ -766,7 +942,9 @@ def local_embedder(settings: config.Settings) -> Any:
         return None
 
 
-def run_queries_file(settings: config.Settings, path: Path, *, all_projects: bool, k: int | None) -> Iterable[dict]:
+def run_queries_file(
+    settings: config.Settings, path: Path, *, all_projects: bool, k: int | None
+) -> Iterable[dict]:
     """`search --queries FILE`: one JSON object per line in, one {query, results} line out, same order."""
     from total_recall import db as dbmod
 

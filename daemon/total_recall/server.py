@@ -28,14 +28,30 @@ ANSWER_TIMEOUT = 60.0
 CLIENT_TIMEOUT = 10.0  # server side: seconds a connected client may take to send or read
 
 
-def search(settings: config.Settings, text: str, *, k: int | None, project: str | None, all_projects: bool,
-           hyde: bool, session: str | None = None, cwd: str | None = None) -> dict:
+def search(
+    settings: config.Settings,
+    text: str,
+    *,
+    k: int | None,
+    project: str | None,
+    all_projects: bool,
+    hyde: bool,
+    session: str | None = None,
+    cwd: str | None = None,
+) -> dict:
     """The search transport: ask the daemon over its socket, else search in-process.
 
     Returns {results, notes}; the caller (the CLI) decides how to show the notes.
     """
-    request = {"query": text, "k": k, "project": project, "all_projects": all_projects,
-               "cwd": cwd or os.getcwd(), "hyde": hyde, "session": session}
+    request = {
+        "query": text,
+        "k": k,
+        "project": project,
+        "all_projects": all_projects,
+        "cwd": cwd or os.getcwd(),
+        "hyde": hyde,
+        "session": session,
+    }
     answer = ask(config.paths().socket, {"op": "search", **request})
     if answer is None:
         answer = in_process(settings, request)

@@ -161,7 +161,9 @@ def _run_all(report: ServiceReport, steps: list[list[str]]) -> None:
             # still leave a usable setup. Outcome: its error plus the manual hint.
             why = (done.stderr or done.stdout).strip().splitlines()
             detail = why[0] if why else f"exit code {done.returncode}"
-            report.message = f"`{' '.join(args)}` failed ({detail}); {report.path} was written. {MANUAL_HINT}."
+            report.message = (
+                f"`{' '.join(args)}` failed ({detail}); {report.path} was written. {MANUAL_HINT}."
+            )
             return
     report.active = True
 
@@ -180,7 +182,10 @@ def install_service(python: str | None = None, *, system: str | None = None) -> 
     report = ServiceReport(manager=manager, path=service_path(manager))
     if manager == "systemd":
         report.written = _write_file(report.path, unit_text(python, home).encode("utf-8"))
-        steps = [["systemctl", "--user", "daemon-reload"], ["systemctl", "--user", "enable", "--now", UNIT_NAME]]
+        steps = [
+            ["systemctl", "--user", "daemon-reload"],
+            ["systemctl", "--user", "enable", "--now", UNIT_NAME],
+        ]
     else:
         report.written = _write_file(report.path, plist_bytes(python, home))
         # unload first so a changed agent is reloaded; its failure (not loaded yet) is fine.

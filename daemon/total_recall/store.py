@@ -78,7 +78,9 @@ class ApplyReport:
     lines_with_items: set[int] = field(default_factory=set)
 
 
-def event(db: Database, kind: str, object_id: int | None, action: str, old: Any, new: Any, cause: str, now: float) -> None:
+def event(
+    db: Database, kind: str, object_id: int | None, action: str, old: Any, new: Any, cause: str, now: float
+) -> None:
     db.execute(
         "INSERT INTO memory_events (at, kind, object_id, action, old, new, cause) VALUES (?, ?, ?, ?, ?, ?, ?)",
         (
@@ -101,20 +103,42 @@ def _open_span(db: Database, ctx: BatchContext, depth: int, parent: int | None) 
     )
 
 
-def _insert_span(db: Database, ctx: BatchContext, depth: int, parent: int | None, name: str, summary: str, start: int) -> int:
+def _insert_span(
+    db: Database, ctx: BatchContext, depth: int, parent: int | None, name: str, summary: str, start: int
+) -> int:
     cur = db.execute(
         "INSERT INTO spans (parent_id, session_id, project, git_branch, source_file, depth, name, summary, "
         "start_line, end_line, started_at, ended_at, created_at, updated_at, activation, needs_embedding) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1.0, ?)",
         (
-            parent, ctx.session_id, ctx.project, ctx.git_branch, ctx.source_file, depth, name[:200],
-            summary[:2000], start, max(start, ctx.last_line), ctx.line_times.get(start),
-            ctx.line_times.get(ctx.last_line), ctx.now, ctx.now,
+            parent,
+            ctx.session_id,
+            ctx.project,
+            ctx.git_branch,
+            ctx.source_file,
+            depth,
+            name[:200],
+            summary[:2000],
+            start,
+            max(start, ctx.last_line),
+            ctx.line_times.get(start),
+            ctx.line_times.get(ctx.last_line),
+            ctx.now,
+            ctx.now,
             int(depth > 0),  # a session span is a container, never searched by vector
         ),
     )
     span_id = int(cur.lastrowid)
-    event(db, "span", span_id, "insert", None, {"name": name, "summary": summary, "depth": depth}, ctx.cause, ctx.now)
+    event(
+        db,
+        "span",
+        span_id,
+        "insert",
+        None,
+        {"name": name, "summary": summary, "depth": depth},
+        ctx.cause,
+        ctx.now,
+    )
     return span_id
 
 
@@ -143,7 +167,9 @@ def _same_topic(a: str, b: str) -> bool:
     return len(wa & wb) / min(len(wa), len(wb)) >= 0.5
 
 
-def apply_topic(db: Database, ctx: BatchContext, root: int, update: dict, new_span: dict | None) -> tuple[int, int | None]:
+def apply_topic(
+    db: Database, ctx: BatchContext, root: int, update: dict, new_span: dict | None
+) -> tuple[int, int | None]:
     """Move the span tree along: returns (topic id, sub-span id or None) for this batch."""
     name, summary = (update.get("name") or "").strip(), (update.get("summary") or "").strip()
     start = int(update.get("start_line") or ctx.first_line)
@@ -177,7 +203,11 @@ def apply_topic(db: Database, ctx: BatchContext, root: int, update: dict, new_sp
         if sub:
             _close_span(db, ctx, sub[0], max(sub[3], sub_start - 1))
         # The summary says what the sub-span holds; the reason (why it started) is not a summary.
-        sub = (_insert_span(db, ctx, 2, topic, new_span["name"].strip(), new_span.get("summary") or "", sub_start),)
+        sub = (
+            _insert_span(
+                db, ctx, 2, topic, new_span["name"].strip(), new_span.get("summary") or "", sub_start
+            ),
+        )
     return topic, (sub[0] if sub else None)
 
 
@@ -222,7 +252,9 @@ def extend_spans(db: Database, ctx: BatchContext, span_ids: Iterable[int | None]
 
 
 def upsert_entity(db: Database, name: str, etype: str) -> int:
-    db.execute("INSERT INTO entities (name, type) VALUES (?, ?) ON CONFLICT (name) DO NOTHING", (name[:200], etype))
+    db.execute(
+        "INSERT INTO entities (name, type) VALUES (?, ?) ON CONFLICT (name) DO NOTHING", (name[:200], etype)
+    )
     return int(db.scalar("SELECT id FROM entities WHERE name = ?", (name[:200],)))
 
 
@@ -243,7 +275,8 @@ def salient(text: str) -> set[str]:
     """Names, identifiers and numbers (not the sentence's first word): the words that make a fact this fact."""
     tokens = TOKEN.findall(text)
     return {
-        normalise(t) for t in tokens[1:]
+        normalise(t)
+        for t in tokens[1:]
         if t[:1].isupper() or any(c.isdigit() for c in t) or "_" in t or "." in t.strip(".")
     } - {""}
 
@@ -264,23 +297,33 @@ def same_fact(a: str, b: str) -> bool:
 
 
 def tombstoned(db: Database, ctx: BatchContext, line: int, chash: str) -> bool:
-    return bool(db.scalar(
-        "SELECT 1 FROM tombstones WHERE (kind = 'content' AND project IS ? AND content_hash = ?) "
-        "OR (kind = 'line' AND source_file = ? AND source_line = ?) LIMIT 1",
-        (ctx.project, chash, ctx.source_file, line), 0))
+    return bool(
+        db.scalar(
+            "SELECT 1 FROM tombstones WHERE (kind = 'content' AND project IS ? AND content_hash = ?) "
+            "OR (kind = 'line' AND source_file = ? AND source_line = ?) LIMIT 1",
+            (ctx.project, chash, ctx.source_file, line),
+            0,
+        )
+    )
 
 
 def _add_source(db: Database, ctx: BatchContext, idea_id: int, line: int) -> bool:
     cur = db.execute(
         "INSERT OR IGNORE INTO idea_sources (idea_id, source_file, source_line, session_id, message_time) "
-        "VALUES (?, ?, ?, ?, ?)", (idea_id, ctx.source_file, line, ctx.session_id, ctx.line_times.get(line)))
+        "VALUES (?, ?, ?, ?, ?)",
+        (idea_id, ctx.source_file, line, ctx.session_id, ctx.line_times.get(line)),
+    )
     return bool(cur.rowcount)
 
 
-def _duplicate_of(db: Database, ctx: BatchContext, item: dict, chash: str, vector: bytes | None) -> int | None:
+def _duplicate_of(
+    db: Database, ctx: BatchContext, item: dict, chash: str, vector: bytes | None
+) -> int | None:
     """An existing idea of this project saying the same thing with the same intent, if any."""
-    row = db.one("SELECT id FROM ideas WHERE project IS ? AND intent = ? AND content_hash = ? ORDER BY id LIMIT 1",
-                 (ctx.project, item["type"], chash))
+    row = db.one(
+        "SELECT id FROM ideas WHERE project IS ? AND intent = ? AND content_hash = ? ORDER BY id LIMIT 1",
+        (ctx.project, item["type"], chash),
+    )
     if row:
         return int(row[0])
     if vector is None:
@@ -288,7 +331,9 @@ def _duplicate_of(db: Database, ctx: BatchContext, item: dict, chash: str, vecto
     near = db.execute(
         f"SELECT v.idea_id, i.content FROM {knn_subquery('idea_embeddings', 'idea_id', project=True)} v "
         "JOIN ideas i ON i.id = v.idea_id WHERE i.intent = ? AND v.distance <= ? "
-        "ORDER BY v.distance", (vector, 3, ctx.project or "", item["type"], DUPLICATE_L2)).fetchall()
+        "ORDER BY v.distance",
+        (vector, 3, ctx.project or "", item["type"], DUPLICATE_L2),
+    ).fetchall()
     return next((int(r[0]) for r in near if same_fact(item["content"], r[1])), None)
 
 
@@ -300,14 +345,24 @@ def merge_mention(db: Database, ctx: BatchContext, idea_id: int, item: dict, lin
     confidence = old[1] if old[2] else min(1.0, max(old[1], float(item["confidence"])) + (1 - old[1]) * 0.3)
     db.execute(
         "UPDATE ideas SET mention_count = mention_count + 1, confidence = ?, last_seen = ?, updated_at = ?, "
-        "activation = activation + 1.0 WHERE id = ?", (confidence, ctx.line_times.get(line), ctx.now, idea_id))
-    event(db, "idea", idea_id, "merge", {"mention_count": old[0], "confidence": old[1]},
-          {"mention_count": old[0] + 1, "confidence": confidence, "source": f"{ctx.source_file}:{line}"},
-          ctx.cause, ctx.now)
+        "activation = activation + 1.0 WHERE id = ?",
+        (confidence, ctx.line_times.get(line), ctx.now, idea_id),
+    )
+    event(
+        db,
+        "idea",
+        idea_id,
+        "merge",
+        {"mention_count": old[0], "confidence": old[1]},
+        {"mention_count": old[0] + 1, "confidence": confidence, "source": f"{ctx.source_file}:{line}"},
+        ctx.cause,
+        ctx.now,
+    )
 
 
-def insert_idea(db: Database, ctx: BatchContext, item: dict, span_id: int | None,
-                vector: bytes | None = None) -> tuple[int | None, bool]:
+def insert_idea(
+    db: Database, ctx: BatchContext, item: dict, span_id: int | None, vector: bytes | None = None
+) -> tuple[int | None, bool]:
     """Insert one idea, or merge it into the idea it duplicates; return (id, created).
 
     None when the user forgot this memory (a tombstone) - forgotten things stay forgotten.
@@ -333,17 +388,33 @@ def insert_idea(db: Database, ctx: BatchContext, item: dict, span_id: int | None
         "session_id, project, git_branch, message_time, last_seen, created_at, updated_at, activation) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1.0)",
         (
-            span_id, content, chash, item["type"], float(item["confidence"]), int(bool(item.get("answered"))),
-            ctx.source_file, line, ctx.session_id, ctx.project, ctx.git_branch, ctx.line_times.get(line),
-            ctx.line_times.get(line), ctx.now, ctx.now,
+            span_id,
+            content,
+            chash,
+            item["type"],
+            float(item["confidence"]),
+            int(bool(item.get("answered"))),
+            ctx.source_file,
+            line,
+            ctx.session_id,
+            ctx.project,
+            ctx.git_branch,
+            ctx.line_times.get(line),
+            ctx.line_times.get(line),
+            ctx.now,
+            ctx.now,
         ),
     )
     idea_id = int(cur.lastrowid)
     _add_source(db, ctx, idea_id, line)
-    event(db, "idea", idea_id, "insert", None, {"content": content, "intent": item["type"]}, ctx.cause, ctx.now)
+    event(
+        db, "idea", idea_id, "insert", None, {"content": content, "intent": item["type"]}, ctx.cause, ctx.now
+    )
     for ent in item.get("entities") or ():
         entity_id = upsert_entity(db, ent["name"], ent["type"])
-        db.execute("INSERT OR IGNORE INTO idea_entities (idea_id, entity_id) VALUES (?, ?)", (idea_id, entity_id))
+        db.execute(
+            "INSERT OR IGNORE INTO idea_entities (idea_id, entity_id) VALUES (?, ?)", (idea_id, entity_id)
+        )
     if vector is not None:
         store_vectors(db, "idea_embeddings", "idea_id", [(idea_id, ctx.project, vector)])
     return idea_id, True
@@ -351,19 +422,34 @@ def insert_idea(db: Database, ctx: BatchContext, item: dict, span_id: int | None
 
 def propose(db: Database, ctx: BatchContext, kind: str, target: int, new_id: int) -> None:
     """Pinned memories are the core tier: changes to them wait for `total-recall review`."""
-    if db.scalar("SELECT 1 FROM proposals WHERE kind = ? AND target_id = ? AND new_idea_id = ?",
-                 (kind, target, new_id), 0):
+    if db.scalar(
+        "SELECT 1 FROM proposals WHERE kind = ? AND target_id = ? AND new_idea_id = ?",
+        (kind, target, new_id),
+        0,
+    ):
         return
-    cur = db.execute("INSERT INTO proposals (kind, target_id, new_idea_id, created_at, cause) VALUES (?, ?, ?, ?, ?)",
-                     (kind, target, new_id, ctx.now, ctx.cause))
-    event(db, "proposal", int(cur.lastrowid), "insert", None, {"kind": kind, "target": target, "new": new_id},
-          ctx.cause, ctx.now)
+    cur = db.execute(
+        "INSERT INTO proposals (kind, target_id, new_idea_id, created_at, cause) VALUES (?, ?, ?, ?, ?)",
+        (kind, target, new_id, ctx.now, ctx.cause),
+    )
+    event(
+        db,
+        "proposal",
+        int(cur.lastrowid),
+        "insert",
+        None,
+        {"kind": kind, "target": target, "new": new_id},
+        ctx.cause,
+        ctx.now,
+    )
 
 
 def insert_relation(db: Database, ctx: BatchContext, from_id: int, to_id: int, rtype: str) -> bool:
     if from_id == to_id:
         return False
-    if rtype in ("supersedes", "contradicts") and db.scalar("SELECT pinned FROM ideas WHERE id = ?", (to_id,), 0):
+    if rtype in ("supersedes", "contradicts") and db.scalar(
+        "SELECT pinned FROM ideas WHERE id = ?", (to_id,), 0
+    ):
         propose(db, ctx, rtype, to_id, from_id)
         return False
     cur = db.execute(
@@ -371,13 +457,27 @@ def insert_relation(db: Database, ctx: BatchContext, from_id: int, to_id: int, r
         (from_id, to_id, rtype, ctx.now),
     )
     if cur.rowcount:
-        event(db, "relation", int(cur.lastrowid), "insert", None, {"from": from_id, "to": to_id, "type": rtype}, ctx.cause, ctx.now)
+        event(
+            db,
+            "relation",
+            int(cur.lastrowid),
+            "insert",
+            None,
+            {"from": from_id, "to": to_id, "type": rtype},
+            ctx.cause,
+            ctx.now,
+        )
         if rtype == "answers":
-            db.execute("UPDATE ideas SET answered = 1, updated_at = ? WHERE id = ? AND intent = 'question'", (ctx.now, to_id))
+            db.execute(
+                "UPDATE ideas SET answered = 1, updated_at = ? WHERE id = ? AND intent = 'question'",
+                (ctx.now, to_id),
+            )
     return bool(cur.rowcount)
 
 
-def apply_relations(db: Database, ctx: BatchContext, relations: list[dict], by_line: dict[int, list[int]]) -> int:
+def apply_relations(
+    db: Database, ctx: BatchContext, relations: list[dict], by_line: dict[int, list[int]]
+) -> int:
     added = 0
     for rel in relations:
         sources = by_line.get(int(rel["from_line"]), [])
@@ -402,7 +502,9 @@ def pick_span(spans: list[tuple[int, int]], line: int, default: int) -> int:
     return chosen
 
 
-def apply_output(db: Database, ctx: BatchContext, output: dict, vectors: dict[str, bytes] | None = None) -> ApplyReport:
+def apply_output(
+    db: Database, ctx: BatchContext, output: dict, vectors: dict[str, bytes] | None = None
+) -> ApplyReport:
     report = ApplyReport()
     root = session_span(db, ctx)
     topic, sub = apply_topic(db, ctx, root, output.get("topic_update") or {}, output.get("new_span"))
@@ -410,8 +512,11 @@ def apply_output(db: Database, ctx: BatchContext, output: dict, vectors: dict[st
     topic_start = int(db.scalar("SELECT start_line FROM spans WHERE id = ?", (topic,), 0))
     if topic_start > ctx.first_line:
         # The topic began inside this batch: lines before it belong to the topic it closed.
-        before = db.scalar("SELECT id FROM spans WHERE parent_id = ? AND depth = 1 AND id < ? ORDER BY id DESC "
-                           "LIMIT 1", (root, topic), None)
+        before = db.scalar(
+            "SELECT id FROM spans WHERE parent_id = ? AND depth = 1 AND id < ? ORDER BY id DESC LIMIT 1",
+            (root, topic),
+            None,
+        )
         if before is not None:
             span_starts = [(int(before), 0), (topic, topic_start)]
     if sub:
@@ -473,8 +578,10 @@ def close_todo(db: Database, ctx: BatchContext, item: dict) -> int | None:
         return None
     best: tuple[float, int] | None = None
     for idea_id, content in db.execute(
-            "SELECT id, content FROM ideas WHERE project IS ? AND intent = 'todo' AND closed_source_line IS NULL "
-            "ORDER BY id DESC LIMIT 500", (ctx.project,)):
+        "SELECT id, content FROM ideas WHERE project IS ? AND intent = 'todo' AND closed_source_line IS NULL "
+        "ORDER BY id DESC LIMIT 500",
+        (ctx.project,),
+    ):
         other = _stems(content)
         score = len(words & other) / len(words | other) if other else 0.0
         if score >= TODO_MATCH and (best is None or score > best[0]):
@@ -486,9 +593,11 @@ def close_todo(db: Database, ctx: BatchContext, item: dict) -> int | None:
 
 
 def _mark_closed(db: Database, ctx: BatchContext, idea_id: int, line: int) -> None:
-    db.execute("UPDATE ideas SET closed_at = ?, closed_source_file = ?, closed_source_line = ?, updated_at = ? "
-               "WHERE id = ? AND closed_source_line IS NULL",
-               (ctx.line_times.get(line), ctx.source_file, line, ctx.now, idea_id))
+    db.execute(
+        "UPDATE ideas SET closed_at = ?, closed_source_file = ?, closed_source_line = ?, updated_at = ? "
+        "WHERE id = ? AND closed_source_line IS NULL",
+        (ctx.line_times.get(line), ctx.source_file, line, ctx.now, idea_id),
+    )
     event(db, "idea", idea_id, "close", None, {"closed_by": f"{ctx.source_file}:{line}"}, ctx.cause, ctx.now)
 
 
@@ -509,9 +618,21 @@ def insert_chunk(db: Database, row: dict, vector: bytes | None = None) -> int | 
     cur = db.execute(
         "INSERT OR IGNORE INTO chunks (source_file, source_line, message_line, seq, session_id, project, role, "
         "kind, timestamp, content, context, needs_embedding) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (row["source_file"], row["source_line"], row["message_line"], row["seq"], row["session_id"],
-         row["project"], row["role"], row["kind"], row["timestamp"], row["content"], row["context"],
-         int(row["needs_embedding"])))
+        (
+            row["source_file"],
+            row["source_line"],
+            row["message_line"],
+            row["seq"],
+            row["session_id"],
+            row["project"],
+            row["role"],
+            row["kind"],
+            row["timestamp"],
+            row["content"],
+            row["context"],
+            int(row["needs_embedding"]),
+        ),
+    )
     if not cur.rowcount:
         return None
     chunk_id = int(cur.lastrowid)

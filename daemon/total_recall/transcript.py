@@ -56,7 +56,11 @@ KNOWN_TYPES = frozenset(
     "worktree-state relocated bridge-session attribution-snapshot".split()
 )
 COMMAND_PREFIXES = (
-    "<command-name>", "<command-message>", "<local-command-", "<bash-input>", "<bash-stdout>",
+    "<command-name>",
+    "<command-message>",
+    "<local-command-",
+    "<bash-input>",
+    "<bash-stdout>",
     "<bash-stderr>",
 )
 INJECTED_PREFIXES = ("<system-reminder>", "<user-prompt-submit-hook>")
@@ -73,8 +77,16 @@ ACK_WORDS = frozenset(
 )
 # Which input field best says what a tool call did, in order of preference.
 TOOL_ARG_KEYS = (
-    "command", "file_path", "notebook_path", "pattern", "query", "url", "description", "skill",
-    "path", "prompt",
+    "command",
+    "file_path",
+    "notebook_path",
+    "pattern",
+    "query",
+    "url",
+    "description",
+    "skill",
+    "path",
+    "prompt",
 )
 
 _CONTEXT_BLOCK = re.compile(r"<total-recall-context>.*?(?:</total-recall-context>|\Z)", re.S)
@@ -176,8 +188,9 @@ def read_new(
         with fh:
             if offset > 0:
                 reader.prime(_complete_lines(fh, 0, max_line_bytes, scan_limit=PROFILE_SCAN_BYTES), offset)
-            lines = _complete_lines(fh, offset, max_line_bytes, skip_until=resume, scan_limit=max_scan_bytes,
-                                    progress=progress)
+            lines = _complete_lines(
+                fh, offset, max_line_bytes, skip_until=resume, scan_limit=max_scan_bytes, progress=progress
+            )
             reader.consume(lines, max_bytes)
             fh.seek(0)
             head = fh.read(min(HEAD_BYTES, reader.end_offset))
@@ -271,7 +284,8 @@ def discover(root: Path) -> list[Path]:
     if not root.is_dir():
         return []
     found = {
-        p for p in root.rglob("*.jsonl")
+        p
+        for p in root.rglob("*.jsonl")
         if p.is_file() and not SKIPPED_FOLDERS.intersection(p.relative_to(root).parts[:-1])
     }
     return sorted(found)
@@ -306,8 +320,13 @@ def _first_session_id(path: Path) -> str | None:
 
 
 def _complete_lines(
-    fh: IO[bytes], offset: int, max_line_bytes: int, *, skip_until: int | None = None,
-    scan_limit: int | None = None, progress: dict[str, int] | None = None,
+    fh: IO[bytes],
+    offset: int,
+    max_line_bytes: int,
+    *,
+    skip_until: int | None = None,
+    scan_limit: int | None = None,
+    progress: dict[str, int] | None = None,
 ) -> Iterator[tuple[bytes | None, int]]:
     """Yield (line without its newline, offset after the newline) from `offset` on.
 
@@ -590,7 +609,7 @@ class _Reader:
         except (OSError, TranscriptError):
             return ""
         plans: dict[str, str] = {}
-        for raw in chunk.split(b"\n")[1 if start else 0:]:
+        for raw in chunk.split(b"\n")[1 if start else 0 :]:
             if b"plan" not in raw or b'"Write"' not in raw:
                 continue
             record = _parse(raw, 0, 0).record
@@ -612,7 +631,7 @@ class _Reader:
                 chunk = fh.read(self.start - start)
         except (OSError, TranscriptError):
             return found
-        for raw in chunk.split(b"\n")[1 if start else 0:]:
+        for raw in chunk.split(b"\n")[1 if start else 0 :]:
             if not any(mark in raw for mark in (b'"TaskCreate"', b'"task"', b" created successfully: ")):
                 continue  # neither a TaskCreate call nor its result
             record = _parse(raw, 0, 0).record
@@ -661,14 +680,25 @@ class _Reader:
     ) -> Message:
         text = _clean(text)
         return Message(
-            line=first.number, last_line=last.number, end_offset=last.end, role=role, kind=kind,
-            text=text, skip_reason=skip, parts=[(first.number, text)], **env,
+            line=first.number,
+            last_line=last.number,
+            end_offset=last.end,
+            role=role,
+            kind=kind,
+            text=text,
+            skip_reason=skip,
+            parts=[(first.number, text)],
+            **env,
         )
 
 
 def _response_pieces(
-    blocks: list[dict[str, Any]], cwd: str | None, pieces: list[str], seen: set[str],
-    plans: dict[str, str] | None = None, tasks: _Tasks | None = None,
+    blocks: list[dict[str, Any]],
+    cwd: str | None,
+    pieces: list[str],
+    seen: set[str],
+    plans: dict[str, str] | None = None,
+    tasks: _Tasks | None = None,
 ) -> None:
     """Append one response line's text and tool descriptors; note what else it held.
 
@@ -710,9 +740,7 @@ def _needs_plan_file(block: dict[str, Any]) -> bool:
     return block.get("name") == "ExitPlanMode" and not isinstance(args.get("plan"), str)
 
 
-def _plan_or_todos(
-    block: dict[str, Any], plans: dict[str, str], tasks: _Tasks | None = None
-) -> str | None:
+def _plan_or_todos(block: dict[str, Any], plans: dict[str, str], tasks: _Tasks | None = None) -> str | None:
     """A ``[todos]`` block for TodoWrite, TaskCreate and a completing TaskUpdate, a ``[plan]``
     block for ExitPlanMode, else None.
 
@@ -793,8 +821,10 @@ class _Tasks:
         """A TaskUpdate completing a task whose TaskCreate this read has not seen."""
         args = block.get("input") if isinstance(block.get("input"), dict) else {}
         return (
-            block.get("type") == "tool_use" and block.get("name") == "TaskUpdate"
-            and args.get("status") == "completed" and _task_id(args) not in (None, *self.ids)
+            block.get("type") == "tool_use"
+            and block.get("name") == "TaskUpdate"
+            and args.get("status") == "completed"
+            and _task_id(args) not in (None, *self.ids)
         )
 
     def learn_before(self, earlier: _Tasks) -> None:
@@ -829,7 +859,9 @@ def _task_text(subject: Any, description: Any) -> str | None:
     if not subject:
         return None
     known = [w[:5] for w in _WORD.findall(subject.lower())]
-    new = [w for w in _WORD.findall(detail.lower()) if len(w) >= 4 and not any(_same_word(w, k) for k in known)]
+    new = [
+        w for w in _WORD.findall(detail.lower()) if len(w) >= 4 and not any(_same_word(w, k) for k in known)
+    ]
     if new:
         if len(detail) > TASK_DETAIL_CHARS:
             detail = detail[:TASK_DETAIL_CHARS].rsplit(" ", 1)[0].rstrip(",;:") + "…"
@@ -872,9 +904,7 @@ def _result_body(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "\n".join(
-            b["text"] for b in content if isinstance(b, dict) and isinstance(b.get("text"), str)
-        )
+        return "\n".join(b["text"] for b in content if isinstance(b, dict) and isinstance(b.get("text"), str))
     return ""
 
 

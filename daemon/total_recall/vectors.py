@@ -21,8 +21,12 @@ log = structlog.get_logger(__name__)
 
 VECTOR_RETRY_SECONDS = 15.0
 # owner table -> (vec0 table, key column)
-TABLES = {"ideas": ("idea_embeddings", "idea_id"), "spans": ("span_embeddings", "span_id"),
-          "messages": ("message_embeddings", "message_id"), "chunks": ("chunk_embeddings", "chunk_id")}
+TABLES = {
+    "ideas": ("idea_embeddings", "idea_id"),
+    "spans": ("span_embeddings", "span_id"),
+    "messages": ("message_embeddings", "message_id"),
+    "chunks": ("chunk_embeddings", "chunk_id"),
+}
 OWNER_OF = {table: owner for owner, (table, _) in TABLES.items()}
 # What the repair pass embeds, per owner: the text columns (chunks also read their context).
 PENDING = (("ideas", "content"), ("spans", "name || '. ' || summary"), ("chunks", "content, context"))
@@ -46,8 +50,10 @@ def store(db: Database, table: str, key: str, rows: list[tuple[int, str, bytes]]
     owner = OWNER_OF[table]
     for object_id, project, blob in rows:
         db.execute(f"DELETE FROM {table} WHERE {key} = ?", (object_id,))
-        db.execute(f"INSERT INTO {table} ({key}, project, embedding) VALUES (?, ?, ?)",
-                   (object_id, project or "", blob))
+        db.execute(
+            f"INSERT INTO {table} ({key}, project, embedding) VALUES (?, ?, ?)",
+            (object_id, project or "", blob),
+        )
         db.execute(f"UPDATE {owner} SET needs_embedding = 0 WHERE id = ?", (object_id,))
 
 
@@ -58,8 +64,9 @@ def delete(db: Database, owner: str, ids: list[int]) -> None:
         db.executemany(f"DELETE FROM {table} WHERE {key} = ?", [(i,) for i in ids])
 
 
-def knn(db: Database, table: str, key: str, blob: bytes, k: int, project: str | None = None
-        ) -> list[tuple[int, float]]:
+def knn(
+    db: Database, table: str, key: str, blob: bytes, k: int, project: str | None = None
+) -> list[tuple[int, float]]:
     """(id, L2 distance) of the k nearest vectors, nearest first; within one project partition
     when project is given ('' is the partition of rows without a project)."""
     sql = f"SELECT {key}, distance FROM {table} WHERE embedding MATCH ? AND k = ?"
@@ -151,7 +158,8 @@ class Vectors:
         only = " AND depth > 0" if owner == "spans" else ""
         return self.db.execute(
             f"SELECT id, project, {text_sql} FROM {owner} WHERE needs_embedding = 1{only} ORDER BY id LIMIT ?",
-            (limit,)).fetchall()
+            (limit,),
+        ).fetchall()
 
     def _embed_rows(self, owner: str, rows: list) -> bool:
         from total_recall.embed import to_blob
@@ -202,5 +210,9 @@ def reembed(db: Database, settings: config.Settings) -> dict:
     if dropped:
         dbmod.drop_vector_tables(db)
     count = Vectors(db, settings, embedder=embedder).embed_pending()
-    return {"model": embedder.model_id, "dim": embedder.dim, "dropped_old_vectors": bool(dropped),
-            "embedded": count}
+    return {
+        "model": embedder.model_id,
+        "dim": embedder.dim,
+        "dropped_old_vectors": bool(dropped),
+        "embedded": count,
+    }

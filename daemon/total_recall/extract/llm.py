@@ -56,8 +56,12 @@ def _is_transient(exc: BaseException) -> bool:
 
 def _log_retry(state: Any) -> None:
     exc = state.outcome.exception() if state.outcome else None
-    log.warning("llm_retry", attempt=state.attempt_number, error=f"{type(exc).__name__}: {exc}"[:300],
-                wait=round(state.upcoming_sleep, 2))
+    log.warning(
+        "llm_retry",
+        attempt=state.attempt_number,
+        error=f"{type(exc).__name__}: {exc}"[:300],
+        wait=round(state.upcoming_sleep, 2),
+    )
 
 
 def _retrying(sleep: Callable[[float], None], attempts: int) -> Any:
@@ -122,8 +126,9 @@ class _Endpoint:
             if self._client is None:
                 import openai
 
-                self._client = openai.OpenAI(base_url=self.base_url, api_key=self._api_key,
-                                             timeout=self.timeout, max_retries=0)
+                self._client = openai.OpenAI(
+                    base_url=self.base_url, api_key=self._api_key, timeout=self.timeout, max_retries=0
+                )
             return self._client
 
     def wants_json_mode(self) -> bool:
@@ -134,8 +139,9 @@ class _Endpoint:
         with _NO_JSON_MODE_LOCK:
             return self.key not in _NO_JSON_MODE
 
-    def chat(self, messages: list[dict], *, json_object: bool, on_rejected: Callable[[str], None],
-             **extra: Any) -> Any:
+    def chat(
+        self, messages: list[dict], *, json_object: bool, on_rejected: Callable[[str], None], **extra: Any
+    ) -> Any:
         """One chat completion; in json_mode "auto" a rejected response_format is dropped once."""
         use_json = json_object and self.wants_json_mode()
         kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": 0, **extra}
@@ -190,8 +196,14 @@ def redact_input(obj: Any) -> Any:
 class LLMExtractor:
     """Extraction through an OpenAI-compatible chat endpoint (settings section [llm])."""
 
-    def __init__(self, settings: Any, *, sleep: Callable[[float], None] = time.sleep, max_attempts: int = 4,
-                 record_call: RecordCall | None = None) -> None:
+    def __init__(
+        self,
+        settings: Any,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        max_attempts: int = 4,
+        record_call: RecordCall | None = None,
+    ) -> None:
         self.endpoint = _Endpoint(settings)
         self.max_attempts = max(1, max_attempts)
         self._sleep = sleep
@@ -245,22 +257,41 @@ class LLMExtractor:
         self._record(count, prompt_tokens, completion_tokens, ok=True)
         return parsed
 
-    def _record(self, count: int, prompt_tokens: int = 0, completion_tokens: int = 0, *, ok: bool,
-                error: str | None = None) -> None:
+    def _record(
+        self,
+        count: int,
+        prompt_tokens: int = 0,
+        completion_tokens: int = 0,
+        *,
+        ok: bool,
+        error: str | None = None,
+    ) -> None:
         if self._record_call is None:
             return
-        self._record_call({
-            "extractor": "llm", "model": self.endpoint.model, "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens, "ok": ok, "error": error, "messages": count,
-        })
+        self._record_call(
+            {
+                "extractor": "llm",
+                "model": self.endpoint.model,
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "ok": ok,
+                "error": error,
+                "messages": count,
+            }
+        )
 
 
 # ---------------------------------------------------------------------------------------------
 # HyDE
 
 
-def hyde(settings: Any, query: str, *, sleep: Callable[[float], None] = time.sleep,
-         record_call: RecordCall | None = None) -> str:
+def hyde(
+    settings: Any,
+    query: str,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    record_call: RecordCall | None = None,
+) -> str:
     """A hypothetical answer to ``query``, to be embedded and searched alongside the query.
 
     Raises ExtractionError when the endpoint fails or answers with nothing.
@@ -272,8 +303,9 @@ def hyde(settings: Any, query: str, *, sleep: Callable[[float], None] = time.sle
 
     def attempt() -> str:
         try:
-            response = endpoint.chat(messages, json_object=False, on_rejected=lambda _: None,
-                                     max_tokens=HYDE_MAX_TOKENS)
+            response = endpoint.chat(
+                messages, json_object=False, on_rejected=lambda _: None, max_tokens=HYDE_MAX_TOKENS
+            )
             text = (_content(response) or "").strip()
         except Exception as exc:
             _record_hyde(record_call, endpoint, 0, 0, f"{type(exc).__name__}: {_error_text(exc)}"[:500])
@@ -289,10 +321,22 @@ def hyde(settings: Any, query: str, *, sleep: Callable[[float], None] = time.sle
         raise ExtractionError(f"HyDE via {endpoint.base_url} failed: {exc}") from exc
 
 
-def _record_hyde(record_call: RecordCall | None, endpoint: _Endpoint, prompt_tokens: int,
-                 completion_tokens: int, error: str | None) -> None:
+def _record_hyde(
+    record_call: RecordCall | None,
+    endpoint: _Endpoint,
+    prompt_tokens: int,
+    completion_tokens: int,
+    error: str | None,
+) -> None:
     if record_call is not None:
-        record_call({
-            "extractor": "hyde", "model": endpoint.model, "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens, "ok": error is None, "error": error, "messages": 0,
-        })
+        record_call(
+            {
+                "extractor": "hyde",
+                "model": endpoint.model,
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "ok": error is None,
+                "error": error,
+                "messages": 0,
+            }
+        )

@@ -66,8 +66,13 @@ JACCARD_ANSWER = 0.45  # a known question counts as answered only on a strong ma
 COSINE_ANSWER = 0.65
 
 FAMILY = {
-    "decision": "stance", "solution": "stance", "conclusion": "stance", "context": "stance",
-    "todo": "task", "problem": "issue", "question": "issue",
+    "decision": "stance",
+    "solution": "stance",
+    "conclusion": "stance",
+    "context": "stance",
+    "todo": "task",
+    "problem": "issue",
+    "question": "issue",
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -132,51 +137,270 @@ PERSON_AFTER = re.compile(
 
 # canonical name -> extra spellings (matched case-insensitively as whole words)
 TECHNOLOGIES: dict[str, tuple[str, ...]] = {
-    "Python": (), "JavaScript": (), "TypeScript": (), "Node.js": ("nodejs",), "Deno": (),
-    "Kotlin": (), "C++": ("cpp",), "C#": ("csharp",), "PHP": (), "Elixir": (), "Erlang": (),
-    "Haskell": (), "Scala": (), "Clojure": (), "Lua": (), "Perl": (), "Zig": (), "Golang": (),
-    "Bash": (), "Zsh": (), "PowerShell": (), "SQL": (), "SQLite": (), "sqlite-vec": (),
-    "PostgreSQL": ("postgres",), "MySQL": (), "MariaDB": (), "MongoDB": ("mongo",), "Redis": (),
-    "Elasticsearch": (), "OpenSearch": (), "Cassandra": (), "DynamoDB": (), "DuckDB": (),
-    "ClickHouse": (), "BigQuery": (), "Supabase": (), "Firebase": (), "Prisma": (),
-    "SQLAlchemy": (), "Alembic": (), "Django": (), "FastAPI": (), "Starlette": (), "Uvicorn": (),
-    "Gunicorn": (), "Pydantic": (), "pytest": (), "NumPy": (), "SciPy": (),
-    "scikit-learn": ("sklearn",), "PyTorch": ("torch",), "TensorFlow": (), "Keras": (), "JAX": (),
-    "ONNX": (), "onnxruntime": (), "Hugging Face": ("huggingface",), "LangChain": (),
-    "LlamaIndex": (), "OpenAI": (), "Anthropic": (), "ChatGPT": (), "GPT-4": ("gpt-4o", "gpt4"),
-    "Ollama": (), "llama.cpp": (), "vLLM": (), "LM Studio": (), "Angular": (), "Svelte": (),
-    "Next.js": ("nextjs",), "Nuxt": (), "Vite": (), "webpack": (), "Babel": (), "esbuild": (),
-    "Tailwind": ("tailwindcss",), "jQuery": (), "Redux": (), "GraphQL": (), "gRPC": (),
-    "WebSocket": ("websockets",), "Docker": (), "docker compose": ("docker-compose",),
-    "Kubernetes": ("k8s",), "Terraform": (), "Ansible": (), "nginx": (), "AWS": (), "GCP": (),
-    "Azure": (), "S3": (), "EC2": (), "Cloudflare": (), "Vercel": (), "Netlify": (), "Heroku": (),
-    "GitHub": (), "GitLab": (), "Bitbucket": (), "GitHub Actions": (), "CircleCI": (), "Git": (),
-    "npm": (), "pnpm": (), "pip": (), "conda": (), "Homebrew": (), "apt-get": (), "Maven": (),
-    "Gradle": (), "CMake": (), "Linux": (), "Ubuntu": (), "Debian": (), "Fedora": (),
-    "macOS": ("osx",), "WSL": (), "iOS": (), "Android": (), "Xcode": (), "VS Code": ("vscode",),
-    "Vim": (), "Neovim": ("nvim",), "Emacs": (), "JetBrains": (), "PyCharm": (), "IntelliJ": (),
-    "tmux": (), "curl": (), "jq": (), "SSH": (), "systemd": (), "launchd": (), "cron": ("crontab",),
-    "Kafka": (), "RabbitMQ": (), "ZeroMQ": (), "MQTT": (), "Prometheus": (), "Grafana": (),
-    "Datadog": (), "OpenTelemetry": (), "Twilio": (), "Jira": (), "Figma": (), "Tauri": (),
-    "Flutter": (), "React Native": (), "OpenAPI": (), "Swagger": (), "JSON": ("jsonl",),
-    "YAML": (), "TOML": (), "Markdown": (), "HTML": (), "CSS": (), "Sass": ("scss",),
-    "WebAssembly": ("wasm",), "LLVM": (), "GCC": (), "Clang": (), "Jupyter": (), "Colab": (),
-    "FAISS": (), "ChromaDB": (), "Pinecone": (), "Qdrant": (), "Weaviate": (), "Milvus": (),
-    "pgvector": (), "FTS5": (), "BM25": (), "MiniLM": (), "HNSW": (), "structlog": (),
-    "tenacity": (), "httpx": (), "aiohttp": (), "asyncio": (), "watchfiles": (), "Selenium": (),
-    "Playwright": (), "Puppeteer": (), "Cypress": (), "Vitest": (), "ESLint": (), "Prettier": (),
-    "Ruff": (), "mypy": (), "Pyright": (), "xterm.js": (), "MCP": (), "Claude Code": (),
-    "Tidewave": (), "HTTP": (), "REST API": (), "OAuth": (), "JWT": (), "TLS": (), "CUDA": (),
-    "LLM": ("llms",), "RAG": (), "Windows": (), "Unix": (), "Tokio": (), "Serde": (),
+    "Python": (),
+    "JavaScript": (),
+    "TypeScript": (),
+    "Node.js": ("nodejs",),
+    "Deno": (),
+    "Kotlin": (),
+    "C++": ("cpp",),
+    "C#": ("csharp",),
+    "PHP": (),
+    "Elixir": (),
+    "Erlang": (),
+    "Haskell": (),
+    "Scala": (),
+    "Clojure": (),
+    "Lua": (),
+    "Perl": (),
+    "Zig": (),
+    "Golang": (),
+    "Bash": (),
+    "Zsh": (),
+    "PowerShell": (),
+    "SQL": (),
+    "SQLite": (),
+    "sqlite-vec": (),
+    "PostgreSQL": ("postgres",),
+    "MySQL": (),
+    "MariaDB": (),
+    "MongoDB": ("mongo",),
+    "Redis": (),
+    "Elasticsearch": (),
+    "OpenSearch": (),
+    "Cassandra": (),
+    "DynamoDB": (),
+    "DuckDB": (),
+    "ClickHouse": (),
+    "BigQuery": (),
+    "Supabase": (),
+    "Firebase": (),
+    "Prisma": (),
+    "SQLAlchemy": (),
+    "Alembic": (),
+    "Django": (),
+    "FastAPI": (),
+    "Starlette": (),
+    "Uvicorn": (),
+    "Gunicorn": (),
+    "Pydantic": (),
+    "pytest": (),
+    "NumPy": (),
+    "SciPy": (),
+    "scikit-learn": ("sklearn",),
+    "PyTorch": ("torch",),
+    "TensorFlow": (),
+    "Keras": (),
+    "JAX": (),
+    "ONNX": (),
+    "onnxruntime": (),
+    "Hugging Face": ("huggingface",),
+    "LangChain": (),
+    "LlamaIndex": (),
+    "OpenAI": (),
+    "Anthropic": (),
+    "ChatGPT": (),
+    "GPT-4": ("gpt-4o", "gpt4"),
+    "Ollama": (),
+    "llama.cpp": (),
+    "vLLM": (),
+    "LM Studio": (),
+    "Angular": (),
+    "Svelte": (),
+    "Next.js": ("nextjs",),
+    "Nuxt": (),
+    "Vite": (),
+    "webpack": (),
+    "Babel": (),
+    "esbuild": (),
+    "Tailwind": ("tailwindcss",),
+    "jQuery": (),
+    "Redux": (),
+    "GraphQL": (),
+    "gRPC": (),
+    "WebSocket": ("websockets",),
+    "Docker": (),
+    "docker compose": ("docker-compose",),
+    "Kubernetes": ("k8s",),
+    "Terraform": (),
+    "Ansible": (),
+    "nginx": (),
+    "AWS": (),
+    "GCP": (),
+    "Azure": (),
+    "S3": (),
+    "EC2": (),
+    "Cloudflare": (),
+    "Vercel": (),
+    "Netlify": (),
+    "Heroku": (),
+    "GitHub": (),
+    "GitLab": (),
+    "Bitbucket": (),
+    "GitHub Actions": (),
+    "CircleCI": (),
+    "Git": (),
+    "npm": (),
+    "pnpm": (),
+    "pip": (),
+    "conda": (),
+    "Homebrew": (),
+    "apt-get": (),
+    "Maven": (),
+    "Gradle": (),
+    "CMake": (),
+    "Linux": (),
+    "Ubuntu": (),
+    "Debian": (),
+    "Fedora": (),
+    "macOS": ("osx",),
+    "WSL": (),
+    "iOS": (),
+    "Android": (),
+    "Xcode": (),
+    "VS Code": ("vscode",),
+    "Vim": (),
+    "Neovim": ("nvim",),
+    "Emacs": (),
+    "JetBrains": (),
+    "PyCharm": (),
+    "IntelliJ": (),
+    "tmux": (),
+    "curl": (),
+    "jq": (),
+    "SSH": (),
+    "systemd": (),
+    "launchd": (),
+    "cron": ("crontab",),
+    "Kafka": (),
+    "RabbitMQ": (),
+    "ZeroMQ": (),
+    "MQTT": (),
+    "Prometheus": (),
+    "Grafana": (),
+    "Datadog": (),
+    "OpenTelemetry": (),
+    "Twilio": (),
+    "Jira": (),
+    "Figma": (),
+    "Tauri": (),
+    "Flutter": (),
+    "React Native": (),
+    "OpenAPI": (),
+    "Swagger": (),
+    "JSON": ("jsonl",),
+    "YAML": (),
+    "TOML": (),
+    "Markdown": (),
+    "HTML": (),
+    "CSS": (),
+    "Sass": ("scss",),
+    "WebAssembly": ("wasm",),
+    "LLVM": (),
+    "GCC": (),
+    "Clang": (),
+    "Jupyter": (),
+    "Colab": (),
+    "FAISS": (),
+    "ChromaDB": (),
+    "Pinecone": (),
+    "Qdrant": (),
+    "Weaviate": (),
+    "Milvus": (),
+    "pgvector": (),
+    "FTS5": (),
+    "BM25": (),
+    "MiniLM": (),
+    "HNSW": (),
+    "structlog": (),
+    "tenacity": (),
+    "httpx": (),
+    "aiohttp": (),
+    "asyncio": (),
+    "watchfiles": (),
+    "Selenium": (),
+    "Playwright": (),
+    "Puppeteer": (),
+    "Cypress": (),
+    "Vitest": (),
+    "ESLint": (),
+    "Prettier": (),
+    "Ruff": (),
+    "mypy": (),
+    "Pyright": (),
+    "xterm.js": (),
+    "MCP": (),
+    "Claude Code": (),
+    "Tidewave": (),
+    "HTTP": (),
+    "REST API": (),
+    "OAuth": (),
+    "JWT": (),
+    "TLS": (),
+    "CUDA": (),
+    "LLM": ("llms",),
+    "RAG": (),
+    "Windows": (),
+    "Unix": (),
+    "Tokio": (),
+    "Serde": (),
 }
 # Ordinary words too: matched only with this exact capitalisation and not opening a sentence.
 AMBIGUOUS_TECHNOLOGIES = (
-    "Go", "Rust", "Swift", "Java", "Ruby", "Julia", "Dart", "Flask", "Celery", "Pandas", "Polars",
-    "Snowflake", "React", "Vue", "Remix", "Astro", "Bootstrap", "Apache", "Slack", "Claude", "Poetry",
-    "Cargo", "Jest", "Mocha", "Phoenix", "Bun", "Expo", "Unity", "Spark", "Express", "Chroma",
-    "Electron", "Blender", "Excel", "Notion", "Discord", "Stripe", "Sentry", "Helm", "Caddy",
-    "Jenkins", "Safari", "Chrome", "Firefox", "Spring", "Rails", "Airflow", "Obsidian", "BERT",
-    "Yarn", "Node", "Make", "Hugo", "uv",
+    "Go",
+    "Rust",
+    "Swift",
+    "Java",
+    "Ruby",
+    "Julia",
+    "Dart",
+    "Flask",
+    "Celery",
+    "Pandas",
+    "Polars",
+    "Snowflake",
+    "React",
+    "Vue",
+    "Remix",
+    "Astro",
+    "Bootstrap",
+    "Apache",
+    "Slack",
+    "Claude",
+    "Poetry",
+    "Cargo",
+    "Jest",
+    "Mocha",
+    "Phoenix",
+    "Bun",
+    "Expo",
+    "Unity",
+    "Spark",
+    "Express",
+    "Chroma",
+    "Electron",
+    "Blender",
+    "Excel",
+    "Notion",
+    "Discord",
+    "Stripe",
+    "Sentry",
+    "Helm",
+    "Caddy",
+    "Jenkins",
+    "Safari",
+    "Chrome",
+    "Firefox",
+    "Spring",
+    "Rails",
+    "Airflow",
+    "Obsidian",
+    "BERT",
+    "Yarn",
+    "Node",
+    "Make",
+    "Hugo",
+    "uv",
 )
 
 FILE_EXTENSIONS = (
@@ -237,70 +461,161 @@ class Cue:
 
 CUES: dict[str, Cue] = {
     "solution": Cue(
-        r"fixed (?:it |this |that |the \w+ )?by", r"the fix (?:was|is)", r"the solution (?:was|is)",
-        r"the trick (?:was|is)", r"(?:this|that|which|it) (?:fixes|solves|resolves|removes)",
+        r"fixed (?:it |this |that |the \w+ )?by",
+        r"the fix (?:was|is)",
+        r"the solution (?:was|is)",
+        r"the trick (?:was|is)",
+        r"(?:this|that|which|it) (?:fixes|solves|resolves|removes)",
         r"(?:i|we|it|this|that|which) (?:have |has |had |finally |now |just )?(?:fixed|solved|resolved)",
         r"(?:is|was|are|were|got|has been|have been) (?:now |finally )?(?:fixed|solved|resolved)"
-        r"(?! (?:quickly|automatically|later))", r"fixed (?:with|using|after|it)",
-        "workaround", "worked around", "works now", "got it working", "is working now",
+        r"(?! (?:quickly|automatically|later))",
+        r"fixed (?:with|using|after|it)",
+        "workaround",
+        "worked around",
+        "works now",
+        "got it working",
+        "is working now",
         # a measured improvement reached by an action: "reduced it from 800ms to 300ms by caching"
         r"(?:reduc|brought|bring|cut|improv|lower|dropp?|decreas|sped|speed)\w*\b[^.?!]{0,60}?"
         r"\b(?:from \d+\w*|to \d[^.?!]{0,60}?\b(?:after|by|with)|by \d+(?:\.\d+)?(?= ?%))",
         r"(?:managed|able) to (?:reduce|bring|cut|improve|fix|speed|lower|get it)",
-        r"refactored (?:the |my )?\\w+ to use", r"(?:added|adding) [^.?!]{0,60}\\bto (?:fix|reduce|avoid|handle the)",
+        r"refactored (?:the |my )?\\w+ to use",
+        r"(?:added|adding) [^.?!]{0,60}\\bto (?:fix|reduce|avoid|handle the)",
         scan=True,
     ),
     "problem": Cue(
-        r"the (?:issue|problem|bug|error) (?:is|was)", "raises", "raised", "throws", "threw",
+        r"the (?:issue|problem|bug|error) (?:is|was)",
+        "raises",
+        "raised",
+        "throws",
+        "threw",
         r"(?:getting|get|got|seeing|see|saw|encounter\w*|hit\w*|run\w* into|receiv\w*) (?:an?|the|this|that|"
         r"some|these|those|a few)?\s?[\w'\"“”:.-]*\s?(?:[\w'\"“”:.-]+\s){0,6}?(?:errors?|exceptions?|warnings?|"
         r"failures?|issues?|problems?|bugs?|crash\w*)",
-        r"keep (?:getting|seeing|hitting)", r"still (?:getting|seeing|experiencing|having|failing|broken)",
-        r"(?:fails|failed|failing)(?! (?:attempts?|logins?|requests?|calls?))", "broken", "crash", "crashes",
-        "crashed", "crashing", "traceback", "segfault", "timed out", "regression", "hangs", "deadlock",
-        "memory leaks?", r"(?:is|are|was|were)n'?t (?:working|showing|displaying|loading|being|triggering|picked)",
+        r"keep (?:getting|seeing|hitting)",
+        r"still (?:getting|seeing|experiencing|having|failing|broken)",
+        r"(?:fails|failed|failing)(?! (?:attempts?|logins?|requests?|calls?))",
+        "broken",
+        "crash",
+        "crashes",
+        "crashed",
+        "crashing",
+        "traceback",
+        "segfault",
+        "timed out",
+        "regression",
+        "hangs",
+        "deadlock",
+        "memory leaks?",
+        r"(?:is|are|was|were)n'?t (?:working|showing|displaying|loading|being|triggering|picked)",
         r"(?:is|are|was|were) not (?:working|showing|displaying|loading|being|triggering|picked)",
         r"(?:does|do|did)(?:n'?t| not) (?:seem to )?(?:work|start|run|load|compile|build|make a|trigger|"
         r"display|show|change|fire|get picked|pick|apply|respond)",
-        "not working", r"won'?t (?:start|work|run|load|compile|build)", r"(?:can'?t|cannot) (?:seem to )?get",
+        "not working",
+        r"won'?t (?:start|work|run|load|compile|build)",
+        r"(?:can'?t|cannot) (?:seem to )?get",
         r"having (?:some )?(?:trouble|issues?|problems?) (?:with|getting|making|displaying|loading|implementing"
-        r"|handling the|on)", r"experiencing (?:some )?(?:slow|issues?|problems?|performance|errors?|a)",
-        r"bottleneck", r"(?:a|an) \d+ ?ms (?:delay|spikes?|lag)", r"\d+ ?ms spikes", "nothing seems to work",
-        r"(?:tentative|too slow|very slow)", r"isn'?t being", r"(?:has|have) no (?:automated|tests?|checks?)",
+        r"|handling the|on)",
+        r"experiencing (?:some )?(?:slow|issues?|problems?|performance|errors?|a)",
+        r"bottleneck",
+        r"(?:a|an) \d+ ?ms (?:delay|spikes?|lag)",
+        r"\d+ ?ms spikes",
+        "nothing seems to work",
+        r"(?:tentative|too slow|very slow)",
+        r"isn'?t being",
+        r"(?:has|have) no (?:automated|tests?|checks?)",
         r"(?:blocked|missing or incorrect|not defined|undefined)\b(?! yet)",
     ),
     "decision": Cue(
-        "we decided", "i decided", "we've decided", "i've decided", "we have decided", "i have decided",
-        "decided to", "decided on", "decided against", "decide against", r"had to decide against",
+        "we decided",
+        "i decided",
+        "we've decided",
+        "i've decided",
+        "we have decided",
+        "i have decided",
+        "decided to",
+        "decided on",
+        "decided against",
+        "decide against",
+        r"had to decide against",
         r"let'?s (?:go with|use|stick with|switch to|keep|start with|do it)",
         r"(?:we'll|i'll|we will|i will|i think i'll) (?:use|go with|stick with|switch to|keep|try|definitely)",
-        "going with", "go with", "we chose", "i chose", "chose to", "i've chosen", "we've chosen",
-        r"(?:i|we) (?:have )?chosen", r"opted (?:for|to)", "settled on",
+        "going with",
+        "go with",
+        "we chose",
+        "i chose",
+        "chose to",
+        "i've chosen",
+        "we've chosen",
+        r"(?:i|we) (?:have )?chosen",
+        r"opted (?:for|to)",
+        "settled on",
         r"(?:we're|we are|i'm|i am) (?:going to use|switching to|sticking with|planning to (?:use|implement|store|"
         r"add|switch|go))",
-        r"agreed (?:to|on)", "the plan is",
-        r"prefer (?:it|this|that|\w+(?: [\w.]+)?) over", r"planning to store",
+        r"agreed (?:to|on)",
+        "the plan is",
+        r"prefer (?:it|this|that|\w+(?: [\w.]+)?) over",
+        r"planning to store",
         "architecture:",
         r"(?:is|seems like|looks like|seems to be|would be) the (?:best|right|clear) (?:fit|choice|option|pick)",
         "the way to go",
     ),
     "conclusion": Cue(
-        "key insight", "key findings?", "therefore", "turns out", "turned out", "in conclusion", r"the reason (?:is|was)",
-        "root cause", "this means", "which means", "that means", "i realized", "i realised", "we learned",
-        "i learned", "lesson", r"that explains", "which explains", "the takeaway", "in short", "in summary",
-        r"i (?:have )?confirmed that", r"i've confirmed", "found out", r"i found no", r"(?:i|we) found that",
-        r"there might be a tension", r"(?:i think|probably) (?:it'?s|this is) because", "is caused by",
-        r"no \w+ (?:installers?|support) exists?", "exist for",
+        "key insight",
+        "key findings?",
+        "therefore",
+        "turns out",
+        "turned out",
+        "in conclusion",
+        r"the reason (?:is|was)",
+        "root cause",
+        "this means",
+        "which means",
+        "that means",
+        "i realized",
+        "i realised",
+        "we learned",
+        "i learned",
+        "lesson",
+        r"that explains",
+        "which explains",
+        "the takeaway",
+        "in short",
+        "in summary",
+        r"i (?:have )?confirmed that",
+        r"i've confirmed",
+        "found out",
+        r"i found no",
+        r"(?:i|we) found that",
+        r"there might be a tension",
+        r"(?:i think|probably) (?:it'?s|this is) because",
+        "is caused by",
+        r"no \w+ (?:installers?|support) exists?",
+        "exist for",
         r"(?:error|issue|problem|this|exception|warning)s? (?:typically |usually |often |generally )?(?:occurs?|"
-        r"happens?|indicates?|means|is caused|is due|is because)", r"(?:issues|causes) identified",
+        r"happens?|indicates?|means|is caused|is due|is because)",
+        r"(?:issues|causes) identified",
     ),
     "todo": Cue(
-        "todo", "to-do", "next steps?", "follow-up", "follow up", "remember to", "don'?t forget",
-        r"we (?:still )?(?:need|have|ought) to", r"we should(?! (?:have|'ve|be))",
-        r"we must(?! (?:have|'ve|be))", "still need to", "left to do", r"(?:i|we)'?ll (?:add|write|"
+        "todo",
+        "to-do",
+        "next steps?",
+        "follow-up",
+        "follow up",
+        "remember to",
+        "don'?t forget",
+        r"we (?:still )?(?:need|have|ought) to",
+        r"we should(?! (?:have|'ve|be))",
+        r"we must(?! (?:have|'ve|be))",
+        "still need to",
+        "left to do",
+        r"(?:i|we)'?ll (?:add|write|"
         r"run|reach|convert|set up|schedule|implement|fix|look into|get back|test|update|document|start)",
         r"i (?:will|am going to|'m going to) (?:add|write|run|reach|convert|schedule|implement|fix|test|update)",
-        "task \\d", "epic", "tasks? created", "beads? created",
+        "task \\d",
+        "epic",
+        "tasks? created",
+        "beads? created",
         scan=True,  # "i'll" is one token: the first-word pre-test would miss "(?:i|we)'?ll"
     ),
 }
@@ -317,19 +632,25 @@ NOT_CUES: dict[str, re.Pattern[str]] = {
         r"|if you (?:still )?(?:encounter|run into|face|have|see|get|hit|experience)[^,.?!]*|bug fix\w*"
         r"|known [^,.]*bug|trouble (?:figuring|understanding|deciding|with the (?:integration )?"
         r"test)|potential (?:\w+ )?(?:issues?|problems?|errors?|bugs?)|(?:fixes|fix) (?:\w+ ){0,3}"
-        r"(?:immediately|when)|no (?:reported )?(?:downtime|leaks?|errors?))"),
+        r"(?:immediately|when)|no (?:reported )?(?:downtime|leaks?|errors?))"
+    ),
     "decision": re.compile(
         r"\b(?:decide (?:between|whether|on the best|which)|trying to decide|before deciding|"
         r"whether to|should i (?:use|go|switch|stick)|or (?:should|do) i|considering|decision(?:s)? "
-        r"(?:together|=|point)|heard (?:that|of|about) [^,.]*|(?:could|might|would) help[^,.]*)"),
+        r"(?:together|=|point)|heard (?:that|of|about) [^,.]*|(?:could|might|would) help[^,.]*)"
+    ),
     # advice and predictions, not work anyone took on
-    "todo": re.compile(r"\b(?:(?:don'?t|do not|doesn'?t|does not|no|never) (?:\w+ )?need to|"
-                       r"(?:need to|should|must) (?:\w+ )?(?:balance|consider|make sure|ensure|see|be able|keep in mind))"),
-    "solution": re.compile(r"\b(?:(?:suggest|any|other|further|best|possible) (?:fix|solution)\w*|"
-                           r"bug fix\w*|never fixed|(?<!managed )(?<!able )"
-                           r"(?:to|can|could|should|would|will|want|trying|how) (?:further )?"
-                           r"(?:reduce|improve|cut|lower|bring|speed)\w*[^,.?!]*|"
-                           r"how (?:to|do i|can i) fix|help me fix|fix (?:this|it|the) ?(?:issue|error)?\?)"),
+    "todo": re.compile(
+        r"\b(?:(?:don'?t|do not|doesn'?t|does not|no|never) (?:\w+ )?need to|"
+        r"(?:need to|should|must) (?:\w+ )?(?:balance|consider|make sure|ensure|see|be able|keep in mind))"
+    ),
+    "solution": re.compile(
+        r"\b(?:(?:suggest|any|other|further|best|possible) (?:fix|solution)\w*|"
+        r"bug fix\w*|never fixed|(?<!managed )(?<!able )"
+        r"(?:to|can|could|should|would|will|want|trying|how) (?:further )?"
+        r"(?:reduce|improve|cut|lower|bring|speed)\w*[^,.?!]*|"
+        r"how (?:to|do i|can i) fix|help me fix|fix (?:this|it|the) ?(?:issue|error)?\?)"
+    ),
 }
 # An assistant's narration of what it is about to do is not a memory ("Let me check the file",
 # "Now let's run the tests:", "I'll research the options and then draft beads for you.").
@@ -354,24 +675,70 @@ INTERROGATIVE = re.compile(
     r"anyone|any idea|any thoughts)\b"
 )
 WONDER = Cue(
-    "i wonder", r"i'?m not sure (?:if|whether|how|why|what)", r"not sure (?:if|whether)",
-    r"any idea (?:how|why|what)", r"wondering (?:if|whether|how|why)",
+    "i wonder",
+    r"i'?m not sure (?:if|whether|how|why|what)",
+    r"not sure (?:if|whether)",
+    r"any idea (?:how|why|what)",
+    r"wondering (?:if|whether|how|why)",
 )
 HEDGES = Cue(
-    "maybe", "might", "probably", "i think", "i guess", "not sure", "perhaps", "possibly", "could be",
-    "i believe", "likely", "unsure", "seem", "seems", "apparently", "kind of", "sort of", "i suppose",
-    "not certain", "unclear",
+    "maybe",
+    "might",
+    "probably",
+    "i think",
+    "i guess",
+    "not sure",
+    "perhaps",
+    "possibly",
+    "could be",
+    "i believe",
+    "likely",
+    "unsure",
+    "seem",
+    "seems",
+    "apparently",
+    "kind of",
+    "sort of",
+    "i suppose",
+    "not certain",
+    "unclear",
 )
 BOOSTERS = Cue(
-    "definitely", "confirmed", "always", "we decided", "certainly", "verified", "for sure", "absolutely",
-    "clearly", "guaranteed", "proven", "never", "tested", "works",
+    "definitely",
+    "confirmed",
+    "always",
+    "we decided",
+    "certainly",
+    "verified",
+    "for sure",
+    "absolutely",
+    "clearly",
+    "guaranteed",
+    "proven",
+    "never",
+    "tested",
+    "works",
 )
 SUPERSEDES = Cue(
-    "instead of", "switch from", "switched from", "switching from", r"switched over from",
-    "changed from", "changing from",
-    r"replace", "replaced", "replacing", "no longer", "rather than", "moved away from",
-    r"migrated (?:from|off)", r"migrating (?:from|off)", r"migrate (?:from|off)", "dropped",
-    "dropping", "not anymore",
+    "instead of",
+    "switch from",
+    "switched from",
+    "switching from",
+    r"switched over from",
+    "changed from",
+    "changing from",
+    r"replace",
+    "replaced",
+    "replacing",
+    "no longer",
+    "rather than",
+    "moved away from",
+    r"migrated (?:from|off)",
+    r"migrating (?:from|off)",
+    r"migrate (?:from|off)",
+    "dropped",
+    "dropping",
+    "not anymore",
 )
 SUPERSEDED_TERM = re.compile(
     r"\b(?:instead of|from|replac(?:ed|ing|e)|no longer (?:use|using|need)?|rather than|away from|"
@@ -381,8 +748,13 @@ BUILDS_ON = re.compile(
     r"^(?:also|additionally|furthermore|moreover|in addition|on top of that|building on|plus|and also)\b"
 )
 CONTRADICTS = Cue(
-    "actually,? no", r"that'?s (?:wrong|not right|not true|incorrect|not it|not the case)", "not true",
-    "contrary to", "you'?re wrong", "i was wrong", r"no,? (?:that|it) (?:is|was)n'?t",
+    "actually,? no",
+    r"that'?s (?:wrong|not right|not true|incorrect|not it|not the case)",
+    "not true",
+    "contrary to",
+    "you'?re wrong",
+    "i was wrong",
+    r"no,? (?:that|it) (?:is|was)n'?t",
 )
 TOPIC_SHIFT = re.compile(
     r"^(?:let'?s move on|moving on|let'?s switch|switching (?:gears|topics?|to)|next topic|new topic"
@@ -399,9 +771,11 @@ SUB_SPAN = re.compile(
 # Text splitting
 
 PLAN_MARK = "\u2063"  # invisible separator: marks a list item of a plan inside this module only
-PLAN_LEAD = re.compile(r"\b(?:tasks?|milestones?|todos?|to-dos?|plan|action items?|remaining|left to do|"
-                       r"follow-ups?|next steps?|sprints?|phases?|timeline|schedule|roadmap|backlog|"
-                       r"before (?:the )?(?:public )?(?:launch|release|deploy\w*))\b")
+PLAN_LEAD = re.compile(
+    r"\b(?:tasks?|milestones?|todos?|to-dos?|plan|action items?|remaining|left to do|"
+    r"follow-ups?|next steps?|sprints?|phases?|timeline|schedule|roadmap|backlog|"
+    r"before (?:the )?(?:public )?(?:launch|release|deploy\w*))\b"
+)
 HEADING_WORDS = 8
 FENCE = re.compile(r"```[^\n]*\n?(.*?)(?:```|\Z)", re.DOTALL)
 URL = re.compile(r"https?://\S+")
@@ -415,11 +789,14 @@ LINK = re.compile(r"!?\[([^\]\n]*)\]\([^)\s]*\)")
 BACKTICK = re.compile(r"`([^`\n]+)`")
 SPACES = re.compile(r"[ \t]{2,}")
 # Markup tags: hyphenated (Claude Code's <command-name>) or common HTML; not generics like Vec<u8>.
-TAG = re.compile(r"</?(?:[a-z]+-[a-z-]+|br|p|div|span|b|i|em|strong|code|pre|kbd|sup|sub|details|summary)"
-                 r"(?:\s[^<>]*)?/?>")
+TAG = re.compile(
+    r"</?(?:[a-z]+-[a-z-]+|br|p|div|span|b|i|em|strong|code|pre|kbd|sup|sub|details|summary)"
+    r"(?:\s[^<>]*)?/?>"
+)
 SENTENCE_END = re.compile(r"(?<=[.!?…])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9¿¡])")
-ABBREVIATION = re.compile(r"(?:\b(?:e\.g|i\.e|etc|vs|mr|mrs|ms|dr|prof|st|no|approx|fig|cf)\.|\b[A-Z]\.)$",
-                          re.IGNORECASE)
+ABBREVIATION = re.compile(
+    r"(?:\b(?:e\.g|i\.e|etc|vs|mr|mrs|ms|dr|prof|st|no|approx|fig|cf)\.|\b[A-Z]\.)$", re.IGNORECASE
+)
 CLAUSE = re.compile(r"(?<=[;:,])\s+|\s+(?=(?:but|and|so|because|which|while|although|whereas|then)\s)")
 WORD = re.compile(r"[A-Za-z0-9][\w'’.-]*[\w]|[A-Za-z0-9]")
 
@@ -563,7 +940,7 @@ def strip_vocative(text: str) -> str:
     if m and _is_person_like(m.group("name")):
         interjection = m.group("interjection")
         if interjection is None or interjection.lower() in SMALLTALK | {"woah", "woohoo", "whoa", "yay"}:
-            rest = out[m.end():]
+            rest = out[m.end() :]
             out = rest[:1].upper() + rest[1:]
     return out.strip() or text
 
@@ -577,8 +954,11 @@ def is_smalltalk(text: str) -> bool:
     """
     stripped = strip_vocative(text)
     if stripped != text:
-        substantive = [w for w in words_of(stripped)
-                       if w.lower().replace("’", "'") not in STOPWORDS | SMALLTALK and len(w) > 2]
+        substantive = [
+            w
+            for w in words_of(stripped)
+            if w.lower().replace("’", "'") not in STOPWORDS | SMALLTALK and len(w) > 2
+        ]
         if len(substantive) <= 1:
             return True
     names = greeting = False
@@ -622,9 +1002,7 @@ def _tech_index() -> tuple[re.Pattern[str], dict[str, str]]:
             names[alias.lower()] = canonical
     for canonical in AMBIGUOUS_TECHNOLOGIES:
         names[canonical.lower()] = canonical
-    alternation = "|".join(
-        re.escape(n).replace(r"\ ", r"\s+") for n in sorted(names, key=len, reverse=True)
-    )
+    alternation = "|".join(re.escape(n).replace(r"\ ", r"\s+") for n in sorted(names, key=len, reverse=True))
     return re.compile(rf"(?<![\w.@/-])(?:{alternation})(?![\w@/+#]|-\w|\.\w)"), names
 
 
@@ -744,12 +1122,18 @@ def normalise(sentence: str) -> tuple[str, frozenset[str]]:
 
 
 QUESTION_CLAUSE = Cue(
-    r"(?:can|could|would|will) (?:you|someone|anyone|i|we)\b", r"how (?:do|can|should|would|does) (?:i|we|it|this)",
-    r"(?:is|are) there (?:a|any)", r"what(?:'s| is| are) the (?:best|right)", r"any (?:suggestions|advice|ideas|"
-    r"thoughts|recommendations)", r"i'?m (?:not sure|wondering|unsure) (?:how|if|whether|what|where|which|why)",
+    r"(?:can|could|would|will) (?:you|someone|anyone|i|we)\b",
+    r"how (?:do|can|should|would|does) (?:i|we|it|this)",
+    r"(?:is|are) there (?:a|any)",
+    r"what(?:'s| is| are) the (?:best|right)",
+    r"any (?:suggestions|advice|ideas|"
+    r"thoughts|recommendations)",
+    r"i'?m (?:not sure|wondering|unsure) (?:how|if|whether|what|where|which|why)",
     r"i am (?:not sure|wondering|unsure) (?:how|if|whether|what|where|which|why)",
     r"(?:i'?d|i would) (?:like|love|appreciate)(?: it)? (?:to know|to see|to get|some|any|if)",
-    r"i need help", r"(?:i'?m|i am) looking for (?:advice|help|guidance)", r"not sure (?:how|where) to start",
+    r"i need help",
+    r"(?:i'?m|i am) looking for (?:advice|help|guidance)",
+    r"not sure (?:how|where) to start",
     r"help me (?:understand|figure|with|review|implement|fix|debug|build|write|create|improve|set)",
     r"(?:does|do) (?:this|that|it) (?:work|look)",
 )
@@ -771,11 +1155,15 @@ def _cue(intent: str, lowered: str, tokens: frozenset[str]) -> bool:
     if intent == "decision":
         return bool(WEAK_DECISION.search(lowered, tokens) and FIRST_PERSON.search(lowered))
     # TypeError, ConnectionResetError, NullPointerException, a 404 status
-    return intent == "problem" and bool(ERROR_NAME.search(lowered) and not NOT_CUES["problem"].search(lowered))
+    return intent == "problem" and bool(
+        ERROR_NAME.search(lowered) and not NOT_CUES["problem"].search(lowered)
+    )
 
 
-ERROR_NAME = re.compile(r"\b(?!handle|on|log|show|display|render|catch|throw|raise|set|get|is|has|custom|http)"
-                        r"\w+(?:error|exception)\b(?!\s+(?:handling|message|when))")
+ERROR_NAME = re.compile(
+    r"\b(?!handle|on|log|show|display|render|catch|throw|raise|set|get|is|has|custom|http)"
+    r"\w+(?:error|exception)\b(?!\s+(?:handling|message|when))"
+)
 
 
 def _is_question(sentence: str, lowered: str, tokens: frozenset[str], clause: bool = False) -> bool:
@@ -787,8 +1175,12 @@ def _is_question(sentence: str, lowered: str, tokens: frozenset[str], clause: bo
     return bool(opening and not re.search(r"[.!]\s*$", sentence) and len(tokens) <= 25)
 
 
-def classify(sentence: str, normalised: tuple[str, frozenset[str]] | None = None, role: str = "user",
-             clause: bool = False) -> str:
+def classify(
+    sentence: str,
+    normalised: tuple[str, frozenset[str]] | None = None,
+    role: str = "user",
+    clause: bool = False,
+) -> str:
     """The intent of one clause or sentence: question by form, else the first cue that holds.
 
     Cue phrases are looked for after ``NOT_CUES`` blanked phrasings that only name an intent
@@ -853,7 +1245,9 @@ def confidence(sentence: str, intent: str, normalised: tuple[str, frozenset[str]
 STRUCTURED = re.compile(r"\[(plan|todos)\]\n(.*?)\n\[/\1\]", re.DOTALL)
 TODO_ROW = re.compile(r"^- \[(pending|in_progress|completed)\] (.+)$", re.MULTILINE)
 TASK_HEADING = re.compile(r"^(?:task|step|phase|milestone)\s*\d+\s*[:.)-]\s*(.+)$", re.IGNORECASE)
-APPROACH_HEADING = re.compile(r"\b(?:approach|solution|architecture|design|decision|chosen|strategy|overview)\b")
+APPROACH_HEADING = re.compile(
+    r"\b(?:approach|solution|architecture|design|decision|chosen|strategy|overview)\b"
+)
 MAX_PLAN_TODOS = 20
 STEP_SECTION = re.compile(r"\b(?:steps?|tasks|todos?|to-dos?|action items|milestones|remaining|work items)\b")
 # "X is done", "finished X", "I've completed X": a statement that closes an open todo
@@ -924,17 +1318,24 @@ def _plan_pieces(plan: str) -> list[tuple[str, str, bool]]:
 PROPOSED_FIX = Cue(
     r"here(?:'s| is) (?:the|an?|your) (?:updated|corrected|revised|fixed|improved|modified|refined|enhanced)",
     r"(?:should|will) (?:now )?(?:resolve|fix|solve|work|display|ensure|help you (?:identify and )?resolve)",
-    r"to (?:fix|resolve|address|solve) (?:this|the|these|that|both)", r"let'?s (?:address|fix|resolve)",
-    r"(?:ensure|make sure) (?:that )?(?:you|the|your)", r"the fix", r"solutions?",
-    r"should be (?:placed|used|called|set|defined|applied)", r"(?:replace|switch to|use) \w+ instead",
+    r"to (?:fix|resolve|address|solve) (?:this|the|these|that|both)",
+    r"let'?s (?:address|fix|resolve)",
+    r"(?:ensure|make sure) (?:that )?(?:you|the|your)",
+    r"the fix",
+    r"solutions?",
+    r"should be (?:placed|used|called|set|defined|applied)",
+    r"(?:replace|switch to|use) \w+ instead",
     scan=True,
 )
 
 
 def _reports_problem(content: str) -> bool:
     """Whether a (user) message reports a problem in any clause of its first 40 sentences."""
-    return any(kind == "problem" for sentence in sentences(content)[:40]
-               for _, kind in classify_clauses(sentence, "user"))
+    return any(
+        kind == "problem"
+        for sentence in sentences(content)[:40]
+        for _, kind in classify_clauses(sentence, "user")
+    )
 
 
 TOOL_LINE = re.compile(r"^\[tool [^\n]*\]$", re.MULTILINE)
@@ -947,7 +1348,9 @@ def _tool_files(content: str) -> list[str]:
     """Files a message's Read/Edit/Write calls touched (from the reader's tool descriptors)."""
     if "[tool " not in content:
         return []
-    return list(dict.fromkeys(m.group(1) for m in TOOL_FILE.finditer(content) if FILE_PATH.fullmatch(m.group(1))))
+    return list(
+        dict.fromkeys(m.group(1) for m in TOOL_FILE.finditer(content) if FILE_PATH.fullmatch(m.group(1)))
+    )
 
 
 def _is_narration(sentence: str) -> bool:
@@ -955,7 +1358,9 @@ def _is_narration(sentence: str) -> bool:
     lowered = sentence.lower().replace("’", "'").strip()
     if len(words_of(lowered)) > SHORT_NARRATION_WORDS:
         return False
-    return bool(NARRATION.match(lowered)) or bool(re.fullmatch(r"(?:good|great|done|ok(?:ay)?|perfect)[.!]?(?: -)?", lowered))
+    return bool(NARRATION.match(lowered)) or bool(
+        re.fullmatch(r"(?:good|great|done|ok(?:ay)?|perfect)[.!]?(?: -)?", lowered)
+    )
 
 
 @dataclass
@@ -974,8 +1379,11 @@ class _Unit:
 
     def item(self) -> dict:
         out = {
-            "type": self.intent, "content": self.text, "confidence": self.confidence,
-            "source_line": self.line, "entities": self.entities,
+            "type": self.intent,
+            "content": self.text,
+            "confidence": self.confidence,
+            "source_line": self.line,
+            "entities": self.entities,
             "answered": self.answered if self.intent == "question" else False,
         }
         if self.closes:
@@ -1012,9 +1420,14 @@ class OfflineExtractor:
             if not found:
                 skips.append({"line": message["line"], "reason": reason})
         known = [
-            _Known(int(k["id"]), str(k.get("type") or ""), str(k.get("content") or ""),
-                   content_words(str(k.get("content") or "")))
-            for k in input_obj.get("known_ideas") or () if isinstance(k.get("id"), int)
+            _Known(
+                int(k["id"]),
+                str(k.get("type") or ""),
+                str(k.get("content") or ""),
+                content_words(str(k.get("content") or "")),
+            )
+            for k in input_obj.get("known_ideas") or ()
+            if isinstance(k.get("id"), int)
         ]
         similar = _Similarity(self.embedder, units, known)
         relations = _Relations(units, known, similar).build()
@@ -1027,8 +1440,9 @@ class OfflineExtractor:
             "skip_lines": skips,
         }
 
-    def _message_units(self, index: int, message: dict, project: str,
-                       answering: bool = False) -> tuple[list[_Unit], str]:
+    def _message_units(
+        self, index: int, message: dict, project: str, answering: bool = False
+    ) -> tuple[list[_Unit], str]:
         content = str(message.get("content") or "")
         if not content.strip():
             return [], "empty"
@@ -1037,17 +1451,28 @@ class OfflineExtractor:
             content, pieces = _structured_blocks(content)
             for text, intent, closes in pieces:
                 normalised = normalise(text)
-                structured.append(_Unit(
-                    text=text, line=message["line"], role=str(message.get("role") or ""), message=index,
-                    intent=intent, confidence=0.9, entities=entities(text, project), words=content_words(text),
-                    normalised=normalised, closes=closes))
+                structured.append(
+                    _Unit(
+                        text=text,
+                        line=message["line"],
+                        role=str(message.get("role") or ""),
+                        message=index,
+                        intent=intent,
+                        confidence=0.9,
+                        entities=entities(text, project),
+                        words=content_words(text),
+                        normalised=normalised,
+                        closes=closes,
+                    )
+                )
             if not content.strip():
                 return structured, "" if structured else "empty"
         units, reason = self._prose_units(index, message, content, project, answering)
         return structured + units, "" if structured else reason
 
-    def _prose_units(self, index: int, message: dict, content: str, project: str,
-                     answering: bool = False) -> tuple[list[_Unit], str]:
+    def _prose_units(
+        self, index: int, message: dict, content: str, project: str, answering: bool = False
+    ) -> tuple[list[_Unit], str]:
         touched = _tool_files(content)
         stripped = TOOL_LINE.sub("", content)  # "[tool Bash: ls]": what ran is not what was said
         ran_tools, content = stripped != content, stripped
@@ -1076,22 +1501,35 @@ class OfflineExtractor:
                 normalised = normalise(text)
                 if planned and intent in ("context", "decision"):
                     intent = "todo"  # a step of a plan, task list or milestone list
-                if answering and role == "assistant" and intent in ("context", "todo", "decision") \
-                        and PROPOSED_FIX.search(normalised[0], normalised[1]):
+                if (
+                    answering
+                    and role == "assistant"
+                    and intent in ("context", "todo", "decision")
+                    and PROPOSED_FIX.search(normalised[0], normalised[1])
+                ):
                     intent = "solution"  # the reply to a reported problem says how to fix it
                 elif answering and role == "assistant" and intent == "problem":
                     intent = "context"  # the reply restates the user's problem, already remembered
                 closes = intent != "question" and bool(DONE_STATEMENT.search(normalised[0]))
-                units.append(_Unit(
-                    text=text, line=message["line"], role=role, message=index,
-                    intent=intent, confidence=confidence(text, intent, normalised),
-                    entities=entities(piece, project), words=content_words(text), normalised=normalised,
-                    closes=closes,
-                ))
+                units.append(
+                    _Unit(
+                        text=text,
+                        line=message["line"],
+                        role=role,
+                        message=index,
+                        intent=intent,
+                        confidence=confidence(text, intent, normalised),
+                        entities=entities(piece, project),
+                        words=content_words(text),
+                        normalised=normalised,
+                        closes=closes,
+                    )
+                )
         for unit in units:  # files the message's tool calls touched are what its statements are about
             named = {e["name"].lower() for e in unit.entities}
-            unit.entities = (unit.entities + [{"name": f, "type": "file"} for f in touched
-                                              if f.lower() not in named])[:MAX_ENTITIES]
+            unit.entities = (
+                unit.entities + [{"name": f, "type": "file"} for f in touched if f.lower() not in named]
+            )[:MAX_ENTITIES]
         # Only prose paragraphs merge; lists and separate lines were written as separate points.
         return (units if "\n" in content.strip() else _merge_context(units)), ""
 
@@ -1108,8 +1546,11 @@ def _merge_context(units: list[_Unit]) -> list[_Unit]:
     out: list[_Unit] = []
     for unit in units:
         prev = out[-1] if out else None
-        if (prev is not None and prev.intent == unit.intent == "context"
-                and len(prev.text) + len(unit.text) < MERGE_CHARS):
+        if (
+            prev is not None
+            and prev.intent == unit.intent == "context"
+            and len(prev.text) + len(unit.text) < MERGE_CHARS
+        ):
             prev.text = f"{prev.text} {unit.text}"
             prev.words |= unit.words
             prev.confidence = min(prev.confidence, unit.confidence)
@@ -1391,13 +1832,15 @@ def _embedding_shift(input_obj: dict, embedder: Any, units: list[_Unit]) -> tupl
     words = [len(words_of(str(m.get("content") or ""))) for m in recent + new]
 
     def window(lo: int, hi: int):
-        v = np.sum(sequence[max(0, lo):hi], axis=0)
+        v = np.sum(sequence[max(0, lo) : hi], axis=0)
         return v / (float(np.linalg.norm(v)) or 1.0)
 
     scored = []
     for position in range(max(1, len(recent)), len(sequence)):
-        if sum(words[max(0, position - 2):position]) >= MIN_WINDOW_WORDS and \
-                sum(words[position:position + 2]) >= MIN_WINDOW_WORDS:
+        if (
+            sum(words[max(0, position - 2) : position]) >= MIN_WINDOW_WORDS
+            and sum(words[position : position + 2]) >= MIN_WINDOW_WORDS
+        ):
             scored.append((float(window(position - 2, position) @ window(position, position + 2)), position))
     if not scored:
         return None
@@ -1410,7 +1853,15 @@ def _embedding_shift(input_obj: dict, embedder: Any, units: list[_Unit]) -> tupl
     return None
 
 
-SUMMARY_ORDER = {"decision": 0, "conclusion": 1, "solution": 2, "problem": 3, "todo": 4, "context": 5, "question": 6}
+SUMMARY_ORDER = {
+    "decision": 0,
+    "conclusion": 1,
+    "solution": 2,
+    "problem": 3,
+    "todo": 4,
+    "context": 5,
+    "question": 6,
+}
 # Words that say what someone does or how, not what the span is about; they end a name phrase.
 PHRASE_BREAK = frozenset(
     """doesnt dont isnt wont cant seem seems works work working worked check checking run running
@@ -1426,8 +1877,16 @@ def _phrases(text: str) -> list[list[str]]:
     out, run = [], []
     for token in re.findall(r"[A-Za-z0-9][\w.+#/-]*[\w+#]|[A-Za-z0-9]|[^\w\s]", text):
         key = token.lower().replace("’", "'").rstrip(".'")
-        breaks = (not token[0].isalnum() or key in STOPWORDS or key in SMALLTALK or key in NAME_NOISE
-                  or key in PHRASE_BREAK or key.endswith("ly") or key.isdigit() or len(key) < 2)
+        breaks = (
+            not token[0].isalnum()
+            or key in STOPWORDS
+            or key in SMALLTALK
+            or key in NAME_NOISE
+            or key in PHRASE_BREAK
+            or key.endswith("ly")
+            or key.isdigit()
+            or len(key) < 2
+        )
         if breaks:
             if run:
                 out.append(run)
@@ -1467,15 +1926,15 @@ def _describe(units: list[_Unit]) -> tuple[str, str]:
     for run, _ in phrases:
         for size in range(1, min(NAME_WORDS, len(run)) + 1):
             for i in range(len(run) - size + 1):
-                key = " ".join(run[i:i + size]).lower()
+                key = " ".join(run[i : i + size]).lower()
                 seen_phrases[key] = seen_phrases.get(key, 0) + 1
     best: tuple[float, int, str] | None = None
     for run, order in phrases:
         for size in range(min(NAME_WORDS, len(run)), 0, -1):
             for i in range(len(run) - size + 1):
-                words = run[i:i + size]
+                words = run[i : i + size]
                 repeated = seen_phrases[" ".join(words).lower()] if size > 1 else 1
-                score = sum(weights[w.lower()] for w in words) * size ** -0.35 * (1 + 0.5 * (repeated - 1))
+                score = sum(weights[w.lower()] for w in words) * size**-0.35 * (1 + 0.5 * (repeated - 1))
                 if size == 1:
                     score *= 0.5 if weights[words[0].lower()] >= 2 else 0.25  # a lone word names little
                 candidate = (score, -order, " ".join(words))
@@ -1487,8 +1946,13 @@ def _describe(units: list[_Unit]) -> tuple[str, str]:
     def centrality(i: int) -> float:
         return sum(weights.get(k, 0.0) for k in keys_of[i]) / (1 + len(words_of(units[i].text))) ** 0.5
 
-    ranked = sorted(range(len(units)), key=lambda i: (SUMMARY_ORDER.get(units[i].intent, 5), -centrality(i), i))
-    chosen = [ranked[0]] + [i for i in ranked[1:2] if units[i].text != units[ranked[0]].text
-                            and SUMMARY_ORDER.get(units[i].intent, 5) < 5]
+    ranked = sorted(
+        range(len(units)), key=lambda i: (SUMMARY_ORDER.get(units[i].intent, 5), -centrality(i), i)
+    )
+    chosen = [ranked[0]] + [
+        i
+        for i in ranked[1:2]
+        if units[i].text != units[ranked[0]].text and SUMMARY_ORDER.get(units[i].intent, 5) < 5
+    ]
     summary = " ".join(units[i].text for i in sorted(chosen))[:MAX_ITEM_CHARS].strip()
     return name, summary

@@ -321,9 +321,7 @@ class Validated:
     problems: list[str] = field(default_factory=list)
 
 
-def validate_output(
-    raw: Any, batch_lines: set[int], known_idea_ids: set[int] = frozenset()
-) -> Validated:
+def validate_output(raw: Any, batch_lines: set[int], known_idea_ids: set[int] = frozenset()) -> Validated:
     """Keep only the schema-conforming parts of an extractor's answer.
 
     Bad items and relations are dropped and counted (``dropped``, with a reason in ``problems``);

@@ -203,7 +203,9 @@ def _has_gui() -> bool:
     return True
 
 
-def serve(port: int = 0, open_browser: bool = True, announce: Callable[[str], None] = lambda url: None) -> int:
+def serve(
+    port: int = 0, open_browser: bool = True, announce: Callable[[str], None] = lambda url: None
+) -> int:
     """Serve until interrupted; announce (the CLI prints it) and open the address with this run's token."""
     import uvicorn
 
