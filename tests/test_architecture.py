@@ -27,8 +27,13 @@ STORAGE = ("db", "queue", "store", "vectors", "transcript")
 LLM_CLIENT = ("openai", "total_recall.extract.llm")
 
 
+# A non-editable install ships the plugin folders inside the package; they are resources (the hooks
+# are checked as stdlib shims above), not modules of the layered code.
+RESOURCE_DIRS = ("hooks", "skills", "migrations")
+
+
 def modules() -> list[Path]:
-    return sorted(PACKAGE.rglob("*.py"))
+    return sorted(p for p in PACKAGE.rglob("*.py") if p.relative_to(PACKAGE).parts[0] not in RESOURCE_DIRS)
 
 
 def imported_names(node: ast.AST, package: str = "total_recall") -> list[tuple[str, int]]:

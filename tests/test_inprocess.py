@@ -230,7 +230,7 @@ def test_a_locked_database_leaves_the_spool_whole_and_the_next_step_indexes(tmp_
     assert not worker.paths.spool.read_text().strip()
     assert queue.depth(conn)["done"] == 1
     assert conn.scalar("SELECT count(*) FROM messages", default=0) == 2
-    assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    assert [tuple(r) for r in conn.execute("PRAGMA integrity_check").fetchall()] == [("ok",)]
     conn.close()
 
 
