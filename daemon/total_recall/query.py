@@ -80,33 +80,29 @@ def _day(dt: datetime) -> datetime:
     return dt.replace(hour=0, minute=0, second=0, microsecond=0)
 
 
-_MONTH = "(" + "|".join(sorted(MONTHS, key=len, reverse=True)) + r")\.?"
-_ORDINAL = r"(\d{1,2})(?:st|nd|rd|th)?"
+_MONTH = "(?P<month>" + "|".join(sorted(MONTHS, key=len, reverse=True)) + r")\.?"
+_DAY = r"(?P<day>\d{1,2})(?:st|nd|rd|th)?"
+_YEAR = r"(?P<year>\d{4})"
 DAY_PATTERNS = (
-    re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b"),  # 2023-02-01
-    re.compile(r"\b" + _ORDINAL + r" (?:of )?" + _MONTH + r",? (\d{4})\b"),  # 1 February, 2023
-    re.compile(r"\b" + _MONTH + r" " + _ORDINAL + r",? (\d{4})\b"),  # February 1st, 2023
-    re.compile(r"\bon (?:the )?" + _ORDINAL + r" (?:of )?" + _MONTH + r"\b"),  # on the 1st of February
-    re.compile(r"\bon " + _MONTH + r" " + _ORDINAL + r"\b"),  # on February 1st
+    re.compile(r"\b" + _YEAR + r"-(?P<month_number>\d{2})-(?P<day>\d{2})\b"),  # 2023-02-01
+    re.compile(r"\b" + _DAY + r" (?:of )?" + _MONTH + r",? " + _YEAR + r"\b"),  # 1 February, 2023
+    re.compile(r"\b" + _MONTH + r" " + _DAY + r",? " + _YEAR + r"\b"),  # February 1st, 2023
+    re.compile(r"\bon (?:the )?" + _DAY + r" (?:of )?" + _MONTH + r"\b"),  # on the 1st of February
+    re.compile(r"\bon " + _MONTH + r" " + _DAY + r"\b"),  # on February 1st
 )
 
 
 def named_day(t: str, now: datetime) -> datetime | None:
     """The calendar day a lower-cased query names, if any; without a year, its latest past date."""
-    for number, pattern in enumerate(DAY_PATTERNS):
+    for pattern in DAY_PATTERNS:
         m = pattern.search(t)
         if not m:
             continue
-        g = m.groups()
-        if number == 0:
-            year, month, day = int(g[0]), int(g[1]), int(g[2])
-        elif number in (1, 3):
-            day, month, year = int(g[0]), MONTHS[g[1]], int(g[2]) if number == 1 else None
-        else:
-            month, day, year = MONTHS[g[0]], int(g[1]), int(g[2]) if number == 2 else None
+        g = m.groupdict()
+        month = int(g["month_number"]) if g.get("month_number") else MONTHS[g["month"]]
         try:
-            found = datetime(year or now.year, month, day, tzinfo=timezone.utc)
-            if year is None and found > now:
+            found = datetime(int(g.get("year") or now.year), month, int(g["day"]), tzinfo=timezone.utc)
+            if not g.get("year") and found > now:
                 found = found.replace(year=now.year - 1)
         except ValueError:
             continue  # "February 30th" names no day
