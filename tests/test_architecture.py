@@ -222,7 +222,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("storage", {"db", "queue", "trust", "state"}),
     ("storage owners", {"store", "vectors", "memories", "erasure"}),
     ("engine", {"indexer", "search"}),
-    ("memory", {"digest", "curate", "maintain", "note"}),
+    ("memory", {"digest", "curate", "maintain", "note", "exchange"}),
     ("runtime", {"daemon", "server"}),
     ("commands", {"backfill", "report", "recover", "browse", "bootstrap", "service", "mcp_server"}),
     ("web view", {"ui", "ui.views", "ui.app"}),

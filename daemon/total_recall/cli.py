@@ -392,6 +392,27 @@ def cmd_note(args) -> int:
     return 0
 
 
+@command("export")
+def cmd_export(args) -> int:
+    from total_recall import exchange, search
+
+    database = _db()
+    projects = search.resolve_projects(database, args.project, False, None) if args.project else None
+    counts = exchange.export(
+        database, sys.stdout, projects=projects, since=args.since, with_vectors=args.vectors
+    )
+    print(f"total-recall: exported {_kv(counts).replace(chr(10), ', ')}", file=sys.stderr)
+    return 0
+
+
+@command("import")
+def cmd_import(args) -> int:
+    from total_recall import exchange
+
+    _print(exchange.import_file(_db(), config.load(), Path(args.file)), args.json, _kv)
+    return 0
+
+
 @command("mcp")
 def cmd_mcp(args) -> int:
     from total_recall import mcp_server
@@ -513,6 +534,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--project", help="directory or short name (default: the session's or the current directory's)"
     )
+    p = add("export", "write memories as JSON lines to stdout (ideas, sources, spans, relations, tombstones)")
+    p.add_argument("--project", help="only this project (a directory or its short name; default: all)")
+    p.add_argument("--since", metavar="DATE", help="only memories said on or after DATE (YYYY-MM-DD)")
+    p.add_argument("--vectors", action="store_true", help="include each idea's vector (and the model's name)")
+    p = add(
+        "import", "merge an export file into this memory: duplicates add mentions, forgotten stays forgotten"
+    )
+    p.add_argument("file", help="a file written by `total-recall export`")
     add(
         "mcp",
         "run the MCP server on stdio (Claude Code starts it; tools: search, get, recent, digest, topics, note)",

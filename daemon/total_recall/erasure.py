@@ -374,3 +374,46 @@ def _scope(
         clauses.append(f"substr({columns['time']}, 1, 10) < ?")
         params.append(before[:10])
     return " AND ".join(clauses), tuple(params)
+
+
+def add_tombstone(db: Database, row: dict, now: float) -> bool:
+    """Record a tombstone another store exported (kind content: project + content hash; kind line:
+    source file + line) unless an equal one is here; whether it was added."""
+    if row["kind"] == "content":
+        known = db.scalar(
+            "SELECT 1 FROM tombstones WHERE kind = 'content' AND project IS ? AND content_hash = ?",
+            (row.get("project"), row["content_hash"]),
+            0,
+        )
+    else:
+        known = db.scalar(
+            "SELECT 1 FROM tombstones WHERE kind = 'line' AND source_file = ? AND source_line = ?",
+            (row["source_file"], row["source_line"]),
+            0,
+        )
+    if known:
+        return False
+    db.execute(
+        "INSERT INTO tombstones (kind, project, content_hash, source_file, source_line, created_at, reason) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (
+            row["kind"],
+            row.get("project"),
+            row.get("content_hash"),
+            row.get("source_file"),
+            row.get("source_line"),
+            now,
+            row.get("reason") or "import",
+        ),
+    )
+    return True
+
+
+def ideas_under_tombstone(db: Database, row: dict) -> list[int]:
+    """Ideas of this store that an imported content tombstone says were forgotten elsewhere."""
+    if row["kind"] != "content":
+        return []
+    return db.column(
+        "SELECT id FROM ideas WHERE project IS ? AND content_hash = ?",
+        (row.get("project"), row["content_hash"]),
+    )

@@ -337,3 +337,130 @@ def next_line(db: Database, source_file: str) -> int:
             "SELECT coalesce(max(source_line), 0) + 1 FROM ideas WHERE source_file = ?", (source_file,), 1
         )
     )
+
+
+# --- export (exchange.py writes them as JSON lines) ---------------------------------------------
+
+
+def export_ideas(db: Database, projects: list[str] | None, since: str | None) -> list:
+    """Every idea of these projects (None: all) last said on or after `since` (YYYY-MM-DD), by id."""
+    where, params = ["1 = 1"], []
+    if projects:
+        where.append(f"project IN ({marks(projects)})")
+        params += projects
+    if since:
+        where.append("substr(coalesce(last_seen, message_time, ''), 1, 10) >= ?")
+        params.append(since)
+    return db.all(
+        "SELECT id, span_id, content, content_hash, intent, confidence, answered, source_file, source_line, "
+        "session_id, project, git_branch, message_time, last_seen, mention_count, pinned, closed_at, "
+        f"closed_source_file, closed_source_line FROM ideas WHERE {' AND '.join(where)} ORDER BY id",
+        params,
+    )
+
+
+def sources_of(db: Database, idea_ids: list[int]) -> dict[int, list]:
+    """Every place each idea was said: source_file, source_line, session_id, message_time, in order."""
+    out: dict[int, list] = {}
+    for chunk in _chunks(idea_ids):
+        for row in db.all(
+            "SELECT idea_id, source_file, source_line, session_id, message_time FROM idea_sources "
+            f"WHERE idea_id IN ({marks(chunk)}) ORDER BY idea_id, message_time, source_file, source_line",
+            chunk,
+        ):
+            out.setdefault(row["idea_id"], []).append(row)
+    return out
+
+
+def entities_of(db: Database, idea_ids: list[int]) -> dict[int, list]:
+    """name, type of each idea's entities, by name."""
+    out: dict[int, list] = {}
+    for chunk in _chunks(idea_ids):
+        for row in db.all(
+            "SELECT l.idea_id, e.name, e.type FROM idea_entities l JOIN entities e ON e.id = l.entity_id "
+            f"WHERE l.idea_id IN ({marks(chunk)}) ORDER BY l.idea_id, e.name",
+            chunk,
+        ):
+            out.setdefault(row["idea_id"], []).append(row)
+    return out
+
+
+def relations_among(db: Database, idea_ids: list[int]) -> list:
+    """from_id, to_id, relation_type of the relations whose two ends are both among these ideas."""
+    ids = set(idea_ids)
+    rows = db.all("SELECT from_id, to_id, relation_type FROM relations ORDER BY id")
+    return [r for r in rows if r["from_id"] in ids and r["to_id"] in ids]
+
+
+def spans_with_ancestors(db: Database, span_ids: list[int]) -> list:
+    """These spans and every span above them, parents before children."""
+    found: dict[int, Any] = {}
+    todo = {s for s in span_ids if s is not None}
+    while todo:
+        chunk = sorted(todo - set(found))
+        todo = set()
+        for part in _chunks(chunk):
+            for row in db.all(f"SELECT * FROM spans WHERE id IN ({marks(part)})", part):
+                found[row["id"]] = row
+                if row["parent_id"] is not None and row["parent_id"] not in found:
+                    todo.add(row["parent_id"])
+    return sorted(found.values(), key=lambda r: (r["depth"], r["id"]))
+
+
+def export_tombstones(db: Database, projects: list[str] | None, since_unix: float | None) -> list:
+    """Content tombstones (of these projects) and line tombstones, oldest first."""
+    where, params = ["1 = 1"], []
+    if projects:
+        where.append(f"(kind = 'line' OR project IN ({marks(projects)}))")
+        params += projects
+    if since_unix is not None:
+        where.append("created_at >= ?")
+        params.append(since_unix)
+    return db.all(
+        "SELECT kind, project, content_hash, source_file, source_line, reason FROM tombstones "
+        f"WHERE {' AND '.join(where)} ORDER BY id",
+        params,
+    )
+
+
+def idea_events(db: Database, idea_ids: list[int]) -> list:
+    """The audit log of these ideas: object_id, at, action, old, new, cause, oldest first."""
+    out: list = []
+    for chunk in _chunks(idea_ids):
+        out += db.all(
+            "SELECT object_id, at, action, old, new, cause FROM memory_events "
+            f"WHERE kind = 'idea' AND object_id IN ({marks(chunk)}) ORDER BY id",
+            chunk,
+        )
+    return sorted(out, key=lambda r: (r["at"], r["object_id"]))
+
+
+def _chunks(values: list, size: int = 500) -> list[list]:
+    """SQLite binds at most a few thousand parameters per statement."""
+    values = list(values)
+    return [values[i : i + size] for i in range(0, len(values), size)]
+
+
+def restore_idea(db: Database, idea_id: int, record: dict, now: float) -> None:
+    """An imported idea takes the state it had where it was exported: pin, confidence, answered,
+    the time it was last said, and the line that closed it (a todo)."""
+    closed = record.get("closed") or {}
+    db.execute(
+        "UPDATE ideas SET pinned = ?, confidence = ?, answered = ?, last_seen = coalesce(?, last_seen), "
+        "closed_at = ?, closed_source_file = ?, closed_source_line = ?, updated_at = ? WHERE id = ?",
+        (
+            int(bool(record.get("pinned"))),
+            float(record["confidence"]),
+            int(bool(record.get("answered"))),
+            record.get("last_seen"),
+            closed.get("at"),
+            closed.get("file"),
+            closed.get("line"),
+            now,
+            idea_id,
+        ),
+    )
+
+
+def mention_count(db: Database, idea_id: int) -> int:
+    return int(db.scalar("SELECT mention_count FROM ideas WHERE id = ?", (idea_id,), 0))

@@ -639,3 +639,39 @@ def insert_chunk(db: Database, row: dict, vector: bytes | None = None) -> int | 
     if vector is not None and table_exists(db, "chunk_embeddings"):
         store_vectors(db, "chunk_embeddings", "chunk_id", [(chunk_id, row["project"], vector)])
     return chunk_id
+
+
+def import_span(db: Database, row: dict, parent_id: int | None, now: float) -> int:
+    """The span of this session and file at this depth and start line, inserted when missing (an
+    import); its id. Spans have no natural key in the schema; these four fields are one."""
+    found = db.scalar(
+        "SELECT id FROM spans WHERE session_id = ? AND source_file = ? AND depth = ? AND start_line = ? "
+        "ORDER BY id LIMIT 1",
+        (row["session_id"], row["source_file"], row["depth"], row["start_line"]),
+    )
+    if found is not None:
+        return int(found)
+    cur = db.execute(
+        "INSERT INTO spans (parent_id, session_id, project, git_branch, source_file, depth, name, summary, "
+        "start_line, end_line, closed, started_at, ended_at, created_at, updated_at, needs_embedding) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            parent_id,
+            row["session_id"],
+            row.get("project"),
+            row.get("git_branch"),
+            row["source_file"],
+            row["depth"],
+            row["name"][:200],
+            (row.get("summary") or "")[:2000],
+            row["start_line"],
+            row["end_line"],
+            int(bool(row.get("closed"))),
+            row.get("started_at"),
+            row.get("ended_at"),
+            now,
+            now,
+            int(row["depth"] > 0),
+        ),
+    )
+    return int(cur.lastrowid)

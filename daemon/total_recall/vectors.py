@@ -64,6 +64,20 @@ def delete(db: Database, owner: str, ids: list[int]) -> None:
         db.executemany(f"DELETE FROM {table} WHERE {key} = ?", [(i,) for i in ids])
 
 
+def vectors_of(db: Database, owner: str, ids: list[int]) -> dict[int, bytes]:
+    """The stored vectors (little-endian float32 blobs) of these ideas/spans/chunks, by id."""
+    table, key = TABLES[owner]
+    if not ids or not table_exists(db, table):
+        return {}
+    out: dict[int, bytes] = {}
+    for start in range(0, len(ids), 500):
+        part = ids[start : start + 500]
+        marks = ",".join("?" * len(part))
+        for row in db.execute(f"SELECT {key}, embedding FROM {table} WHERE {key} IN ({marks})", part):
+            out[int(row[0])] = bytes(row[1])
+    return out
+
+
 def knn(
     db: Database, table: str, key: str, blob: bytes, k: int, project: str | None = None
 ) -> list[tuple[int, float]]:
