@@ -86,3 +86,85 @@ def test_short_names_and_resolution():
     assert projects.resolve(known, None, True, "/srv/other") is None
     with pytest.raises(TotalRecallError, match="no indexed project matches"):
         projects.resolve(known, "missing", False, None)
+
+
+# -- the same project on every machine (issue 19) -------------------------------------------------
+SAME_REMOTE = [
+    "git@github.com:Org/Repo.git",
+    "https://github.com/Org/Repo",
+    "https://github.com/Org/Repo.git/",
+    "https://user:s3cret-token@GitHub.com/Org/Repo.git",
+    "ssh://git@github.com:22/Org/Repo.git",
+    "ssh://git@GITHUB.COM/Org/Repo",
+    "git://github.com/Org/Repo.git",
+    "git+ssh://git@github.com/Org/Repo",
+]
+
+
+@pytest.mark.parametrize("url", SAME_REMOTE)
+def test_every_spelling_of_one_remote_is_one_identity_without_credentials(url):
+    assert projects.normal_remote(url) == "github.com/Org/Repo"
+    assert "s3cret" not in (projects.normal_remote(url) or "")
+
+
+def test_remotes_that_differ_stay_apart():
+    seen = {
+        projects.normal_remote(u)
+        for u in (
+            "git@github.com:Org/Repo.git",
+            "git@github.com:Org/Repo2.git",
+            "git@gitlab.com:Org/Repo.git",
+            "git@github.com:Other/Repo.git",
+            "https://gitlab.example.com/group/sub/Repo.git",
+            "/srv/git/Repo.git",
+        )
+    }
+    assert len(seen) == 6
+    assert projects.normal_remote("file:///srv/git/Repo.git") == projects.normal_remote("/srv/git/Repo.git")
+    for nothing in ("", "   ", "../sibling.git", "./x"):  # relative remotes name nothing shared
+        assert projects.normal_remote(nothing) is None
+    assert projects.normal_remote("C:/repos/Repo.git") == "/C:/repos/Repo"  # a drive, not a host "C"
+
+
+def _clone(path, remotes: dict[str, str]) -> str:
+    git = path / ".git"
+    git.mkdir(parents=True)
+    body = "[core]\n\tbare = false\n" + "".join(f'[remote "{n}"]\n\turl = {u}\n' for n, u in remotes.items())
+    (git / "config").write_text(body, encoding="utf-8")
+    return str(path)
+
+
+def test_two_checkouts_of_one_remote_in_different_folders_are_one_project(tmp_path):
+    laptop = _clone(tmp_path / "laptop" / "src" / "repo", {"origin": "git@github.com:Org/Repo.git"})
+    desktop = _clone(tmp_path / "desktop" / "work" / "Repo", {"origin": "https://github.com/Org/Repo"})
+    assert projects.identity(laptop) == projects.identity(desktop) == "git:github.com/Org/Repo"
+    # origin wins over other remotes; a clone with only another remote uses that one
+    fork = _clone(
+        tmp_path / "fork", {"upstream": "git@github.com:Org/Repo.git", "origin": "git@github.com:Me/Repo"}
+    )
+    assert projects.identity(fork) == "git:github.com/Me/Repo"
+    only = _clone(tmp_path / "only", {"upstream": "git@github.com:Org/Repo.git"})
+    assert projects.identity(only) == "git:github.com/Org/Repo"
+    # a worktree's .git is a file pointing into the main clone's git dir
+    wt = tmp_path / "wt"
+    wt.mkdir()
+    gitdir = tmp_path / "laptop" / "src" / "repo" / ".git" / "worktrees" / "wt"
+    gitdir.mkdir(parents=True)
+    (gitdir / "commondir").write_text("../..\n")
+    (wt / ".git").write_text(f"gitdir: {gitdir}\n")
+    assert projects.identity(str(wt)) == "git:github.com/Org/Repo"
+    # the project of this machine that another machine's project is
+    assert projects.local_project([desktop], laptop, projects.identity(laptop)) == desktop
+    assert projects.local_project([desktop], "/elsewhere/x", "/elsewhere/x") == "/elsewhere/x"
+
+
+def test_without_a_remote_the_path_is_the_identity(tmp_path):
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    assert projects.identity(str(plain)) == str(plain)
+    assert projects.identity(str(plain) + "/") == str(plain)
+    broken = tmp_path / "broken"
+    (broken / ".git").mkdir(parents=True)
+    (broken / ".git" / "config").write_bytes(b"\xff\xfe not a config [[[")
+    assert projects.identity(str(broken)) == str(broken)
+    assert projects.identity(str(tmp_path / "missing")) == str(tmp_path / "missing")

@@ -398,8 +398,9 @@ def cmd_export(args) -> int:
 
     database = _db()
     projects = search.resolve_projects(database, args.project, False, None) if args.project else None
+    machine = config.load().machine_name()
     counts = exchange.export(
-        database, sys.stdout, projects=projects, since=args.since, with_vectors=args.vectors
+        database, sys.stdout, projects=projects, since=args.since, with_vectors=args.vectors, machine=machine
     )
     print(f"total-recall: exported {_kv(counts).replace(chr(10), ', ')}", file=sys.stderr)
     return 0

@@ -61,6 +61,14 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "enabled": True,  # SessionStart digest injection
         "budget_chars": 4000,
     },
+    "machine": {
+        "name": "",  # recorded next to file:line of every memory said here; empty = the host name
+    },
+    "store": {
+        # where memories live: empty = memory.db here (SQLite); postgresql://user:pass@host/db =
+        # a PostgreSQL + pgvector server shared by machines (TOTAL_RECALL_STORE_URL)
+        "url": "",
+    },
     "privacy": {
         "extra_roots": [],  # folders besides $CLAUDE_CONFIG_DIR/projects whose transcripts may be read
         "exclude_projects": [],  # globs of project paths (or Claude's folder names) never read
@@ -184,6 +192,8 @@ class Settings:
     db: Any
     search: Any
     context: Any
+    machine: Any
+    store: Any
     privacy: Any
     sources: Mapping[str, str] = field(default_factory=dict)  # "llm.base_url" -> default|file|env
     environ: Any = field(default_factory=lambda: os.environ, repr=False)
@@ -198,6 +208,12 @@ class Settings:
 
     def llm_enabled(self) -> bool:
         return bool(self.llm.base_url)
+
+    def machine_name(self) -> str:
+        """The name this machine's memories carry next to file:line ([machine] name, else the host)."""
+        import socket
+
+        return self.machine.name.strip() or socket.gethostname() or "localhost"
 
     def llm_api_key(self) -> str:
         return self.llm.api_key or self.environ.get("OPENAI_API_KEY", "")
@@ -216,7 +232,25 @@ class Settings:
             for key in section:
                 if key.endswith("api_key") and section[key]:
                     section[key] = "***"
+        out["store"]["url"] = without_password(out["store"]["url"])
         return out
+
+
+def without_password(url: str) -> str:
+    """A connection URL fit for logs, doctor and errors: its password (and any password=
+    parameter) replaced by ***."""
+    import re
+
+    scheme, sep, rest = url.partition("://")
+    if sep:
+        netloc, slash, tail = rest.partition("/")
+        if "@" in netloc:
+            user, _, host = netloc.rpartition("@")
+            if ":" in user:
+                user = user.split(":", 1)[0] + ":***"
+            netloc = f"{user}@{host}"
+        url = f"{scheme}://{netloc}{slash}{tail}"
+    return re.sub(r"(?i)(password=)[^&\s]*", r"\1***", url)
 
 
 def _check(name: str, value: Any, where: str) -> None:

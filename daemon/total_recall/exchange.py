@@ -25,6 +25,7 @@ from typing import Any, TextIO
 import structlog
 
 from total_recall import config, erasure, memories, store, vectors
+from total_recall import projects as projects_mod
 from total_recall.db import Database
 from total_recall.errors import TotalRecallError
 
@@ -68,6 +69,11 @@ def export(
         "version": VERSION,
         "exported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "machine": machine,
+        # each project's identity across machines (projects.identity): import maps it to the
+        # checkout of the same remote on the importing machine
+        "projects": {
+            p: projects_mod.identity(p) for p in sorted({r["project"] for r in ideas if r["project"]})
+        },
         "embed_model": db.get_meta("embed_model") if blobs else None,
         "embed_dim": int(db.get_meta("embed_dim") or 0) if blobs else None,
     }
@@ -139,6 +145,7 @@ def _idea_record(row: Any, sources: list, entities: list, blobs: dict[int, bytes
                 "line": s["source_line"],
                 "session_id": s["session_id"],
                 "message_time": s["message_time"],
+                "machine": s["machine"],
             }
             for s in ordered
         ],
@@ -323,6 +330,7 @@ def _check_references(bundle: Bundle, path: str) -> None:
 def import_file(db: Database, settings: config.Settings, path: Path, *, embedder: Any = None) -> dict:
     """Merge an export file into this store (module docstring); what happened, counted."""
     bundle = read(path)
+    _map_projects(bundle, memories.projects(db))
     service = vectors.Vectors(db, settings, embedder=embedder)
     blobs, reembedded = _vectors_for(bundle, service)
     now = time.time()
@@ -361,6 +369,16 @@ def import_file(db: Database, settings: config.Settings, path: Path, *, embedder
     return report
 
 
+def _map_projects(bundle: Bundle, known: list[str]) -> None:
+    """Another machine's project paths become this machine's checkout of the same repository."""
+    identities = bundle.header.get("projects") or {}
+    if not isinstance(identities, dict):
+        return
+    mapped = {p: projects_mod.local_project(known, p, i) for p, i in identities.items() if isinstance(i, str)}
+    for record in (*bundle.ideas, *bundle.spans, *bundle.tombstones):
+        record["project"] = mapped.get(record.get("project"), record.get("project"))
+
+
 def _vectors_for(bundle: Bundle, service: vectors.Vectors) -> tuple[dict[int, bytes], int]:
     """Each idea's vector before the write: the file's when this store's model made it, else a new
     one from this store's embedder (none when vectors are off: the repair pass embeds them later)."""
@@ -393,6 +411,7 @@ def _context(header: dict, idea: dict | None, source: dict, now: float) -> store
         last_line=line,
         cause="import",
         now=now,
+        machine=source.get("machine") or header.get("machine"),
     )
 
 

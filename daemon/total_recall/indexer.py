@@ -376,6 +376,7 @@ class Indexer:
             cause=f"extract:{extractor_name}",
             now=now,
             idle_gap=60.0 * self.settings.daemon.idle_gap_minutes,
+            machine=self.settings.machine_name(),
         )
         vectors = self._embed_batch(outputs, units)
         fell_back, self._fallback_parts = self._fallback_parts, []
@@ -436,6 +437,7 @@ class Indexer:
                     "session_id": ident["session"],
                     "project": ident["project"],
                     "needs_embedding": u["embed"],
+                    "machine": self.settings.machine_name(),
                 },
                 vectors.get(embed_text(u)) if u["embed"] else None,
             )
@@ -618,6 +620,7 @@ class Indexer:
                 last_line=max(lines),
                 cause="extract:llm-retry",
                 now=now,
+                machine=self.settings.machine_name(),
             )
             with self.db.write():
                 stale = [

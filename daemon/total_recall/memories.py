@@ -245,7 +245,7 @@ def merge_idea(db: Database, keep: int, dup: int) -> None:
     """Fold `dup` into `keep`: its sources, relations and pin; the row goes (its vector is the caller's)."""
     db.execute(
         "INSERT OR IGNORE INTO idea_sources (idea_id, source_file, source_line, session_id, "
-        "message_time) SELECT ?, source_file, source_line, session_id, message_time "
+        "message_time, machine) SELECT ?, source_file, source_line, session_id, message_time, machine "
         "FROM idea_sources WHERE idea_id = ?",
         (keep, dup),
     )
@@ -364,7 +364,7 @@ def sources_of(db: Database, idea_ids: list[int]) -> dict[int, list]:
     out: dict[int, list] = {}
     for chunk in _chunks(idea_ids):
         for row in db.all(
-            "SELECT idea_id, source_file, source_line, session_id, message_time FROM idea_sources "
+            "SELECT idea_id, source_file, source_line, session_id, message_time, machine FROM idea_sources "
             f"WHERE idea_id IN ({marks(chunk)}) ORDER BY idea_id, message_time, source_file, source_line",
             chunk,
         ):

@@ -66,6 +66,7 @@ def note(
         last_line=where["line"],
         cause="user: note",
         now=now,
+        machine=settings.machine_name(),
     )
     item = {
         "content": text,
@@ -204,6 +205,7 @@ def _as_chunk(db: Database, ctx: store.BatchContext, item: dict, stamp: str, vec
             "content": item["content"],
             "context": "",
             "needs_embedding": True,
+            "machine": ctx.machine,
         },
         vector,
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import unicodedata
 from pathlib import Path
 
@@ -67,3 +68,79 @@ def resolve(known: list[str], project: str | None, all_projects: bool, cwd: str 
     if inside:
         return [max(inside, key=len)]
     return None  # not inside any indexed project: search everything
+
+
+# -- the same project on every machine ----------------------------------------------------------------
+SCP_LIKE = re.compile(r"^(?:(?P<user>[^@/\s]+)@)?(?P<host>[^:/\s]+):(?!//)(?P<path>.+)$")
+
+
+def normal_remote(url: str) -> str | None:
+    """A git remote URL in the one form every clone of the repository shares: host (lower-case,
+    without user, password or port) and path (without a trailing .git or slash), no scheme.
+
+    git@github.com:Org/Repo.git, https://user:token@GitHub.com/Org/Repo and
+    ssh://git@github.com:22/Org/Repo.git/ are all github.com/Org/Repo. The path keeps its case:
+    not every host folds it. None for an empty or unreadable URL. Credentials never survive.
+    """
+    url = (url or "").strip()
+    if not url:
+        return None
+    if "://" in url:
+        scheme, _, rest = url.partition("://")
+        netloc, _, path = rest.partition("/")
+        host = netloc.rpartition("@")[2]
+        if scheme.lower() == "file" or not host:
+            host, path = "", rest if not host else path
+        host = host.split(":", 1)[0]
+    elif url.startswith("."):
+        return None  # relative to this clone: names nothing another machine can compare
+    elif (m := SCP_LIKE.match(url)) and not url.startswith("/") and len(m["host"]) > 1:
+        host, path = m["host"], m["path"]
+    else:  # a local path used as a remote (C:/... is a drive, not a host)
+        host, path = "", url
+    path = path.strip("/")
+    while path.endswith(".git"):
+        path = path[: -len(".git")].rstrip("/")
+    if not path:
+        return None
+    return f"{host.lower()}/{path}" if host else f"/{path}"
+
+
+def git_remote(project: str) -> str | None:
+    """The URL of the project's `origin` remote (else its first remote), read from .git/config
+    (a worktree's or submodule's `.git` file is followed); None when it has none."""
+    import configparser
+
+    git = Path(project) / ".git"
+    try:
+        if git.is_file():
+            pointer = git.read_text(encoding="utf-8").strip()
+            if not pointer.startswith("gitdir:"):
+                return None
+            git = (Path(project) / pointer[len("gitdir:") :].strip()).resolve()
+            common = git / "commondir"
+            if common.is_file():
+                git = (git / common.read_text(encoding="utf-8").strip()).resolve()
+        parser = configparser.ConfigParser(strict=False, interpolation=None)
+        parser.read(git / "config", encoding="utf-8")
+    except (OSError, UnicodeDecodeError, configparser.Error):
+        return None
+    remotes = {s[len('remote "') : -1]: s for s in parser.sections() if s.startswith('remote "')}
+    name = "origin" if "origin" in remotes else next(iter(remotes), None)
+    return parser.get(remotes[name], "url", fallback=None) if name else None
+
+
+def identity(project: str) -> str:
+    """What makes a project the same project on every machine: its normalised git remote
+    (`git:github.com/Org/Repo`) when it has one, else its normal path."""
+    remote = normal_remote(git_remote(project) or "") if project else None
+    return f"git:{remote}" if remote else normal(project or "")
+
+
+def local_project(known: list[str], project: str | None, project_identity: str | None) -> str | None:
+    """The project of this machine that another machine's `project` is: the known one with the
+    same identity (a clone of the same remote, wherever it is checked out), else the same path."""
+    if not project or not project_identity or project in known:
+        return project
+    same = sorted(p for p in known if identity(p) == project_identity)
+    return same[0] if same else project

@@ -11,7 +11,8 @@ def _date(stamp: str | None) -> str:
 
 def _source(r: dict) -> str:
     if r["kind"] in ("idea", "message"):
-        return f"{r['source_file']}:{r['source_line']}"
+        on = f" on {r['machine']}" if r.get("machine") else ""  # said on another machine, or this one
+        return f"{r['source_file']}:{r['source_line']}{on}"
     return f"{r['source_file']}:{r['start_line']}-{r['end_line']}"
 
 

@@ -317,6 +317,7 @@ IDEA_COLUMNS = (
     "mention_count",
     "pinned",
     "closed_source_line",
+    "machine",
 )
 SPAN_COLUMNS = (
     "id",
@@ -342,6 +343,7 @@ CHUNK_COLUMNS = (
     "role",
     "kind",
     "content",
+    "machine",
 )
 
 
@@ -756,6 +758,7 @@ def build_results(db: Database, cands: list[Candidate], terms: Iterable[str] = (
                     "timestamp": r["message_time"],
                     "source_file": r["source_file"],
                     "source_line": r["source_line"],
+                    "machine": r["machine"],
                     "span": {
                         "id": span["id"],
                         "name": span["name"],
@@ -772,7 +775,14 @@ def build_results(db: Database, cands: list[Candidate], terms: Iterable[str] = (
                     "pinned": bool(r["pinned"]),
                     "closed": r["closed_source_line"] is not None,
                     "sources": sources.get(
-                        c.id, [{"source_file": r["source_file"], "source_line": r["source_line"]}]
+                        c.id,
+                        [
+                            {
+                                "source_file": r["source_file"],
+                                "source_line": r["source_line"],
+                                "machine": r["machine"],
+                            }
+                        ],
                     ),
                 }
             )
@@ -794,6 +804,7 @@ def build_results(db: Database, cands: list[Candidate], terms: Iterable[str] = (
                     "timestamp": r["timestamp"],
                     "source_file": r["source_file"],
                     "source_line": r["source_line"],
+                    "machine": r["machine"],
                     "message_start_line": r["message_line"],
                     "span": None,
                     "entities": [],
@@ -802,7 +813,13 @@ def build_results(db: Database, cands: list[Candidate], terms: Iterable[str] = (
                     "matched_by": sorted(c.strategies),
                     "mention_count": 1,
                     "pinned": False,
-                    "sources": [{"source_file": r["source_file"], "source_line": r["source_line"]}],
+                    "sources": [
+                        {
+                            "source_file": r["source_file"],
+                            "source_line": r["source_line"],
+                            "machine": r["machine"],
+                        }
+                    ],
                 }
             )
         else:
@@ -839,14 +856,14 @@ def _sources(db: Database, ids: list[int]) -> dict[int, list[dict]]:
     if not ids:
         return {}
     rows = db.execute(
-        f"SELECT idea_id, source_file, source_line, message_time FROM idea_sources "
+        f"SELECT idea_id, source_file, source_line, message_time, machine FROM idea_sources "
         f"WHERE idea_id IN ({','.join('?' * len(ids))}) ORDER BY message_time, source_line",
         ids,
     ).fetchall()
     out: dict[int, list[dict]] = {}
-    for idea_id, source_file, line, when in rows:
+    for idea_id, source_file, line, when, machine in rows:
         out.setdefault(idea_id, []).append(
-            {"source_file": source_file, "source_line": line, "timestamp": when}
+            {"source_file": source_file, "source_line": line, "timestamp": when, "machine": machine}
         )
     return out
 

@@ -67,6 +67,7 @@ class BatchContext:
     cause: str  # e.g. "extract:offline"
     now: float
     idle_gap: float = 1800.0  # seconds of silence after which a new topic starts
+    machine: str | None = None  # where the lines were said ([machine] name), next to file:line
 
 
 @dataclass
@@ -309,9 +310,9 @@ def tombstoned(db: Database, ctx: BatchContext, line: int, chash: str) -> bool:
 
 def _add_source(db: Database, ctx: BatchContext, idea_id: int, line: int) -> bool:
     cur = db.execute(
-        "INSERT OR IGNORE INTO idea_sources (idea_id, source_file, source_line, session_id, message_time) "
-        "VALUES (?, ?, ?, ?, ?)",
-        (idea_id, ctx.source_file, line, ctx.session_id, ctx.line_times.get(line)),
+        "INSERT OR IGNORE INTO idea_sources (idea_id, source_file, source_line, session_id, message_time, "
+        "machine) VALUES (?, ?, ?, ?, ?, ?)",
+        (idea_id, ctx.source_file, line, ctx.session_id, ctx.line_times.get(line), ctx.machine),
     )
     return bool(cur.rowcount)
 
@@ -385,8 +386,8 @@ def insert_idea(
         return duplicate, False
     cur = db.execute(
         "INSERT INTO ideas (span_id, content, content_hash, intent, confidence, answered, source_file, source_line, "
-        "session_id, project, git_branch, message_time, last_seen, created_at, updated_at, activation) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1.0)",
+        "session_id, project, git_branch, message_time, last_seen, created_at, updated_at, activation, machine) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1.0, ?)",
         (
             span_id,
             content,
@@ -403,6 +404,7 @@ def insert_idea(
             ctx.line_times.get(line),
             ctx.now,
             ctx.now,
+            ctx.machine,
         ),
     )
     idea_id = int(cur.lastrowid)
@@ -617,7 +619,7 @@ def insert_chunk(db: Database, row: dict, vector: bytes | None = None) -> int | 
     one (which clears needs_embedding); None when that (file, line, seq) is stored already."""
     cur = db.execute(
         "INSERT OR IGNORE INTO chunks (source_file, source_line, message_line, seq, session_id, project, role, "
-        "kind, timestamp, content, context, needs_embedding) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "kind, timestamp, content, context, needs_embedding, machine) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             row["source_file"],
             row["source_line"],
@@ -631,6 +633,7 @@ def insert_chunk(db: Database, row: dict, vector: bytes | None = None) -> int | 
             row["content"],
             row["context"],
             int(row["needs_embedding"]),
+            row.get("machine"),
         ),
     )
     if not cur.rowcount:
