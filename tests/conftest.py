@@ -82,3 +82,30 @@ def fake(tmp_path, monkeypatch):
         monkeypatch.setenv("TOTAL_RECALL_EMBED_BASE_URL", srv.base_url)
         monkeypatch.setenv("TOTAL_RECALL_EMBED_MODEL", "fake-embed")
         yield srv
+
+
+# -- a real PostgreSQL + pgvector (issue 19) ---------------------------------------------------------
+@pytest.fixture(scope="session")
+def pg_server(tmp_path_factory):
+    """One PostgreSQL 16 server with pgvector per test process, from the pgserver wheel (DESIGN.md,
+    "PostgreSQL store"); stopped at the end of the run."""
+    try:
+        import pgserver
+    except ImportError:
+        if os.environ.get("TOTAL_RECALL_REQUIRE_POSTGRES"):
+            raise
+        pytest.skip("pgserver is not installed (pip install '.[test]')")
+    server = pgserver.get_server(tmp_path_factory.mktemp("pg"), cleanup_mode="stop")
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture
+def pg_url(pg_server, request):
+    """A fresh, empty database on that server for one test: its postgresql:// URL."""
+    import re
+    import uuid
+
+    name = "t_" + uuid.uuid4().hex[:12]
+    pg_server.psql(f"CREATE DATABASE {name};")
+    return re.sub(r"/postgres\?", f"/{name}?", pg_server.get_uri(), count=1)

@@ -55,7 +55,11 @@ def test_an_export_from_another_machine_joins_the_same_repository_checked_out_el
     monkeypatch.setenv("TOTAL_RECALL_MACHINE_NAME", "desktop")
     _say(desktop, desktop_repo, "s-desktop", [("user", "Let's plan the release."), ("user", DECISION)])
     cli("import", str(tmp_path / "laptop.jsonl"))
-    hits = [r for r in cli_json("search", "Caddy TLS", "--all-projects") if r["kind"] == "idea" and "Caddy" in r["content"]]
+    hits = [
+        r
+        for r in cli_json("search", "Caddy TLS", "--all-projects")
+        if r["kind"] == "idea" and "Caddy" in r["content"]
+    ]
     assert len(hits) == 1, hits  # one memory, said on two machines
     assert hits[0]["project"] == desktop_repo and hits[0]["mention_count"] == 2
     assert sorted((s["machine"], s["source_line"]) for s in hits[0]["sources"]) == [

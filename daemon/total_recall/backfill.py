@@ -113,7 +113,9 @@ def wait_for(db: Database, settings: config.Settings, files: list[str], *, progr
     worker = None
     if lock is not None:
         queue.release_all_claims(db)  # we hold the lock: claims left behind are a dead worker's
-        worker = daemon.Daemon(db, settings, config.paths())
+        from total_recall import db as dbmod
+
+        worker = daemon.Daemon(db, settings, config.paths(), store=dbmod.memory_store_for(settings, db))
     try:
         while (left := queue.unfinished(db, files)) > 0:
             if progress:

@@ -33,6 +33,14 @@ def _db():
     return db.connect(settings=config.load())
 
 
+def _store():
+    """The memory store: memory.db, or the PostgreSQL store that [store] url names (the work
+    queue, daemon status and recovery stay on the local file: `_db`)."""
+    from total_recall import db
+
+    return db.open_store(config.load())
+
+
 def _print(data: Any, as_json: bool, render: Callable[[Any], str] | None = None) -> None:
     if as_json or render is None:
         print(json.dumps(data, indent=None if as_json else 2, ensure_ascii=False, default=str))
@@ -113,7 +121,7 @@ def cmd_status(args) -> int:
 def cmd_topics(args) -> int:
     from total_recall import render, report
 
-    _print(report.topics(_db(), args.session), args.json, render.topics_markdown)
+    _print(report.topics(_store(), args.session), args.json, render.topics_markdown)
     return 0
 
 
@@ -228,7 +236,7 @@ def cmd_retry(args) -> int:
 def cmd_reembed(args) -> int:
     from total_recall import vectors
 
-    _print(vectors.reembed(_db(), config.load()), args.json, _kv)
+    _print(vectors.reembed(_store(), config.load()), args.json, _kv)
     return 0
 
 
@@ -263,7 +271,7 @@ def cmd_search(args) -> int:
 def cmd_pin(args) -> int:
     from total_recall import curate
 
-    _print(curate.pin(_db(), args.id, True), args.json, _kv)
+    _print(curate.pin(_store(), args.id, True), args.json, _kv)
     return 0
 
 
@@ -271,7 +279,7 @@ def cmd_pin(args) -> int:
 def cmd_unpin(args) -> int:
     from total_recall import curate
 
-    _print(curate.pin(_db(), args.id, False), args.json, _kv)
+    _print(curate.pin(_store(), args.id, False), args.json, _kv)
     return 0
 
 
@@ -279,7 +287,7 @@ def cmd_unpin(args) -> int:
 def cmd_edit(args) -> int:
     from total_recall import curate
 
-    database = _db()
+    database = _store()
     result = curate.edit(database, args.id, args.text)
     result["embedded"] = curate.embed_now(database, config.load(), args.id)  # searchable by meaning at once
     _print(result, args.json, _kv)
@@ -290,7 +298,7 @@ def cmd_edit(args) -> int:
 def cmd_forget(args) -> int:
     from total_recall import curate
 
-    database = _db()
+    database = _store()
     session = args.session
     if session:  # the short id that search and topics print works here too
         from total_recall.search import resolve_session
@@ -310,7 +318,7 @@ def cmd_forget(args) -> int:
 def cmd_pause(args) -> int:
     from total_recall import trust
 
-    _print(trust.pause(_db(), parse_duration(args.for_) if args.for_ else None), args.json, _kv)
+    _print(trust.pause(_store(), parse_duration(args.for_) if args.for_ else None), args.json, _kv)
     return 0
 
 
@@ -318,7 +326,7 @@ def cmd_pause(args) -> int:
 def cmd_resume(args) -> int:
     from total_recall import trust
 
-    _print(trust.resume(_db()), args.json, _kv)
+    _print(trust.resume(_store()), args.json, _kv)
     return 0
 
 
@@ -336,7 +344,7 @@ def parse_duration(text: str) -> float:
 def cmd_review(args) -> int:
     from total_recall import curate, render
 
-    database = _db()
+    database = _store()
     if args.apply or args.reject:
         _print(curate.decide(database, args.apply or args.reject, apply=bool(args.apply)), args.json, _kv)
     else:
@@ -348,7 +356,7 @@ def cmd_review(args) -> int:
 def cmd_digest(args) -> int:
     from total_recall import digest, search
 
-    database = _db()
+    database = _store()
     projects = search.resolve_projects(database, args.project, False, None)
     if not projects:
         raise TotalRecallError("not inside an indexed project; name one: total-recall digest PROJECT")
@@ -361,7 +369,7 @@ def cmd_digest(args) -> int:
 def cmd_recent(args) -> int:
     from total_recall import digest, render, search
 
-    database = _db()
+    database = _store()
     projects = None if args.all_projects else search.resolve_projects(database, args.project, False, None)
     _print(digest.recent(database, days=args.days, projects=projects), args.json, render.recent_markdown)
     return 0
@@ -371,7 +379,7 @@ def cmd_recent(args) -> int:
 def cmd_maintain(args) -> int:
     from total_recall import maintain
 
-    _print(maintain.maintain(_db(), config.load()), args.json, _kv)
+    _print(maintain.maintain(_store(), config.load()), args.json, _kv)
     return 0
 
 
@@ -380,7 +388,7 @@ def cmd_note(args) -> int:
     from total_recall import note
 
     result = note.note(
-        _db(),
+        _store(),
         " ".join(args.text),
         intent=args.intent,
         pin=args.pin,
@@ -396,7 +404,7 @@ def cmd_note(args) -> int:
 def cmd_export(args) -> int:
     from total_recall import exchange, search
 
-    database = _db()
+    database = _store()
     projects = search.resolve_projects(database, args.project, False, None) if args.project else None
     machine = config.load().machine_name()
     counts = exchange.export(
@@ -410,7 +418,15 @@ def cmd_export(args) -> int:
 def cmd_import(args) -> int:
     from total_recall import exchange
 
-    _print(exchange.import_file(_db(), config.load(), Path(args.file)), args.json, _kv)
+    _print(exchange.import_file(_store(), config.load(), Path(args.file)), args.json, _kv)
+    return 0
+
+
+@command("migrate-store")
+def cmd_migrate_store(args) -> int:
+    from total_recall import exchange
+
+    _print(exchange.migrate_store(_db(), config.load(), args.url), args.json, _kv)
     return 0
 
 
@@ -543,6 +559,11 @@ def build_parser() -> argparse.ArgumentParser:
         "import", "merge an export file into this memory: duplicates add mentions, forgotten stays forgotten"
     )
     p.add_argument("file", help="a file written by `total-recall export`")
+    p = add(
+        "migrate-store",
+        "copy this machine's memories into a PostgreSQL store and switch this setup to it ([store] url)",
+    )
+    p.add_argument("url", help="postgresql://user:password@host/database (the server needs pgvector)")
     add(
         "mcp",
         "run the MCP server on stdio (Claude Code starts it; tools: search, get, recent, digest, topics, note)",

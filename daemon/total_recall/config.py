@@ -351,6 +351,31 @@ def write_private(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def set_store_url(url: str, path: Path | None = None) -> Path:
+    """Record `[store] url` in config.toml (kept 0600: the URL may hold a password), keeping the
+    rest of the file as it is."""
+    import json as _json
+
+    path = path or paths().config
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    line = f"url = {_json.dumps(url)}"
+    lines = text.splitlines()
+    start = next((i for i, s in enumerate(lines) if s.strip() == "[store]"), None)
+    if start is None:
+        lines += ["", "[store]", line]
+    else:
+        end = next((i for i in range(start + 1, len(lines)) if lines[i].lstrip().startswith("[")), len(lines))
+        keys = [i for i in range(start + 1, end) if lines[i].split("=")[0].strip() == "url"]
+        if keys:
+            lines[keys[0]] = line
+        else:
+            lines.insert(start + 1, line)
+    ensure_home()
+    write_private(path, "\n".join(lines).lstrip("\n") + "\n")
+    _read_toml(path)  # refuse to leave a file we cannot read back
+    return path
+
+
 def resource_dir(name: str) -> Path:
     """A folder shipped with the package (hooks, skills, migrations, assets).
 

@@ -219,17 +219,21 @@ class Daemon:
         *,
         indexer: Indexer | None = None,
         clock: Callable[[], float] = time.time,
+        store: Any = None,
     ):
-        self.db = db
+        self.db = db  # the local SQLite file: work queue (and memories when no [store] url)
+        # The memory store: `db`, or the PostgreSQL store that [store] url names (the queue stays here).
+        self.store = store if store is not None else db
         self.clock = clock  # tests drive leases, backoff and the batch window without sleeping
         self.settings = settings
         self.paths = paths
-        self.indexer = indexer or Indexer(db, settings)
+        self.indexer = indexer or Indexer(self.store, settings)
         self.stop = threading.Event()
         self.wake = threading.Event()
         self.status = Status()
         self._last_heartbeat = 0.0
         self._last_decay: float | None = None
+        self._seen_event: int | None = None  # memory_events id the digests were written at
         self._unrecorded: list[Callable[[], Any]] = []  # queue updates the database refused
 
     def install_signal_handlers(self) -> None:
@@ -368,10 +372,10 @@ class Daemon:
         """Keep the SessionStart digest of the transcript's project current (read by the hook)."""
         from total_recall import digest, state
 
-        project = state.project_of(self.db, transcript_path)
+        project = state.project_of(self.store, transcript_path)
         if project:
             try:
-                digest.write_digests(self.db, [project])
+                digest.write_digests(self.store, [project])
             except OSError as exc:  # a full disk must not fail the batch that was already committed
                 log.warning("digest_write_failed", project=project, error=str(exc))
 
@@ -382,11 +386,24 @@ class Daemon:
         queue.prune_done(self.db, now=now)
         self.indexer.embed_pending()
         self.indexer.reextract_fallbacks()
-        maintain.decay_activation(self.db, now - (self._last_decay or now))
+        if self.store is not self.db:
+            self._follow_shared_store()
+        maintain.decay_activation(self.store, now - (self._last_decay or now))
         self._last_decay = now
-        last = float(self.db.get_meta("last_maintain") or 0)
+        last = float(self.store.get_meta("last_maintain") or 0)
         if now - last > MAINTAIN_EVERY:
-            log.info("maintenance", report=maintain.maintain(self.db, self.settings))
+            log.info("maintenance", report=maintain.maintain(self.store, self.settings))
+
+    def _follow_shared_store(self) -> None:
+        """Trigger: a shared (PostgreSQL) store changed since the last heartbeat. Why: another
+        machine may have forgotten, pinned or added what this machine's SessionStart digests show.
+        Outcome: this home's digests are rewritten from the store."""
+        from total_recall import maintain, memories
+
+        latest = memories.last_event(self.store)
+        if latest != self._seen_event:
+            maintain.refresh_all_digests(self.store)
+            self._seen_event = latest
 
     def heartbeat(self, *, force: bool = False) -> None:
         now = time.time()
@@ -453,9 +470,11 @@ def run_daemon(*, once: bool = False, settings: config.Settings | None = None) -
     lock = InstanceLock(paths.lock)
     lock.acquire()
     database = dbmod.connect(paths.db, settings=settings)
+    store = None
     try:
         queue.release_all_claims(database)  # we hold the lock: every claim is a dead worker's
-        daemon = Daemon(database, settings, paths)
+        store = dbmod.memory_store_for(settings, database)
+        daemon = Daemon(database, settings, paths, store=store)
         if not once:
             daemon.install_signal_handlers()
             daemon.start_watcher()
@@ -476,6 +495,8 @@ def run_daemon(*, once: bool = False, settings: config.Settings | None = None) -
         if daemon_stop is not None:
             daemon_stop.stop.set()
         database.close()
+        if store is not None and store is not database:
+            store.close()
         if not once:
             _remove_stale_socket(paths)  # nobody answers on it any more
         lock.release()

@@ -42,6 +42,11 @@ class Database:
     vec_version: str | None = None
     vec_error: str | None = None
     _depth: int = field(default=0, repr=False)  # write() blocks open on this connection
+    dialect: str = "sqlite"  # pg.PgDatabase says "postgres"; the storage owners branch on it
+
+    def lock(self, *parts: Any) -> None:
+        """Serialise writers of one key until the transaction ends: BEGIN IMMEDIATE already holds
+        SQLite's single writer lock, so there is nothing more to take (pg.PgDatabase.lock)."""
 
     @property
     def has_vec(self) -> bool:
@@ -256,6 +261,36 @@ def connect(
     return db
 
 
+def open_store(settings: config.Settings | None = None) -> Any:
+    """The memory store of this setup: the PostgreSQL store `[store] url` names, else memory.db.
+
+    The work queue is always the local SQLite file (`connect`): hooks never wait on a network.
+    """
+    settings = settings or config.load()
+    url = settings.store.url.strip()
+    if not url:
+        return connect(settings=settings)
+    from total_recall import pg
+
+    if not pg.is_url(url):
+        raise SchemaError(
+            f"[store] url must be empty (SQLite) or start with postgresql://, not {config.without_password(url)!r}"
+        )
+    return pg.connect(url)
+
+
+def memory_store_for(settings: config.Settings, local: Database) -> Any:
+    """The memory store a worker next to the local queue file uses: `local` itself, or the
+    PostgreSQL store [store] url names, connected (and migrated) on first use and again after an
+    outage, so a server that is down leaves queue items pending instead of stopping the worker."""
+    url = settings.store.url.strip()
+    if not url:
+        return local
+    from total_recall import pg
+
+    return pg.connect(url, lazy=True)
+
+
 def migration_files(migrations_dir: Path | None = None) -> list[tuple[int, Path]]:
     folder = migrations_dir or config.resource_dir("migrations")
     found = []
@@ -324,6 +359,10 @@ def ensure_vector_tables(db: Database, model: str, dim: int) -> bool:
     """
     if not db.has_vec:
         return False
+    if db.dialect == "postgres":
+        from total_recall import pg
+
+        return pg.ensure_vector_tables(db, model, dim)
     recorded_model, recorded_dim = db.get_meta("embed_model"), db.get_meta("embed_dim")
     if recorded_model is not None and (recorded_model != model or int(recorded_dim or 0) != dim):
         with db.write():
@@ -352,6 +391,8 @@ def ensure_vector_tables(db: Database, model: str, dim: int) -> bool:
 def drop_vector_tables(db: Database) -> None:
     """Forget all vectors (before re-embedding with another model)."""
     with db.write():
+        if db.dialect == "postgres":  # vec0 tables there are pgvector tables; the same statements
+            db.lock("vector tables")
         db.execute("DROP TABLE IF EXISTS idea_embeddings")
         db.execute("DROP TABLE IF EXISTS span_embeddings")
         db.execute("DROP TABLE IF EXISTS chunk_embeddings")
@@ -379,7 +420,10 @@ def fts5_available(db: Database) -> bool:
 
 
 def checkpoint(db: Database) -> Any:
-    """PRAGMA wal_checkpoint(TRUNCATE): the row (busy, log, checkpointed)."""
+    """PRAGMA wal_checkpoint(TRUNCATE): the row (busy, log, checkpointed); None on PostgreSQL,
+    whose write-ahead log is the server's."""
+    if db.dialect == "postgres":
+        return None
     return db.one("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
@@ -391,10 +435,16 @@ def integrity(db: Database) -> str:
 def table_exists(db: Database, name: str) -> bool:
     """Whether a table (or virtual table) of that name exists: vec0 tables appear only once the
     embedding model's dimension is known, and migrations add tables to older databases."""
+    if db.dialect == "postgres":
+        from total_recall import pg
+
+        return pg.table_exists(db, name)
     return bool(db.scalar("SELECT count(*) FROM sqlite_master WHERE name = ?", (name,), 0))
 
 
 def vector_tables_exist(db: Database) -> bool:
+    if db.dialect == "postgres":
+        return table_exists(db, "idea_embeddings") and table_exists(db, "span_embeddings")
     return bool(
         db.scalar(
             "SELECT count(*) FROM sqlite_master WHERE name IN ('idea_embeddings', 'span_embeddings')",

@@ -29,6 +29,10 @@ class TransientError(TotalRecallError):
     """A failure worth retrying (endpoint down, database locked, disk full)."""
 
 
+class StoreUnreachable(TransientError):
+    """The PostgreSQL store did not answer; the message never holds its password."""
+
+
 class ExtractionError(TotalRecallError):
     """The extraction endpoint gave an unusable answer."""
 

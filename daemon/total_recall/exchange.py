@@ -149,11 +149,16 @@ def _idea_record(row: Any, sources: list, entities: list, blobs: dict[int, bytes
             }
             for s in ordered
         ],
-        "entities": [{"name": e["name"], "type": e["type"]} for e in entities],
+        # sorted here, not by the store's collation (SQLite NOCASE, PostgreSQL's locale)
+        "entities": sorted(({"name": e["name"], "type": e["type"]} for e in entities), key=_entity_order),
     }
     if row["id"] in blobs:
         record["vector"] = base64.b64encode(blobs[row["id"]]).decode("ascii")
     return record
+
+
+def _entity_order(entity: dict) -> tuple:
+    return (entity["name"].casefold(), entity["name"], entity["type"])
 
 
 def _event_record(row: Any) -> dict:
@@ -474,3 +479,36 @@ def _forget(db: Database, idea_ids: list[int]) -> int:
     for idea_id in idea_ids:
         curate.forget(db, idea_id)
     return len(idea_ids)
+
+
+def migrate_store(local: Database, settings: config.Settings, url: str) -> dict:
+    """`total-recall migrate-store URL`: this machine's memories (with their vectors) into the
+    PostgreSQL store at `url`, merged with what other machines put there, then `[store] url` in
+    config.toml so this setup uses it. The local memory.db is left as it was (a backup)."""
+    import os
+    import tempfile
+
+    from total_recall import pg
+
+    if not pg.is_url(url):
+        raise TotalRecallError(
+            f"migrate-store takes a postgresql:// URL, not {config.without_password(url)!r}"
+        )
+    remote = pg.connect(url)
+    home = config.ensure_home()
+    fd, name = tempfile.mkstemp(prefix=".migrate-", suffix=".jsonl", dir=home)  # 0600
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            exported = export(local, out, with_vectors=True, machine=settings.machine_name())
+        imported = import_file(remote, settings, Path(name))
+    finally:
+        Path(name).unlink(missing_ok=True)
+        remote.close()
+    written = config.set_store_url(url)
+    return {
+        "store": config.without_password(url),
+        "exported": exported,
+        "imported": imported,
+        "config": str(written),
+        "next": "total-recall restart (the daemon then indexes into the PostgreSQL store)",
+    }

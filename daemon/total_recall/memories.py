@@ -464,3 +464,8 @@ def restore_idea(db: Database, idea_id: int, record: dict, now: float) -> None:
 
 def mention_count(db: Database, idea_id: int) -> int:
     return int(db.scalar("SELECT mention_count FROM ideas WHERE id = ?", (idea_id,), 0))
+
+
+def last_event(db: Database) -> int:
+    """The id of the latest change to any memory (0: none): a cheap "did anything change?"."""
+    return int(db.scalar("SELECT max(id) FROM memory_events", default=0))

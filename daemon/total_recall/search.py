@@ -175,12 +175,30 @@ def _bm25(
 ) -> list[tuple[int, float]]:
     """(id, BM25 score as a positive number), best first."""
     psql, pparams = _project_sql(projects, "o.project")
+    if ctx.db.dialect == "postgres":
+        return _ts_rank(ctx, owner, match, psql, pparams, extra)
     rows = ctx.db.execute(
         f"SELECT o.id, {rank} AS r FROM {fts} f JOIN {owner} o ON o.id = f.rowid WHERE {fts} MATCH ?{psql}{extra} "
         f"ORDER BY r LIMIT ?",
         (match, *pparams, POOL),
     ).fetchall()
     return [(r[0], -float(r[1])) for r in rows]
+
+
+# PostgreSQL: ts_rank_cd over the generated tsvector (GIN), the words OR-ed like the FTS5 query; a
+# chunk's context has weight D (0.3, as bm25's context column), its words A (1.0).
+PG_RANK_WEIGHTS = "'{0.3, 0.1, 0.1, 1.0}'"
+
+
+def _ts_rank(ctx: SearchContext, owner: str, match: str, psql: str, pparams: tuple, extra: str) -> list:
+    words = " ".join(w.strip('"') for w in match.split(" OR "))
+    query = "(SELECT replace(plainto_tsquery('english', ?)::text, '&', '|')::tsquery AS q) w"
+    rows = ctx.db.execute(
+        f"SELECT o.id, ts_rank_cd({PG_RANK_WEIGHTS}, o.fts, w.q) AS r FROM {owner} o, {query} "
+        f"WHERE o.fts @@ w.q{psql}{extra} ORDER BY r DESC LIMIT ?",
+        (words, *pparams, POOL),
+    ).fetchall()
+    return [(r[0], float(r[1])) for r in rows]
 
 
 def _entity_ideas(

@@ -65,7 +65,7 @@ def in_process(settings: config.Settings, request: dict) -> dict:
     from total_recall import db as dbmod
     from total_recall import search as searchmod
 
-    database = dbmod.connect(settings=settings)
+    database = dbmod.open_store(settings)
     try:
         return searchmod.run(database, settings, searchmod.local_embedder(settings), request)
     finally:
@@ -136,7 +136,7 @@ class SearchServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         from total_recall import db as dbmod
 
         if self._conn is None:
-            self._conn = dbmod.connect(self.daemon_ref.db.path, settings=self.daemon_ref.settings)
+            self._conn = dbmod.open_store(self.daemon_ref.settings)
         return self._conn
 
     def dispatch(self, request: dict) -> dict:

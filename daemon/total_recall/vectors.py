@@ -48,13 +48,20 @@ def embed_text(unit: dict) -> str:
 def store(db: Database, table: str, key: str, rows: list[tuple[int, str, bytes]]) -> None:
     """Replace the vectors of (id, project, blob) rows and clear their needs_embedding mark."""
     owner = OWNER_OF[table]
+    postgres = db.dialect == "postgres"
     for object_id, project, blob in rows:
         db.execute(f"DELETE FROM {table} WHERE {key} = ?", (object_id,))
         db.execute(
-            f"INSERT INTO {table} ({key}, project, embedding) VALUES (?, ?, ?)",
-            (object_id, project or "", blob),
+            f"INSERT INTO {table} ({key}, project, embedding) VALUES (?, ?, ?{'::vector' if postgres else ''})",
+            (object_id, project or "", _pg_vector(blob) if postgres else blob),
         )
         db.execute(f"UPDATE {owner} SET needs_embedding = 0 WHERE id = ?", (object_id,))
+
+
+def _pg_vector(blob: bytes) -> str:
+    from total_recall import pg
+
+    return pg.vector_text(blob)
 
 
 def delete(db: Database, owner: str, ids: list[int]) -> None:
@@ -73,6 +80,14 @@ def vectors_of(db: Database, owner: str, ids: list[int]) -> dict[int, bytes]:
     for start in range(0, len(ids), 500):
         part = ids[start : start + 500]
         marks = ",".join("?" * len(part))
+        if db.dialect == "postgres":
+            from total_recall import pg
+
+            for row in db.execute(
+                f"SELECT {key}, embedding::text FROM {table} WHERE {key} IN ({marks})", part
+            ):
+                out[int(row[0])] = pg.vector_blob(row[1])
+            continue
         for row in db.execute(f"SELECT {key}, embedding FROM {table} WHERE {key} IN ({marks})", part):
             out[int(row[0])] = bytes(row[1])
     return out
@@ -83,6 +98,12 @@ def knn(
 ) -> list[tuple[int, float]]:
     """(id, L2 distance) of the k nearest vectors, nearest first; within one project partition
     when project is given ('' is the partition of rows without a project)."""
+    if db.dialect == "postgres":  # pgvector: L2 distance (<->) ordered by the HNSW index
+        where, params = ("WHERE project = ? ", (project,)) if project is not None else ("", ())
+        sql = (
+            f"SELECT {key}, embedding <-> ?::vector AS distance FROM {table} {where}ORDER BY distance LIMIT ?"
+        )
+        return [(int(r[0]), float(r[1])) for r in db.execute(sql, (_pg_vector(blob), *params, k))]
     sql = f"SELECT {key}, distance FROM {table} WHERE embedding MATCH ? AND k = ?"
     params: tuple = (blob, k)
     if project is not None:

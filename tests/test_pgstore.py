@@ -1,0 +1,173 @@
+"""The PostgreSQL + pgvector store (issue 19), against a real PostgreSQL 16 with pgvector started
+from the pgserver wheel (conftest.pg_server): the same CLI, the same daemon as a real process,
+hooks and work queue still local SQLite."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from conftest import isolate
+from helpers import cli, cli_json, daemon_process, hook, wait_for, write_transcript
+from test_exchange import TURNS, _comparable, _export, _index
+
+START = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(days=1)
+PROJECT = "/home/dev/projects/shared"
+DECISION = "We decided to deploy the shared API on Fly.io with two regions."
+
+
+def _pg_rows(url: str, sql: str, params=()) -> list[tuple]:
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        return [tuple(r) for r in conn.execute(sql, params).fetchall()]
+
+
+def test_export_from_sqlite_import_into_postgres_export_again_is_equal(tmp_path, monkeypatch, pg_url):
+    _index(tmp_path, "sess-a", TURNS, "sess-a")
+    caddy = cli_json("search", "Caddy TLS", "--project", "atlas")[0]
+    cli("pin", str(caddy["id"]))
+    gitlab = cli_json("search", "GitLab registry Docker images", "--project", "atlas")[0]
+    cli("forget", str(gitlab["id"]))
+    first = _export(tmp_path, "from-sqlite", "--vectors")
+
+    monkeypatch.setenv("TOTAL_RECALL_STORE_URL", pg_url)
+    imported = cli_json("import", str(tmp_path / "from-sqlite.jsonl"))
+    assert imported["ideas_created"] == sum(r["kind"] == "idea" for r in first) > 0
+    second = _export(tmp_path, "from-postgres", "--vectors")
+    assert _comparable(second) == _comparable(first)
+    assert _pg_rows(pg_url, "SELECT count(*) FROM ideas WHERE pinned = 1") == [(1,)]
+
+    # Searched on PostgreSQL: full text (tsvector) and pgvector KNN, the same fusion.
+    found = cli_json("search", "which web server terminates TLS", "--all-projects")
+    assert found[0]["content"] == caddy["content"] and found[0]["source_line"] == caddy["source_line"]
+    assert {"idea_vec", "idea_bm25"} & set(found[0]["matched_by"]), found[0]["matched_by"]
+    assert not cli_json("search", "GitLab registry", "--all-projects") or "GitLab" not in json.dumps(
+        cli_json("search", "GitLab registry", "--all-projects")
+    )
+
+
+def test_the_password_never_appears_in_errors(tmp_path, monkeypatch):
+    monkeypatch.setenv("TOTAL_RECALL_STORE_URL", "postgresql://bob:hunter2-secret@127.0.0.1:9/memories")
+    proc = cli("search", "anything", "--all-projects", check=False)
+    assert proc.returncode == 1 and "unreachable" in proc.stderr, proc.stderr
+    assert "hunter2-secret" not in proc.stderr + proc.stdout and "bob:***@" in proc.stderr
+    doctor = cli("doctor", "--fast", "--json", check=False)
+    assert "hunter2-secret" not in doctor.stdout + doctor.stderr
+
+
+def _machine(tmp_path: Path, monkeypatch, name: str, url: str) -> Path:
+    base = tmp_path / name
+    base.mkdir()
+    home = isolate(base, monkeypatch)
+    monkeypatch.setenv("TOTAL_RECALL_STORE_URL", url)
+    monkeypatch.setenv("TOTAL_RECALL_MACHINE_NAME", name)
+    monkeypatch.setenv("TOTAL_RECALL_DAEMON_HEARTBEAT", "1")
+    monkeypatch.setenv("TOTAL_RECALL_DAEMON_BATCH_WINDOW", "0")
+    cli("init")
+    return home
+
+
+def _session(base: Path, session: str, turns) -> dict:
+    path = base / "claude" / "projects" / "-home-dev-projects-shared" / f"{session}.jsonl"
+    write_transcript(path, turns, cwd=PROJECT, start=START, session=session)
+    return {"transcript_path": str(path), "session_id": session, "cwd": PROJECT, "hook_event_name": "Stop"}
+
+
+def _use(base: Path, monkeypatch, name: str, url: str) -> None:
+    isolate(base, monkeypatch)
+    monkeypatch.setenv("TOTAL_RECALL_STORE_URL", url)
+    monkeypatch.setenv("TOTAL_RECALL_MACHINE_NAME", name)
+    monkeypatch.setenv("TOTAL_RECALL_DAEMON_HEARTBEAT", "1")
+    monkeypatch.setenv("TOTAL_RECALL_DAEMON_BATCH_WINDOW", "0")
+
+
+def test_two_machines_sharing_one_store_find_each_other_and_forget_for_both(tmp_path, monkeypatch, pg_url):
+    laptop, desktop = tmp_path / "laptop", tmp_path / "desktop"
+    _machine(tmp_path, monkeypatch, "laptop", pg_url)
+    payload_a = _session(
+        laptop, "sess-laptop", [("user", DECISION), ("user", "The laptop runs the load tests.")]
+    )
+    _machine(tmp_path, monkeypatch, "desktop", pg_url)
+    payload_b = _session(
+        desktop, "sess-desktop", [("user", "Desktop builds the docs with mkdocs."), ("user", DECISION)]
+    )
+    with daemon_process(desktop / "desktop.log"):
+        _use(laptop, monkeypatch, "laptop", pg_url)
+        with daemon_process(laptop / "laptop.log"):
+            assert hook(payload_a).returncode == 0
+            _use(desktop, monkeypatch, "desktop", pg_url)
+            assert hook(payload_b).returncode == 0
+            wait_for(lambda: _pg_rows(pg_url, "SELECT count(*) FROM index_state") == [(2,)], timeout=120)
+
+            hits = cli_json("search", "where do we deploy the shared API", "--all-projects")
+            decision = [r for r in hits if r["kind"] == "idea" and "Fly.io" in r["content"]]
+            assert len(decision) == 1 and decision[0]["mention_count"] == 2, hits
+            assert sorted((s["machine"], s["source_line"]) for s in decision[0]["sources"]) == [
+                ("desktop", 2),
+                ("laptop", 1),
+            ]
+            docs = cli_json("search", "mkdocs documentation", "--all-projects")[0]
+            load = cli_json("search", "load tests", "--all-projects")
+            assert docs["machine"] == "desktop" and any(r.get("machine") == "laptop" for r in load)
+
+            _use(laptop, monkeypatch, "laptop", pg_url)
+            cli("forget", str(decision[0]["id"]))
+            _use(desktop, monkeypatch, "desktop", pg_url)
+            again = cli_json("search", "where do we deploy the shared API", "--all-projects")
+            assert not [r for r in again if "Fly.io" in r["content"]], again
+            digests = desktop / "tr-home" / "digests"
+            wait_for(lambda: all("Fly.io" not in p.read_text() for p in digests.glob("*.md")), timeout=30)
+            start = subprocess.run(
+                [
+                    sys.executable,
+                    "-I",
+                    "-S",
+                    str(Path(__file__).resolve().parents[1] / "hooks" / "session_start.py"),
+                ],
+                input=json.dumps({"session_id": "x", "cwd": PROJECT, "hook_event_name": "SessionStart"}),
+                capture_output=True,
+                text=True,
+                env=dict(os.environ),
+                timeout=30,
+            )
+            assert start.returncode == 0 and "Fly.io" not in start.stdout
+
+
+@pytest.mark.slow
+def test_concurrent_writers_of_one_fact_make_one_memory(tmp_path, monkeypatch, pg_url):
+    """Eight processes import the same decision, each from its own line, at the same moment: one
+    memory with eight mentions (the project-and-intent lock, not a read-then-write race)."""
+    monkeypatch.setenv("TOTAL_RECALL_STORE_URL", pg_url)
+    cli("import", str(_one_idea_file(tmp_path / "seed.jsonl", "seed", 1)))  # schema and vector tables
+    files = [_one_idea_file(tmp_path / f"w{n}.jsonl", f"w{n}", 10 + n) for n in range(8)]
+    procs = [
+        subprocess.Popen([sys.executable, "-m", "total_recall", "import", str(f)], env=dict(os.environ))
+        for f in files
+    ]
+    assert [p.wait(timeout=180) for p in procs] == [0] * 8
+    assert _pg_rows(pg_url, "SELECT count(*), max(mention_count) FROM ideas") == [(1, 9)]
+    assert _pg_rows(pg_url, "SELECT count(*) FROM idea_sources") == [(9,)]
+
+
+def _one_idea_file(path: Path, session: str, line: int) -> Path:
+    records = [
+        {"kind": "header", "format": "total-recall-export", "version": 1, "machine": session},
+        {
+            "kind": "idea",
+            "ref": 1,
+            "span": None,
+            "content": DECISION,
+            "intent": "decision",
+            "confidence": 0.8,
+            "project": PROJECT,
+            "sources": [{"file": f"/t/{session}.jsonl", "line": line, "session_id": session}],
+        },
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
