@@ -12,6 +12,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+
 from conftest import isolate
 from helpers import cli, cli_json, daemon_process, hook, wait_for, write_transcript
 from test_exchange import TURNS, _comparable, _export, _index
@@ -26,6 +27,14 @@ def _pg_rows(url: str, sql: str, params=()) -> list[tuple]:
 
     with psycopg.connect(url) as conn:
         return [tuple(r) for r in conn.execute(sql, params).fetchall()]
+
+
+def _indexed(url: str, files: int) -> bool:
+    """Both daemons have committed their transcripts (the schema appears with the first one)."""
+    try:
+        return _pg_rows(url, "SELECT count(*) FROM index_state WHERE byte_offset > 0") == [(files,)]
+    except Exception:  # the store is created by the first daemon that connects
+        return False
 
 
 def test_export_from_sqlite_import_into_postgres_export_again_is_equal(tmp_path, monkeypatch, pg_url):
@@ -103,7 +112,7 @@ def test_two_machines_sharing_one_store_find_each_other_and_forget_for_both(tmp_
             assert hook(payload_a).returncode == 0
             _use(desktop, monkeypatch, "desktop", pg_url)
             assert hook(payload_b).returncode == 0
-            wait_for(lambda: _pg_rows(pg_url, "SELECT count(*) FROM index_state") == [(2,)], timeout=120)
+            wait_for(lambda: _indexed(pg_url, 2), timeout=120)
 
             hits = cli_json("search", "where do we deploy the shared API", "--all-projects")
             decision = [r for r in hits if r["kind"] == "idea" and "Fly.io" in r["content"]]

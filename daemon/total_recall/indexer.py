@@ -19,11 +19,11 @@ from typing import Any
 
 import structlog
 
-from total_recall import config, projects, store, transcript, trust
+from total_recall import config, memories, projects, store, transcript, trust
 from total_recall.db import Database
 from total_recall.errors import EmbeddingError, ExtractionError, TransientError
 from total_recall.redact import redact_batch
-from total_recall.vectors import Vectors, embed_text, knn_subquery
+from total_recall.vectors import Vectors, embed_text, knn
 
 log = structlog.get_logger(__name__)
 
@@ -715,18 +715,17 @@ class Indexer:
                 blob = to_blob(self.embedder.embed([text])[0])
             except (EmbeddingError, TransientError):
                 return [], []
-        topics = self.db.execute(
-            f"SELECT s.name, s.summary, s.session_id FROM {knn_subquery('span_embeddings', 'span_id', project=False)} v "
-            "JOIN spans s ON s.id = v.span_id "
-            "WHERE s.depth = 1 AND s.session_id != ? ORDER BY v.distance LIMIT 3",
-            (blob, 20, session),
-        ).fetchall()
-        ideas = self.db.execute(
-            f"SELECT i.id, i.intent, i.content FROM {knn_subquery('idea_embeddings', 'idea_id', project=True)} v "
-            "JOIN ideas i ON i.id = v.idea_id "
-            "ORDER BY v.distance",
-            (blob, 10, project or ""),
-        ).fetchall()
+        # vectors.knn speaks both stores' dialects (vec0 on SQLite, pgvector on PostgreSQL)
+        near_spans = [i for i, _ in knn(self.db, "span_embeddings", "span_id", blob, 20)]
+        spans = {r["id"]: r for r in memories.rows_by_id(self.db, "spans", near_spans)}
+        topics = [
+            (spans[i]["name"], spans[i]["summary"], spans[i]["session_id"])
+            for i in near_spans
+            if i in spans and spans[i]["depth"] == 1 and spans[i]["session_id"] != session
+        ][:3]
+        near_ideas = [i for i, _ in knn(self.db, "idea_embeddings", "idea_id", blob, 10, project or "")]
+        found = {r["id"]: r for r in memories.rows_by_id(self.db, "ideas", near_ideas)}
+        ideas = [(i, found[i]["intent"], found[i]["content"]) for i in near_ideas if i in found]
         return [{"name": t[0], "summary": t[1], "session": t[2]} for t in topics], ideas
 
     def _write_messages(self, path, ident, chunk: Chunk, covered: set, skips: dict, now: float) -> None:

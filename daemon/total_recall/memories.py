@@ -278,6 +278,8 @@ def projects(db: Database) -> list[str]:
 
 
 def optimize_fts(db: Database) -> None:
+    if db.dialect == "postgres":  # GIN indexes on generated tsvector columns need no merge step
+        return
     db.execute("INSERT INTO ideas_fts (ideas_fts) VALUES ('optimize')")
     db.execute("INSERT INTO spans_fts (spans_fts) VALUES ('optimize')")
 
@@ -469,3 +471,9 @@ def mention_count(db: Database, idea_id: int) -> int:
 def last_event(db: Database) -> int:
     """The id of the latest change to any memory (0: none): a cheap "did anything change?"."""
     return int(db.scalar("SELECT max(id) FROM memory_events", default=0))
+
+
+def rows_by_id(db: Database, table: str, ids: list[int]) -> list:
+    """Every column of these rows of ideas or spans (nearest-neighbour hits, in any order)."""
+    assert table in ("ideas", "spans")
+    return db.all(f"SELECT * FROM {table} WHERE id IN ({marks(ids)})", ids) if ids else []

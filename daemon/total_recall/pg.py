@@ -4,7 +4,7 @@
 get_meta, set_meta), so the storage owner modules run their statements on either store. Their
 SQL is written for SQLite; `translate` turns the few SQLite-only forms they use into
 PostgreSQL's: `?` placeholders, `INSERT OR IGNORE`, `x IS ?`, two-argument `max`/`min`,
-`group_concat`, and `lastrowid` (a `RETURNING id` on tables that have one). Full-text and
+`group_concat`, `instr`, numbered `?2`, and `lastrowid` (a `RETURNING id` on tables that have one). Full-text and
 nearest-neighbour queries are not translated: their owners (vectors, the search strategies)
 write each dialect's own.
 
@@ -49,19 +49,23 @@ _PAIR = re.compile(r"\b(max|min)\(([^(),]+),([^(),]+)\)", re.IGNORECASE)
 def translate(sql: str) -> str:
     """SQLite's forms used by the storage modules, in PostgreSQL's (module docstring)."""
     out, quoted = [], False
-    for ch in sql:
+    for n, ch in enumerate(sql):
         if ch == "'":
             quoted = not quoted
             out.append(ch)
         elif ch == "%":
             out.append("%%")
         elif ch == "?" and not quoted:
-            out.append("%s")
+            number = re.match(r"\d+", sql[n + 1 :])
+            out.append(f"%(p{number[0]})s" if number else "%s")  # ?2: the second parameter, by name
+        elif ch.isdigit() and out and out[-1].startswith("%(p") and sql[n - 1] in "?0123456789":
+            continue  # the digits of ?N, already in its name
         else:
             out.append(ch)
     text = "".join(out)
     text = re.sub(r"\bIS\s+%s", "IS NOT DISTINCT FROM %s", text)
     text = _PAIR.sub(lambda m: f"{'GREATEST' if m[1].lower() == 'max' else 'LEAST'}({m[2]},{m[3]})", text)
+    text = re.sub(r"\binstr\(", "strpos(", text, flags=re.IGNORECASE)
     text = re.sub(r"group_concat\(([^()]+)\)", r"string_agg((\1)::text, ',')", text, flags=re.IGNORECASE)
     insert = _INSERT_INTO.match(text)
     if insert:
@@ -152,8 +156,11 @@ class PgDatabase:
 
     def execute(self, sql: str, params: Any = ()) -> Cursor:
         text = translate(sql)
+        args: Any = tuple(params or ())  # always parameters, so "%%" is sent as "%"
+        if "%(p" in text:
+            args = {f"p{n}": v for n, v in enumerate(args, 1)}
         with self._reachable():
-            cur = self.conn.execute(text, tuple(params or ()))  # always a tuple: "%%" is then "%"
+            cur = self.conn.execute(text, args)
             return Cursor(cur, text.endswith(" RETURNING id") and bool(_INSERT_INTO.match(text)))
 
     def executemany(self, sql: str, rows: Any) -> None:
@@ -320,7 +327,11 @@ def migration_files(folder: Path | None = None) -> list[tuple[int, Path]]:
 
 
 def schema_version(database: PgDatabase) -> int:
-    exists = database.scalar("SELECT to_regclass('public.meta') IS NOT NULL")
+    # A scan of pg_tables, not to_regclass: after waiting for the migration lock a cached "no
+    # such table" (an advisory lock does not refresh the catalog caches) would run a migration twice.
+    exists = database.scalar(
+        "SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tablename = 'meta'"
+    )
     return int(database.get_meta("schema_version") or 0) if exists else 0
 
 
@@ -387,7 +398,11 @@ def ensure_vector_tables(database: PgDatabase, model: str, dim: int) -> bool:
 
 
 def table_exists(database: PgDatabase, name: str) -> bool:
-    return bool(database.scalar("SELECT to_regclass(?) IS NOT NULL", (f"public.{name}",)))
+    return bool(
+        database.scalar(
+            "SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tablename = ?", (name,)
+        )
+    )
 
 
 def vector_text(blob: bytes) -> str:

@@ -111,12 +111,6 @@ def knn(
     return [(int(r[0]), float(r[1])) for r in db.execute(sql, params)]
 
 
-def knn_subquery(table: str, key: str, *, project: bool) -> str:
-    """The KNN as a subquery `(key, distance)` to join on; parameters: blob, k[, project]."""
-    where = " AND project = ?" if project else ""
-    return f"(SELECT {key}, distance FROM {table} WHERE embedding MATCH ? AND k = ?{where})"
-
-
 # -- the service -----------------------------------------------------------------------------
 class Vectors:
     """The embedder of one process and whether vectors can be written now.
