@@ -180,3 +180,59 @@ def _one_idea_file(path: Path, session: str, line: int) -> Path:
     ]
     path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     return path
+
+
+@pytest.fixture
+def own_pg(tmp_path):
+    """A PostgreSQL server of this test alone, which it may stop and start again."""
+    pgserver = pytest.importorskip("pgserver")
+    server = pgserver.get_server(tmp_path / "own-pg", cleanup_mode="stop")
+    yield server
+    server.cleanup()
+
+
+def _pg_ctl(server, *args: str) -> None:
+    from pgserver import pg_ctl
+
+    pg_ctl(["-w", *args], pgdata=server.pgdata, user=server.system_user)
+
+
+@pytest.mark.slow
+def test_the_server_stopped_while_hooks_fire_loses_nothing_and_indexes_once(tmp_path, monkeypatch, own_pg):
+    import re
+
+    url = own_pg.get_uri()
+    socket_dir = re.search(r"host=([^&]+)", url)[1]
+    home = _machine(tmp_path, monkeypatch, "laptop", url)
+    base = tmp_path / "laptop"
+    with daemon_process(base / "daemon.log"):
+        assert (
+            hook(_session(base, "before", [("user", "We decided to keep the cache in Redis.")])).returncode
+            == 0
+        )
+        wait_for(lambda: _indexed(url, 1), timeout=120)
+
+        _pg_ctl(own_pg, "stop")
+        during = _session(base, "during", [("user", DECISION), ("user", "The outage test writes this line.")])
+        fired = hook(during)
+        assert (
+            fired.returncode == 0 and fired.stdout == "" and fired.stderr == ""
+        )  # nothing reaches Claude Code
+        status = wait_for(
+            lambda: (s := cli_json("status")) and "unreachable" in json.dumps(s) and s, timeout=60
+        )
+        assert "hunter" not in json.dumps(status)
+        found = cli("search", "cache Redis", "--all-projects", check=False)
+        assert found.returncode == 1 and "unreachable" in found.stderr and "Traceback" not in found.stderr
+        queue = json.loads(cli("status", "--json").stdout)
+        assert "parked" not in json.dumps(queue).lower() or '"parked": 0' in json.dumps(queue)
+
+        _pg_ctl(own_pg, "-o", '-h ""', "-o", f"-k {socket_dir}", "-l", str(own_pg.log), "start")
+        wait_for(lambda: _indexed(url, 2), timeout=180)
+    rows = _pg_rows(url, "SELECT content, mention_count FROM ideas WHERE content LIKE %s", ("%Fly.io%",))
+    assert rows == [(DECISION, 1)]  # indexed once
+    assert (
+        _pg_rows(url, "SELECT count(*) FROM idea_sources WHERE source_file LIKE %s", ("%during.jsonl",))[0][0]
+        >= 1
+    )
+    assert (home / "memory.db").exists()

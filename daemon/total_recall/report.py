@@ -8,6 +8,7 @@ from typing import Any
 
 from total_recall import config, memories, queue, state
 from total_recall.db import VEC_FIX_HINT, Database, fts5_available, schema_version, sqlite_version
+from total_recall.errors import TotalRecallError
 from total_recall.indexer import budget_exhausted, today_start_utc
 
 INTENTS = ("decision", "conclusion", "question", "problem", "solution", "todo", "context")
@@ -34,6 +35,25 @@ def _embedder_info(settings: config.Settings, load: bool) -> dict:
     return info
 
 
+def store_check(settings: config.Settings) -> dict:
+    """Where memories live and whether that store answers (the URL without its password)."""
+    url = settings.store.url.strip()
+    if not url:
+        return {"kind": "sqlite", "path": str(config.paths().db)}
+    from total_recall import db as dbmod
+
+    out: dict[str, Any] = {"kind": "postgresql", "url": config.without_password(url)}
+    try:
+        store = dbmod.open_store(settings)
+    except TotalRecallError as exc:  # unreachable, refused, no psycopg, schema too new
+        return {**out, "ok": False, "error": str(exc)}
+    try:
+        out.update(ok=True, pgvector=store.vec_version, ideas=sum(memories.ideas_by_intent(store).values()))
+    finally:
+        store.close()
+    return out
+
+
 def doctor(
     db: Database | None, settings: config.Settings, *, load_embedder: bool = True, db_error: str | None = None
 ) -> dict:
@@ -49,7 +69,7 @@ def doctor(
     if not database["ok"]:
         database["error"] = health["error"] or db_error
         database["fix"] = recover.CORRUPT_HINT
-    out: dict[str, Any] = {"home": str(paths.home), "database": database}
+    out: dict[str, Any] = {"home": str(paths.home), "database": database, "store": store_check(settings)}
     if db is not None:
         out.update(_database_checks(db))
     out.update(
