@@ -236,3 +236,18 @@ def test_the_server_stopped_while_hooks_fire_loses_nothing_and_indexes_once(tmp_
         >= 1
     )
     assert (home / "memory.db").exists()
+
+
+def test_migrate_store_moves_the_memories_and_switches_the_setup(tmp_path, pg_url):
+    _index(tmp_path, "sess-a", TURNS, "sess-a")
+    before = cli_json("search", "Caddy TLS", "--project", "atlas")[0]
+    moved = cli_json("migrate-store", pg_url)
+    assert moved["imported"]["ideas_created"] == moved["exported"]["ideas"] > 0
+    config_file = tmp_path / "tr-home" / "config.toml"
+    assert oct(config_file.stat().st_mode & 0o777) == "0o600" and "[store]" in config_file.read_text()
+    after = cli_json("search", "Caddy TLS", "--all-projects")[0]  # now answered by PostgreSQL
+    assert (after["content"], after["source_line"]) == (before["content"], before["source_line"])
+    assert _pg_rows(pg_url, "SELECT count(*) FROM ideas WHERE content = %s", (before["content"],)) == [(1,)]
+    again = cli_json("migrate-store", pg_url)  # a second run merges: nothing twice
+    assert again["imported"]["ideas_created"] == 0
+    assert _pg_rows(pg_url, "SELECT max(mention_count) FROM ideas") == [(1,)]
