@@ -337,3 +337,152 @@ def next_line(db: Database, source_file: str) -> int:
             "SELECT coalesce(max(source_line), 0) + 1 FROM ideas WHERE source_file = ?", (source_file,), 1
         )
     )
+
+
+# --- one memory in full, the entity graph (browse, the web view) ---------------------------------
+
+# The columns of one memory as the read-only views show it.
+IDEA_FIELDS = (
+    "id",
+    "content",
+    "intent",
+    "confidence",
+    "answered",
+    "pinned",
+    "mention_count",
+    "project",
+    "session_id",
+    "git_branch",
+    "message_time",
+    "source_file",
+    "source_line",
+    "span_id",
+    "created_at",
+    "updated_at",
+)
+
+
+def idea_fields(db: Database, idea_id: int) -> Any:
+    """One idea's IDEA_FIELDS, or None."""
+    return db.one(f"SELECT {', '.join(IDEA_FIELDS)} FROM ideas WHERE id = ?", (idea_id,))
+
+
+def idea_sources(db: Database, idea_id: int) -> list:
+    """Every place an idea was said, oldest first: source_file, source_line, message_time."""
+    return db.all(
+        "SELECT source_file, source_line, message_time FROM idea_sources WHERE idea_id = ? "
+        "ORDER BY message_time, source_line",
+        (idea_id,),
+    )
+
+
+def source_count(db: Database, idea_id: int) -> int:
+    return db.scalar("SELECT count(*) FROM idea_sources WHERE idea_id = ?", (idea_id,), 0)
+
+
+def entity_names(db: Database, idea_id: int) -> list[str]:
+    """The names of the entities an idea mentions, alphabetically."""
+    return db.column(
+        "SELECT e.name FROM idea_entities ie JOIN entities e ON e.id = ie.entity_id WHERE ie.idea_id = ? "
+        "ORDER BY e.name",
+        (idea_id,),
+    )
+
+
+def messages_between(db: Database, source_file: str, first: int, last: int) -> list:
+    """The stored (redacted) conversation lines first..last of a transcript, skipped ones left out:
+    source_line, role, content, timestamp."""
+    return db.all(
+        "SELECT source_line, role, content, timestamp FROM messages "
+        "WHERE source_file = ? AND source_line BETWEEN ? "
+        "AND ? AND skip_reason IS NULL ORDER BY source_line",
+        (source_file, first, last),
+    )
+
+
+def relations_of(db: Database, idea_id: int) -> list:
+    """An idea's relations both ways: type, direction ('out'/'in'), id, content, intent of the other."""
+    return db.all(
+        "SELECT r.relation_type AS type, 'out' AS direction, r.to_id AS id, i.content, i.intent "
+        "FROM relations r JOIN ideas i ON i.id = r.to_id "
+        "WHERE r.from_id = ?1 UNION ALL "
+        "SELECT r.relation_type, 'in', r.from_id, i.content, i.intent "
+        "FROM relations r JOIN ideas i ON i.id = r.from_id "
+        "WHERE r.to_id = ?1",
+        (idea_id,),
+    )
+
+
+def superseded_step(db: Database, idea_id: int, newer: bool) -> int | None:
+    """The idea that superseded this one (newer) or that this one superseded (older); the latest
+    such relation, or None."""
+    column, other = ("to_id", "from_id") if newer else ("from_id", "to_id")
+    return db.scalar(
+        f"SELECT {other} FROM relations WHERE {column} = ? AND relation_type = 'supersedes' "
+        f"ORDER BY created_at DESC LIMIT 1",
+        (idea_id,),
+    )
+
+
+def ideas_brief(db: Database, idea_ids: list[int]) -> list:
+    """id, content, intent, message_time of these ideas (any order)."""
+    return db.all(
+        f"SELECT id, content, intent, message_time FROM ideas WHERE id IN ({marks(idea_ids)})", idea_ids
+    )
+
+
+def top_entities(db: Database, projects: list[str] | None, ideas: int, limit: int) -> list:
+    """The entities the latest `ideas` ideas (of these projects) name most: id, name, type, n.
+
+    Bounded by the latest ideas (by id) so that the join stays small on a 100k-memory database.
+    The joins are pinned to run from those ideas outwards (CROSS JOIN): left to itself the
+    planner starts from the entity index and walks every link of the popular entities.
+    """
+    recent, params = _recent_ideas(projects)
+    return db.all(
+        f"WITH recent(id) AS ({recent}) "
+        f"SELECT e.id, e.name, e.type, count(*) AS n FROM recent r "
+        f"CROSS JOIN idea_entities ie ON ie.idea_id = r.id CROSS JOIN entities e ON e.id = ie.entity_id "
+        f"GROUP BY e.id ORDER BY n DESC, e.name LIMIT ?",
+        (*params, ideas, limit),
+    )
+
+
+def entity_pairs(
+    db: Database, projects: list[str] | None, ideas: int, entity_ids: list[int], limit: int
+) -> list:
+    """How often two of these entities are named by the same idea among the latest `ideas`:
+    source, target, weight (most often first). `+` on the entity filter keeps the planner
+    starting from the recent ideas."""
+    recent, params = _recent_ideas(projects)
+    ids = marks(entity_ids)
+    return db.all(
+        f"WITH recent(id) AS ({recent}) "
+        f"SELECT a.entity_id AS source, b.entity_id AS target, count(*) AS weight FROM recent r "
+        f"CROSS JOIN idea_entities a ON a.idea_id = r.id "
+        f"CROSS JOIN idea_entities b ON b.idea_id = r.id AND a.entity_id < b.entity_id "
+        f"WHERE +a.entity_id IN ({ids}) AND +b.entity_id IN ({ids}) "
+        f"GROUP BY a.entity_id, b.entity_id ORDER BY count(*) DESC LIMIT ?",
+        (*params, ideas, *entity_ids, *entity_ids, limit),
+    )
+
+
+def _recent_ideas(projects: list[str] | None) -> tuple[str, tuple]:
+    """The query of the latest ideas' ids (of these projects; LIMIT is the caller's last
+    parameter before its own) and its parameters."""
+    psql = f"WHERE project IN ({marks(projects)})" if projects else ""
+    return f"SELECT id FROM ideas {psql} ORDER BY id DESC LIMIT ?", tuple(projects or ())
+
+
+def entity(db: Database, entity_id: int) -> Any:
+    """id, name, type of one entity, or None."""
+    return db.one("SELECT id, name, type FROM entities WHERE id = ?", (entity_id,))
+
+
+def entity_ideas(db: Database, entity_id: int, limit: int) -> list:
+    """The ideas that name an entity, newest first: id, content, intent, message_time, project."""
+    return db.all(
+        "SELECT i.id, i.content, i.intent, i.message_time, i.project FROM idea_entities ie JOIN ideas i "
+        "ON i.id = ie.idea_id WHERE ie.entity_id = ? ORDER BY i.message_time DESC LIMIT ?",
+        (entity_id, limit),
+    )

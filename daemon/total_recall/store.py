@@ -639,3 +639,11 @@ def insert_chunk(db: Database, row: dict, vector: bytes | None = None) -> int | 
     if vector is not None and table_exists(db, "chunk_embeddings"):
         store_vectors(db, "chunk_embeddings", "chunk_id", [(chunk_id, row["project"], vector)])
     return chunk_id
+
+
+def events_of(db: Database, kind: str, object_id: int) -> list:
+    """The audit log of one object, oldest first: at, action, old, new (JSON text), cause."""
+    return db.all(
+        "SELECT at, action, old, new, cause FROM memory_events WHERE kind = ? AND object_id = ? ORDER BY id",
+        (kind, object_id),
+    )
