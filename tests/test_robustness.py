@@ -569,7 +569,7 @@ def test_file_timeout_defers_a_long_transcript_behind_the_others(tmp_path, fake,
 
 
 def test_recover_steps_over_a_corrupt_page_and_keeps_the_rows_after_it():
-    from total_recall import db, recover
+    from total_recall import db, recover, salvage
 
     database = db.connect()
     with database.write():
@@ -595,8 +595,8 @@ def test_recover_steps_over_a_corrupt_page_and_keeps_the_rows_after_it():
     with open(config.paths().db, "r+b") as fh:  # one leaf in the middle of the table
         fh.seek((leaves[len(leaves) // 2] - 1) * size)
         fh.write(b"\xa5" * size)
-    assert recover.check(config.paths().db)["ok"] is False
+    assert salvage.check(config.paths().db)["ok"] is False
     out = recover.recover()
     per_leaf = 5000 // len(leaves) + 1
     assert 5000 - 2 * per_leaf <= out["rows_salvaged"]["llm_calls"] < 5000
-    assert recover.check(config.paths().db)["ok"] is True
+    assert salvage.check(config.paths().db)["ok"] is True

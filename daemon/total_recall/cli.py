@@ -563,7 +563,7 @@ def main(argv: list[str] | None = None) -> int:
         if type(exc).__name__ in {"OperationalError", "DatabaseError"}:  # any DB-API driver's
             print(f"total-recall: database error: {exc}", file=sys.stderr)
             if any(w in str(exc).lower() for w in ("malformed", "not a database", "corrupt")):
-                from total_recall.recover import CORRUPT_HINT
+                from total_recall.salvage import CORRUPT_HINT
 
                 print(f"total-recall: {CORRUPT_HINT}", file=sys.stderr)
             return 1

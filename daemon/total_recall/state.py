@@ -65,3 +65,9 @@ def llm_usage_since(db: Database, since: float) -> Any:
 
 def fallbacks_since(db: Database, since: float) -> int:
     return db.scalar("SELECT count(*) FROM llm_calls WHERE extractor = 'fallback' AND at >= ?", (since,), 0)
+
+
+def read_all_again(db: Database) -> None:
+    """Every transcript is read again from byte 0 (after a recover: already-indexed lines are
+    recognised by their `messages` rows and skipped)."""
+    db.execute("UPDATE index_state SET byte_offset = 0, line_number = 0, head_hash = NULL")
