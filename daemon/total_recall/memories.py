@@ -486,3 +486,96 @@ def entity_ideas(db: Database, entity_id: int, limit: int) -> list:
         "ON i.id = ie.idea_id WHERE ie.entity_id = ? ORDER BY i.message_time DESC LIMIT ?",
         (entity_id, limit),
     )
+
+
+# --- what the indexer reads around a batch --------------------------------------------------------
+
+
+def last_turn_text(db: Database, source_file: str, before_line: int, kinds: list[str]) -> str | None:
+    """The stored text of the last message of these kinds before a line (not empty), or None."""
+    return db.scalar(
+        f"SELECT content FROM messages WHERE source_file = ? AND source_line < ? AND kind IN "
+        f"({marks(kinds)}) AND content != '' ORDER BY source_line DESC LIMIT 1",
+        (source_file, before_line, *kinds),
+    )
+
+
+def message_hashes(db: Database, source_file: str, first: int, last: int) -> set[tuple[int, str]]:
+    """(source_line, content_hash) of the stored lines first..last of a transcript."""
+    rows = db.all(
+        "SELECT source_line, content_hash FROM messages WHERE source_file = ? AND source_line BETWEEN ? AND ?",
+        (source_file, first, last),
+    )
+    return {(r["source_line"], r["content_hash"]) for r in rows}
+
+
+def messages_at(db: Database, source_file: str, lines: list[int]) -> list:
+    """The stored messages on these lines, in line order: role, content, timestamp, source_line."""
+    return db.all(
+        f"SELECT role, content, timestamp, source_line FROM messages WHERE source_file = ? "
+        f"AND source_line IN ({marks(lines)}) ORDER BY source_line",
+        (source_file, *lines),
+    )
+
+
+def messages_before(db: Database, session: str, source_file: str, line: int, limit: int) -> list:
+    """The last `limit` conversational messages of a session's transcript before a line, newest
+    first: role, content, timestamp, source_line."""
+    return db.all(
+        "SELECT role, content, timestamp, source_line FROM messages WHERE session_id = ? AND source_file = ? "
+        "AND skip_reason IS NULL AND source_line < ? ORDER BY source_line DESC LIMIT ?",
+        (session, source_file, line, limit),
+    )
+
+
+def chunk_keys(db: Database, source_file: str, first: int, last: int) -> set[tuple[int, int]]:
+    """(source_line, seq) of the chunks stored for lines first..last of a transcript."""
+    rows = db.all(
+        "SELECT source_line, seq FROM chunks WHERE source_file = ? AND source_line BETWEEN ? AND ?",
+        (source_file, first, last),
+    )
+    return {(r["source_line"], r["seq"]) for r in rows}
+
+
+def message_pieces(db: Database, source_file: str, message_line: int) -> list[tuple[int, str]]:
+    """(source_line, content) of a message's chunks, in line order: its pieces as stored."""
+    rows = db.all(
+        "SELECT source_line, content FROM chunks WHERE source_file = ? AND message_line = ? "
+        "ORDER BY source_line, seq",
+        (source_file, message_line),
+    )
+    return [(r["source_line"], r["content"]) for r in rows]
+
+
+def ideas_said_only_on(db: Database, source_file: str, lines: list[int]) -> list[int]:
+    """Ideas of these (message) lines that nothing else holds: unpinned, said once."""
+    return db.column(
+        f"SELECT id FROM ideas WHERE source_file = ? AND (source_line IN ({marks(lines)}) OR source_line IN "
+        f"(SELECT source_line FROM chunks WHERE source_file = ? AND message_line IN ({marks(lines)}))) "
+        f"AND pinned = 0 AND mention_count = 1",
+        (source_file, *lines, source_file, *lines),
+    )
+
+
+def open_topic(db: Database, session: str, source_file: str) -> Any:
+    """The latest open top-level topic of a session's transcript: id, name, summary; or None."""
+    return db.one(
+        "SELECT id, name, summary FROM spans WHERE session_id = ? AND source_file = ? AND depth = 1 AND closed = 0 "
+        "ORDER BY id DESC LIMIT 1",
+        (session, source_file),
+    )
+
+
+def open_subspan(db: Database, topic_id: int) -> Any:
+    """The latest open sub-span of a topic: name, summary; or None."""
+    return db.one(
+        "SELECT name, summary FROM spans WHERE parent_id = ? AND depth = 2 AND closed = 0 ORDER BY id DESC LIMIT 1",
+        (topic_id,),
+    )
+
+
+def latest_ideas(db: Database, project: str, limit: int) -> list:
+    """A project's newest ideas: id, intent, content."""
+    return db.all(
+        "SELECT id, intent, content FROM ideas WHERE project = ? ORDER BY id DESC LIMIT ?", (project, limit)
+    )

@@ -647,3 +647,30 @@ def events_of(db: Database, kind: str, object_id: int) -> list:
         "SELECT at, action, old, new, cause FROM memory_events WHERE kind = ? AND object_id = ? ORDER BY id",
         (kind, object_id),
     )
+
+
+# The columns of a messages row, in the order insert_messages takes them.
+MESSAGE_COLUMNS = (
+    "source_file",
+    "source_line",
+    "session_id",
+    "project",
+    "git_branch",
+    "role",
+    "kind",
+    "content",
+    "content_hash",
+    "timestamp",
+    "skip_reason",
+    "indexed_at",
+)
+
+
+def insert_messages(db: Database, rows: list[tuple]) -> None:
+    """Every line of a batch (MESSAGE_COLUMNS order), with why it gave no memory; a line stored
+    already keeps its row."""
+    db.executemany(
+        f"INSERT OR IGNORE INTO messages ({', '.join(MESSAGE_COLUMNS)}) "
+        f"VALUES ({', '.join('?' * len(MESSAGE_COLUMNS))})",
+        rows,
+    )

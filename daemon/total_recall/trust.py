@@ -93,11 +93,21 @@ def forgotten(db: Database, *, file: str | None = None, session: str | None = No
     return None
 
 
-def forgotten_lines(db: Database, source_file: str) -> set[int]:
-    """The lines of a transcript that a forget tombstoned."""
+def forgotten_lines(
+    db: Database, source_file: str, first: int | None = None, last: int | None = None
+) -> set[int]:
+    """The lines of a transcript that a forget tombstoned (only those in first..last when given)."""
+    if first is None or last is None:
+        return set(
+            db.column(
+                "SELECT source_line FROM tombstones WHERE kind = 'line' AND source_file = ?", (source_file,)
+            )
+        )
     return set(
         db.column(
-            "SELECT source_line FROM tombstones WHERE kind = 'line' AND source_file = ?", (source_file,)
+            "SELECT source_line FROM tombstones WHERE kind = 'line' AND source_file = ? "
+            "AND source_line BETWEEN ? AND ?",
+            (source_file, first, last),
         )
     )
 

@@ -82,6 +82,27 @@ def knn_subquery(table: str, key: str, *, project: bool) -> str:
     return f"(SELECT {key}, distance FROM {table} WHERE embedding MATCH ? AND k = ?{where})"
 
 
+def similar_topics(db: Database, blob: bytes, other_than_session: str, limit: int = 3, k: int = 20) -> list:
+    """Top-level topics of other sessions nearest to a vector (among its k nearest spans): name,
+    summary, session_id."""
+    return db.all(
+        f"SELECT s.name, s.summary, s.session_id FROM {knn_subquery('span_embeddings', 'span_id', project=False)} v "
+        "JOIN spans s ON s.id = v.span_id "
+        "WHERE s.depth = 1 AND s.session_id != ? ORDER BY v.distance LIMIT ?",
+        (blob, k, other_than_session, limit),
+    )
+
+
+def similar_ideas(db: Database, blob: bytes, project: str, k: int = 10) -> list:
+    """The k ideas of a project nearest to a vector, nearest first: id, intent, content."""
+    return db.all(
+        f"SELECT i.id, i.intent, i.content FROM {knn_subquery('idea_embeddings', 'idea_id', project=True)} v "
+        "JOIN ideas i ON i.id = v.idea_id "
+        "ORDER BY v.distance",
+        (blob, k, project),
+    )
+
+
 # -- the service -----------------------------------------------------------------------------
 class Vectors:
     """The embedder of one process and whether vectors can be written now.
