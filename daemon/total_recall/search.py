@@ -19,7 +19,7 @@ from typing import Any
 
 import structlog
 
-from total_recall import config, vectors
+from total_recall import config, lookup, vectors
 from total_recall import projects as projects_mod
 from total_recall import query as querymod
 from total_recall.db import VEC_FIX_HINT, Database, table_exists, vector_tables_exist
@@ -116,13 +116,7 @@ def resolve_session(db: Database, given: str) -> str:
     """A session id as the user typed it: the full id, or a unique prefix such as the 8 characters
     that search results and topics print."""
     given = given.strip()
-    sessions = {
-        r[0]
-        for r in db.execute(
-            "SELECT DISTINCT session_id FROM index_state WHERE session_id IS NOT NULL UNION "
-            "SELECT DISTINCT session_id FROM spans WHERE session_id IS NOT NULL"
-        ).fetchall()
-    }
+    sessions = lookup.sessions(db)
     if given in sessions:
         return given
     hits = sorted(s for s in sessions if given and s.startswith(given))
@@ -135,18 +129,7 @@ def resolve_session(db: Database, given: str) -> str:
 
 def known_projects(db: Database) -> list[str]:
     """Every project with memories: a loose index scan (one seek per project, not a scan of all ideas)."""
-    rows = db.execute(
-        "WITH RECURSIVE p(x) AS (SELECT min(project) FROM ideas UNION ALL "
-        "SELECT (SELECT min(project) FROM ideas WHERE project > x) FROM p WHERE x IS NOT NULL) "
-        "SELECT x FROM p WHERE x IS NOT NULL UNION SELECT DISTINCT project FROM index_state WHERE project IS NOT NULL"
-    ).fetchall()
-    return [r[0] for r in rows]
-
-
-def _project_sql(projects: list[str] | None, column: str) -> tuple[str, tuple]:
-    if projects is None:
-        return "", ()
-    return f" AND {column} IN ({','.join('?' * len(projects))})", tuple(projects)
+    return lookup.projects(db)
 
 
 # -- strategies -----------------------------------------------------------------------------
@@ -165,22 +148,10 @@ def _knn(
 
 
 def _bm25(
-    ctx: SearchContext,
-    fts: str,
-    owner: str,
-    match: str,
-    projects: list[str] | None,
-    extra: str = "",
-    rank: str = "f.rank",
+    ctx: SearchContext, kind: str, match: str, projects: list[str] | None, weights: str | None = None
 ) -> list[tuple[int, float]]:
     """(id, BM25 score as a positive number), best first."""
-    psql, pparams = _project_sql(projects, "o.project")
-    rows = ctx.db.execute(
-        f"SELECT o.id, {rank} AS r FROM {fts} f JOIN {owner} o ON o.id = f.rowid WHERE {fts} MATCH ?{psql}{extra} "
-        f"ORDER BY r LIMIT ?",
-        (match, *pparams, POOL),
-    ).fetchall()
-    return [(r[0], -float(r[1])) for r in rows]
+    return lookup.bm25(ctx.db, kind, match, projects, POOL, weights)
 
 
 def _entity_ideas(
@@ -192,53 +163,20 @@ def _entity_ideas(
     names |= {t for t in q.text.replace(",", " ").split() if "/" in t or "." in t or "_" in t} | raw
     if not names:
         return []
-    marks = ",".join("?" * len(names))
     # An entity linked to a large share of the memories (the user's own name, the project's
     # main technology) does not discriminate; only the rarer ones take part.
-    usable = [
-        r[0]
-        for r in ctx.db.execute(
-            f"SELECT e.id FROM entities e JOIN idea_entities ie ON ie.entity_id = e.id WHERE e.name IN ({marks}) "
-            f"AND e.type != 'project' GROUP BY e.id HAVING count(*) <= ?",
-            (*[n.lower() for n in names], ENTITY_MAX_LINKS),
-        )
-    ]
+    usable = lookup.rare_entities(ctx.db, [n.lower() for n in names], ENTITY_MAX_LINKS)
     if not usable:
         return []
-    psql, pparams = _project_sql(projects, "i.project")
-    rows = ctx.db.execute(
-        f"SELECT i.id FROM idea_entities ie JOIN ideas i ON i.id = ie.idea_id "
-        f"WHERE ie.entity_id IN ({','.join('?' * len(usable))}){psql} ORDER BY i.id DESC LIMIT ?",
-        (*usable, *pparams, POOL),
-    ).fetchall()
-    return [(r[0], 1.0) for r in rows]
+    return [(i, 1.0) for i in lookup.ideas_naming(ctx.db, usable, projects, POOL)]
 
 
 def _time_window_ideas(
     ctx: SearchContext, q: querymod.Query, projects: list[str] | None
 ) -> list[tuple[int, float]]:
-    psql, pparams = _project_sql(projects, "project")
-    tsql, tparams = _time_sql(q, "message_time")
-    rows = ctx.db.execute(
-        f"SELECT id FROM ideas WHERE 1 = 1{psql}{tsql} ORDER BY message_time DESC LIMIT ?",
-        (*pparams, *tparams, POOL),
-    ).fetchall()
-    return [(r[0], 1.0) for r in rows]
-
-
-def _time_sql(q: querymod.Query, column: str) -> tuple[str, tuple]:
-    sql, params = "", ()
-    if q.since:
-        sql, params = (
-            sql + f" AND substr({column}, 1, 19) >= ?",
-            params + (q.since.strftime("%Y-%m-%dT%H:%M:%S"),),
-        )
-    if q.until:
-        sql, params = (
-            sql + f" AND substr({column}, 1, 19) < ?",
-            params + (q.until.strftime("%Y-%m-%dT%H:%M:%S"),),
-        )
-    return sql, params
+    since = q.since.strftime("%Y-%m-%dT%H:%M:%S") if q.since else None
+    until = q.until.strftime("%Y-%m-%dT%H:%M:%S") if q.until else None
+    return [(i, 1.0) for i in lookup.ideas_between(ctx.db, projects, since, until, POOL)]
 
 
 def gather(ctx: SearchContext, q: querymod.Query, projects: list[str] | None, hyde_text: str | None) -> dict:
@@ -257,14 +195,9 @@ def gather(ctx: SearchContext, q: querymod.Query, projects: list[str] | None, hy
             if chunks:
                 ranked["hyde_chunk"] = ("chunk", _knn(ctx, "chunk_embeddings", "chunk_id", hblob, projects))
     if match:
-        ranked["idea_bm25"] = ("idea", _bm25(ctx, "ideas_fts", "ideas", match, projects))
-        ranked["span_bm25"] = ("span", _bm25(ctx, "spans_fts", "spans", match, projects, " AND o.depth > 0"))
-        ranked["chunk_bm25"] = (
-            "chunk",
-            _bm25(
-                ctx, "chunks_fts", "chunks", match, projects, rank=f"bm25(chunks_fts, {CHUNK_BM25_COLUMNS})"
-            ),
-        )
+        ranked["idea_bm25"] = ("idea", _bm25(ctx, "idea", match, projects))
+        ranked["span_bm25"] = ("span", _bm25(ctx, "span", match, projects))
+        ranked["chunk_bm25"] = ("chunk", _bm25(ctx, "chunk", match, projects, CHUNK_BM25_COLUMNS))
     ranked["entity"] = ("idea", _entity_ideas(ctx, q, projects))
     if q.since or q.until:
         ranked["time"] = ("idea", _time_window_ideas(ctx, q, projects))
@@ -346,12 +279,7 @@ CHUNK_COLUMNS = (
 
 
 def _rows(db: Database, table: str, columns: tuple, ids: list[int]) -> dict[int, dict]:
-    if not ids:
-        return {}
-    rows = db.execute(
-        f"SELECT {', '.join(columns)} FROM {table} WHERE id IN ({','.join('?' * len(ids))})", ids
-    )
-    return {r[0]: dict(zip(columns, r)) for r in rows}
+    return lookup.rows_by_id(db, table, columns, ids)
 
 
 def _passes(row: dict, q: querymod.Query, time_key: str) -> bool:
@@ -385,14 +313,9 @@ def superseded_by(db: Database, ids: list[int]) -> dict[int, list[int]]:
     """For each idea, the ideas that supersede it (newest first)."""
     if not ids:
         return {}
-    rows = db.execute(
-        f"SELECT to_id, from_id FROM relations WHERE relation_type = 'supersedes' "
-        f"AND to_id IN ({','.join('?' * len(ids))}) ORDER BY from_id DESC",
-        ids,
-    ).fetchall()
     out: dict[int, list[int]] = {}
-    for to_id, from_id in rows:
-        out.setdefault(to_id, []).append(from_id)
+    for r in lookup.superseding(db, ids):
+        out.setdefault(r["to_id"], []).append(r["from_id"])
     return out
 
 
@@ -487,15 +410,11 @@ def expand(db: Database, top: list[Candidate], pool_ids: set[int]) -> list[Candi
     ids = [c.id for c in top if c.kind == "idea"]
     if not ids:
         return []
-    marks = ",".join("?" * len(ids))
-    rows = db.execute(
-        f"SELECT from_id, to_id, relation_type FROM relations WHERE to_id IN ({marks}) "
-        f"AND relation_type IN ('supersedes', 'builds_on', 'answers')",
-        ids,
-    ).fetchall()
+    rows = lookup.relations_onto(db, ids, ("supersedes", "builds_on", "answers"))
     score_of = {c.id: c.score for c in top if c.kind == "idea"}
     added: dict[int, Candidate] = {}
-    for from_id, to_id, rtype in rows:
+    for r in rows:
+        from_id, to_id, rtype = r["from_id"], r["to_id"], r["relation_type"]
         if from_id in pool_ids or from_id in added:
             continue
         factor = 1.05 if rtype == "supersedes" else 0.5
@@ -570,10 +489,8 @@ def rescore(db: Database, ranked: list[Candidate], q: querymod.Query) -> list[Ca
     texts, roles = _line_texts(db, [c.origin for c in head if c.origin is not None])
     spans = [c.id for c in head if c.origin is None]
     if spans:  # topics are held to the same measure, by their name and summary
-        for span_id, name, summary in db.execute(
-            f"SELECT id, name, summary FROM spans WHERE id IN ({','.join('?' * len(spans))})", spans
-        ):
-            texts[("span", span_id)] = f"{name} {summary}"
+        for r in lookup.span_texts(db, spans):
+            texts[("span", r["id"])] = f"{r['name']} {r['summary']}"
     bags = {key(c): {_stem(w) for w in querymod.WORD.findall(texts.get(key(c), "").lower())} for c in head}
     n = len(bags)
     idf = {t: math.log(1 + n / (1 + sum(t in bag for bag in bags.values()))) for t in terms}
@@ -609,14 +526,11 @@ def _line_texts(db: Database, origins: list[tuple]) -> tuple[dict[tuple, str], d
     files, numbers = sorted({f for f, _ in wanted}), sorted({n for _, n in wanted})
     out: dict[tuple, list[str]] = {}
     roles: dict[tuple, str] = {}
-    for file, line, text, role in db.execute(
-        f"SELECT source_file, source_line, content || ' ' || context, role FROM chunks WHERE source_file IN "
-        f"({','.join('?' * len(files))}) AND source_line IN ({','.join('?' * len(numbers))})",
-        (*files, *numbers),
-    ):
-        if (file, line) in wanted:
-            out.setdefault((file, line), []).append(text or "")
-            roles[(file, line)] = role
+    for r in lookup.chunk_texts(db, files, numbers):
+        place = (r["source_file"], r["source_line"])
+        if place in wanted:
+            out.setdefault(place, []).append(r["text"] or "")
+            roles[place] = r["role"]
     for _, file, line, content in _ideas_on_lines(db, wanted - set(out)):
         out.setdefault((file, line), []).append(content)
     return {key: " ".join(parts) for key, parts in out.items()}, roles
@@ -627,13 +541,8 @@ def _ideas_on_lines(db: Database, wanted: set[tuple]) -> list[tuple]:
     if not wanted:
         return []
     files, numbers = sorted({f for f, _ in wanted}), sorted({n for _, n in wanted})
-    rows = db.execute(
-        f"SELECT i.id, s.source_file, s.source_line, i.content FROM idea_sources s JOIN ideas i ON i.id = s.idea_id "
-        f"WHERE s.source_file IN ({','.join('?' * len(files))}) AND s.source_line IN "
-        f"({','.join('?' * len(numbers))})",
-        (*files, *numbers),
-    ).fetchall()
-    return [r for r in rows if (r[1], r[2]) in wanted]
+    rows = lookup.ideas_on(db, files, numbers)
+    return [tuple(r) for r in rows if (r["source_file"], r["source_line"]) in wanted]
 
 
 def _rank(ctx: SearchContext, pool: dict, q: querymod.Query, now: datetime) -> list[Candidate]:
@@ -838,15 +747,10 @@ def _sources(db: Database, ids: list[int]) -> dict[int, list[dict]]:
     """Every place an idea was said (merged duplicates keep all of them)."""
     if not ids:
         return {}
-    rows = db.execute(
-        f"SELECT idea_id, source_file, source_line, message_time FROM idea_sources "
-        f"WHERE idea_id IN ({','.join('?' * len(ids))}) ORDER BY message_time, source_line",
-        ids,
-    ).fetchall()
     out: dict[int, list[dict]] = {}
-    for idea_id, source_file, line, when in rows:
-        out.setdefault(idea_id, []).append(
-            {"source_file": source_file, "source_line": line, "timestamp": when}
+    for r in lookup.sources(db, ids):
+        out.setdefault(r["idea_id"], []).append(
+            {"source_file": r["source_file"], "source_line": r["source_line"], "timestamp": r["message_time"]}
         )
     return out
 
@@ -854,30 +758,20 @@ def _sources(db: Database, ids: list[int]) -> dict[int, list[dict]]:
 def _entities(db: Database, ids: list[int]) -> dict[int, list[str]]:
     if not ids:
         return {}
-    rows = db.execute(
-        f"SELECT ie.idea_id, e.name FROM idea_entities ie JOIN entities e ON e.id = ie.entity_id "
-        f"WHERE ie.idea_id IN ({','.join('?' * len(ids))}) ORDER BY e.name",
-        ids,
-    ).fetchall()
     out: dict[int, list[str]] = {}
-    for idea_id, name in rows:
-        out.setdefault(idea_id, []).append(name)
+    for r in lookup.entity_names(db, ids):
+        out.setdefault(r["idea_id"], []).append(r["name"])
     return out
 
 
 def _relations(db: Database, ids: list[int]) -> dict[int, list[dict]]:
     if not ids:
         return {}
-    marks = ",".join("?" * len(ids))
-    rows = db.execute(
-        f"SELECT r.from_id, r.to_id, r.relation_type, f.content, t.content FROM relations r "
-        f"JOIN ideas f ON f.id = r.from_id JOIN ideas t ON t.id = r.to_id "
-        f"WHERE r.from_id IN ({marks}) OR r.to_id IN ({marks})",
-        ids + ids,
-    ).fetchall()
     out: dict[int, list[dict]] = {}
     wanted = set(ids)
-    for from_id, to_id, rtype, from_text, to_text in rows:
+    for r in lookup.relations_of(db, ids):
+        from_id, to_id, rtype = r["from_id"], r["to_id"], r["relation_type"]
+        from_text, to_text = r["from_text"], r["to_text"]
         if from_id in wanted:
             out.setdefault(from_id, []).append(
                 {"type": rtype, "direction": "out", "id": to_id, "content": to_text}
