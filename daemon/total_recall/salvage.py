@@ -55,7 +55,7 @@ def _tables(conn: sqlite3.Connection) -> list[str]:
 
 
 def _columns(conn: sqlite3.Connection, table: str) -> list[str]:
-    return [r[1] for r in conn.execute(f'PRAGMA table_info("{table}")').fetchall()]
+    return [r[0] for r in conn.execute("SELECT name FROM pragma_table_info(?)", (table,)).fetchall()]
 
 
 def _has_rowid(conn: sqlite3.Connection, table: str) -> bool:

@@ -95,7 +95,8 @@ def event(
     )
 
 
-def _open_span(db: Database, ctx: BatchContext, depth: int, parent: int | None) -> tuple | None:
+def _open_span(db: Database, ctx: BatchContext, depth: int, parent: int | None) -> Any:
+    """The latest open span of this depth under `parent`: id, name, summary, start_line; or None."""
     return db.one(
         "SELECT id, name, summary, start_line FROM spans WHERE session_id = ? AND source_file = ? "
         "AND depth = ? AND closed = 0 AND parent_id = ? ORDER BY id DESC LIMIT 1",
@@ -152,9 +153,9 @@ def _close_span(db: Database, ctx: BatchContext, span_id: int, end_line: int) ->
 
 
 def session_span(db: Database, ctx: BatchContext) -> int:
-    row = db.one("SELECT id FROM spans WHERE session_id = ? AND depth = 0", (ctx.session_id,))
-    if row:
-        return int(row[0])
+    span_id = db.scalar("SELECT id FROM spans WHERE session_id = ? AND depth = 0", (ctx.session_id,))
+    if span_id is not None:
+        return int(span_id)
     name = f"session {ctx.session_id[:8]}"
     return _insert_span(db, ctx, 0, None, name, "", ctx.first_line)
 
@@ -178,19 +179,19 @@ def apply_topic(
     if current is not None and gap is not None:
         # Trigger: a pause of idle_gap or more before line `gap`. Why: after a break people move
         # on, whatever the extractor thinks. Outcome: the topic closes; a new one starts there.
-        _close_span(db, ctx, current[0], max(current[3], gap - 1))
-        topic = _insert_span(db, ctx, 1, root, name or current[1], summary, gap)
+        _close_span(db, ctx, current["id"], max(current["start_line"], gap - 1))
+        topic = _insert_span(db, ctx, 1, root, name or current["name"], summary, gap)
         return topic, None
     if current is None:
         topic = _insert_span(db, ctx, 1, root, name or "conversation", summary, ctx.first_line)
-    elif name and not _same_topic(current[1], name):
-        _close_span(db, ctx, current[0], max(current[3], start - 1))
+    elif name and not _same_topic(current["name"], name):
+        _close_span(db, ctx, current["id"], max(current["start_line"], start - 1))
         topic = _insert_span(db, ctx, 1, root, name, summary, max(start, ctx.first_line))
     else:
-        topic = current[0]
+        topic = current["id"]
         if name or summary:
-            old = {"name": current[1], "summary": current[2]}
-            new = {"name": name or current[1], "summary": summary or current[2]}
+            old = {"name": current["name"], "summary": current["summary"]}
+            new = {"name": name or current["name"], "summary": summary or current["summary"]}
             if new != old:
                 db.execute(
                     "UPDATE spans SET name = ?, summary = ?, updated_at = ?, needs_embedding = 1 WHERE id = ?",
@@ -198,30 +199,29 @@ def apply_topic(
                 )
                 event(db, "span", topic, "update", old, new, ctx.cause, ctx.now)
     sub = _open_span(db, ctx, 2, topic)
+    sub_id = sub["id"] if sub else None
     if new_span and (new_span.get("name") or "").strip():
         sub_start = int(new_span.get("start_line") or ctx.first_line)
         if sub:
-            _close_span(db, ctx, sub[0], max(sub[3], sub_start - 1))
+            _close_span(db, ctx, sub["id"], max(sub["start_line"], sub_start - 1))
         # The summary says what the sub-span holds; the reason (why it started) is not a summary.
-        sub = (
-            _insert_span(
-                db, ctx, 2, topic, new_span["name"].strip(), new_span.get("summary") or "", sub_start
-            ),
+        sub_id = _insert_span(
+            db, ctx, 2, topic, new_span["name"].strip(), new_span.get("summary") or "", sub_start
         )
-    return topic, (sub[0] if sub else None)
+    return topic, sub_id
 
 
-def _idle_gap_line(db: Database, ctx: BatchContext, current: tuple | None) -> int | None:
+def _idle_gap_line(db: Database, ctx: BatchContext, current: Any) -> int | None:
     """The first line of this batch said idle_gap or more after the message before it, if any."""
     if current is None or ctx.idle_gap <= 0:
         return None
-    previous = db.scalar("SELECT ended_at FROM spans WHERE id = ?", (current[0],), None)
+    previous = db.scalar("SELECT ended_at FROM spans WHERE id = ?", (current["id"],), None)
     for line in sorted(ctx.line_times):
         stamp = _seconds(ctx.line_times[line])
         if stamp is None:
             continue
         before = _seconds(previous)
-        if before is not None and stamp - before >= ctx.idle_gap and line > current[3]:
+        if before is not None and stamp - before >= ctx.idle_gap and line > current["start_line"]:
             return line
         previous = ctx.line_times[line]
     return None
@@ -320,12 +320,12 @@ def _duplicate_of(
     db: Database, ctx: BatchContext, item: dict, chash: str, vector: bytes | None
 ) -> int | None:
     """An existing idea of this project saying the same thing with the same intent, if any."""
-    row = db.one(
+    same = db.scalar(
         "SELECT id FROM ideas WHERE project IS ? AND intent = ? AND content_hash = ? ORDER BY id LIMIT 1",
         (ctx.project, item["type"], chash),
     )
-    if row:
-        return int(row[0])
+    if same is not None:
+        return int(same)
     if vector is None:
         return None
     near = db.execute(
@@ -334,7 +334,7 @@ def _duplicate_of(
         "ORDER BY v.distance",
         (vector, 3, ctx.project or "", item["type"], DUPLICATE_L2),
     ).fetchall()
-    return next((int(r[0]) for r in near if same_fact(item["content"], r[1])), None)
+    return next((int(r["idea_id"]) for r in near if same_fact(item["content"], r["content"])), None)
 
 
 def merge_mention(db: Database, ctx: BatchContext, idea_id: int, item: dict, line: int) -> None:
@@ -342,7 +342,8 @@ def merge_mention(db: Database, ctx: BatchContext, idea_id: int, item: dict, lin
     if not _add_source(db, ctx, idea_id, line):
         return  # this very line was merged before: re-running a batch changes nothing
     old = db.one("SELECT mention_count, confidence, pinned FROM ideas WHERE id = ?", (idea_id,))
-    confidence = old[1] if old[2] else min(1.0, max(old[1], float(item["confidence"])) + (1 - old[1]) * 0.3)
+    was = old["confidence"]
+    confidence = was if old["pinned"] else min(1.0, max(was, float(item["confidence"])) + (1 - was) * 0.3)
     db.execute(
         "UPDATE ideas SET mention_count = mention_count + 1, confidence = ?, last_seen = ?, updated_at = ?, "
         "activation = activation + 1.0 WHERE id = ?",
@@ -353,8 +354,12 @@ def merge_mention(db: Database, ctx: BatchContext, idea_id: int, item: dict, lin
         "idea",
         idea_id,
         "merge",
-        {"mention_count": old[0], "confidence": old[1]},
-        {"mention_count": old[0] + 1, "confidence": confidence, "source": f"{ctx.source_file}:{line}"},
+        {"mention_count": old["mention_count"], "confidence": was},
+        {
+            "mention_count": old["mention_count"] + 1,
+            "confidence": confidence,
+            "source": f"{ctx.source_file}:{line}",
+        },
         ctx.cause,
         ctx.now,
     )
@@ -373,12 +378,12 @@ def insert_idea(
     line = int(item["source_line"])
     if tombstoned(db, ctx, line, chash):
         return None, False
-    existing = db.one(
+    existing = db.scalar(
         "SELECT id FROM ideas WHERE source_file = ? AND source_line = ? AND content_hash = ?",
         (ctx.source_file, line, chash),
     )
-    if existing:
-        return int(existing[0]), False
+    if existing is not None:
+        return int(existing), False
     duplicate = _duplicate_of(db, ctx, item, chash, vector)
     if duplicate is not None:
         merge_mention(db, ctx, duplicate, item, line)
@@ -577,15 +582,15 @@ def close_todo(db: Database, ctx: BatchContext, item: dict) -> int | None:
     if not words:
         return None
     best: tuple[float, int] | None = None
-    for idea_id, content in db.execute(
+    for todo in db.execute(
         "SELECT id, content FROM ideas WHERE project IS ? AND intent = 'todo' AND closed_source_line IS NULL "
         "ORDER BY id DESC LIMIT 500",
         (ctx.project,),
     ):
-        other = _stems(content)
+        other = _stems(todo["content"])
         score = len(words & other) / len(words | other) if other else 0.0
         if score >= TODO_MATCH and (best is None or score > best[0]):
-            best = (score, int(idea_id))
+            best = (score, int(todo["id"]))
     if best is None:
         return None
     _mark_closed(db, ctx, best[1], int(item["source_line"]))
@@ -609,7 +614,16 @@ def delete_ideas(db: Database, ids: list[int], cause: str, now: float) -> None:
             continue
         delete_vectors(db, "ideas", [idea_id])
         db.execute("DELETE FROM ideas WHERE id = ?", (idea_id,))
-        event(db, "idea", idea_id, "replace", {"content": row[0], "intent": row[1]}, None, cause, now)
+        event(
+            db,
+            "idea",
+            idea_id,
+            "replace",
+            {"content": row["content"], "intent": row["intent"]},
+            None,
+            cause,
+            now,
+        )
 
 
 def insert_chunk(db: Database, row: dict, vector: bytes | None = None) -> int | None:

@@ -29,7 +29,11 @@ TABLES = {
 }
 OWNER_OF = {table: owner for owner, (table, _) in TABLES.items()}
 # What the repair pass embeds, per owner: the text columns (chunks also read their context).
-PENDING = (("ideas", "content"), ("spans", "name || '. ' || summary"), ("chunks", "content, context"))
+PENDING = (
+    ("ideas", "content"),
+    ("spans", "name || '. ' || summary AS content"),
+    ("chunks", "content, context"),
+)
 
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
@@ -69,11 +73,11 @@ def knn(
 ) -> list[tuple[int, float]]:
     """(id, L2 distance) of the k nearest vectors, nearest first; within one project partition
     when project is given ('' is the partition of rows without a project)."""
-    sql = f"SELECT {key}, distance FROM {table} WHERE embedding MATCH ? AND k = ?"
+    sql = f"SELECT {key} AS id, distance FROM {table} WHERE embedding MATCH ? AND k = ?"
     params: tuple = (blob, k)
     if project is not None:
         sql, params = sql + " AND project = ?", params + (project,)
-    return [(int(r[0]), float(r[1])) for r in db.execute(sql, params)]
+    return [(int(r["id"]), float(r["distance"])) for r in db.execute(sql, params)]
 
 
 def knn_subquery(table: str, key: str, *, project: bool) -> str:
@@ -186,14 +190,19 @@ class Vectors:
         from total_recall.embed import to_blob
 
         table, key = TABLES[owner]
-        texts = [embed_text({"content": r[2], "context": r[3]}) if owner == "chunks" else r[2] for r in rows]
+        texts = [
+            embed_text({"content": r["content"], "context": r["context"]})
+            if owner == "chunks"
+            else r["content"]
+            for r in rows
+        ]
         try:
             vectors = self.embedder.embed(texts)
         except (EmbeddingError, TransientError) as exc:
             log.warning("embedding_failed", table=table, count=len(rows), error=str(exc))
             return False
         with self.db.write():
-            store(self.db, table, key, [(r[0], r[1], to_blob(v)) for r, v in zip(rows, vectors)])
+            store(self.db, table, key, [(r["id"], r["project"], to_blob(v)) for r, v in zip(rows, vectors)])
         return True
 
     def embed_idea(self, idea_id: int) -> bool:
@@ -211,12 +220,12 @@ class Vectors:
                 return False
             from total_recall.embed import to_blob
 
-            vector = self.embedder.embed([row[0]])[0]
+            vector = self.embedder.embed([row["content"]])[0]
         except (EmbeddingError, TransientError, TotalRecallError) as exc:
             log.warning("edit_embedding_failed", idea=idea_id, error=str(exc))
             return False
         with self.db.write():
-            store(self.db, "idea_embeddings", "idea_id", [(idea_id, row[1], to_blob(vector))])
+            store(self.db, "idea_embeddings", "idea_id", [(idea_id, row["project"], to_blob(vector))])
         return True
 
 
