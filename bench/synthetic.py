@@ -334,7 +334,8 @@ def _write(db: Any, rows: list[Idea], vectors: Any, to_blob: Any) -> None:
         first_idea.setdefault(span_id, index)
         first_idea.setdefault(int(db.scalar("SELECT parent_id FROM spans WHERE id = ?", (span_id,))), index)
         cur = db.execute(
-            "INSERT INTO ideas (span_id, content, content_hash, intent, confidence, source_file, source_line, "
+            "INSERT INTO ideas (span_id, content, content_hash, intent, confidence, source_file, "
+            "source_line, "
             "session_id, project, git_branch, message_time, created_at, updated_at, needs_embedding) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'main', ?, ?, ?, 0)",
             (
@@ -360,8 +361,10 @@ def _write(db: Any, rows: list[Idea], vectors: Any, to_blob: Any) -> None:
         if chunks:  # the line's own words, searched like the idea (one chunk per source line)
             cid = int(
                 db.execute(
-                    "INSERT INTO chunks (source_file, source_line, message_line, seq, session_id, project, role, kind, "
-                    "timestamp, content, context, needs_embedding) VALUES (?, ?, ?, 0, ?, ?, 'user', 'prompt', ?, ?, ?, 0)",
+                    "INSERT INTO chunks (source_file, source_line, message_line, seq, session_id, project, "
+                    "role, kind, "
+                    "timestamp, content, context, needs_embedding) VALUES (?, ?, ?, 0, ?, ?, 'user', "
+                    "'prompt', ?, ?, ?, 0)",
                     (
                         source,
                         row.line,
@@ -395,7 +398,8 @@ def _write(db: Any, rows: list[Idea], vectors: Any, to_blob: Any) -> None:
     )
     if db.scalar("SELECT count(*) FROM sqlite_master WHERE name = 'idea_sources'", default=0):
         db.execute(
-            "INSERT OR IGNORE INTO idea_sources (idea_id, source_file, source_line, session_id, message_time) "
+            "INSERT OR IGNORE INTO idea_sources (idea_id, source_file, source_line, session_id, "
+            "message_time) "
             "SELECT id, source_file, source_line, session_id, message_time FROM ideas"
         )
 

@@ -124,13 +124,15 @@ def snapshot(path: Path | None = None) -> dict[str, list]:
         "entities": "SELECT name, type FROM entities",
         "idea_entities": f"SELECT {idea}, e.name FROM idea_entities x JOIN ideas i ON i.id = x.idea_id "
         "JOIN entities e ON e.id = x.entity_id",
-        "relations": "SELECT f.source_file, f.source_line, f.content, t.source_file, t.source_line, t.content, "
-        "r.relation_type FROM relations r JOIN ideas f ON f.id = r.from_id JOIN ideas t ON t.id = r.to_id",
+        "relations": "SELECT f.source_file, f.source_line, f.content, t.source_file, t.source_line, "
+        "t.content, r.relation_type FROM relations r JOIN ideas f ON f.id = r.from_id "
+        "JOIN ideas t ON t.id = r.to_id",
         "messages": "SELECT source_file, source_line, content_hash, role, kind, skip_reason FROM messages",
         "index_state": "SELECT source_file, byte_offset, line_number FROM index_state",
     }
     optional = {
-        "idea_sources": f"SELECT {idea}, s.source_file, s.source_line FROM idea_sources s JOIN ideas i ON i.id = s.idea_id",
+        "idea_sources": f"SELECT {idea}, s.source_file, s.source_line FROM idea_sources s "
+        "JOIN ideas i ON i.id = s.idea_id",
     }
     conn = connect_ro(path)
     try:

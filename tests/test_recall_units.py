@@ -146,7 +146,8 @@ def test_an_idea_that_is_its_whole_line_shares_the_lines_vector_and_a_part_has_i
             [
                 _line(
                     "user",
-                    "Thanks, Sam! We decided to use PostgreSQL for the job queue because it already stores the orders.",
+                    "Thanks, Sam! We decided to use PostgreSQL for the job queue because it already stores "
+                    "the orders.",
                     1,
                 ),
                 _line(
@@ -155,9 +156,11 @@ def test_an_idea_that_is_its_whole_line_shares_the_lines_vector_and_a_part_has_i
                         {
                             "type": "text",
                             "text": (
-                                "I read the worker logs from last night and the two crash reports that came with them. "
+                                "I read the worker logs from last night and the two crash reports that came "
+                                "with them. "
                                 "We decided to pin redis-py to 5.0 because 5.1 breaks the connection pool. "
-                                "The dashboards, the staging copy and the nightly export all look fine to me, and nothing "
+                                "The dashboards, the staging copy and the nightly export all look fine to "
+                                "me, and nothing "
                                 "else in the logs stood out as worth a closer look this morning."
                             ),
                         }

@@ -46,7 +46,8 @@ def claim_as_a_dead_daemon() -> None:
 # --- a restarted daemon does not wait out the dead one's leases -------------------------------
 
 
-@pytest.mark.slow  # in-process: test_inprocess.py::test_run_daemon_once_releases_a_dead_workers_claims_under_the_lock
+# in-process: test_inprocess.py::test_run_daemon_once_releases_a_dead_workers_claims_under_the_lock
+@pytest.mark.slow
 def test_daemon_once_releases_the_dead_daemons_claims_at_start(tmp_path, fake):
     path = transcript(tmp_path)
     cli("backfill", str(path))
@@ -574,7 +575,8 @@ def test_recover_steps_over_a_corrupt_page_and_keeps_the_rows_after_it():
     database = db.connect()
     with database.write():
         database.executemany(
-            "INSERT INTO llm_calls (at, extractor, model, messages, prompt_tokens, completion_tokens, ok, error) "
+            "INSERT INTO llm_calls (at, extractor, model, messages, prompt_tokens, completion_tokens, ok, "
+            "error) "
             "VALUES (?, 'llm', 'm', 1, 1, 1, 1, ?)",
             [(i, "x" * 200) for i in range(5000)],
         )

@@ -515,7 +515,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add(
         "mcp",
-        "run the MCP server on stdio (Claude Code starts it; tools: search, get, recent, digest, topics, note)",
+        "run the MCP server on stdio (Claude Code starts it; tools: search, get, recent, digest, topics, "
+        "note)",
     )
     p = add("ui", "open the local web view: timeline, search, memories, topics, entity graph, review")
     p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")

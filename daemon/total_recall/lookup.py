@@ -83,7 +83,8 @@ def bm25(
     rank = f"bm25({fts}, {weights})" if weights else "f.rank"
     psql, pparams = _project_sql(projects, "o.project")
     rows = db.all(
-        f"SELECT o.id, {rank} AS r FROM {fts} f JOIN {owner} o ON o.id = f.rowid WHERE {fts} MATCH ?{psql}{extra} "
+        f"SELECT o.id, {rank} AS r FROM {fts} f JOIN {owner} o ON o.id = f.rowid WHERE {fts} MATCH "
+        f"?{psql}{extra} "
         f"ORDER BY r LIMIT ?",
         (match, *pparams, limit),
     )
@@ -94,7 +95,8 @@ def rare_entities(db: Database, names: list[str], max_links: int) -> list[int]:
     """Ids of the (non-project) entities with one of these names that at most `max_links`
     ideas mention."""
     return db.column(
-        f"SELECT e.id FROM entities e JOIN idea_entities ie ON ie.entity_id = e.id WHERE e.name IN ({marks(names)}) "
+        "SELECT e.id FROM entities e JOIN idea_entities ie ON ie.entity_id = e.id WHERE e.name IN "
+        f"({marks(names)}) "
         f"AND e.type != 'project' GROUP BY e.id HAVING count(*) <= ?",
         (*names, max_links),
     )
@@ -160,7 +162,8 @@ def chunk_texts(db: Database, files: list[str], numbers: list[int]) -> list:
     """The chunks on any of these lines of any of these files: source_file, source_line, text (its
     content and context), role."""
     return db.all(
-        f"SELECT source_file, source_line, content || ' ' || context AS text, role FROM chunks WHERE source_file IN "
+        "SELECT source_file, source_line, content || ' ' || context AS text, role FROM chunks WHERE "
+        "source_file IN "
         f"({marks(files)}) AND source_line IN ({marks(numbers)})",
         (*files, *numbers),
     )
@@ -170,7 +173,8 @@ def ideas_on(db: Database, files: list[str], numbers: list[int]) -> list:
     """The ideas said on any of these lines of any of these files: id, source_file, source_line,
     content."""
     return db.all(
-        f"SELECT i.id, s.source_file, s.source_line, i.content FROM idea_sources s JOIN ideas i ON i.id = s.idea_id "
+        "SELECT i.id, s.source_file, s.source_line, i.content FROM idea_sources s JOIN ideas i ON i.id = "
+        "s.idea_id "
         f"WHERE s.source_file IN ({marks(files)}) AND s.source_line IN ({marks(numbers)})",
         (*files, *numbers),
     )

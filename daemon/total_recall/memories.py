@@ -154,7 +154,8 @@ def ideas_since(db: Database, since: str, projects: list[str] | None) -> list:
     intent, content, id."""
     psql = f" AND project IN ({marks(projects)})" if projects else ""
     return db.all(
-        f"SELECT project, message_time, intent, content, id FROM ideas WHERE substr(message_time, 1, 19) >= ?{psql} "
+        "SELECT project, message_time, intent, content, id FROM ideas WHERE substr(message_time, 1, 19) >= "
+        f"?{psql} "
         f"AND intent != 'context' ORDER BY message_time",
         (since, *(projects or [])),
     )
@@ -164,7 +165,8 @@ def topics_since(db: Database, since: str, projects: list[str] | None) -> list:
     """Top-level topics started from `since` on: project, started_at, name."""
     psql = f" AND project IN ({marks(projects)})" if projects else ""
     return db.all(
-        f"SELECT project, started_at, name FROM spans WHERE depth = 1 AND substr(started_at, 1, 19) >= ?{psql} "
+        "SELECT project, started_at, name FROM spans WHERE depth = 1 AND substr(started_at, 1, 19) >= "
+        f"?{psql} "
         f"ORDER BY started_at",
         (since, *(projects or [])),
     )
@@ -201,8 +203,10 @@ def projects_of(db: Database, idea_ids: list[int]) -> list[str]:
 
 def proposals(db: Database, state: str) -> list[dict]:
     rows = db.all(
-        "SELECT p.id, p.kind, p.target_id, t.content AS target, p.new_idea_id, n.content AS new, p.created_at, "
-        "p.state FROM proposals p JOIN ideas t ON t.id = p.target_id LEFT JOIN ideas n ON n.id = p.new_idea_id "
+        "SELECT p.id, p.kind, p.target_id, t.content AS target, p.new_idea_id, n.content AS new, "
+        "p.created_at, "
+        "p.state FROM proposals p JOIN ideas t ON t.id = p.target_id LEFT JOIN ideas n ON n.id = "
+        "p.new_idea_id "
         "WHERE p.state = ? ORDER BY p.id",
         (state,),
     )
@@ -295,7 +299,8 @@ def decay_activation(db: Database, factor: float, floor: float) -> None:
 def session_ideas(db: Database, session: str) -> list:
     """A session's ideas in line order: id, span_id, intent, content, source_line."""
     return db.all(
-        "SELECT id, span_id, intent, content, source_line FROM ideas WHERE session_id = ? ORDER BY source_line, id",
+        "SELECT id, span_id, intent, content, source_line FROM ideas WHERE session_id = ? ORDER BY "
+        "source_line, id",
         (session,),
     )
 
@@ -316,7 +321,8 @@ def noted(db: Database, idea_id: int) -> Any:
 def latest_branch(db: Database, source_file: str) -> str | None:
     """The git branch of a transcript's latest message that names one."""
     return db.scalar(
-        "SELECT git_branch FROM messages WHERE source_file = ? AND git_branch != '' ORDER BY source_line DESC LIMIT 1",
+        "SELECT git_branch FROM messages WHERE source_file = ? AND git_branch != '' ORDER BY source_line "
+        "DESC LIMIT 1",
         (source_file,),
     )
 
@@ -503,7 +509,8 @@ def last_turn_text(db: Database, source_file: str, before_line: int, kinds: list
 def message_hashes(db: Database, source_file: str, first: int, last: int) -> set[tuple[int, str]]:
     """(source_line, content_hash) of the stored lines first..last of a transcript."""
     rows = db.all(
-        "SELECT source_line, content_hash FROM messages WHERE source_file = ? AND source_line BETWEEN ? AND ?",
+        "SELECT source_line, content_hash FROM messages WHERE source_file = ? AND source_line BETWEEN ? AND "
+        "?",
         (source_file, first, last),
     )
     return {(r["source_line"], r["content_hash"]) for r in rows}
@@ -560,7 +567,8 @@ def ideas_said_only_on(db: Database, source_file: str, lines: list[int]) -> list
 def open_topic(db: Database, session: str, source_file: str) -> Any:
     """The latest open top-level topic of a session's transcript: id, name, summary; or None."""
     return db.one(
-        "SELECT id, name, summary FROM spans WHERE session_id = ? AND source_file = ? AND depth = 1 AND closed = 0 "
+        "SELECT id, name, summary FROM spans WHERE session_id = ? AND source_file = ? AND depth = 1 AND "
+        "closed = 0 "
         "ORDER BY id DESC LIMIT 1",
         (session, source_file),
     )
@@ -569,7 +577,8 @@ def open_topic(db: Database, session: str, source_file: str) -> Any:
 def open_subspan(db: Database, topic_id: int) -> Any:
     """The latest open sub-span of a topic: name, summary; or None."""
     return db.one(
-        "SELECT name, summary FROM spans WHERE parent_id = ? AND depth = 2 AND closed = 0 ORDER BY id DESC LIMIT 1",
+        "SELECT name, summary FROM spans WHERE parent_id = ? AND depth = 2 AND closed = 0 ORDER BY id DESC "
+        "LIMIT 1",
         (topic_id,),
     )
 

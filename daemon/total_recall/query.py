@@ -13,13 +13,13 @@ MAX_TERMS = 32
 WORD = re.compile(r"\w+", re.UNICODE)
 STOPWORDS = frozenset(
     """
-a about above after again against all am an and any are as at be because been before being below between both
-but by can could did do does doing down during each few for from further had has have having he her here hers
-herself him himself his how i if in into is it its itself just me more most my myself no nor not now of off on
-once only or other our ours ourselves out over own same she should so some such than that the their theirs them
-themselves then there these they this those through to too under until up very was we were what when where which
-while who whom why will with would you your yours yourself yourselves did does what's whats tell remember recall
-know anything something thing things ever
+a about above after again against all am an and any are as at be because been before being below between
+both but by can could did do does doing down during each few for from further had has have having he her here
+hers herself him himself his how i if in into is it its itself just me more most my myself no nor not now of
+off on once only or other our ours ourselves out over own same she should so some such than that the their
+theirs them themselves then there these they this those through to too under until up very was we were what
+when where which while who whom why will with would you your yours yourself yourselves did does what's whats
+tell remember recall know anything something thing things ever
 """.split()
 )
 MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}

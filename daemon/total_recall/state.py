@@ -145,7 +145,8 @@ def add_fallback_batches(
 ) -> None:
     """One row per batch part (its lines) that fell back offline, for the LLM to extract again."""
     db.executemany(
-        "INSERT INTO fallback_batches (source_file, session_id, project, lines, created_at) VALUES (?, ?, ?, ?, ?)",
+        "INSERT INTO fallback_batches (source_file, session_id, project, lines, created_at) VALUES (?, ?, ?, "
+        "?, ?)",
         [(source_file, session, project, json.dumps(lines), now) for lines in parts],
     )
 

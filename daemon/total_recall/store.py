@@ -35,7 +35,8 @@ def normalise(text: str) -> str:
 # A lead-in says the fact is repeated, not what it is: "Reminder: ...", "Again, ...", "As decided, ...".
 LEAD_IN = re.compile(
     r"^(?:(?:(?:just |quick |a )*(?:reminder|recap|note|fyi|again|once again|once more|to recap|to be clear|"
-    r"as (?:a reminder|decided|agreed|discussed|mentioned|noted|said)(?: (?:earlier|before|above|last time))?|"
+    r"as (?:a reminder|decided|agreed|discussed|mentioned|noted|said)(?: (?:earlier|before|above|last "
+    r"time))?|"
     r"like i said|as i said|for the record|remember)\s*[:,;!.—–-]+\s*)+)",
     re.IGNORECASE,
 )
@@ -82,7 +83,8 @@ def event(
     db: Database, kind: str, object_id: int | None, action: str, old: Any, new: Any, cause: str, now: float
 ) -> None:
     db.execute(
-        "INSERT INTO memory_events (at, kind, object_id, action, old, new, cause) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO memory_events (at, kind, object_id, action, old, new, cause) VALUES (?, ?, ?, ?, ?, ?, "
+        "?)",
         (
             now,
             kind,
@@ -194,7 +196,8 @@ def apply_topic(
             new = {"name": name or current["name"], "summary": summary or current["summary"]}
             if new != old:
                 db.execute(
-                    "UPDATE spans SET name = ?, summary = ?, updated_at = ?, needs_embedding = 1 WHERE id = ?",
+                    "UPDATE spans SET name = ?, summary = ?, updated_at = ?, needs_embedding = 1 WHERE id = "
+                    "?",
                     (new["name"][:200], new["summary"][:2000], ctx.now, topic),
                 )
                 event(db, "span", topic, "update", old, new, ctx.cause, ctx.now)
@@ -272,7 +275,8 @@ TOKEN = re.compile(r"[\w.'-]+")
 
 
 def salient(text: str) -> set[str]:
-    """Names, identifiers and numbers (not the sentence's first word): the words that make a fact this fact."""
+    """Names, identifiers and numbers (not the sentence's first word): the words that make a fact
+    this fact."""
     tokens = TOKEN.findall(text)
     return {
         normalise(t)
@@ -389,7 +393,8 @@ def insert_idea(
         merge_mention(db, ctx, duplicate, item, line)
         return duplicate, False
     cur = db.execute(
-        "INSERT INTO ideas (span_id, content, content_hash, intent, confidence, answered, source_file, source_line, "
+        "INSERT INTO ideas (span_id, content, content_hash, intent, confidence, answered, source_file, "
+        "source_line, "
         "session_id, project, git_branch, message_time, last_seen, created_at, updated_at, activation) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1.0)",
         (
@@ -630,7 +635,8 @@ def insert_chunk(db: Database, row: dict, vector: bytes | None = None) -> int | 
     """Store one chunk (a window of one line's words; DESIGN.md "Search") and its vector when it has
     one (which clears needs_embedding); None when that (file, line, seq) is stored already."""
     cur = db.execute(
-        "INSERT OR IGNORE INTO chunks (source_file, source_line, message_line, seq, session_id, project, role, "
+        "INSERT OR IGNORE INTO chunks (source_file, source_line, message_line, seq, session_id, project, "
+        "role, "
         "kind, timestamp, content, context, needs_embedding) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             row["source_file"],

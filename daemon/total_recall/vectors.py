@@ -90,7 +90,8 @@ def similar_topics(db: Database, blob: bytes, other_than_session: str, limit: in
     """Top-level topics of other sessions nearest to a vector (among its k nearest spans): name,
     summary, session_id."""
     return db.all(
-        f"SELECT s.name, s.summary, s.session_id FROM {knn_subquery('span_embeddings', 'span_id', project=False)} v "
+        "SELECT s.name, s.summary, s.session_id FROM "
+        f"{knn_subquery('span_embeddings', 'span_id', project=False)} v "
         "JOIN spans s ON s.id = v.span_id "
         "WHERE s.depth = 1 AND s.session_id != ? ORDER BY v.distance LIMIT ?",
         (blob, k, other_than_session, limit),
@@ -182,7 +183,8 @@ class Vectors:
     def _pending_rows(self, owner: str, text_sql: str, limit: int) -> list:
         only = " AND depth > 0" if owner == "spans" else ""
         return self.db.execute(
-            f"SELECT id, project, {text_sql} FROM {owner} WHERE needs_embedding = 1{only} ORDER BY id LIMIT ?",
+            f"SELECT id, project, {text_sql} FROM {owner} WHERE needs_embedding = 1{only} ORDER BY id LIMIT "
+            "?",
             (limit,),
         ).fetchall()
 
