@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import isolate, use_copy_of
 from helpers import cli, cli_json, db_rows, write_transcript
 from total_recall import config
 
@@ -388,14 +389,31 @@ SESSION_A = "5f1c2d3e-0000-4000-8000-00000000000a"
 SESSION_B = "9a8b7c6d-0000-4000-8000-00000000000b"
 
 
-def two_sessions(tmp_path) -> None:
-    transcript(tmp_path, SESSION_A, [("user", "We decided to deploy the API with Docker Compose.")])
-    transcript(tmp_path, SESSION_B, [("user", "We decided to deploy the API with Kubernetes Helm charts.")])
-    cli("backfill", str(tmp_path / "claude" / "projects"), "--wait", timeout=120)
+@pytest.fixture(scope="module")
+def two_sessions_indexed(tmp_path_factory):
+    """SESSION_A and SESSION_B backfilled once for the module by the real CLI, with the fake
+    server's embeddings (deterministic, so a test's own fake server matches them)."""
+    from fake_openai import FakeOpenAIProcess
+
+    base = tmp_path_factory.mktemp("two-sessions")
+    with pytest.MonkeyPatch.context() as mp, FakeOpenAIProcess(base / "fake") as srv:
+        home = isolate(base, mp)
+        mp.setenv("TOTAL_RECALL_EMBED_PROVIDER", "openai")
+        mp.setenv("TOTAL_RECALL_EMBED_BASE_URL", srv.base_url)
+        mp.setenv("TOTAL_RECALL_EMBED_MODEL", "fake-embed")
+        transcript(base, SESSION_A, [("user", "We decided to deploy the API with Docker Compose.")])
+        transcript(base, SESSION_B, [("user", "We decided to deploy the API with Kubernetes Helm charts.")])
+        cli("backfill", str(base / "claude" / "projects"), "--wait", timeout=120)
+    return home
 
 
-def test_search_and_topics_take_the_short_session_id_they_print(tmp_path, fake):
-    two_sessions(tmp_path)
+@pytest.fixture
+def two_sessions(two_sessions_indexed, isolated_home, fake) -> None:
+    """A copy of the module's two indexed sessions (tests never share the files)."""
+    use_copy_of(two_sessions_indexed, isolated_home)
+
+
+def test_search_and_topics_take_the_short_session_id_they_print(two_sessions):
     everything = cli_json("search", "how do we deploy the API", "--project", PROJECT)
     assert {r["session"] for r in everything} == {SESSION_A, SESSION_B}
     for sid in (SESSION_A, SESSION_A[:8]):
@@ -410,8 +428,7 @@ def test_search_and_topics_take_the_short_session_id_they_print(tmp_path, fake):
     assert "Traceback" not in missing.stderr
 
 
-def test_a_search_outside_every_project_says_it_searched_all(tmp_path, fake):
-    two_sessions(tmp_path)
+def test_a_search_outside_every_project_says_it_searched_all(two_sessions, tmp_path):
     outside = tmp_path / "elsewhere"
     outside.mkdir()
     done = cli("search", "deploy", "--json", cwd=str(outside))
@@ -421,8 +438,7 @@ def test_a_search_outside_every_project_says_it_searched_all(tmp_path, fake):
     assert "searched all projects" not in inside.stderr
 
 
-def test_hyde_without_an_endpoint_says_so_once(tmp_path, fake):
-    two_sessions(tmp_path)
+def test_hyde_without_an_endpoint_says_so_once(two_sessions):
     done = cli("search", "deploy", "--hyde", "--project", PROJECT)
     assert done.stderr.count("--hyde needs an LLM endpoint") == 1
 
