@@ -733,6 +733,8 @@ def talk(words: str, n: int) -> list[tuple[str, str]]:
     ]
 
 
+# in-process: test_inprocess.py::test_a_truncated_then_rewritten_transcript_is_read_again_without_duplicates
+@pytest.mark.slow
 def test_truncated_then_rewritten_transcript_is_reread_without_duplicates(tmp_path, fake):
     path = write_transcript(transcript_path(tmp_path, "rewrite"), talk("billing", 10), cwd=PROJECT)
     index(path)

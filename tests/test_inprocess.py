@@ -261,3 +261,79 @@ def test_run_daemon_once_releases_a_dead_workers_claims_under_the_lock(tmp_path)
         assert conn.scalar("SELECT count(*) FROM messages", default=0) == 2
     finally:
         conn.close()
+
+
+# --- a transcript that shrinks, grows and is rewritten -------------------------------------------
+
+
+def talk(words: str, n: int) -> list[tuple[str, str]]:
+    return [
+        (
+            "user" if k % 2 else "assistant",
+            f"We decided the {words} service {k} keeps its own queue and retries every {k} seconds.",
+        )
+        for k in range(1, n + 1)
+    ]
+
+
+def test_a_truncated_then_rewritten_transcript_is_read_again_without_duplicates(tmp_path, fake):
+    """In-process replacement for test_faults.py::test_truncated_then_rewritten_transcript_is_reread_
+    without_duplicates (slow: a hook and `daemon --once` process per turn): each turn is one step of
+    the daemon after the batch window; the fake server's embeddings keep the numbered sentences
+    apart as the real-process test's do."""
+    import os
+
+    config.ensure_home()
+    settings = config.load(environ=dict(os.environ), config_path=tmp_path / "none.toml")
+    conn = db.connect(config.paths().db, settings=settings)
+    clock = Clock()
+    worker = Daemon(conn, settings, config.paths(), clock=clock)
+    path = config.claude_config_dir() / "projects" / "-home-dev-projects-faults" / "rewrite.jsonl"
+    project = "/home/dev/projects/faults"
+
+    def index() -> None:
+        queue.enqueue(conn, str(path), event="Stop", session_id="rewrite", now=clock())
+        clock.advance(settings.daemon.batch_window)
+        assert worker.step() is True
+
+    def ideas() -> list[tuple]:
+        rows = conn.all(
+            "SELECT source_line, content FROM ideas WHERE source_file = ? ORDER BY source_line, content",
+            (str(path),),
+        )
+        return [tuple(r) for r in rows]
+
+    try:
+        write_transcript(path, talk("billing", 10), cwd=project)
+        index()
+        first = ideas()
+        assert {line for line, _ in first} == set(range(1, 11))
+        # Truncated below what was read: read again from the start, nothing new, nothing twice.
+        path.write_bytes(b"".join(path.read_bytes().splitlines(keepends=True)[:5]))
+        index()
+        assert ideas() == first
+        state = conn.one("SELECT byte_offset, line_number FROM index_state")
+        assert (state["byte_offset"], state["line_number"]) == (path.stat().st_size, 5)
+        # It grows again with different lines 6-8: those are new memories.
+        write_transcript(path, talk("shipping", 8)[5:], cwd=project, append=True)
+        index()
+        assert len([c for _, c in ideas() if "shipping" in c]) >= 3 and set(ideas()) >= set(first)
+        # Rewritten in place with a different conversation (same name, same size class).
+        write_transcript(path, talk("payroll", 12), cwd=project)
+        index()
+        texts: dict[int, list[str]] = {}
+        for r in conn.all("SELECT source_line, content FROM messages WHERE source_file = ?", (str(path),)):
+            texts.setdefault(r["source_line"], []).append(r["content"])
+        assert all(any("payroll" in t for t in texts[k]) for k in range(1, 13))
+        assert len([c for _, c in ideas() if "payroll" in c]) >= 12
+        assert len(ideas()) == len(set(ideas())), "duplicate ideas"
+        hashes = conn.all(
+            "SELECT source_line, content_hash FROM messages WHERE source_file = ?", (str(path),)
+        )
+        assert len(hashes) == len({tuple(r) for r in hashes}), "duplicate messages"
+        # Indexing again changes nothing.
+        before = conn.scalar("SELECT count(*) FROM ideas")
+        index()
+        assert conn.scalar("SELECT count(*) FROM ideas") == before
+    finally:
+        conn.close()
