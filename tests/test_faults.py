@@ -764,6 +764,8 @@ def test_truncated_then_rewritten_transcript_is_reread_without_duplicates(tmp_pa
     assert db_rows("SELECT count(*) FROM ideas") == before
 
 
+# in-process: test_inprocess.py::test_a_transcript_deleted_while_queued_then_replaced_by_another_file
+@pytest.mark.slow
 def test_transcript_deleted_while_queued_then_replaced_by_another_file(tmp_path, fake):
     path = write_transcript(transcript_path(tmp_path, "gone"), talk("billing", 6), cwd=PROJECT)
     hook({"session_id": "gone", "transcript_path": str(path), "cwd": PROJECT, "hook_event_name": "Stop"})
@@ -785,6 +787,8 @@ def test_transcript_deleted_while_queued_then_replaced_by_another_file(tmp_path,
     assert_unique(path)
 
 
+# in-process: test_inprocess.py::test_a_replacement_sharing_the_first_kilobytes_is_still_detected
+@pytest.mark.slow
 def test_replacement_sharing_the_first_kilobytes_is_still_detected(tmp_path, fake):
     """A different file whose head (the bytes the rewrite check hashes) equals the old one's."""
     path = write_transcript(
@@ -810,6 +814,8 @@ def test_replacement_sharing_the_first_kilobytes_is_still_detected(tmp_path, fak
     assert_unique(path)
 
 
+# in-process: test_inprocess.py::test_a_partial_last_line_waits_and_is_indexed_once
+@pytest.mark.slow
 def test_partial_last_line_waits_and_is_indexed_once(tmp_path, fake):
     path = write_transcript(transcript_path(tmp_path, "partial"), talk("billing", 6), cwd=PROJECT)
     data = path.read_bytes()
