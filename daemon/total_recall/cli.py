@@ -234,9 +234,14 @@ def cmd_reembed(args) -> int:
 
 @command("search")
 def cmd_search(args) -> int:
-    from total_recall import render, search, server
+    # The warm path (a daemon answers) imports only the standard library: this module, config
+    # and server's client half (DESIGN.md I58). Everything else loads only when searching in-process.
+    from total_recall import server
 
     if args.queries:
+        _configure_log()
+        from total_recall import search
+
         for line in search.run_queries_file(
             config.load(), Path(args.queries), all_projects=args.all_projects, k=args.k
         ):
@@ -244,8 +249,7 @@ def cmd_search(args) -> int:
         return 0
     if not args.query:
         raise TotalRecallError("search needs a QUERY or --queries FILE")
-    answer = server.search(
-        config.load(),
+    request = server.request(
         " ".join(args.query),
         k=args.k,
         project=args.project,
@@ -253,9 +257,26 @@ def cmd_search(args) -> int:
         hyde=args.hyde,
         session=args.session,
     )
-    for note in answer["notes"]:
+    try:
+        answer = server.exchange(config.paths().socket, request)
+    except TimeoutError as exc:
+        _configure_log()
+        server.log_timeout(exc)
+        answer = None
+    if answer is None:
+        # Trigger: no daemon answered. Why: search must work without one. Outcome: the same
+        # search in this process (model load and all).
+        _configure_log()
+        answer = server.in_process(config.load(), request)
+    found = server.result(answer)
+    for note in found["notes"]:
         print(f"total-recall: note: {note}", file=sys.stderr)
-    _print(answer["results"], args.json, render.results_markdown)
+    if args.json:
+        _print(found["results"], True)
+    else:
+        from total_recall import render
+
+        _print(found["results"], False, render.results_markdown)
     return 0
 
 
@@ -527,6 +548,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Commands that configure logging themselves, only on the paths that may log: the warm search
+# path must not import structlog (and asyncio with it) before the daemon has answered.
+SELF_CONFIGURING = {"search"}
+
+
+def _configure_log() -> None:
+    from total_recall import log
+
+    log.configure("warning")  # stdout carries results only; the daemon reconfigures for itself
+
+
 def _silence_stdout() -> None:
     import os
 
@@ -541,10 +573,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.command:
         parser.print_help()
         return 2
-    from total_recall import log
-
     os.umask(0o077)  # whatever the user's umask, every file we create is private
-    log.configure("warning")  # stdout carries results only; the daemon reconfigures for itself
+    if args.command not in SELF_CONFIGURING:
+        _configure_log()
     try:
         code = COMMANDS[args.command](args)
         sys.stdout.flush()  # a closed pipe shows here, inside the handler below, not at exit
