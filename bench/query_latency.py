@@ -9,6 +9,8 @@ reused when present. For each size, over the same varied queries:
   query embed   embedding one query with the packaged model (part of every search, not of the floor);
   warm socket   the running daemon answering a search request over its socket (round trip alone);
   warm CLI      `total-recall search QUERY --json` while the daemon runs (full command);
+  interpreter   the same interpreter running `-c "import json, socket"`: the floor of any CLI
+                that talks to the socket (the warm CLI's target is <= 2x this);
   cold CLI      the same command with no daemon: a fresh process that loads everything itself.
 Floor, socket and CLI calls alternate per query so drift hits all alike. Both scopes are measured
 warm: every project (--all-projects) and one project (--project NAME, the common case).
@@ -75,6 +77,12 @@ def run_cli(box: harness.Sandbox, query: str, scope: str | None) -> float:
     if proc.returncode != 0:
         raise RuntimeError(f"search failed: {proc.stderr[-2000:]}")
     return elapsed
+
+
+def run_interpreter() -> float:
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import json, socket"], check=True)
+    return time.perf_counter() - started
 
 
 def ask_socket(box: harness.Sandbox, query: str, scope: str | None) -> float:
@@ -153,12 +161,13 @@ def _warm(
         out = {}
         for label, scope in SCOPES.items():
             project = synthetic.project_path(scope) if scope else None
-            times: dict[str, list[float]] = {"floor": [], "socket": [], "cli": []}
+            times: dict[str, list[float]] = {"floor": [], "socket": [], "cli": [], "interpreter": []}
             for _ in range(runs):
                 q = next(fresh)
                 times["floor"].append(floor.time(q, project))
                 times["socket"].append(ask_socket(box, q, scope))
                 times["cli"].append(run_cli(box, next(fresh), scope))
+                times["interpreter"].append(run_interpreter())
             out[label] = times
         return out
     finally:
@@ -190,6 +199,8 @@ def render(results: list[dict[str, Any]]) -> str:
                 _row(f"floor: raw KNN + FTS5 ({scope})", t["floor"], f50),
                 _row(f"warm: socket round trip ({scope})", t["socket"], f50),
                 _row(f"warm: full CLI call ({scope})", t["cli"], f50),
+                _row(f"interpreter: -c 'import json, socket' ({scope})", t["interpreter"], f50),
+                [f"warm: full CLI call / interpreter ({scope})", "", "", "", f"{cli_ratio(t):.2f}x"],
             ]
         c = r["cold"]
         f50 = statistics.median(c["floor"])
@@ -203,6 +214,11 @@ def render(results: list[dict[str, Any]]) -> str:
         "the CLI adds interpreter start-up)"
     )
     return "\n".join(out)
+
+
+def cli_ratio(times: dict[str, list[float]]) -> float:
+    """The warm CLI's p50 over the bare interpreter's p50, same run (target <= 2x)."""
+    return statistics.median(times["cli"]) / statistics.median(times["interpreter"])
 
 
 def _row(label: str, values: list[float], floor50: float) -> list[Any]:
