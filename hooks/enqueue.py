@@ -109,13 +109,21 @@ def extra_roots(home: str) -> list[str]:
     if raw is not None:
         return [r.strip() for r in raw.split(",") if r.strip()]
     path = os.path.join(home, "config.toml")
-    if not os.path.isfile(path):
+    try:
+        with open(path, "rb") as fh:
+            text = fh.read(1 << 20)
+    except OSError:
+        return []
+    if all(line.lstrip().startswith(b"#") for line in text.splitlines() if b"extra_roots" in line):
+        # Trigger: config.toml names the key only in comments, or not at all (`init` writes it
+        # commented out: `# extra_roots = []`). Why: importing tomllib and parsing cost
+        # milliseconds on every prompt; a key set on a line of its own cannot start with "#".
+        # Outcome: no extra roots, as the parser would have said.
         return []
     try:
         import tomllib
 
-        with open(path, "rb") as fh:
-            roots = tomllib.load(fh).get("privacy", {}).get("extra_roots", [])
+        roots = tomllib.loads(text.decode("utf-8")).get("privacy", {}).get("extra_roots", [])
     except Exception:
         # Trigger: Python 3.10 (no tomllib) or an unreadable config. Why: stdlib only, and a
         # broken config must not break the hook. Outcome: only the Claude projects folder.
@@ -203,6 +211,10 @@ def insert_row(db_path: str, record: dict) -> bool:
         return False
     try:
         conn.execute("PRAGMA busy_timeout = %d" % int(DB_TIMEOUT * 1000))
+        # As the daemon's connections: in WAL mode a commit then appends to the WAL without an
+        # fsync (durable across a crash of any process; a power cut may lose this hint, which
+        # the next turn's hook records again).
+        conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute(
             "INSERT INTO work_queue (transcript_path, session_id, cwd, event, size_seen, enqueued_at, state) "
             "VALUES (?, ?, ?, ?, ?, ?, 'pending')",
