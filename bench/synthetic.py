@@ -449,6 +449,10 @@ def open_cached(path: Path, n: int, progress: Any = None) -> tuple[Any, dict | N
     if path.exists():
         database = dbmod.connect(path)
         if database.get_meta("bench_synthetic_ideas") == f"{n}/{FINGERPRINT}":
+            # A cache made by older code gets today's vector layout now, not during a measurement.
+            dbmod.ensure_vector_tables(
+                database, database.get_meta("embed_model"), int(database.get_meta("embed_dim"))
+            )
             return database, None
         database.close()
         for suffix in ("", "-wal", "-shm"):
