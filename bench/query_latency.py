@@ -143,6 +143,7 @@ def measure_size(n: int, warm_runs: int, cold_runs: int) -> dict[str, Any]:
                 "query_embed": floor.embed_times,
             }
             result["warm"] = _warm(box, floor, queries[:-cold_runs] if cold_runs else queries, warm_runs)
+            result["rss_kb"] = result["warm"].pop("_rss_kb")
             result["cold"] = _cold(box, floor, queries[len(queries) - cold_runs :] if cold_runs else [])
         finally:
             floor.close()
@@ -158,7 +159,8 @@ def _warm(
         for q in queries[:WARM_UP]:  # model load and page cache, not counted
             ask_socket(box, q, None)
         fresh = iter(queries[WARM_UP:])
-        out = {}
+        out: dict[str, Any] = {}
+        rss: list[int] = []
         for label, scope in SCOPES.items():
             project = synthetic.project_path(scope) if scope else None
             times: dict[str, list[float]] = {"floor": [], "socket": [], "cli": [], "interpreter": []}
@@ -168,7 +170,9 @@ def _warm(
                 times["socket"].append(ask_socket(box, q, scope))
                 times["cli"].append(run_cli(box, next(fresh), scope))
                 times["interpreter"].append(run_interpreter())
+                rss.append(harness.rss_kb(daemon.pid) or 0)
             out[label] = times
+        out["_rss_kb"] = rss  # the daemon's VmRSS after each warm round, while it serves searches
         return out
     finally:
         harness.stop(daemon)
@@ -203,12 +207,18 @@ def render(results: list[dict[str, Any]]) -> str:
                 [f"warm: full CLI call / interpreter ({scope})", "", "", "", f"{cli_ratio(t):.2f}x"],
             ]
         c = r["cold"]
-        f50 = statistics.median(c["floor"])
-        rows += [
-            _row("floor: raw KNN + FTS5 (all projects, cold series)", c["floor"], f50),
-            _row("cold: fresh CLI process (all projects)", c["cli"], f50),
-        ]
+        if c["floor"]:
+            f50 = statistics.median(c["floor"])
+            rows += [
+                _row("floor: raw KNN + FTS5 (all projects, cold series)", c["floor"], f50),
+                _row("cold: fresh CLI process (all projects)", c["cli"], f50),
+            ]
         out.append(harness.table(["measurement", "runs", "p50", "p95", "p50 / floor p50"], rows))
+        if r.get("rss_kb"):
+            out.append(
+                f"daemon RSS while serving searches: max {max(r['rss_kb']) / 1024:.0f} MB, "
+                f"last {r['rss_kb'][-1] / 1024:.0f} MB (VmRSS after each warm round)"
+            )
     out.append(
         "\ntarget: warm p50 at 100k ideas <= 2x the floor (socket round trip is the search itself; "
         "the CLI adds interpreter start-up)"
