@@ -214,6 +214,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "render",
             "transcript",
             "install",
+            "client",
             "assets",
             "extract",
         },

@@ -1,11 +1,9 @@
 """The daemon's local search socket: one JSON line in, one JSON line out.
 
 A Unix socket in the private home folder, chmod 0600, so only the user can connect. The CLI asks
-here first (warm model, no start-up cost) and searches in-process when nobody answers.
-
-The client half (`request`, `exchange`, `ask`) imports only the standard library at module level:
-`total-recall search` reaches the daemon and prints its answer before structlog, numpy or the
-search stack are imported (DESIGN.md I58). The server half imports what it needs inside functions.
+here first (warm model, no start-up cost) and searches in-process when nobody answers. The client
+half lives in `client` (standard library only); this module is the daemon's side and the
+in-process fallback.
 """
 
 from __future__ import annotations
@@ -14,7 +12,6 @@ import contextlib
 import json
 import os
 import queue
-import socket
 import socketserver
 import threading
 import traceback
@@ -23,11 +20,23 @@ from pathlib import Path
 from typing import Any
 
 from total_recall import config
+from total_recall.client import ANSWER_TIMEOUT, CONNECT_TIMEOUT, ask, exchange, log_timeout, request, result
 from total_recall.errors import TotalRecallError
 
+__all__ = [
+    "ANSWER_TIMEOUT",
+    "CONNECT_TIMEOUT",
+    "ask",
+    "exchange",
+    "log_timeout",
+    "request",
+    "result",
+    "search",
+    "in_process",
+    "start",
+]
+
 MAX_REQUEST = 1 << 20
-CONNECT_TIMEOUT = 0.5
-ANSWER_TIMEOUT = 60.0
 CLIENT_TIMEOUT = 10.0  # server side: seconds a connected client may take to send or read
 POOL_SIZE = 3  # warm read connections: concurrent searches beyond this wait for one to free up
 
@@ -60,36 +69,6 @@ def search(
     return result(answer)
 
 
-def request(
-    text: str,
-    *,
-    k: int | None,
-    project: str | None,
-    all_projects: bool,
-    hyde: bool,
-    session: str | None = None,
-    cwd: str | None = None,
-) -> dict:
-    """The search request as the socket and `in_process` take it."""
-    return {
-        "op": "search",
-        "query": text,
-        "k": k,
-        "project": project,
-        "all_projects": all_projects,
-        "cwd": cwd or os.getcwd(),
-        "hyde": hyde,
-        "session": session,
-    }
-
-
-def result(answer: dict) -> dict:
-    """{results, notes} of an answer; its error as a TotalRecallError."""
-    if answer.get("error"):
-        raise TotalRecallError(answer["error"])
-    return {"results": answer["results"], "notes": answer.get("notes", [])}
-
-
 def in_process(settings: config.Settings, request: dict) -> dict:
     """One search request answered by this process (no daemon listening)."""
     from total_recall import db as dbmod
@@ -100,50 +79,6 @@ def in_process(settings: config.Settings, request: dict) -> dict:
         return searchmod.run(database, settings, searchmod.local_embedder(settings), request)
     finally:
         database.close()
-
-
-def ask(path: Path, request: dict) -> dict | None:
-    """Send one request; None when no daemon listens (the caller then works in-process)."""
-    try:
-        return exchange(path, request)
-    except TimeoutError as exc:
-        log_timeout(exc)
-        return None  # searched in-process instead
-
-
-def log_timeout(exc: TimeoutError) -> None:
-    _log().warning("daemon_socket_timeout", seconds=ANSWER_TIMEOUT, error=str(exc))
-
-
-def exchange(path: Path, request: dict) -> dict | None:
-    """One request and its answer, standard library only; None when no daemon answers.
-
-    Raises TimeoutError when a daemon accepted the request but did not answer in time (the caller
-    logs it, once its logging is configured).
-    """
-    if not path.exists():
-        return None
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        sock.settimeout(CONNECT_TIMEOUT)
-        sock.connect(str(path))
-        sock.settimeout(ANSWER_TIMEOUT)
-        sock.sendall(json.dumps(request).encode() + b"\n")
-        data = b""
-        while not data.endswith(b"\n"):
-            chunk = sock.recv(1 << 16)
-            if not chunk:
-                break
-            data += chunk
-        return json.loads(data) if data.strip() else None
-    except TimeoutError:
-        raise
-    except (OSError, ValueError):
-        # Trigger: stale socket, daemon stopping, or a broken answer. Why: searching must not
-        # depend on the daemon. Outcome: the caller searches in-process with the same code.
-        return None
-    finally:
-        sock.close()
 
 
 class _Handler(socketserver.StreamRequestHandler):
