@@ -34,9 +34,20 @@ SCALES = {"1m": 1_000_000}
 
 def run_hook(quick: bool) -> tuple[str, list[list[str]]]:
     r = hook_cost.measure(50 if quick else 200)
-    ratio = r["hook"][0] / r["floor"][0]
+    held, alone = r["held hook"][0] / r["held floor"][0], r["hook"][0] / r["floor"][0]
     return hook_cost.render(r), [
-        ["hook p50 / interpreter floor", f"{ratio:.2f}x", "<= 1.30x", _met(ratio <= 1.3)]
+        [
+            "hook p50 / interpreter floor (database held open, as by the daemon)",
+            f"{held:.2f}x",
+            "<= 1.20x",
+            _met(held <= 1.2),
+        ],
+        [
+            "hook p50 / interpreter floor (no daemon: the hook checkpoints the WAL)",
+            f"{alone:.2f}x",
+            "<= 1.20x",
+            _met(alone <= 1.2),
+        ],
     ]
 
 

@@ -13,7 +13,6 @@ import threading
 from pathlib import Path
 
 from helpers import cli, cli_json, daemon_process, env, hook, wait_for, write_transcript
-
 from total_recall import config, server
 
 PROJECT = "/home/dev/projects/warm"
