@@ -8,6 +8,7 @@ in-process fallback.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import json
 import os
@@ -38,7 +39,7 @@ __all__ = [
 
 MAX_REQUEST = 1 << 20
 CLIENT_TIMEOUT = 10.0  # server side: seconds a connected client may take to send or read
-POOL_SIZE = 3  # warm read connections: concurrent searches beyond this wait for one to free up
+POOL_SIZE = 4  # warm read connections: a search uses one, two when one is free (search._run_jobs)
 
 
 def _log() -> Any:
@@ -114,11 +115,15 @@ class SearchServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
             lambda: _open(daemon.db.path, daemon.settings),
             pool_size,
         )
+        self.executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=pool_size, thread_name_prefix="search"
+        )
         super().__init__(str(path), _Handler)
         os.chmod(path, 0o600)
 
     def server_close(self) -> None:
         super().server_close()
+        self.executor.shutdown(wait=False)
         self.pool.close()
 
     def dispatch(self, request: dict) -> dict:
@@ -136,7 +141,9 @@ class SearchServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
             except TotalRecallError:
                 embedder = None
             with self.pool.connection() as database:
-                return searchmod.run(database, d.settings, embedder, request)
+                return searchmod.run(
+                    database, d.settings, embedder, request, spare=self.pool.spare, executor=self.executor
+                )
         return {"error": f"unknown op {op!r}"}
 
 
@@ -169,22 +176,39 @@ class ConnectionPool:
     def opened(self) -> int:
         return self._opened
 
-    def _take(self) -> Any:
+    def _take_nowait(self) -> Any:
+        """A free connection, or a new one while fewer than `size` are open; else None."""
         try:
             return self._free.get_nowait()
         except queue.Empty:
             pass
         with self._lock:
-            if self._opened < self._size:
-                self._opened += 1
-                try:
-                    conn = self._opener()
-                except BaseException:
-                    self._opened -= 1
-                    raise
-                self._all.append(conn)
-                return conn
-        return self._free.get()
+            if self._opened >= self._size:
+                return None
+            self._opened += 1
+            try:
+                conn = self._opener()
+            except BaseException:
+                self._opened -= 1
+                raise
+            self._all.append(conn)
+            return conn
+
+    def _take(self) -> Any:
+        conn = self._take_nowait()
+        return conn if conn is not None else self._free.get()
+
+    @contextlib.contextmanager
+    def spare(self) -> Iterator[Any]:
+        """A second connection for the same request if one is free or may be opened now, else
+        None. Never waits: a request that waited for a second connection while holding its first
+        could deadlock with others doing the same."""
+        conn = self._take_nowait()
+        try:
+            yield conn
+        finally:
+            if conn is not None:
+                self._free.put(conn)
 
     @contextlib.contextmanager
     def connection(self) -> Iterator[Any]:
