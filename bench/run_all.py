@@ -73,7 +73,7 @@ def run_scale(size: int) -> tuple[str, list[list[str]]]:
     """`--scale 1m`: the synthetic database of `size` ideas (built once, cached under bench/out/),
     warm socket searches against the floor in both scopes, and the daemon's RSS while serving."""
     result = query_latency.measure_size(size, 20, 0)
-    text, rows = _latency_rows([result])
+    text, rows = _latency_rows([result], every_project=2.0)  # at 1M both scopes have the 2x target
     rss_mb = max(v for v, _ in result["rss_kb"]) / 1024
     anon_mb = max(a for _, a in result["rss_kb"]) / 1024
     rows.append(
@@ -89,7 +89,7 @@ def run_scale(size: int) -> tuple[str, list[list[str]]]:
     return f"{text}\n({size:,} ideas: database {result['db_mb']:,.0f} MB, {how})", rows
 
 
-def _latency_rows(results: list[dict[str, Any]]) -> tuple[str, list[list[str]]]:
+def _latency_rows(results: list[dict[str, Any]], every_project: float = 1.5) -> tuple[str, list[list[str]]]:
     biggest = results[-1]
     rows = []
     for scope, t in biggest["warm"].items():
@@ -98,8 +98,8 @@ def _latency_rows(results: list[dict[str, Any]]) -> tuple[str, list[list[str]]]:
             [
                 f"warm p50 / floor at {biggest['ideas']:,} ideas ({scope}, socket)",
                 f"{ratio:.2f}x",
-                "<= 1.5x" if scope == "all projects" else "<= 2x",
-                _met(ratio <= (1.5 if scope == "all projects" else 2)),
+                f"<= {every_project:g}x" if scope == "all projects" else "<= 2x",
+                _met(ratio <= (every_project if scope == "all projects" else 2)),
             ]
         )
         cli = query_latency.cli_ratio(t)
