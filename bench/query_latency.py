@@ -219,7 +219,7 @@ def render(results: list[dict[str, Any]]) -> str:
                 f"daemon RSS while serving searches (after each warm round): VmRSS max "
                 f"{max(v for v, _ in r['rss_kb']) / 1024:.0f} MB, of which anonymous (RssAnon) max "
                 f"{max(a for _, a in r['rss_kb']) / 1024:.0f} MB; the rest is the model file and the "
-                "memory-mapped database (mmap_size 1 GB), pages the kernel can drop"
+                "memory-mapped database (mmap_size 256 MB), pages the kernel can drop"
             )
     out.append(
         "\ntarget: warm p50 at 100k ideas <= 2x the floor (socket round trip is the search itself; "

@@ -68,7 +68,9 @@ def test_the_warm_search_path_imports_only_the_standard_library(tmp_path):
         warm, modules = probe_search("Meilisearch catalogue", "--all-projects")
         assert warm and "Meilisearch" in warm[0]["content"]
         assert not_stdlib(modules) == [], "the warm path imported more than the standard library"
-        assert not {"structlog", "asyncio", "numpy", "total_recall.search", "total_recall.server"} & set(modules)
+        assert not {"structlog", "asyncio", "numpy", "total_recall.search", "total_recall.server"} & set(
+            modules
+        )
     assert proc.returncode == 0
     # No daemon: the same command searches in-process (and loads what that needs), same results.
     cold, modules = probe_search("Meilisearch catalogue", "--all-projects")

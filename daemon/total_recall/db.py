@@ -211,7 +211,10 @@ def _configure(db: Database, busy_timeout: float) -> None:
     # Deleted rows are overwritten with zeros, so a forgotten memory leaves no bytes in free pages.
     conn.execute("PRAGMA secure_delete = ON")
     conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-    conn.execute("PRAGMA mmap_size = 1073741824")
+    # Reads of the first 256 MB go through a memory map (no copy into SQLite's page cache). The
+    # mapped pages count in the process's RSS; at 1 GB a 1M-idea database kept the daemon's
+    # VmRSS over 600 MB while it served searches (BENCHMARKS.md, issue 16, "1M ideas").
+    conn.execute("PRAGMA mmap_size = 268435456")
 
 
 def create_private_file(path: Path) -> None:
