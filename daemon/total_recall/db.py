@@ -201,7 +201,10 @@ def _open_raw(path: Path, busy_timeout: float, driver: str) -> Database:
     return Database(conn, dbapi, path, name, vec_version=version, vec_error=error)
 
 
-def _configure(db: Database, busy_timeout: float) -> None:
+MMAP_SIZE = 268435456  # 256 MB; see _configure
+
+
+def _configure(db: Database, busy_timeout: float, mmap_size: int = MMAP_SIZE) -> None:
     conn = db.conn
     mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
     if str(mode).lower() != "wal":
@@ -214,7 +217,7 @@ def _configure(db: Database, busy_timeout: float) -> None:
     # Reads of the first 256 MB go through a memory map (no copy into SQLite's page cache). The
     # mapped pages count in the process's RSS; at 1 GB a 1M-idea database kept the daemon's
     # VmRSS over 600 MB while it served searches (BENCHMARKS.md, issue 16, "1M ideas").
-    conn.execute("PRAGMA mmap_size = 268435456")
+    conn.execute(f"PRAGMA mmap_size = {int(mmap_size)}")
 
 
 def create_private_file(path: Path) -> None:
@@ -238,8 +241,13 @@ def connect(
     settings: config.Settings | None = None,
     migrate_to_head: bool = True,
     migrations_dir: Path | None = None,
+    mapped: bool = True,
 ) -> Database:
-    """Open (creating if needed) the memory database with every setting applied."""
+    """Open (creating if needed) the memory database with every setting applied.
+
+    mapped=False reads without a memory map: the search socket's pooled connections, because the
+    pages each map holds count again in the daemon's RSS (2.2 GB VmRSS at 1M ideas with four).
+    """
     settings = settings or config.load()
     if path is None:
         config.ensure_home()
@@ -250,7 +258,7 @@ def connect(
     busy = settings.db.busy_timeout
     db = _open_raw(path, busy, settings.db.driver or os.environ.get("TOTAL_RECALL_DB_DRIVER", ""))
     try:
-        _configure(db, busy)
+        _configure(db, busy, MMAP_SIZE if mapped else 0)
         if migrate_to_head:
             migrate(db, migrations_dir)
     except BaseException:

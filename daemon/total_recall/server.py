@@ -150,13 +150,9 @@ class SearchServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
 def _open(path: Path, settings: config.Settings) -> Any:
     from total_recall import db as dbmod
 
-    database = dbmod.connect(path, settings=settings, migrate_to_head=False)
-    # Trigger: a pooled read connection. Why: each connection maps up to mmap_size (1 GB) of the
-    # file, and the pages one maps count again in the daemon's RSS for every other mapping of
-    # them (measured at 1M ideas: 2.2 GB VmRSS with 212 MB anonymous). Outcome: these read with
-    # pread into SQLite's page cache and the kernel's; the daemon's own connection keeps its map.
-    database.execute("PRAGMA mmap_size = 0")
-    return database
+    # Unmapped: each connection's map of the file counted its pages again in the daemon's RSS
+    # (measured at 1M ideas: 2.2 GB VmRSS, 212 MB of it anonymous); these read through the caches.
+    return dbmod.connect(path, settings=settings, migrate_to_head=False, mapped=False)
 
 
 class ConnectionPool:
