@@ -312,6 +312,9 @@ def build(db: Any, n: int, *, real: int = 3000, seed: int = 11, progress: Any = 
     with db.write():
         _write(db, rows, vectors, to_blob)
         db.set_meta("bench_synthetic_ideas", f"{n}/{FINGERPRINT}")
+        # As a user's database that the daemon maintains weekly: without this the daemon's first
+        # heartbeat runs the weekly maintenance over every idea during the measurement.
+        db.set_meta("last_maintain", time.time())
     return {
         "real_embedded": len(distinct),
         "embed_seconds": embed_seconds,
@@ -453,6 +456,10 @@ def open_cached(path: Path, n: int, progress: Any = None) -> tuple[Any, dict | N
     if path.exists():
         database = dbmod.connect(path)
         if database.get_meta("bench_synthetic_ideas") == f"{n}/{FINGERPRINT}":
+            # A cache made by older code gets today's vector layout now, not during a measurement.
+            dbmod.ensure_vector_tables(
+                database, database.get_meta("embed_model"), int(database.get_meta("embed_dim"))
+            )
             return database, None
         database.close()
         for suffix in ("", "-wal", "-shm"):

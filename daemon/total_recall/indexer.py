@@ -95,6 +95,7 @@ class Indexer:
         self._llm = None
         self._pending_calls: list[dict] = []
         self._fallback_parts: list[list[int]] = []  # lines of this chunk's parts that fell back offline
+        self._window_vectors = WindowVectors(self)  # the offline extractor's embedder (see there)
 
     # -- components, created on first use -------------------------------------------------
     @property
@@ -114,7 +115,7 @@ class Indexer:
         if self._offline is None:
             from total_recall.extract.offline import OfflineExtractor
 
-            self._offline = OfflineExtractor(self.embedder if self.vectors_ok() else None)
+            self._offline = OfflineExtractor(self._window_vectors if self.vectors_ok() else None)
         return self._offline
 
     def llm(self):
@@ -338,7 +339,11 @@ class Indexer:
         fresh = chunk.fresh
         units = self._new_units(path, chunk.units)
         query = self._batch_vector(units) if fresh else None
-        outputs, extractor_name = self._extract(path, ident, fresh, query) if fresh else ([], "none")
+        self._window_vectors.windows = windows_of(units)
+        try:
+            outputs, extractor_name = self._extract(path, ident, fresh, query) if fresh else ([], "none")
+        finally:
+            self._window_vectors.windows = []
         now = self.clock()
         point_at_text_lines(outputs, fresh)
         times = {n: m.timestamp for m in chunk.messages for n in range(m.line, m.last_line + 1)}
@@ -781,23 +786,63 @@ def shared_windows(outputs: list[dict], units: list[dict]) -> dict[str, str]:
     windows_by_line: dict[int, list[tuple[set[str], int, str]]] = {}
     for u in units:
         if u["embed"]:
-            words = WORD.findall(u["content"].lower())
-            windows_by_line.setdefault(int(u["source_line"]), []).append(
-                (set(words), len(words), embed_text(u))
-            )
+            windows_by_line.setdefault(int(u["source_line"]), []).extend(windows_of([u]))
     out = {}
     for output in outputs:
         for item in output.get("items", []):
-            candidates = windows_by_line.get(int(item["source_line"]))
-            if not candidates:
-                continue
-            words = WORD.findall(item["content"].lower())
-            vocabulary, size, text = max(candidates, key=lambda c: len(c[0].intersection(words)))
-            covers = len(words) >= SHARE_WINDOW * size
-            inside = len(vocabulary.intersection(words)) >= SHARE_WINDOW * len(words)
-            if words and covers and inside:
-                out[item["content"].strip()] = text
+            window = window_for(item["content"], windows_by_line.get(int(item["source_line"])) or [])
+            if window is not None:
+                out[item["content"].strip()] = window
     return out
+
+
+def windows_of(units: list[dict]) -> list[tuple[set[str], int, str]]:
+    """(word set, word count, embed text) of every embedded window."""
+    out = []
+    for u in units:
+        if u["embed"]:
+            words = WORD.findall(u["content"].lower())
+            out.append((set(words), len(words), embed_text(u)))
+    return out
+
+
+def window_for(text: str, windows: list[tuple[set[str], int, str]]) -> str | None:
+    """The embed text of the window that `text` mostly is (SHARE_WINDOW both ways), or None."""
+    if not windows:
+        return None
+    words = WORD.findall(text.lower())
+    vocabulary, size, window = max(windows, key=lambda c: len(c[0].intersection(words)))
+    covers = len(words) >= SHARE_WINDOW * size
+    inside = len(vocabulary.intersection(words)) >= SHARE_WINDOW * len(words)
+    return window if words and covers and inside else None
+
+
+class WindowVectors:
+    """The offline extractor's embedder: a text that mostly is one of the batch's windows gets
+    that window's vector, as the stored idea will (shared_windows).
+
+    The extractor embeds its items to compare them (relations, duplicates, topic shifts). Those
+    that are their whole window would cost a second model call for a vector the stored idea does
+    not use; the windows are already embedded (the batch vector), so the cache serves them.
+    Measured (BENCHMARKS.md §2): it removed about half of the extractor's embedded tokens.
+    """
+
+    def __init__(self, indexer: Indexer):
+        self.indexer = indexer
+        self.windows: list[tuple[set[str], int, str]] = []  # this batch's, set around extraction
+
+    @property
+    def model_id(self) -> str:
+        return self.indexer.embedder.model_id
+
+    @property
+    def dim(self) -> int:
+        return self.indexer.embedder.dim
+
+    def embed(self, texts: list[str]) -> Any:
+        if self.windows:
+            texts = [window_for(t, self.windows) or t for t in texts]
+        return self.indexer.embedder.embed(texts)
 
 
 def point_at_text_lines(outputs: list[dict], messages: list[transcript.Message]) -> None:

@@ -7,11 +7,12 @@ its socket with a warm model; the CLI falls back to the same function in-process
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -76,6 +77,8 @@ class SearchContext:
     settings: config.Settings | None = None
     notes: list[str] = field(default_factory=list)
     _qvec_cache: dict[str, bytes] = field(default_factory=dict)
+    spare: Any = None  # () -> context manager of a second read connection or None (the socket pool)
+    executor: Any = None  # runs the other half of the strategies (see _run_jobs)
 
     def vectors_ready(self) -> bool:
         if not self.db.has_vec:
@@ -181,27 +184,58 @@ def _time_window_ideas(
 
 def gather(ctx: SearchContext, q: querymod.Query, projects: list[str] | None, hyde_text: str | None) -> dict:
     """Run every strategy; return {(kind, id): Candidate} with fused scores (fuse)."""
-    ranked: dict[str, tuple[str, list[tuple[int, float]]]] = {}
+    jobs: dict[str, tuple[str, Callable[[SearchContext], list[tuple[int, float]]]]] = {}
     match = q.fts()
     chunks = table_exists(ctx.db, "chunk_embeddings")
     if ctx.vectors_ready() and q.text:
         if (blob := ctx.qvec(q.text)) is not None:
-            ranked["idea_vec"] = ("idea", _knn(ctx, "idea_embeddings", "idea_id", blob, projects))
-            ranked["span_vec"] = ("span", _knn(ctx, "span_embeddings", "span_id", blob, projects))
+            jobs["idea_vec"] = ("idea", lambda c: _knn(c, "idea_embeddings", "idea_id", blob, projects))
+            jobs["span_vec"] = ("span", lambda c: _knn(c, "span_embeddings", "span_id", blob, projects))
             if chunks:
-                ranked["chunk_vec"] = ("chunk", _knn(ctx, "chunk_embeddings", "chunk_id", blob, projects))
+                jobs["chunk_vec"] = (
+                    "chunk",
+                    lambda c: _knn(c, "chunk_embeddings", "chunk_id", blob, projects),
+                )
         if hyde_text and (hblob := ctx.qvec(hyde_text)) is not None:
-            ranked["hyde"] = ("idea", _knn(ctx, "idea_embeddings", "idea_id", hblob, projects))
+            jobs["hyde"] = ("idea", lambda c: _knn(c, "idea_embeddings", "idea_id", hblob, projects))
             if chunks:
-                ranked["hyde_chunk"] = ("chunk", _knn(ctx, "chunk_embeddings", "chunk_id", hblob, projects))
+                jobs["hyde_chunk"] = (
+                    "chunk",
+                    lambda c: _knn(c, "chunk_embeddings", "chunk_id", hblob, projects),
+                )
     if match:
-        ranked["idea_bm25"] = ("idea", _bm25(ctx, "idea", match, projects))
-        ranked["span_bm25"] = ("span", _bm25(ctx, "span", match, projects))
-        ranked["chunk_bm25"] = ("chunk", _bm25(ctx, "chunk", match, projects, CHUNK_BM25_COLUMNS))
-    ranked["entity"] = ("idea", _entity_ideas(ctx, q, projects))
+        jobs["idea_bm25"] = ("idea", lambda c: _bm25(c, "idea", match, projects))
+        jobs["span_bm25"] = ("span", lambda c: _bm25(c, "span", match, projects))
+        jobs["chunk_bm25"] = ("chunk", lambda c: _bm25(c, "chunk", match, projects, CHUNK_BM25_COLUMNS))
+    jobs["entity"] = ("idea", lambda c: _entity_ideas(c, q, projects))
     if q.since or q.until:
-        ranked["time"] = ("idea", _time_window_ideas(ctx, q, projects))
-    return fuse(ranked)
+        jobs["time"] = ("idea", lambda c: _time_window_ideas(c, q, projects))
+    return fuse(_run_jobs(ctx, jobs))
+
+
+# Strategies a second connection runs while this one runs the rest (idea and span tables here,
+# chunk tables there: about half the time each, over every project or one).
+SIDE_JOBS = {"idea_vec", "span_vec", "hyde", "idea_bm25", "span_bm25"}
+
+
+def _run_jobs(ctx: SearchContext, jobs: dict) -> dict[str, tuple[str, list[tuple[int, float]]]]:
+    """Every strategy's hits, in the order of `jobs` (fusion is order-sensitive on ties).
+
+    Trigger: the caller (the daemon's socket server) lends a spare connection and a thread. Why:
+    the strategies are independent queries, and SQLite releases the GIL while it runs them, so on
+    two cores the idea/span half and the chunk half overlap. Outcome: the same hits, sooner; with
+    no spare connection free (or in-process) they run one after another on this connection.
+    """
+    side = {name: job for name, job in jobs.items() if name in SIDE_JOBS}
+    if ctx.spare is not None and ctx.executor is not None and side:
+        with ctx.spare() as other:
+            if other is not None:
+                twin = dataclasses.replace(ctx, db=other, spare=None)
+                future = ctx.executor.submit(lambda: {n: (kind, fn(twin)) for n, (kind, fn) in side.items()})
+                done = {n: (kind, fn(ctx)) for n, (kind, fn) in jobs.items() if n not in side}
+                done.update(future.result())
+                return {n: done[n] for n in jobs}
+    return {n: (kind, fn(ctx)) for n, (kind, fn) in jobs.items()}
 
 
 def fuse(ranked: dict[str, tuple[str, list[tuple[int, float]]]]) -> dict:
@@ -523,10 +557,9 @@ def _line_texts(db: Database, origins: list[tuple]) -> tuple[dict[tuple, str], d
     wanted = set(origins)
     if not wanted:
         return {}, {}
-    files, numbers = sorted({f for f, _ in wanted}), sorted({n for _, n in wanted})
     out: dict[tuple, list[str]] = {}
     roles: dict[tuple, str] = {}
-    for r in lookup.chunk_texts(db, files, numbers):
+    for r in lookup.chunk_texts(db, wanted):
         place = (r["source_file"], r["source_line"])
         if place in wanted:
             out.setdefault(place, []).append(r["text"] or "")
@@ -540,9 +573,7 @@ def _ideas_on_lines(db: Database, wanted: set[tuple]) -> list[tuple]:
     """(idea id, file, line, content) of every idea said on one of these (file, line) places."""
     if not wanted:
         return []
-    files, numbers = sorted({f for f, _ in wanted}), sorted({n for _, n in wanted})
-    rows = lookup.ideas_on(db, files, numbers)
-    return [tuple(r) for r in rows if (r["source_file"], r["source_line"]) in wanted]
+    return [tuple(r) for r in lookup.ideas_on(db, wanted)]
 
 
 def _rank(ctx: SearchContext, pool: dict, q: querymod.Query, now: datetime) -> list[Candidate]:
@@ -803,9 +834,20 @@ def hyde_for(settings: config.Settings, text: str, notes: list[str]) -> str | No
         return None
 
 
-def run(db: Database, settings: config.Settings, embedder: Any, request: dict) -> dict:
-    """One search request (CLI or socket): {query, k, project, all_projects, cwd, hyde}."""
-    ctx = SearchContext(db, embedder, settings)
+def run(
+    db: Database,
+    settings: config.Settings,
+    embedder: Any,
+    request: dict,
+    *,
+    spare: Any = None,
+    executor: Any = None,
+) -> dict:
+    """One search request (CLI or socket): {query, k, project, all_projects, cwd, hyde}.
+
+    The socket server also passes `spare` (a second connection when one is free) and `executor`
+    so the strategies run in two halves at once (_run_jobs)."""
+    ctx = SearchContext(db, embedder, settings, spare=spare, executor=executor)
     text = str(request.get("query") or "")
     k = int(request.get("k") or settings.search.k)
     hyde_text = (
