@@ -54,6 +54,9 @@ class Query:
     time_sensitive: bool = False
     session: str | None = None  # --session: only memories of this session (a full id)
     speaker: str | None = None  # the side of the conversation the question asks about: "user"/"assistant"
+    # The range comes from a day the question names ("on 8 May"): an event is often told days after
+    # it happened, so the range ranks lines (search.OUTSIDE_DAY) instead of filtering them out.
+    soft_window: bool = False
 
     def fts(self) -> str | None:
         """An FTS5 expression in which every user word is a quoted literal: no syntax survives."""
@@ -170,6 +173,8 @@ def analyze(text: str, now: datetime | None = None) -> Query:
     since, until = temporal(text, now)
     q = Query(text=text, terms=terms_of(text), since=since, until=until)
     q.speaker = speaker(text)
+    day = named_day(text.lower(), now)
+    q.soft_window = day is not None and since == day - timedelta(days=1)
     q.time_sensitive = (
         since is not None
         or until is not None

@@ -56,6 +56,7 @@ PINNED_BOOST = 1.2
 # A question-shaped query resembles stored questions more than the answers it wants; stored
 # questions rank lower unless the query asks for questions ("open questions about ...").
 QUESTION_FACTOR = 0.8
+OUTSIDE_DAY = 0.5  # a line said outside the day the question names keeps this share of its score
 
 
 @dataclass
@@ -323,6 +324,10 @@ def _passes(row: dict, q: querymod.Query, time_key: str) -> bool:
         return False
     if q.unanswered_only and (row.get("answered") or row.get("closed_source_line") is not None):
         return False  # an answered question or a closed todo
+    return q.soft_window or in_window(row, q, time_key)
+
+
+def in_window(row: dict, q: querymod.Query, time_key: str) -> bool:
     stamp = (row.get(time_key) or "")[:19]
     if q.since and (not stamp or stamp < q.since.strftime("%Y-%m-%dT%H:%M:%S")):
         return False
@@ -372,18 +377,20 @@ def weigh(
         if cand.kind == "idea":
             cand.ok = _passes(row, q, "message_time")
             cand.factor = idea_factor(row, q, cand.id in successors)
-            stamp = row["message_time"]
+            stamp, time_key = row["message_time"], "message_time"
             cand.origin = cand.origin or (row["source_file"], row["source_line"])
         elif cand.kind == "chunk":
             # A line's words have no intent: with an intent filter they only vote for its ideas.
             cand.ok = not q.intents and not q.unanswered_only and _passes(row, q, "timestamp")
-            stamp = row["timestamp"]
+            stamp, time_key = row["timestamp"], "timestamp"
             cand.origin = (row["source_file"], row["source_line"])
         else:
             # Session spans (depth 0) are containers with no text of their own, never results.
             if row["depth"] == 0 or q.intents or not _passes(row, q, "started_at"):
                 continue
-            stamp = row["started_at"]
+            stamp, time_key = row["started_at"], "started_at"
+        if q.soft_window and not in_window(row, q, time_key):
+            cand.factor *= OUTSIDE_DAY
         if q.time_sensitive:
             cand.factor *= 0.6 + 0.4 * math.exp(-_age_days(stamp, now) / 30)
         cand.score *= cand.factor
