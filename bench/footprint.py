@@ -58,7 +58,9 @@ def _sizes(db_path: Path) -> dict[str, Any]:
             "ideas": conn.execute("SELECT count(*) FROM ideas").fetchone()[0],
             "projects": conn.execute("SELECT count(DISTINCT project) FROM ideas").fetchone()[0],
         }
-        out["vector_slots"] = {t: _slots(conn, t) for t in ("idea_embeddings", "span_embeddings")}
+        out["vector_slots"] = {
+            t: _slots(conn, t) for t in ("idea_embeddings", "span_embeddings", "chunk_embeddings")
+        }
         try:
             rows = conn.execute(
                 "SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC"
@@ -85,7 +87,14 @@ def _group(rows: list[tuple[str, int]]) -> dict[str, int]:
     """Bytes per logical table: FTS5 and vec0 shadow tables folded into their virtual table."""
     groups: dict[str, int] = {}
     for name, size in rows:
-        for prefix in ("idea_embeddings", "span_embeddings", "ideas_fts", "spans_fts"):
+        for prefix in (
+            "idea_embeddings",
+            "span_embeddings",
+            "chunk_embeddings",
+            "ideas_fts",
+            "spans_fts",
+            "chunks_fts",
+        ):
             if name.startswith(prefix):
                 name = prefix
         if name.startswith("sqlite_autoindex_"):

@@ -126,7 +126,8 @@ def turn_text(turn: dict) -> str:
 
 
 def evidence_ids(evidence: Any) -> list[str]:
-    """Every D<session>:<turn> in an evidence field, including malformed ones ("D8:6; D9:17"), deduplicated."""
+    """Every D<session>:<turn> in an evidence field, including malformed ones ("D8:6; D9:17"),
+    deduplicated."""
     items = evidence if isinstance(evidence, list) else [evidence]
     found: dict[str, None] = {}
     for item in items:

@@ -74,7 +74,8 @@ def pg_floor(pgdb: Any, vector_text: str, words: str | None) -> None:
     ).fetchall()
     if words:
         pgdb.conn.execute(
-            "SELECT id FROM ideas, (SELECT replace(plainto_tsquery('english', %s)::text, '&', '|')::tsquery AS q) w "
+            "SELECT id FROM ideas, "
+            "(SELECT replace(plainto_tsquery('english', %s)::text, '&', '|')::tsquery AS q) w "
             "WHERE fts @@ w.q ORDER BY ts_rank_cd(fts, w.q) DESC LIMIT 10",
             (words,),
         ).fetchall()

@@ -33,7 +33,8 @@ def main() -> int:
     vectors = LocalEmbedder().embed(a + b)
     cosines = [float(vectors[i] @ vectors[len(pairs) + i]) for i in range(len(pairs))]
     print(
-        f"{len(pairs)} pairs: {sum(p['same'] for p in pairs)} same fact, {sum(not p['same'] for p in pairs)} different"
+        f"{len(pairs)} pairs: {sum(p['same'] for p in pairs)} same fact, {sum(not p['same'] for p in pairs)} "
+        "different"
     )
     print(f"{'cosine >=':>10} {'precision':>9} {'recall':>7} {'merged':>7}")
     for threshold in THRESHOLDS:

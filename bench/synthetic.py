@@ -312,6 +312,9 @@ def build(db: Any, n: int, *, real: int = 3000, seed: int = 11, progress: Any = 
     with db.write():
         _write(db, rows, vectors, to_blob)
         db.set_meta("bench_synthetic_ideas", f"{n}/{FINGERPRINT}")
+        # As a user's database that the daemon maintains weekly: without this the daemon's first
+        # heartbeat runs the weekly maintenance over every idea during the measurement.
+        db.set_meta("last_maintain", time.time())
     return {
         "real_embedded": len(distinct),
         "embed_seconds": embed_seconds,
@@ -334,7 +337,8 @@ def _write(db: Any, rows: list[Idea], vectors: Any, to_blob: Any) -> None:
         first_idea.setdefault(span_id, index)
         first_idea.setdefault(int(db.scalar("SELECT parent_id FROM spans WHERE id = ?", (span_id,))), index)
         cur = db.execute(
-            "INSERT INTO ideas (span_id, content, content_hash, intent, confidence, source_file, source_line, "
+            "INSERT INTO ideas (span_id, content, content_hash, intent, confidence, source_file, "
+            "source_line, "
             "session_id, project, git_branch, message_time, created_at, updated_at, needs_embedding) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'main', ?, ?, ?, 0)",
             (
@@ -360,8 +364,10 @@ def _write(db: Any, rows: list[Idea], vectors: Any, to_blob: Any) -> None:
         if chunks:  # the line's own words, searched like the idea (one chunk per source line)
             cid = int(
                 db.execute(
-                    "INSERT INTO chunks (source_file, source_line, message_line, seq, session_id, project, role, kind, "
-                    "timestamp, content, context, needs_embedding) VALUES (?, ?, ?, 0, ?, ?, 'user', 'prompt', ?, ?, ?, 0)",
+                    "INSERT INTO chunks (source_file, source_line, message_line, seq, session_id, project, "
+                    "role, kind, "
+                    "timestamp, content, context, needs_embedding) VALUES (?, ?, ?, 0, ?, ?, 'user', "
+                    "'prompt', ?, ?, ?, 0)",
                     (
                         source,
                         row.line,
@@ -395,7 +401,8 @@ def _write(db: Any, rows: list[Idea], vectors: Any, to_blob: Any) -> None:
     )
     if db.scalar("SELECT count(*) FROM sqlite_master WHERE name = 'idea_sources'", default=0):
         db.execute(
-            "INSERT OR IGNORE INTO idea_sources (idea_id, source_file, source_line, session_id, message_time) "
+            "INSERT OR IGNORE INTO idea_sources (idea_id, source_file, source_line, session_id, "
+            "message_time) "
             "SELECT id, source_file, source_line, session_id, message_time FROM ideas"
         )
 
@@ -449,6 +456,10 @@ def open_cached(path: Path, n: int, progress: Any = None) -> tuple[Any, dict | N
     if path.exists():
         database = dbmod.connect(path)
         if database.get_meta("bench_synthetic_ideas") == f"{n}/{FINGERPRINT}":
+            # A cache made by older code gets today's vector layout now, not during a measurement.
+            dbmod.ensure_vector_tables(
+                database, database.get_meta("embed_model"), int(database.get_meta("embed_dim"))
+            )
             return database, None
         database.close()
         for suffix in ("", "-wal", "-shm"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import sys
@@ -16,6 +17,11 @@ LOCOMO_DEV = SHARED / "bench" / "locomo-dev.json"
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/ helpers (fake server)
 
 
+def isolate_paths(base: Path) -> Path:
+    """The home folder isolate(base, ...) points the app at."""
+    return base / "tr-home"
+
+
 def isolate(base: Path, monkeypatch) -> Path:
     """Point the app's home and Claude's config dir into base; drop inherited settings."""
     for name in list(os.environ):
@@ -25,7 +31,7 @@ def isolate(base: Path, monkeypatch) -> Path:
             "OPENAI_BASE_URL",
         }:
             monkeypatch.delenv(name, raising=False)
-    home = base / "tr-home"
+    home = isolate_paths(base)
     claude = base / "claude"
     claude.mkdir(exist_ok=True)
     monkeypatch.setenv("TOTAL_RECALL_HOME", str(home))
@@ -48,19 +54,30 @@ def use_copy_of(home: Path, isolated: Path) -> None:
 @pytest.fixture(scope="session")
 def indexed_fixture_transcripts(tmp_path_factory):
     """The shared fixture transcripts backfilled once per run by the real CLI (offline extractor,
-    local embedder): (home, folder). Tests take a copy with use_copy_of; none writes here."""
+    local embedder): (home, folder). Tests take a copy with use_copy_of; none writes here.
+
+    Once per run, not once per xdist worker: the first worker to get here builds it under the
+    run's common temporary folder while holding a lock; the others wait and reuse it."""
     if not FIXTURE_TRANSCRIPTS.is_dir():
         pytest.skip("shared transcript fixtures not present")
     from helpers import cli
 
-    base = tmp_path_factory.mktemp("fixtures-indexed")
-    with pytest.MonkeyPatch.context() as mp:
-        home = isolate(base, mp)
-        folder = base / "claude" / "projects" / "-fixtures"
-        folder.mkdir(parents=True)
-        for src in sorted(FIXTURE_TRANSCRIPTS.glob("*.jsonl")):
-            shutil.copy(src, folder / src.name)
-        cli("backfill", str(folder), "--wait")
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # shared by every worker of this run
+    base = root / "fixtures-indexed"
+    folder = base / "claude" / "projects" / "-fixtures"
+    with (root / "fixtures-indexed.lock").open("w") as lock, pytest.MonkeyPatch.context() as mp:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        home = isolate_paths(base)
+        if not (base / "built").exists():
+            shutil.rmtree(base, ignore_errors=True)
+            folder.mkdir(parents=True)
+            isolate(base, mp)
+            for src in sorted(FIXTURE_TRANSCRIPTS.glob("*.jsonl")):
+                shutil.copy(src, folder / src.name)
+            cli("backfill", str(folder), "--wait")
+            (base / "built").touch()
     return home, folder
 
 

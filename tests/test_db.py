@@ -230,3 +230,64 @@ def test_a_dry_run_write_rolls_back_at_the_end(tmp_path):
         None,
         "1",
     )
+
+
+# The vector tables as every database made before the chunk sizes were chosen has them (vec0's
+# default chunk of 1,024 slots per project): a saved older layout, written as that code wrote it.
+OLD_VEC_LAYOUT = [
+    "CREATE VIRTUAL TABLE IF NOT EXISTS idea_embeddings USING vec0("
+    "idea_id INTEGER PRIMARY KEY, project TEXT PARTITION KEY, embedding float[{dim}])",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS span_embeddings USING vec0("
+    "span_id INTEGER PRIMARY KEY, project TEXT PARTITION KEY, embedding float[{dim}])",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS chunk_embeddings USING vec0("
+    "chunk_id INTEGER PRIMARY KEY, project TEXT PARTITION KEY, embedding float[{dim}])",
+]
+
+
+def test_an_old_vector_layout_is_rebuilt_with_its_vectors_and_the_file_shrinks(tmp_path):
+    import random
+    import struct
+
+    dim, path = 64, tmp_path / "old.db"
+    database = db.connect(path)
+    if not database.has_vec:
+        pytest.skip("sqlite-vec unavailable")
+    rng = random.Random(3)
+    blob = lambda: struct.pack(f"<{dim}f", *(rng.gauss(0, 1) for _ in range(dim)))  # noqa: E731
+    with database.write():
+        for sql in OLD_VEC_LAYOUT:
+            database.execute(sql.format(dim=dim))
+        for table, key in db.VECTOR_TABLES.items():
+            database.executemany(
+                f"INSERT INTO {table} ({key}, project, embedding) VALUES (?, ?, ?)",
+                [(i, f"/p/{i % 12}", blob()) for i in range(1, 241)],
+            )
+        database.set_meta("embed_model", "m")
+        database.set_meta("embed_dim", dim)
+    queries = [blob() for _ in range(5)]
+
+    def knn(conn) -> list:
+        return [
+            conn.execute(
+                f"SELECT {key}, distance FROM {table} WHERE embedding MATCH ? AND k = 20 AND project = ?",
+                (q, "/p/3"),
+            ).fetchall()
+            for table, key in db.VECTOR_TABLES.items()
+            for q in queries
+        ]
+
+    before, size_before = [[tuple(r) for r in rows] for rows in knn(database)], path.stat().st_size
+    database.close()
+
+    database = db.connect(path)  # an old database opens as it is, then the vector tables are rebuilt
+    assert db.ensure_vector_tables(database, "m", dim)
+    for table in db.VECTOR_TABLES:
+        assert f"chunk_size={db.CHUNK_SIZES[table]}" in database.scalar(
+            "SELECT sql FROM sqlite_master WHERE name = ?", (table,)
+        )
+        assert database.scalar(f"SELECT count(*) FROM {table}") == 240
+    assert [[tuple(r) for r in rows] for rows in knn(database)] == before
+    database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    assert path.stat().st_size < size_before / 3
+    assert db.ensure_vector_tables(database, "m", dim)  # a second start changes nothing
+    database.close()

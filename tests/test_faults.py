@@ -124,13 +124,15 @@ def snapshot(path: Path | None = None) -> dict[str, list]:
         "entities": "SELECT name, type FROM entities",
         "idea_entities": f"SELECT {idea}, e.name FROM idea_entities x JOIN ideas i ON i.id = x.idea_id "
         "JOIN entities e ON e.id = x.entity_id",
-        "relations": "SELECT f.source_file, f.source_line, f.content, t.source_file, t.source_line, t.content, "
-        "r.relation_type FROM relations r JOIN ideas f ON f.id = r.from_id JOIN ideas t ON t.id = r.to_id",
+        "relations": "SELECT f.source_file, f.source_line, f.content, t.source_file, t.source_line, "
+        "t.content, r.relation_type FROM relations r JOIN ideas f ON f.id = r.from_id "
+        "JOIN ideas t ON t.id = r.to_id",
         "messages": "SELECT source_file, source_line, content_hash, role, kind, skip_reason FROM messages",
         "index_state": "SELECT source_file, byte_offset, line_number FROM index_state",
     }
     optional = {
-        "idea_sources": f"SELECT {idea}, s.source_file, s.source_line FROM idea_sources s JOIN ideas i ON i.id = s.idea_id",
+        "idea_sources": f"SELECT {idea}, s.source_file, s.source_line FROM idea_sources s "
+        "JOIN ideas i ON i.id = s.idea_id",
     }
     conn = connect_ro(path)
     try:
@@ -731,6 +733,8 @@ def talk(words: str, n: int) -> list[tuple[str, str]]:
     ]
 
 
+# in-process: test_inprocess.py::test_a_truncated_then_rewritten_transcript_is_read_again_without_duplicates
+@pytest.mark.slow
 def test_truncated_then_rewritten_transcript_is_reread_without_duplicates(tmp_path, fake):
     path = write_transcript(transcript_path(tmp_path, "rewrite"), talk("billing", 10), cwd=PROJECT)
     index(path)
@@ -760,6 +764,8 @@ def test_truncated_then_rewritten_transcript_is_reread_without_duplicates(tmp_pa
     assert db_rows("SELECT count(*) FROM ideas") == before
 
 
+# in-process: test_inprocess.py::test_a_transcript_deleted_while_queued_then_replaced_by_another_file
+@pytest.mark.slow
 def test_transcript_deleted_while_queued_then_replaced_by_another_file(tmp_path, fake):
     path = write_transcript(transcript_path(tmp_path, "gone"), talk("billing", 6), cwd=PROJECT)
     hook({"session_id": "gone", "transcript_path": str(path), "cwd": PROJECT, "hook_event_name": "Stop"})
@@ -781,6 +787,8 @@ def test_transcript_deleted_while_queued_then_replaced_by_another_file(tmp_path,
     assert_unique(path)
 
 
+# in-process: test_inprocess.py::test_a_replacement_sharing_the_first_kilobytes_is_still_detected
+@pytest.mark.slow
 def test_replacement_sharing_the_first_kilobytes_is_still_detected(tmp_path, fake):
     """A different file whose head (the bytes the rewrite check hashes) equals the old one's."""
     path = write_transcript(
@@ -806,6 +814,8 @@ def test_replacement_sharing_the_first_kilobytes_is_still_detected(tmp_path, fak
     assert_unique(path)
 
 
+# in-process: test_inprocess.py::test_a_partial_last_line_waits_and_is_indexed_once
+@pytest.mark.slow
 def test_partial_last_line_waits_and_is_indexed_once(tmp_path, fake):
     path = write_transcript(transcript_path(tmp_path, "partial"), talk("billing", 6), cwd=PROJECT)
     data = path.read_bytes()

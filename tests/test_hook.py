@@ -416,9 +416,10 @@ def test_session_start_ignores_a_fifo_digest(isolated_home, tmp_path):
 # --- the import rule -----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("hook", [ENQUEUE, SESSION_START], ids=lambda p: p.name)
+@pytest.mark.parametrize("hook", [ENQUEUE, HOOKS / "enqueue_hook.py", SESSION_START], ids=lambda p: p.name)
 def test_hooks_import_only_cheap_stdlib_modules(hook):
     allowed = {
+        "enqueue_hook",  # the enqueue shim's own module, next to it (its bytecode is cached)
         "__future__",
         "json",
         "os",
@@ -438,3 +439,25 @@ def test_hooks_import_only_cheap_stdlib_modules(hook):
         elif isinstance(node, ast.ImportFrom):
             imported.add((node.module or "").split(".")[0])
     assert imported <= allowed, imported - allowed
+
+
+def test_extra_roots_in_config_toml_are_honoured_and_commented_ones_are_not(isolated_home, tmp_path):
+    from total_recall import bootstrap
+
+    db_path = make_db(isolated_home)
+    outside = tmp_path / "mirror" / "p" / "s.jsonl"
+    outside.parent.mkdir(parents=True)
+    outside.write_text('{"type":"user"}\n', encoding="utf-8")
+    config_toml = isolated_home / "config.toml"
+    # The file `init` writes names extra_roots only in a comment: the hook refuses the path.
+    config_toml.write_text(bootstrap.config_template(), encoding="utf-8")
+    assert run_hook(ENQUEUE, stop_payload(outside)).returncode == 0
+    assert queue_rows(db_path) == []
+    assert "outside the Claude projects folder" in (isolated_home / "refused.log").read_text()
+    # Set for real (after the commented example), the same payload is recorded.
+    config_toml.write_text(
+        bootstrap.config_template().replace("# extra_roots = []", f'extra_roots = ["{tmp_path / "mirror"}"]'),
+        encoding="utf-8",
+    )
+    assert run_hook(ENQUEUE, stop_payload(outside)).returncode == 0
+    assert [r["transcript_path"] for r in queue_rows(db_path)] == [str(outside)]

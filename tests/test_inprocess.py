@@ -261,3 +261,171 @@ def test_run_daemon_once_releases_a_dead_workers_claims_under_the_lock(tmp_path)
         assert conn.scalar("SELECT count(*) FROM messages", default=0) == 2
     finally:
         conn.close()
+
+
+# --- a transcript that shrinks, grows, is rewritten or replaced (test_faults.py, in-process) ------
+
+FAULTS_PROJECT = "/home/dev/projects/faults"
+
+
+def talk(words: str, n: int) -> list[tuple[str, str]]:
+    return [
+        (
+            "user" if k % 2 else "assistant",
+            f"We decided the {words} service {k} keeps its own queue and retries every {k} seconds.",
+        )
+        for k in range(1, n + 1)
+    ]
+
+
+class Turns:
+    """What test_faults.py's `index` does with a hook and a `daemon --once` process, as daemon
+    steps in this process: the turn is queued, the batch window passes, one step runs. With the
+    fake server's embeddings, which keep the numbered sentences of `talk` apart as there."""
+
+    def __init__(self, tmp_path: Path):
+        import os
+
+        config.ensure_home()
+        self.settings = config.load(environ=dict(os.environ), config_path=tmp_path / "none.toml")
+        self.db = db.connect(config.paths().db, settings=self.settings)
+        self.clock = Clock()
+        self.worker = Daemon(self.db, self.settings, config.paths(), clock=self.clock)
+
+    def path(self, session: str) -> Path:
+        return config.claude_config_dir() / "projects" / "-home-dev-projects-faults" / f"{session}.jsonl"
+
+    def write(self, path: Path, turns: list, *, append: bool = False) -> Path:
+        return write_transcript(path, turns, cwd=FAULTS_PROJECT, append=append)
+
+    def index(self, path: Path) -> None:
+        queue.enqueue(self.db, str(path), event="Stop", session_id=path.stem, now=self.clock())
+        self.clock.advance(self.settings.daemon.batch_window)
+        assert self.worker.step() is True
+
+    def ideas(self, path: Path) -> list[tuple]:
+        rows = self.db.all(
+            "SELECT source_line, content FROM ideas WHERE source_file = ? ORDER BY source_line, content",
+            (str(path),),
+        )
+        return [(r["source_line"], r["content"]) for r in rows]
+
+    def message_texts(self, path: Path) -> dict[int, list[str]]:
+        out: dict[int, list[str]] = {}
+        for r in self.db.all("SELECT source_line, content FROM messages WHERE source_file = ?", (str(path),)):
+            out.setdefault(r["source_line"], []).append(r["content"])
+        return out
+
+    def assert_unique(self, path: Path) -> None:
+        ideas = self.ideas(path)
+        assert len(ideas) == len(set(ideas)), "duplicate ideas"
+        rows = self.db.all(
+            "SELECT source_line, content_hash FROM messages WHERE source_file = ?", (str(path),)
+        )
+        assert len(rows) == len({tuple(r) for r in rows}), "duplicate messages"
+
+
+@pytest.fixture
+def turns(tmp_path, fake):
+    t = Turns(tmp_path)
+    yield t
+    t.db.close()
+
+
+def test_a_truncated_then_rewritten_transcript_is_read_again_without_duplicates(turns):
+    """In-process replacement for test_faults.py::test_truncated_then_rewritten_transcript_is_reread_
+    without_duplicates (slow)."""
+    path = turns.write(turns.path("rewrite"), talk("billing", 10))
+    turns.index(path)
+    first = turns.ideas(path)
+    assert {line for line, _ in first} == set(range(1, 11))
+    # Truncated below what was read: read again from the start, nothing new, nothing twice.
+    path.write_bytes(b"".join(path.read_bytes().splitlines(keepends=True)[:5]))
+    turns.index(path)
+    assert turns.ideas(path) == first
+    state = turns.db.one("SELECT byte_offset, line_number FROM index_state")
+    assert (state["byte_offset"], state["line_number"]) == (path.stat().st_size, 5)
+    # It grows again with different lines 6-8: those are new memories.
+    turns.write(path, talk("shipping", 8)[5:], append=True)
+    turns.index(path)
+    new = [c for _, c in turns.ideas(path) if "shipping" in c]
+    assert len(new) >= 3 and set(turns.ideas(path)) >= set(first)
+    # Rewritten in place with a different conversation (same name, same size class).
+    turns.write(path, talk("payroll", 12))
+    turns.index(path)
+    texts = turns.message_texts(path)
+    assert all(any("payroll" in t for t in texts[k]) for k in range(1, 13))
+    assert len([c for _, c in turns.ideas(path) if "payroll" in c]) >= 12
+    turns.assert_unique(path)
+    # Indexing again changes nothing.
+    before = turns.db.scalar("SELECT count(*) FROM ideas")
+    turns.index(path)
+    assert turns.db.scalar("SELECT count(*) FROM ideas") == before
+
+
+def test_a_transcript_deleted_while_queued_then_replaced_by_another_file(turns):
+    """In-process replacement for test_faults.py::test_transcript_deleted_while_queued_then_replaced_
+    by_another_file (slow)."""
+    import os
+
+    path = turns.write(turns.path("gone"), talk("billing", 6))
+    queue.enqueue(turns.db, str(path), event="Stop", session_id="gone", now=turns.clock())
+    path.unlink()
+    turns.clock.advance(turns.settings.daemon.batch_window)
+    assert turns.worker.step() is True
+    row = turns.db.one("SELECT state, last_error FROM work_queue")
+    assert (row["state"], row["last_error"]) == ("done", "transcript missing")
+    assert turns.db.scalar("SELECT count(*) FROM messages") == 0
+    # A different file appears under the same name: all of it is indexed.
+    turns.write(path, talk("catalogue", 7))
+    turns.index(path)
+    assert sorted(turns.message_texts(path)) == list(range(1, 8))
+    # Replaced again by another, longer conversation: detected and read from the start.
+    replacement = turns.write(path.with_name("other.tmp"), talk("inventory", 15))
+    os.replace(replacement, path)
+    turns.index(path)
+    texts = turns.message_texts(path)
+    assert all(any("inventory" in t for t in texts[k]) for k in range(1, 16))
+    turns.assert_unique(path)
+
+
+def test_a_replacement_sharing_the_first_kilobytes_is_still_detected(turns):
+    """In-process replacement for test_faults.py::test_replacement_sharing_the_first_kilobytes_is_
+    still_detected (slow): a different file whose head (the bytes the rewrite check hashes) equals
+    the old one's."""
+    import os
+
+    path = turns.write(turns.path("fork"), talk("billing", 40) + talk("alpha", 20)[:10])
+    turns.index(path)
+    old_size = path.stat().st_size
+    shared = b"".join(path.read_bytes().splitlines(keepends=True)[:40])  # well over 4 KB, byte for byte
+    assert len(shared) > 4096
+    replacement = turns.write(
+        path.with_name("fork.tmp"),
+        [("user", "Let us instead talk about the omega rollout plan " * 3)] + talk("omega", 30)[:15],
+    )
+    replacement.write_bytes(shared + replacement.read_bytes())
+    assert replacement.stat().st_size > old_size
+    assert replacement.read_bytes()[old_size - 1 : old_size] != b"\n"  # the old offset is mid-line now
+    os.replace(replacement, path)
+    turns.index(path)
+    texts = turns.message_texts(path)
+    assert all(any("omega" in t for t in texts.get(k, [])) for k in range(41, 41 + 16)), sorted(texts)[-20:]
+    turns.assert_unique(path)
+
+
+def test_a_partial_last_line_waits_and_is_indexed_once(turns):
+    """In-process replacement for test_faults.py::test_partial_last_line_waits_and_is_indexed_once
+    (slow)."""
+    path = turns.write(turns.path("partial"), talk("billing", 6))
+    data = path.read_bytes()
+    cut = data.rfind(b"\n", 0, len(data) - 1) + 1 + 40  # 40 bytes into line 6
+    path.write_bytes(data[:cut])
+    turns.index(path)
+    assert sorted(turns.message_texts(path)) == [1, 2, 3, 4, 5]
+    path.write_bytes(data)
+    turns.write(path, talk("billing", 7)[6:], append=True)
+    turns.index(path)
+    assert sorted(turns.message_texts(path)) == list(range(1, 8))
+    assert all(len(v) == 1 for v in turns.message_texts(path).values())
+    turns.assert_unique(path)

@@ -252,7 +252,8 @@ def test_every_fixture_transcript_indexes_offline_with_ideas_or_reasons(
     # the message's lines (its chunks record which), not always the first.
     unexplained = db_rows(
         "SELECT m.source_file, m.source_line FROM messages m WHERE m.skip_reason IS NULL AND NOT EXISTS "
-        "(SELECT 1 FROM idea_sources s WHERE s.source_file = m.source_file AND (s.source_line = m.source_line "
+        "(SELECT 1 FROM idea_sources s WHERE s.source_file = m.source_file AND (s.source_line = "
+        "m.source_line "
         "OR s.source_line IN (SELECT c.source_line FROM chunks c WHERE c.source_file = m.source_file "
         "AND c.message_line = m.source_line)))"
     )

@@ -144,7 +144,8 @@ def test_every_file_is_private_and_the_socket_refuses_other_users(tmp_path, priv
         pytest.skip("needs root and an interpreter the user nobody can run")
     cli("init")
     paths = config.paths()
-    # The daemon as `total-recall up` starts it where no service manager exists: detached, logging to daemon.log.
+    # The daemon as `total-recall up` starts it where no service manager exists: detached, logging
+    # to daemon.log.
     started = subprocess.run(
         [
             sys.executable,
@@ -344,7 +345,10 @@ def test_without_an_endpoint_nothing_touches_the_network(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(hooks))
     monkeypatch.setenv("NETWORK_AUDIT_LOG", str(audit_log))
     # The audit sees an inet connection when one happens (port 9, discard: refused or not, it is attempted).
-    probe = "import socket\ntry:\n    socket.create_connection(('127.0.0.1', 9), timeout=2)\nexcept OSError:\n    pass"
+    probe = (
+        "import socket\ntry:\n    socket.create_connection(('127.0.0.1', 9), timeout=2)\n"
+        "except OSError:\n    pass"
+    )
     subprocess.run([sys.executable, "-c", probe], env=env(), timeout=60, check=True)
     assert "socket.connect\tAF_INET\t('127.0.0.1', 9)" in audit_log.read_text()
     audit_log.write_text("")

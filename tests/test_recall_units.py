@@ -146,7 +146,8 @@ def test_an_idea_that_is_its_whole_line_shares_the_lines_vector_and_a_part_has_i
             [
                 _line(
                     "user",
-                    "Thanks, Sam! We decided to use PostgreSQL for the job queue because it already stores the orders.",
+                    "Thanks, Sam! We decided to use PostgreSQL for the job queue because it already stores "
+                    "the orders.",
                     1,
                 ),
                 _line(
@@ -155,9 +156,11 @@ def test_an_idea_that_is_its_whole_line_shares_the_lines_vector_and_a_part_has_i
                         {
                             "type": "text",
                             "text": (
-                                "I read the worker logs from last night and the two crash reports that came with them. "
+                                "I read the worker logs from last night and the two crash reports that came "
+                                "with them. "
                                 "We decided to pin redis-py to 5.0 because 5.1 breaks the connection pool. "
-                                "The dashboards, the staging copy and the nightly export all look fine to me, and nothing "
+                                "The dashboards, the staging copy and the nightly export all look fine to "
+                                "me, and nothing "
                                 "else in the logs stood out as worth a closer look this morning."
                             ),
                         }
@@ -222,3 +225,25 @@ def test_a_question_about_what_i_said_or_what_you_said_ranks_that_sides_line_fir
     yours = cli_json("search", "what retry limit for the upload did you recommend", "--project", "atlas")
     assert mine[0]["source_line"] == 1
     assert yours[0]["source_line"] == 2
+
+
+def test_a_day_the_question_names_ranks_that_days_line_first_and_hides_nothing(tmp_path):
+    """A day named in a question is often not the day the thing was said ("I got the job" is told
+    days later): lines of that day come first, the others stay findable."""
+    path = tmp_path / "claude" / "projects" / "-home-dev-projects-atlas" / f"{SESSION}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    said = [
+        ("2026-03-02T10:01:00.000Z", "The staging database migration failed on the orders table."),
+        ("2026-03-09T10:02:00.000Z", "The staging database migration finished after the index rebuild."),
+    ]
+    lines = []
+    for n, (stamp, text) in enumerate(said, 1):
+        record = json.loads(_line("user", text, n))
+        record["timestamp"] = stamp
+        lines.append(json.dumps(record))
+    path.write_text("\n".join(lines) + "\n")
+    cli("backfill", str(path), "--wait")
+    on_the_day = cli_json("search", "the staging database migration on March 9th, 2026", "--project", "atlas")
+    assert [r["source_line"] for r in on_the_day if r["kind"] != "span"][:2] == [2, 1]
+    elsewhere = cli_json("search", "the staging database migration on 20 February 2026", "--project", "atlas")
+    assert {r["source_line"] for r in elsewhere if r["kind"] != "span"} == {1, 2}

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import isolate, use_copy_of
 from helpers import cli, cli_json, db_rows, write_transcript
 from total_recall import config
 
@@ -46,7 +47,8 @@ def claim_as_a_dead_daemon() -> None:
 # --- a restarted daemon does not wait out the dead one's leases -------------------------------
 
 
-@pytest.mark.slow  # in-process: test_inprocess.py::test_run_daemon_once_releases_a_dead_workers_claims_under_the_lock
+# in-process: test_inprocess.py::test_run_daemon_once_releases_a_dead_workers_claims_under_the_lock
+@pytest.mark.slow
 def test_daemon_once_releases_the_dead_daemons_claims_at_start(tmp_path, fake):
     path = transcript(tmp_path)
     cli("backfill", str(path))
@@ -387,14 +389,31 @@ SESSION_A = "5f1c2d3e-0000-4000-8000-00000000000a"
 SESSION_B = "9a8b7c6d-0000-4000-8000-00000000000b"
 
 
-def two_sessions(tmp_path) -> None:
-    transcript(tmp_path, SESSION_A, [("user", "We decided to deploy the API with Docker Compose.")])
-    transcript(tmp_path, SESSION_B, [("user", "We decided to deploy the API with Kubernetes Helm charts.")])
-    cli("backfill", str(tmp_path / "claude" / "projects"), "--wait", timeout=120)
+@pytest.fixture(scope="module")
+def two_sessions_indexed(tmp_path_factory):
+    """SESSION_A and SESSION_B backfilled once for the module by the real CLI, with the fake
+    server's embeddings (deterministic, so a test's own fake server matches them)."""
+    from fake_openai import FakeOpenAIProcess
+
+    base = tmp_path_factory.mktemp("two-sessions")
+    with pytest.MonkeyPatch.context() as mp, FakeOpenAIProcess(base / "fake") as srv:
+        home = isolate(base, mp)
+        mp.setenv("TOTAL_RECALL_EMBED_PROVIDER", "openai")
+        mp.setenv("TOTAL_RECALL_EMBED_BASE_URL", srv.base_url)
+        mp.setenv("TOTAL_RECALL_EMBED_MODEL", "fake-embed")
+        transcript(base, SESSION_A, [("user", "We decided to deploy the API with Docker Compose.")])
+        transcript(base, SESSION_B, [("user", "We decided to deploy the API with Kubernetes Helm charts.")])
+        cli("backfill", str(base / "claude" / "projects"), "--wait", timeout=120)
+    return home
 
 
-def test_search_and_topics_take_the_short_session_id_they_print(tmp_path, fake):
-    two_sessions(tmp_path)
+@pytest.fixture
+def two_sessions(two_sessions_indexed, isolated_home, fake) -> None:
+    """A copy of the module's two indexed sessions (tests never share the files)."""
+    use_copy_of(two_sessions_indexed, isolated_home)
+
+
+def test_search_and_topics_take_the_short_session_id_they_print(two_sessions):
     everything = cli_json("search", "how do we deploy the API", "--project", PROJECT)
     assert {r["session"] for r in everything} == {SESSION_A, SESSION_B}
     for sid in (SESSION_A, SESSION_A[:8]):
@@ -409,8 +428,7 @@ def test_search_and_topics_take_the_short_session_id_they_print(tmp_path, fake):
     assert "Traceback" not in missing.stderr
 
 
-def test_a_search_outside_every_project_says_it_searched_all(tmp_path, fake):
-    two_sessions(tmp_path)
+def test_a_search_outside_every_project_says_it_searched_all(two_sessions, tmp_path):
     outside = tmp_path / "elsewhere"
     outside.mkdir()
     done = cli("search", "deploy", "--json", cwd=str(outside))
@@ -420,8 +438,7 @@ def test_a_search_outside_every_project_says_it_searched_all(tmp_path, fake):
     assert "searched all projects" not in inside.stderr
 
 
-def test_hyde_without_an_endpoint_says_so_once(tmp_path, fake):
-    two_sessions(tmp_path)
+def test_hyde_without_an_endpoint_says_so_once(two_sessions):
     done = cli("search", "deploy", "--hyde", "--project", PROJECT)
     assert done.stderr.count("--hyde needs an LLM endpoint") == 1
 
@@ -569,12 +586,13 @@ def test_file_timeout_defers_a_long_transcript_behind_the_others(tmp_path, fake,
 
 
 def test_recover_steps_over_a_corrupt_page_and_keeps_the_rows_after_it():
-    from total_recall import db, recover
+    from total_recall import db, recover, salvage
 
     database = db.connect()
     with database.write():
         database.executemany(
-            "INSERT INTO llm_calls (at, extractor, model, messages, prompt_tokens, completion_tokens, ok, error) "
+            "INSERT INTO llm_calls (at, extractor, model, messages, prompt_tokens, completion_tokens, ok, "
+            "error) "
             "VALUES (?, 'llm', 'm', 1, 1, 1, 1, ?)",
             [(i, "x" * 200) for i in range(5000)],
         )
@@ -595,8 +613,8 @@ def test_recover_steps_over_a_corrupt_page_and_keeps_the_rows_after_it():
     with open(config.paths().db, "r+b") as fh:  # one leaf in the middle of the table
         fh.seek((leaves[len(leaves) // 2] - 1) * size)
         fh.write(b"\xa5" * size)
-    assert recover.check(config.paths().db)["ok"] is False
+    assert salvage.check(config.paths().db)["ok"] is False
     out = recover.recover()
     per_leaf = 5000 // len(leaves) + 1
     assert 5000 - 2 * per_leaf <= out["rows_salvaged"]["llm_calls"] < 5000
-    assert recover.check(config.paths().db)["ok"] is True
+    assert salvage.check(config.paths().db)["ok"] is True

@@ -121,18 +121,44 @@ def test_queries_file_answers_each_line_in_order(two_sessions, tmp_path):
             assert all(isinstance(n, int) and n >= 1 for n in lines_of)
 
 
+HOSTILE = [
+    '"unbalanced',
+    "deploy*",
+    "NEAR(deploy atlas)",
+    "content:deploy",
+    "deploy AND OR NOT",
+    "(((",
+    "'; DROP TABLE ideas; --",
+    "\x07deploy\x1b[31m\x7f",
+    "x" * 100_000,
+]
+
+
+def test_hostile_queries_return_results_or_nothing_in_process(two_sessions):
+    """In-process replacement for the CLI loop below (slow): the search `total-recall search` runs
+    when no daemon answers (search.run, as server.in_process calls it) answers every hostile query,
+    a NUL byte included, with a list; the tables stay intact. The command line itself is covered
+    by test_hostile.py::test_hostile_query_on_the_command_line."""
+    from total_recall import config, db, search
+
+    settings = config.load()
+    database = db.connect(settings=settings)
+    embedder = search.local_embedder(settings)
+    try:
+        for query in [*HOSTILE, '\x00deploy\x00 "*( NEAR']:
+            answer = search.run(database, settings, embedder, {"query": query, "all_projects": True})
+            assert isinstance(answer["results"], list), query[:40]
+        kubernetes = {"query": "Kubernetes", "all_projects": True}
+        assert search.run(database, settings, embedder, kubernetes)["results"]
+        assert db.integrity(database) == "ok"
+    finally:
+        database.close()
+
+
+# in-process: test_hostile_queries_return_results_or_nothing_in_process
+@pytest.mark.slow
 def test_hostile_queries_return_results_or_nothing(two_sessions, tmp_path):
-    for query in [
-        '"unbalanced',
-        "deploy*",
-        "NEAR(deploy atlas)",
-        "content:deploy",
-        "deploy AND OR NOT",
-        "(((",
-        "'; DROP TABLE ideas; --",
-        "\x07deploy\x1b[31m\x7f",
-        "x" * 100_000,
-    ]:
+    for query in HOSTILE:
         proc = cli("search", "--json", "--all-projects", "--", query, check=False)
         assert proc.returncode == 0, (query[:40], proc.stderr)
         assert isinstance(json.loads(proc.stdout), list)

@@ -57,6 +57,15 @@ def search_text(query: str) -> str:
     return json.dumps(cli_json("search", query, "--all-projects"))
 
 
+def search_here(query: str) -> str:
+    """What `search --all-projects` answers when no daemon runs (server.in_process, the CLI's own
+    path then), without a process per query; search_text covers the command."""
+    from total_recall import server
+
+    answer = server.in_process(config.load(), {"query": query, "all_projects": True, "cwd": os.getcwd()})
+    return json.dumps(answer["results"])
+
+
 def age(paths: list[Path], days: float = 40) -> None:
     old = time.time() - days * 86400
     for p in paths:
@@ -168,16 +177,16 @@ def test_canaries_forgotten_by_session_idea_and_project_leave_no_byte_behind(tmp
 
     for kind, needle in canaries.items():
         assert found_in_home(needle) == [], (kind, found_in_home(needle))
-        assert needle not in search_text(needle.lower()), kind
-        assert needle not in search_text(f"{needle} gateway retry budget vendor contract"), kind
+        assert needle not in search_here(needle.lower()), kind
+        assert needle not in search_here(f"{needle} gateway retry budget vendor contract"), kind
         for project in (MAIN_PROJECT, GONE_PROJECT, KEEP_PROJECT):
             assert needle not in session_start(project)
     assert not [e for e in db_rows("SELECT name FROM entities") if "cnry" in e[0].lower()]
     # What was not forgotten is still found, and still archived.
-    assert "keep Postgres" in search_text("Postgres orders database")
-    assert "Docker Compose" in search_text("keeper service Docker Compose")
+    assert "keep Postgres" in search_here("Postgres orders database")
+    assert "Docker Compose" in search_here("keeper service Docker Compose")
     assert "Postgres" in session_start(MAIN_PROJECT)
-    assert "single sign-on" in search_text("vendor portal single sign-on")
+    assert "single sign-on" in search_here("vendor portal single sign-on")
     archived = sorted(p.name for p in config.paths().archive.iterdir())
     assert archived == sorted(trust.archive_name(str(p)) for p in (s2, s4, s5, s6))
     old_copy = gzip.decompress((config.paths().archive / trust.archive_name(str(s5))).read_bytes())

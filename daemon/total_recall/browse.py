@@ -12,28 +12,10 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from total_recall import config
+from total_recall import config, memories, store
 from total_recall.db import Database
 from total_recall.errors import NotFound, TotalRecallError
 
-IDEA_FIELDS = (
-    "id",
-    "content",
-    "intent",
-    "confidence",
-    "answered",
-    "pinned",
-    "mention_count",
-    "project",
-    "session_id",
-    "git_branch",
-    "message_time",
-    "source_file",
-    "source_line",
-    "span_id",
-    "created_at",
-    "updated_at",
-)
 CONTEXT_LINES = 3
 MAX_CHAIN = 20
 
@@ -108,10 +90,10 @@ def search(
 
 
 def idea_row(db: Database, idea_id: int) -> dict:
-    row = db.one(f"SELECT {', '.join(IDEA_FIELDS)} FROM ideas WHERE id = ?", (idea_id,))
+    row = memories.idea_fields(db, idea_id)
     if row is None:
         raise NotFound(f"no memory with id {idea_id}")
-    out = dict(zip(IDEA_FIELDS, row))
+    out = dict(row)
     out["pinned"], out["answered"] = bool(out["pinned"]), bool(out["answered"])
     return out
 
@@ -119,102 +101,75 @@ def idea_row(db: Database, idea_id: int) -> dict:
 def get_memory(db: Database, idea_id: int, context_lines: int = CONTEXT_LINES) -> dict:
     """One memory: content, sources with transcript excerpts, relations, evolution chain, events."""
     memory = idea_row(db, idea_id)
-    sources = db.execute(
-        "SELECT source_file, source_line, message_time FROM idea_sources WHERE idea_id = ? "
-        "ORDER BY message_time, source_line",
-        (idea_id,),
-    ).fetchall() or [(memory["source_file"], memory["source_line"], memory["message_time"])]
+    sources = memories.idea_sources(db, idea_id) or [memory]
     memory["sources"] = [
         {
-            "source_file": f,
-            "source_line": line,
-            "timestamp": t,
-            "excerpt": excerpt(db, f, line, context_lines),
+            "source_file": s["source_file"],
+            "source_line": s["source_line"],
+            "timestamp": s["message_time"],
+            "excerpt": excerpt(db, s["source_file"], s["source_line"], context_lines),
         }
-        for f, line, t in sources
+        for s in sources
     ]
-    memory["entities"] = [
-        r[0]
-        for r in db.execute(
-            "SELECT e.name FROM idea_entities ie JOIN entities e ON e.id = ie.entity_id WHERE ie.idea_id = ? "
-            "ORDER BY e.name",
-            (idea_id,),
-        )
-    ]
+    memory["entities"] = memories.entity_names(db, idea_id)
     memory["relations"] = relations(db, idea_id)
     memory["chain"] = evolution_chain(db, idea_id)
     memory["topic"] = None
     if memory["span_id"]:
-        span = db.one("SELECT id, name, summary, session_id FROM spans WHERE id = ?", (memory["span_id"],))
+        span = memories.span(db, memory["span_id"])
         if span:
-            memory["topic"] = {"id": span[0], "name": span[1], "summary": span[2], "session": span[3]}
+            memory["topic"] = {
+                "id": span["id"],
+                "name": span["name"],
+                "summary": span["summary"],
+                "session": span["session_id"],
+            }
     memory["events"] = events(db, idea_id)
     return memory
 
 
 def excerpt(db: Database, source_file: str, line: int, around: int) -> list[dict]:
     """The stored (redacted) conversation lines around one source line."""
-    rows = db.execute(
-        "SELECT source_line, role, content, timestamp FROM messages "
-        "WHERE source_file = ? AND source_line BETWEEN ? "
-        "AND ? AND skip_reason IS NULL ORDER BY source_line",
-        (source_file, line - around, line + around),
-    ).fetchall()
     return [
-        {"line": r[0], "role": r[1], "content": r[2][:1200], "timestamp": r[3], "is_source": r[0] == line}
-        for r in rows
+        {
+            "line": r["source_line"],
+            "role": r["role"],
+            "content": r["content"][:1200],
+            "timestamp": r["timestamp"],
+            "is_source": r["source_line"] == line,
+        }
+        for r in memories.messages_between(db, source_file, line - around, line + around)
     ]
 
 
 def relations(db: Database, idea_id: int) -> list[dict]:
-    rows = db.execute(
-        "SELECT r.relation_type, 'out', r.to_id, i.content, i.intent "
-        "FROM relations r JOIN ideas i ON i.id = r.to_id "
-        "WHERE r.from_id = ?1 UNION ALL "
-        "SELECT r.relation_type, 'in', r.from_id, i.content, i.intent "
-        "FROM relations r JOIN ideas i ON i.id = r.from_id "
-        "WHERE r.to_id = ?1",
-        (idea_id,),
-    ).fetchall()
-    return [{"type": r[0], "direction": r[1], "id": r[2], "content": r[3], "intent": r[4]} for r in rows]
+    return [dict(r) for r in memories.relations_of(db, idea_id)]
 
 
 def evolution_chain(db: Database, idea_id: int) -> list[dict]:
     """Oldest to newest: the ideas this one superseded (recursively), itself, the ideas that superseded it."""
 
-    def walk(start: int, column: str, other: str) -> list[int]:
+    def walk(start: int, newer: bool) -> list[int]:
         out, seen, current = [], {start}, start
         while len(out) < MAX_CHAIN:
-            row = db.one(
-                f"SELECT {other} FROM relations WHERE {column} = ? AND relation_type = 'supersedes' "
-                f"ORDER BY created_at DESC LIMIT 1",
-                (current,),
-            )
-            if row is None or row[0] in seen:
+            step = memories.superseded_step(db, current, newer)
+            if step is None or step in seen:
                 break
-            seen.add(row[0])
-            out.append(row[0])
-            current = row[0]
+            seen.add(step)
+            out.append(step)
+            current = step
         return out
 
-    older = walk(idea_id, "from_id", "to_id")
-    newer = walk(idea_id, "to_id", "from_id")
-    ids = list(reversed(older)) + [idea_id] + newer
+    ids = list(reversed(walk(idea_id, newer=False))) + [idea_id] + walk(idea_id, newer=True)
     if len(ids) == 1:
         return []
-    rows = {
-        r[0]: r
-        for r in db.execute(
-            f"SELECT id, content, intent, message_time FROM ideas WHERE id IN ({','.join('?' * len(ids))})",
-            ids,
-        )
-    }
+    rows = {r["id"]: r for r in memories.ideas_brief(db, ids)}
     return [
         {
             "id": i,
-            "content": rows[i][1],
-            "intent": rows[i][2],
-            "timestamp": rows[i][3],
+            "content": rows[i]["content"],
+            "intent": rows[i]["intent"],
+            "timestamp": rows[i]["message_time"],
             "current": i == idea_id,
         }
         for i in ids
@@ -223,12 +178,16 @@ def evolution_chain(db: Database, idea_id: int) -> list[dict]:
 
 
 def events(db: Database, idea_id: int) -> list[dict]:
-    rows = db.execute(
-        "SELECT at, action, old, new, cause FROM memory_events WHERE kind = 'idea' AND object_id = ? "
-        "ORDER BY id",
-        (idea_id,),
-    ).fetchall()
-    return [{"at": r[0], "action": r[1], "old": _json(r[2]), "new": _json(r[3]), "cause": r[4]} for r in rows]
+    return [
+        {
+            "at": r["at"],
+            "action": r["action"],
+            "old": _json(r["old"]),
+            "new": _json(r["new"]),
+            "cause": r["cause"],
+        }
+        for r in store.events_of(db, "idea", idea_id)
+    ]
 
 
 def _json(text: str | None):
@@ -247,54 +206,34 @@ def entity_graph(
     """The entities the latest `ideas` memories name most, and how often two are named together.
 
     Bounded by the latest memories (by id) so that the co-occurrence join stays small on a
-    100k-memory database; `ideas` widens the window. The joins are pinned to run from those
-    memories outwards (CROSS JOIN, `+` on the entity filter): left to itself the planner starts
-    from the entity index and walks every link of the popular entities.
+    100k-memory database; `ideas` widens the window (memories.top_entities says how).
     """
-    psql = f"WHERE project IN ({','.join('?' * len(projects))})" if projects else ""
-    params = tuple(projects or ())
-    recent = f"SELECT id FROM ideas {psql} ORDER BY id DESC LIMIT ?"
-    nodes = db.execute(
-        f"WITH recent(id) AS ({recent}) "
-        f"SELECT e.id, e.name, e.type, count(*) AS n FROM recent r "
-        f"CROSS JOIN idea_entities ie ON ie.idea_id = r.id CROSS JOIN entities e ON e.id = ie.entity_id "
-        f"GROUP BY e.id ORDER BY n DESC, e.name LIMIT ?",
-        (*params, ideas, limit),
-    ).fetchall()
-    ids = [n[0] for n in nodes]
-    edges = []
-    if ids:
-        marks = ",".join("?" * len(ids))
-        edges = db.execute(
-            f"WITH recent(id) AS ({recent}) "
-            f"SELECT a.entity_id, b.entity_id, count(*) FROM recent r "
-            f"CROSS JOIN idea_entities a ON a.idea_id = r.id "
-            f"CROSS JOIN idea_entities b ON b.idea_id = r.id AND a.entity_id < b.entity_id "
-            f"WHERE +a.entity_id IN ({marks}) AND +b.entity_id IN ({marks}) "
-            f"GROUP BY a.entity_id, b.entity_id ORDER BY count(*) DESC LIMIT ?",
-            (*params, ideas, *ids, *ids, limit * 4),
-        ).fetchall()
+    nodes = memories.top_entities(db, projects, ideas, limit)
+    ids = [n["id"] for n in nodes]
+    edges = memories.entity_pairs(db, projects, ideas, ids, limit * 4) if ids else []
     return {
-        "nodes": [{"id": n[0], "name": n[1], "type": n[2], "memories": n[3]} for n in nodes],
-        "edges": [{"source": e[0], "target": e[1], "weight": e[2]} for e in edges],
+        "nodes": [{"id": n["id"], "name": n["name"], "type": n["type"], "memories": n["n"]} for n in nodes],
+        "edges": [dict(e) for e in edges],
     }
 
 
 def entity_memories(db: Database, entity_id: int, limit: int = 50) -> dict:
-    row = db.one("SELECT id, name, type FROM entities WHERE id = ?", (entity_id,))
+    row = memories.entity(db, entity_id)
     if row is None:
         raise NotFound(f"no entity with id {entity_id}")
-    ideas = db.execute(
-        "SELECT i.id, i.content, i.intent, i.message_time, i.project FROM idea_entities ie JOIN ideas i "
-        "ON i.id = ie.idea_id WHERE ie.entity_id = ? ORDER BY i.message_time DESC LIMIT ?",
-        (entity_id, limit),
-    )
     return {
-        "id": row[0],
-        "name": row[1],
-        "type": row[2],
+        "id": row["id"],
+        "name": row["name"],
+        "type": row["type"],
         "memories": [
-            {"id": r[0], "content": r[1], "intent": r[2], "timestamp": r[3], "project": r[4]} for r in ideas
+            {
+                "id": r["id"],
+                "content": r["content"],
+                "intent": r["intent"],
+                "timestamp": r["message_time"],
+                "project": r["project"],
+            }
+            for r in memories.entity_ideas(db, entity_id, limit)
         ],
     }
 
@@ -302,13 +241,7 @@ def entity_memories(db: Database, entity_id: int, limit: int = 50) -> dict:
 def forget_preview(db: Database, idea_id: int) -> dict:
     """What `forget` of one memory removes: the memory, its sources, relations and vectors."""
     memory = idea_row(db, idea_id)
-    memory["sources"] = db.scalar("SELECT count(*) FROM idea_sources WHERE idea_id = ?", (idea_id,), 0)
+    memory["sources"] = memories.source_count(db, idea_id)
     memory["relations"] = relations(db, idea_id)
-    memory["entities"] = [
-        r[0]
-        for r in db.execute(
-            "SELECT e.name FROM idea_entities ie JOIN entities e ON e.id = ie.entity_id WHERE ie.idea_id = ?",
-            (idea_id,),
-        )
-    ]
+    memory["entities"] = memories.entity_names(db, idea_id)
     return memory

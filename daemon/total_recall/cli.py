@@ -242,9 +242,14 @@ def cmd_reembed(args) -> int:
 
 @command("search")
 def cmd_search(args) -> int:
-    from total_recall import render, search, server
+    # The warm path (a daemon answers) imports only the standard library: this module, config
+    # and client (DESIGN.md I58). Everything else loads only when searching in-process.
+    from total_recall import client
 
     if args.queries:
+        _configure_log()
+        from total_recall import search
+
         for line in search.run_queries_file(
             config.load(), Path(args.queries), all_projects=args.all_projects, k=args.k
         ):
@@ -252,8 +257,7 @@ def cmd_search(args) -> int:
         return 0
     if not args.query:
         raise TotalRecallError("search needs a QUERY or --queries FILE")
-    answer = server.search(
-        config.load(),
+    request = client.request(
         " ".join(args.query),
         k=args.k,
         project=args.project,
@@ -261,9 +265,28 @@ def cmd_search(args) -> int:
         hyde=args.hyde,
         session=args.session,
     )
-    for note in answer["notes"]:
+    try:
+        answer = client.exchange(config.paths().socket, request)
+    except TimeoutError as exc:
+        _configure_log()
+        client.log_timeout(exc)
+        answer = None
+    if answer is None:
+        # Trigger: no daemon answered. Why: search must work without one. Outcome: the same
+        # search in this process (model load and all).
+        _configure_log()
+        from total_recall import server
+
+        answer = server.in_process(config.load(), request)
+    found = client.result(answer)
+    for note in found["notes"]:
         print(f"total-recall: note: {note}", file=sys.stderr)
-    _print(answer["results"], args.json, render.results_markdown)
+    if args.json:
+        _print(found["results"], True)
+    else:
+        from total_recall import render
+
+        _print(found["results"], False, render.results_markdown)
     return 0
 
 
@@ -448,12 +471,26 @@ def cmd_ui(args) -> int:
     return app.serve(port=args.port, open_browser=not args.no_open, announce=announce)
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _Unused:
+    """Stands in for the parser of a command this run does not need (see build_parser)."""
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; with `only`, that one command's parser and no other.
+
+    `main` passes the command named on the command line: `total-recall search` (what /remember
+    runs) then builds one subparser instead of 35, a few milliseconds of every call.
+    """
     parser = argparse.ArgumentParser(prog="total-recall", description="Long-term memory for Claude Code.")
     parser.add_argument("--version", action="version", version=f"total-recall {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def add(name: str, help_text: str) -> argparse.ArgumentParser:
+        if only is not None and name != only:
+            return _Unused()  # type: ignore[return-value]
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.add_argument("--json", action="store_true", help="print JSON instead of text")
         return p
@@ -566,7 +603,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("url", help="postgresql://user:password@host/database (the server needs pgvector)")
     add(
         "mcp",
-        "run the MCP server on stdio (Claude Code starts it; tools: search, get, recent, digest, topics, note)",
+        "run the MCP server on stdio (Claude Code starts it; tools: search, get, recent, digest, topics, "
+        "note)",
     )
     p = add("ui", "open the local web view: timeline, search, memories, topics, entity graph, review")
     p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
@@ -578,6 +616,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Commands that configure logging themselves, only on the paths that may log: the warm search
+# path must not import structlog (and asyncio with it) before the daemon has answered.
+SELF_CONFIGURING = {"search"}
+
+
+def _configure_log() -> None:
+    from total_recall import log
+
+    log.configure("warning")  # stdout carries results only; the daemon reconfigures for itself
+
+
 def _silence_stdout() -> None:
     import os
 
@@ -587,15 +636,15 @@ def _silence_stdout() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    given = sys.argv[1:] if argv is None else argv
+    parser = build_parser(only=given[0] if given and given[0] in COMMANDS else None)
+    args = parser.parse_args(given)
     if not args.command:
         parser.print_help()
         return 2
-    from total_recall import log
-
     os.umask(0o077)  # whatever the user's umask, every file we create is private
-    log.configure("warning")  # stdout carries results only; the daemon reconfigures for itself
+    if args.command not in SELF_CONFIGURING:
+        _configure_log()
     try:
         code = COMMANDS[args.command](args)
         sys.stdout.flush()  # a closed pipe shows here, inside the handler below, not at exit
@@ -614,7 +663,7 @@ def main(argv: list[str] | None = None) -> int:
         if type(exc).__name__ in {"OperationalError", "DatabaseError"}:  # any DB-API driver's
             print(f"total-recall: database error: {exc}", file=sys.stderr)
             if any(w in str(exc).lower() for w in ("malformed", "not a database", "corrupt")):
-                from total_recall.recover import CORRUPT_HINT
+                from total_recall.salvage import CORRUPT_HINT
 
                 print(f"total-recall: {CORRUPT_HINT}", file=sys.stderr)
             return 1

@@ -170,13 +170,19 @@ CHOICES: dict[str, set[str]] = {
 }
 
 
-def _section_type(section: str, keys: dict[str, Any]) -> type:
-    """A frozen dataclass per section, its fields typed by their defaults (search.k: int, ...)."""
-    fields = [(key, type(default)) for key, default in keys.items()]
-    return make_dataclass(f"{section.title()}Settings", fields, frozen=True)
+_SECTION_TYPES: dict[str, type] = {}
 
 
-SECTION_TYPES = {section: _section_type(section, keys) for section, keys in DEFAULTS.items()}
+def _section_type(section: str) -> type:
+    """A frozen dataclass per section, its fields typed by their defaults (search.k: int, ...).
+
+    Made on first use, not at import: seven dataclasses cost milliseconds that the CLI's warm
+    search path (which never loads the settings) should not pay.
+    """
+    if section not in _SECTION_TYPES:
+        fields = [(key, type(default)) for key, default in DEFAULTS[section].items()]
+        _SECTION_TYPES[section] = make_dataclass(f"{section.title()}Settings", fields, frozen=True)
+    return _SECTION_TYPES[section]
 
 
 @dataclass(frozen=True)
@@ -338,7 +344,7 @@ def load(environ: dict[str, str] | None = None, config_path: Path | None = None)
             _check(f"{section}.{key}", value, where)
             values[key] = value
             sources[f"{section}.{key}"] = source
-        sections[section] = SECTION_TYPES[section](**values)
+        sections[section] = _section_type(section)(**values)
     return Settings(**sections, sources=MappingProxyType(sources), environ=environ)
 
 

@@ -206,7 +206,10 @@ def _open_raw(path: Path, busy_timeout: float, driver: str) -> Database:
     return Database(conn, dbapi, path, name, vec_version=version, vec_error=error)
 
 
-def _configure(db: Database, busy_timeout: float) -> None:
+MMAP_SIZE = 268435456  # 256 MB; see _configure
+
+
+def _configure(db: Database, busy_timeout: float, mmap_size: int = MMAP_SIZE) -> None:
     conn = db.conn
     mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
     if str(mode).lower() != "wal":
@@ -216,7 +219,10 @@ def _configure(db: Database, busy_timeout: float) -> None:
     # Deleted rows are overwritten with zeros, so a forgotten memory leaves no bytes in free pages.
     conn.execute("PRAGMA secure_delete = ON")
     conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-    conn.execute("PRAGMA mmap_size = 1073741824")
+    # Reads of the first 256 MB go through a memory map (no copy into SQLite's page cache). The
+    # mapped pages count in the process's RSS; at 1 GB a 1M-idea database kept the daemon's
+    # VmRSS over 600 MB while it served searches (BENCHMARKS.md, issue 16, "1M ideas").
+    conn.execute(f"PRAGMA mmap_size = {int(mmap_size)}")
 
 
 def create_private_file(path: Path) -> None:
@@ -240,8 +246,13 @@ def connect(
     settings: config.Settings | None = None,
     migrate_to_head: bool = True,
     migrations_dir: Path | None = None,
+    mapped: bool = True,
 ) -> Database:
-    """Open (creating if needed) the memory database with every setting applied."""
+    """Open (creating if needed) the memory database with every setting applied.
+
+    mapped=False reads without a memory map: the search socket's pooled connections, because the
+    pages each map holds count again in the daemon's RSS (2.2 GB VmRSS at 1M ideas with four).
+    """
     settings = settings or config.load()
     if path is None:
         config.ensure_home()
@@ -252,7 +263,7 @@ def connect(
     busy = settings.db.busy_timeout
     db = _open_raw(path, busy, settings.db.driver or os.environ.get("TOTAL_RECALL_DB_DRIVER", ""))
     try:
-        _configure(db, busy)
+        _configure(db, busy, MMAP_SIZE if mapped else 0)
         if migrate_to_head:
             migrate(db, migrations_dir)
     except BaseException:
@@ -274,7 +285,8 @@ def open_store(settings: config.Settings | None = None) -> Any:
 
     if not pg.is_url(url):
         raise SchemaError(
-            f"[store] url must be empty (SQLite) or start with postgresql://, not {config.without_password(url)!r}"
+            "[store] url must be empty (SQLite) or start with postgresql://, "
+            f"not {config.without_password(url)!r}"
         )
     return pg.connect(url)
 
@@ -350,6 +362,67 @@ def migrate(db: Database, migrations_dir: Path | None = None) -> int:
     return head
 
 
+# The vec0 tables, their key column, and how many vectors each chunk of a partition holds.
+VECTOR_TABLES = {"idea_embeddings": "idea_id", "span_embeddings": "span_id", "chunk_embeddings": "chunk_id"}
+# vec0 allocates whole chunks per partition (project); its default of 1,024 slots (1.5 MB at 384
+# dimensions) made most of a small project's file empty slots. Measured on 100k vectors in 20
+# projects (BENCHMARKS.md §5): 128 costs ~5% on a KNN over every project, nothing measurable on
+# one project, and inserts run ~10x faster; spans are ~10x fewer than ideas, hence 64.
+CHUNK_SIZES = {"idea_embeddings": 128, "span_embeddings": 64, "chunk_embeddings": 128}
+
+
+def _vec_sql(table: str, key: str, dim: int) -> str:
+    return (
+        f"CREATE VIRTUAL TABLE {table} USING vec0({key} INTEGER PRIMARY KEY, project TEXT PARTITION KEY, "
+        f"embedding float[{dim}], chunk_size={CHUNK_SIZES[table]})"
+    )
+
+
+def _create_or_rebuild_vec(db: Database, table: str, key: str, dim: int) -> None:
+    """Create the vec0 table; rebuild one made with another chunk size, keeping its vectors.
+
+    Trigger: a database whose vector tables predate CHUNK_SIZES (vec0's 1,024-slot chunks) or
+    used other sizes. Why: their empty slots were most of the file. Outcome: the vectors are
+    copied out (a temp table), the table re-created with the chunk size above and refilled, in the
+    caller's transaction; the freed pages are reused (and returned to the disk by `vacuum`).
+    vec0 cannot be renamed, hence the copy.
+    """
+    current = db.scalar("SELECT sql FROM sqlite_master WHERE name = ?", (table,))
+    wanted = _vec_sql(table, key, dim)
+    if current is None:
+        db.execute(wanted)
+        return
+    if f"chunk_size={CHUNK_SIZES[table]})" in current.replace(" ", ""):
+        return
+    db.execute(
+        f"CREATE TEMP TABLE _tr_vec_copy AS SELECT {key} AS k, project AS p, embedding AS e FROM {table}"
+    )
+    db.execute(f"DROP TABLE {table}")
+    db.execute(wanted)
+    db.execute(f"INSERT INTO {table} ({key}, project, embedding) SELECT k, p, e FROM temp._tr_vec_copy")
+    db.execute("DROP TABLE temp._tr_vec_copy")
+    log.info("vector_table_rebuilt", table=table, chunk_size=CHUNK_SIZES[table])
+
+
+def vacuum_if_sparse(db: Database, share: float = 0.25) -> bool:
+    """VACUUM when free pages are at least `share` of the file (after a vector-table rebuild).
+
+    Trigger: many free pages. Why: free pages are reused, but the file keeps its size until
+    vacuumed. Outcome: VACUUM, or nothing when another connection is busy (logged, retried at the
+    next start); never inside a transaction.
+    """
+    pages = int(db.scalar("PRAGMA page_count", default=0))
+    free = int(db.scalar("PRAGMA freelist_count", default=0))
+    if db.in_transaction or pages == 0 or free < share * pages:
+        return False
+    try:
+        db.execute("VACUUM")
+    except db.dbapi.Error as exc:
+        log.warning("vacuum_skipped", error=str(exc), free_pages=free, pages=pages)
+        return False
+    return True
+
+
 def ensure_vector_tables(db: Database, model: str, dim: int) -> bool:
     """Create the vec0 tables for this model's dimension; report whether vectors are usable.
 
@@ -369,22 +442,13 @@ def ensure_vector_tables(db: Database, model: str, dim: int) -> bool:
             db.set_meta("embed_model_mismatch", f"{recorded_model}/{recorded_dim} -> {model}/{dim}")
         return False
     with db.write():
-        db.execute(
-            "CREATE VIRTUAL TABLE IF NOT EXISTS idea_embeddings USING vec0("
-            f"idea_id INTEGER PRIMARY KEY, project TEXT PARTITION KEY, embedding float[{dim}])"
-        )
-        db.execute(
-            "CREATE VIRTUAL TABLE IF NOT EXISTS span_embeddings USING vec0("
-            f"span_id INTEGER PRIMARY KEY, project TEXT PARTITION KEY, embedding float[{dim}])"
-        )
-        db.execute(
-            "CREATE VIRTUAL TABLE IF NOT EXISTS chunk_embeddings USING vec0("
-            f"chunk_id INTEGER PRIMARY KEY, project TEXT PARTITION KEY, embedding float[{dim}])"
-        )
+        for table, key in VECTOR_TABLES.items():
+            _create_or_rebuild_vec(db, table, key, dim)
         db.set_meta("embed_model", model)
         db.set_meta("embed_dim", dim)
         db.set_meta("embed_version", 1)
         db.execute("DELETE FROM meta WHERE key = 'embed_model_mismatch'")
+    vacuum_if_sparse(db)
     return True
 
 
@@ -393,9 +457,8 @@ def drop_vector_tables(db: Database) -> None:
     with db.write():
         if db.dialect == "postgres":  # vec0 tables there are pgvector tables; the same statements
             db.lock("vector tables")
-        db.execute("DROP TABLE IF EXISTS idea_embeddings")
-        db.execute("DROP TABLE IF EXISTS span_embeddings")
-        db.execute("DROP TABLE IF EXISTS chunk_embeddings")
+        for table in VECTOR_TABLES:
+            db.execute(f"DROP TABLE IF EXISTS {table}")
         db.execute("UPDATE ideas SET needs_embedding = 1")
         db.execute("UPDATE spans SET needs_embedding = 1")
         db.execute(

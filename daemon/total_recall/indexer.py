@@ -19,11 +19,11 @@ from typing import Any
 
 import structlog
 
-from total_recall import config, memories, projects, store, transcript, trust
+from total_recall import config, memories, projects, state, store, transcript, trust
 from total_recall.db import Database
 from total_recall.errors import EmbeddingError, ExtractionError, TransientError
 from total_recall.redact import redact_batch
-from total_recall.vectors import Vectors, embed_text, knn
+from total_recall.vectors import Vectors, embed_text, similar_ideas, similar_topics
 
 log = structlog.get_logger(__name__)
 
@@ -80,12 +80,7 @@ def budget_exhausted(db: Database, settings: config.Settings, now: float, *, pen
     budget = settings.llm.daily_token_budget
     if budget <= 0:
         return False
-    used = db.scalar(
-        "SELECT sum(prompt_tokens + completion_tokens) FROM llm_calls WHERE extractor = 'llm' AND at >= ?",
-        (today_start_utc(now),),
-        0,
-    )
-    return used + pending >= budget
+    return state.llm_tokens_since(db, today_start_utc(now)) + pending >= budget
 
 
 class Indexer:
@@ -100,6 +95,7 @@ class Indexer:
         self._llm = None
         self._pending_calls: list[dict] = []
         self._fallback_parts: list[list[int]] = []  # lines of this chunk's parts that fell back offline
+        self._window_vectors = WindowVectors(self)  # the offline extractor's embedder (see there)
 
     # -- components, created on first use -------------------------------------------------
     @property
@@ -119,7 +115,7 @@ class Indexer:
         if self._offline is None:
             from total_recall.extract.offline import OfflineExtractor
 
-            self._offline = OfflineExtractor(self.embedder if self.vectors_ok() else None)
+            self._offline = OfflineExtractor(self._window_vectors if self.vectors_ok() else None)
         return self._offline
 
     def llm(self):
@@ -143,17 +139,17 @@ class Indexer:
         if report.refused:
             log.warning("transcript_refused", file=path, reason=report.refused)
             return report
-        state = self._state(path)
+        progress = self._state(path)
         p = Path(path)
         if not os.path.isfile(path):  # also False for names the OS refuses (ENAMETOOLONG)
             report.missing = True
             return report
-        session = state["session_id"] or session_hint or transcript.session_of(p)
-        report.refused = self._scope_refusal(path, session, state["project"] or cwd_hint)
+        session = progress["session_id"] or session_hint or transcript.session_of(p)
+        report.refused = self._scope_refusal(path, session, progress["project"] or cwd_hint)
         if report.refused:
             return report
-        offset, line, scan = state["byte_offset"], state["line_number"], state["scan_offset"]
-        if offset and transcript.was_rewritten(p, offset, state["head_hash"]):
+        offset, line, scan = progress["byte_offset"], progress["line_number"], progress["scan_offset"]
+        if offset and transcript.was_rewritten(p, offset, progress["head_hash"]):
             log.info("transcript_rewritten", file=path, old_offset=offset)
             offset, line, scan, report.rewritten = 0, 0, 0, True
         if scan and scan > (_size(path) or 0):
@@ -183,7 +179,7 @@ class Indexer:
                 )
             if result.end_offset <= offset:
                 if report.rewritten or result.scanned_to > max(scan, offset):
-                    self._save_offset_only(path, result, state)
+                    self._save_offset_only(path, result, progress)
                 if result.scanned_to > max(scan, offset) and result.scanned_to < (_size(path) or 0):
                     # Trigger: one endless line (a sparse or runaway file). Why: scanning it
                     # must neither hold the daemon nor start over on every hook. Outcome: the
@@ -194,7 +190,7 @@ class Indexer:
                     report.deferred = True
                 break
             report.lines += result.end_line - line
-            ident = self._identity(path, state, result, session_hint, cwd_hint)
+            ident = self._identity(path, progress, result, session_hint, cwd_hint)
             report.refused = self._scope_refusal(path, ident["session"], ident["project"])
             if report.refused:
                 # Trigger: the transcript itself names a forgotten or excluded session/project.
@@ -221,7 +217,7 @@ class Indexer:
                 self._index_chunk(path, ident, chunk, result.head_hash, report)
             offset, line, scan = result.end_offset, result.end_line, result.scanned_to
             if scan:
-                self._save_offset_only(path, result, state)
+                self._save_offset_only(path, result, progress)
             self.embed_pending()
             if self.clock() >= deadline and offset < (_size(path) or 0):
                 # Trigger: daemon.file_timeout. Why: other transcripts are waiting. Outcome: the
@@ -249,12 +245,7 @@ class Indexer:
         context must not depend on where a read started (a restart, a 4 MB read boundary)."""
         if not messages:
             return ""
-        row = self.db.one(
-            f"SELECT content FROM messages WHERE source_file = ? AND source_line < ? AND kind IN "
-            f"({','.join('?' * len(EMBEDDED_KINDS))}) AND content != '' ORDER BY source_line DESC LIMIT 1",
-            (path, messages[0].line, *sorted(EMBEDDED_KINDS)),
-        )
-        return row[0] if row else ""
+        return memories.last_turn_text(self.db, path, messages[0].line, sorted(EMBEDDED_KINDS)) or ""
 
     def _withhold(self, path: str, messages: list, project: str | None) -> None:
         """Lines said while paused, forgotten line by line, or said in a project before it was
@@ -263,14 +254,7 @@ class Indexer:
             return
         ranges = trust.paused_ranges(self.db)
         cutoff = trust.project_cutoff(self.db, project)
-        forgotten = {
-            r[0]
-            for r in self.db.execute(
-                "SELECT source_line FROM tombstones WHERE kind = 'line' AND source_file = ? "
-                "AND source_line BETWEEN ? AND ?",
-                (path, messages[0].line, messages[-1].last_line),
-            )
-        }
+        forgotten = trust.forgotten_lines(self.db, path, messages[0].line, messages[-1].last_line)
         now = self.clock()
         for m in messages:
             reason = "forgotten" if m.line in forgotten else trust.withheld(m.timestamp, ranges, cutoff, now)
@@ -280,22 +264,26 @@ class Indexer:
                     m.parts = []
 
     def _state(self, path: str) -> dict:
-        row = self.db.one(
-            "SELECT byte_offset, line_number, head_hash, session_id, project, scan_offset FROM index_state "
-            "WHERE source_file = ?",
-            (path,),
-        )
-        keys = ("byte_offset", "line_number", "head_hash", "session_id", "project", "scan_offset")
-        return dict(zip(keys, row)) if row else dict(zip(keys, (0, 0, None, None, None, 0)))
+        row = state.of(self.db, path)
+        if row is None:
+            return {
+                "byte_offset": 0,
+                "line_number": 0,
+                "head_hash": None,
+                "session_id": None,
+                "project": None,
+                "scan_offset": 0,
+            }
+        return dict(row)
 
-    def _identity(self, path, state, result, session_hint, cwd_hint) -> dict:
+    def _identity(self, path, progress, result, session_hint, cwd_hint) -> dict:
         """Session, project and branch of a transcript: what it says first, then the hook's hints."""
         msgs = result.messages
-        session = state["session_id"] or next((m.session_id for m in msgs if m.session_id), None)
+        session = progress["session_id"] or next((m.session_id for m in msgs if m.session_id), None)
         session = session or session_hint or transcript.session_of(Path(path))
-        project = state["project"] or next((m.cwd for m in msgs if m.cwd), None) or cwd_hint or ""
+        project = progress["project"] or next((m.cwd for m in msgs if m.cwd), None) or cwd_hint or ""
         branch = next((m.git_branch for m in reversed(msgs) if m.git_branch), None)
-        state["session_id"], state["project"] = session, project
+        progress["session_id"], progress["project"] = session, project
         return {"session": session, "project": project, "branch": branch}
 
     def _chunks(self, path: str, result: transcript.ReadResult) -> list[Chunk]:
@@ -336,19 +324,10 @@ class Indexer:
     def _known_lines(self, path: str, messages: list) -> set[tuple[int, str]]:
         if not messages:
             return set()
-        rows = self.db.execute(
-            "SELECT source_line, content_hash FROM messages WHERE source_file = ? AND source_line BETWEEN ? AND ?",
-            (path, messages[0].line, messages[-1].last_line),
-        ).fetchall()
-        known = {(r[0], r[1]) for r in rows}
+        first, last = messages[0].line, messages[-1].last_line
+        known = memories.message_hashes(self.db, path, first, last)
         # Lines the user forgot are never extracted again (nor sent to an endpoint).
-        forgotten = {
-            r[0]
-            for r in self.db.execute(
-                "SELECT source_line FROM tombstones WHERE kind = 'line' AND source_file = ? AND source_line BETWEEN ? AND ?",
-                (path, messages[0].line, messages[-1].last_line),
-            )
-        }
+        forgotten = trust.forgotten_lines(self.db, path, first, last)
         known |= {
             (m.line, store.content_hash(m.text))
             for m in messages
@@ -360,7 +339,11 @@ class Indexer:
         fresh = chunk.fresh
         units = self._new_units(path, chunk.units)
         query = self._batch_vector(units) if fresh else None
-        outputs, extractor_name = self._extract(path, ident, fresh, query) if fresh else ([], "none")
+        self._window_vectors.windows = windows_of(units)
+        try:
+            outputs, extractor_name = self._extract(path, ident, fresh, query) if fresh else ([], "none")
+        finally:
+            self._window_vectors.windows = []
         now = self.clock()
         point_at_text_lines(outputs, fresh)
         times = {n: m.timestamp for m in chunk.messages for n in range(m.line, m.last_line + 1)}
@@ -392,10 +375,7 @@ class Indexer:
             self._write_units(path, ident, units, vectors)
             self._write_calls(now)
             self._write_offset(path, ident, chunk, head_hash, now)
-            self.db.executemany(
-                "INSERT INTO fallback_batches (source_file, session_id, project, lines, created_at) VALUES (?, ?, ?, ?, ?)",
-                [(path, ident["session"], ident["project"], json.dumps(lines), now) for lines in fell_back],
-            )
+            state.add_fallback_batches(self.db, path, ident["session"], ident["project"], fell_back, now)
         report.batches += bool(fresh)
         report.messages += len(fresh)
         report.llm_calls += extractor_name == "llm"
@@ -405,20 +385,8 @@ class Indexer:
         if not units:
             return []
         low, high = min(u["source_line"] for u in units), max(u["source_line"] for u in units)
-        have = {
-            (r[0], r[1])
-            for r in self.db.execute(
-                "SELECT source_line, seq FROM chunks WHERE source_file = ? AND source_line BETWEEN ? AND ?",
-                (path, low, high),
-            )
-        }
-        forgotten = {
-            r[0]
-            for r in self.db.execute(
-                "SELECT source_line FROM tombstones WHERE kind = 'line' AND source_file = ? AND source_line BETWEEN ? AND ?",
-                (path, min(u["message_line"] for u in units), high),
-            )
-        }
+        have = memories.chunk_keys(self.db, path, low, high)
+        forgotten = trust.forgotten_lines(self.db, path, min(u["message_line"] for u in units), high)
         return [
             u
             for u in units
@@ -564,30 +532,29 @@ class Indexer:
         from total_recall.extract import protocol
 
         done = 0
-        rows = self.db.execute(
-            "SELECT id, source_file, session_id, project, lines FROM fallback_batches "
-            "WHERE done_at IS NULL ORDER BY id LIMIT ?",
-            (limit,),
-        ).fetchall()
-        for batch_id, path, session, project, lines_json in rows:
+        for batch in state.fallback_batches(self.db, limit):
             if self.budget_exhausted():
                 break
-            lines = [int(x) for x in json.loads(lines_json)]
-            marks = ",".join("?" * len(lines))
+            batch_id, path, session, project = (
+                batch["id"],
+                batch["source_file"],
+                batch["session_id"],
+                batch["project"],
+            )
+            lines = [int(x) for x in json.loads(batch["lines"])]
             new = [
-                {"role": r[0], "content": r[1], "timestamp": r[2], "line": r[3]}
-                for r in self.db.execute(
-                    f"SELECT role, content, timestamp, source_line FROM messages WHERE source_file = ? "
-                    f"AND source_line IN ({marks}) ORDER BY source_line",
-                    (path, *lines),
-                )
+                {
+                    "role": r["role"],
+                    "content": r["content"],
+                    "timestamp": r["timestamp"],
+                    "line": r["source_line"],
+                }
+                for r in memories.messages_at(self.db, path, lines)
             ]
             ident = {"session": session, "project": project or "", "branch": None}
             if not new:
                 with self.db.write():
-                    self.db.execute(
-                        "UPDATE fallback_batches SET done_at = ? WHERE id = ?", (self.clock(), batch_id)
-                    )
+                    state.fallback_done(self.db, batch_id, self.clock(), attempted=False)
                 continue
             context = self._context(path, ident, new)
             max_chars = self.settings.llm.max_prompt_chars
@@ -600,9 +567,7 @@ class Indexer:
                 log.info("llm_still_failing", file=path, error=str(exc)[:200])
                 with self.db.write():
                     self._write_calls(self.clock())
-                    self.db.execute(
-                        "UPDATE fallback_batches SET attempts = attempts + 1 WHERE id = ?", (batch_id,)
-                    )
+                    state.fallback_failed(self.db, batch_id)
                 break  # the outage goes on; the next heartbeat tries again
             output = protocol.validate_output(
                 raw, {m["line"] for m in new}, {k["id"] for k in context["known"]}
@@ -623,22 +588,11 @@ class Indexer:
                 machine=self.settings.machine_name(),
             )
             with self.db.write():
-                stale = [
-                    r[0]
-                    for r in self.db.execute(
-                        f"SELECT id FROM ideas WHERE source_file = ? AND (source_line IN ({marks}) OR source_line IN "
-                        f"(SELECT source_line FROM chunks WHERE source_file = ? AND message_line IN ({marks}))) "
-                        f"AND pinned = 0 AND mention_count = 1",
-                        (path, *lines, path, *lines),
-                    )
-                ]
+                stale = memories.ideas_said_only_on(self.db, path, lines)
                 store.delete_ideas(self.db, stale, "extract:llm-retry", now)
                 store.apply_output(self.db, ctx, output, vectors)
                 self._write_calls(now)
-                self.db.execute(
-                    "UPDATE fallback_batches SET done_at = ?, attempts = attempts + 1 WHERE id = ?",
-                    (now, batch_id),
-                )
+                state.fallback_done(self.db, batch_id, now)
             done += 1
         return done
 
@@ -646,14 +600,7 @@ class Indexer:
         """point_at_text_lines for a batch read back from the database: a message's pieces are its
         chunks (line and text), stored when it was first indexed."""
         for item in output.get("items", []):
-            parts = [
-                (r[0], r[1])
-                for r in self.db.execute(
-                    "SELECT source_line, content FROM chunks WHERE source_file = ? AND message_line = ? "
-                    "ORDER BY source_line, seq",
-                    (path, int(item["source_line"])),
-                )
-            ]
+            parts = memories.message_pieces(self.db, path, int(item["source_line"]))
             if len({n for n, _ in parts}) < 2:
                 continue
             item["message_line"] = int(item["source_line"])
@@ -665,46 +612,37 @@ class Indexer:
 
     def _context(self, path: str, ident: dict, new: list[dict], query: bytes | None = None) -> dict:
         session, project = ident["session"], ident["project"]
-        topic = self.db.one(
-            "SELECT id, name, summary FROM spans WHERE session_id = ? AND source_file = ? AND depth = 1 AND closed = 0 "
-            "ORDER BY id DESC LIMIT 1",
-            (session, path),
-        )
-        span = topic and self.db.one(
-            "SELECT name, summary FROM spans WHERE parent_id = ? AND depth = 2 AND closed = 0 ORDER BY id DESC LIMIT 1",
-            (topic[0],),
-        )
-        first = new[0]["line"]
-        recent = self.db.execute(
-            "SELECT role, content, timestamp, source_line FROM messages WHERE session_id = ? AND source_file = ? "
-            "AND skip_reason IS NULL AND source_line < ? ORDER BY source_line DESC LIMIT ?",
-            (session, path, first, RECENT_MESSAGES),
-        ).fetchall()
-        known = self.db.execute(
-            "SELECT id, intent, content FROM ideas WHERE project = ? ORDER BY id DESC LIMIT ?",
-            (project, KNOWN_IDEAS),
-        ).fetchall()
+        topic = memories.open_topic(self.db, session, path)
+        span = topic and memories.open_subspan(self.db, topic["id"])
+        recent = memories.messages_before(self.db, session, path, new[0]["line"], RECENT_MESSAGES)
+        known = memories.latest_ideas(self.db, project, KNOWN_IDEAS)
         related, similar = self._similar(
             project, session, " ".join(m["content"] for m in new)[:CONTEXT_QUERY_CHARS], query
         )
-        known_ids = {k[0] for k in known}
-        known += [s for s in similar if s[0] not in known_ids]
+        known_ids = {k["id"] for k in known}
+        known += [s for s in similar if s["id"] not in known_ids]
         return {
             "hierarchy": {
                 "project": {"name": projects.short_name(project), "summary": ""},
-                "topic": {"name": topic[1], "summary": topic[2]} if topic else None,
-                "span": {"name": span[0], "summary": span[1]} if span else None,
+                "topic": {"name": topic["name"], "summary": topic["summary"]} if topic else None,
+                "span": {"name": span["name"], "summary": span["summary"]} if span else None,
             },
             "recent": [
-                {"role": r[0], "content": r[1], "timestamp": r[2], "line": r[3]} for r in reversed(recent)
+                {
+                    "role": r["role"],
+                    "content": r["content"],
+                    "timestamp": r["timestamp"],
+                    "line": r["source_line"],
+                }
+                for r in reversed(recent)
             ],
             "related": related,
-            "known": [{"id": k[0], "type": k[1], "content": k[2]} for k in known],
+            "known": [{"id": k["id"], "type": k["intent"], "content": k["content"]} for k in known],
         }
 
     def _similar(
         self, project: str, session: str, text: str, blob: bytes | None = None
-    ) -> tuple[list[dict], list[tuple]]:
+    ) -> tuple[list[dict], list]:
         """Top 3 topics of other sessions and the 10 most similar ideas of this project."""
         if (blob is None and not text.strip()) or not self.vectors_ok():
             return [], []
@@ -715,18 +653,11 @@ class Indexer:
                 blob = to_blob(self.embedder.embed([text])[0])
             except (EmbeddingError, TransientError):
                 return [], []
-        # vectors.knn speaks both stores' dialects (vec0 on SQLite, pgvector on PostgreSQL)
-        near_spans = [i for i, _ in knn(self.db, "span_embeddings", "span_id", blob, 20)]
-        spans = {r["id"]: r for r in memories.rows_by_id(self.db, "spans", near_spans)}
-        topics = [
-            (spans[i]["name"], spans[i]["summary"], spans[i]["session_id"])
-            for i in near_spans
-            if i in spans and spans[i]["depth"] == 1 and spans[i]["session_id"] != session
-        ][:3]
-        near_ideas = [i for i, _ in knn(self.db, "idea_embeddings", "idea_id", blob, 10, project or "")]
-        found = {r["id"]: r for r in memories.rows_by_id(self.db, "ideas", near_ideas)}
-        ideas = [(i, found[i]["intent"], found[i]["content"]) for i in near_ideas if i in found]
-        return [{"name": t[0], "summary": t[1], "session": t[2]} for t in topics], ideas
+        topics = similar_topics(self.db, blob, session)
+        ideas = similar_ideas(self.db, blob, project or "")
+        return [
+            {"name": t["name"], "summary": t["summary"], "session": t["session_id"]} for t in topics
+        ], ideas
 
     def _write_messages(self, path, ident, chunk: Chunk, covered: set, skips: dict, now: float) -> None:
         fresh_lines = {m.line for m in chunk.fresh}
@@ -753,60 +684,32 @@ class Indexer:
                     now,
                 )
             )
-        self.db.executemany(
-            "INSERT OR IGNORE INTO messages (source_file, source_line, session_id, project, git_branch, role, kind, "
-            "content, content_hash, timestamp, skip_reason, indexed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            rows,
-        )
+        store.insert_messages(self.db, rows)
 
     def _write_calls(self, now: float) -> None:
         # Copy and clear in place: the LLM extractor holds a reference to this very list.
         calls = list(self._pending_calls)
         self._pending_calls.clear()
-        self.db.executemany(
-            "INSERT INTO llm_calls (at, extractor, model, messages, prompt_tokens, completion_tokens, ok, error) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                (
-                    now,
-                    c.get("extractor", "llm"),
-                    c.get("model"),
-                    int(c.get("messages", 0)),
-                    int(c.get("prompt_tokens", 0)),
-                    int(c.get("completion_tokens", 0)),
-                    int(bool(c.get("ok"))),
-                    c.get("error"),
-                )
-                for c in calls
-            ],
-        )
+        state.record_calls(self.db, calls, now)
 
     def _write_offset(
         self, path: str, ident: dict, chunk: Chunk, head_hash: str, now: float, scan_offset: int = 0
     ) -> None:
-        self.db.execute(
-            "INSERT INTO index_state (source_file, session_id, project, byte_offset, line_number, head_hash, "
-            "file_size, updated_at, scan_offset) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT (source_file) DO UPDATE SET session_id = excluded.session_id, "
-            "project = excluded.project, byte_offset = excluded.byte_offset, "
-            "line_number = excluded.line_number, head_hash = excluded.head_hash, "
-            "file_size = excluded.file_size, updated_at = excluded.updated_at, "
-            "scan_offset = excluded.scan_offset",
-            (
-                path,
-                ident["session"],
-                ident["project"],
-                chunk.end_offset,
-                chunk.end_line,
-                head_hash,
-                _size(path),
-                now,
-                scan_offset,
-            ),
+        state.save(
+            self.db,
+            path,
+            session=ident["session"],
+            project=ident["project"],
+            byte_offset=chunk.end_offset,
+            line_number=chunk.end_line,
+            head_hash=head_hash,
+            file_size=_size(path),
+            now=now,
+            scan_offset=scan_offset,
         )
 
-    def _save_offset_only(self, path: str, result, state: dict) -> None:
-        ident = {"session": state["session_id"], "project": state["project"] or ""}
+    def _save_offset_only(self, path: str, result, progress: dict) -> None:
+        ident = {"session": progress["session_id"], "project": progress["project"] or ""}
         with self.db.write():
             self._write_offset(
                 path,
@@ -886,23 +789,63 @@ def shared_windows(outputs: list[dict], units: list[dict]) -> dict[str, str]:
     windows_by_line: dict[int, list[tuple[set[str], int, str]]] = {}
     for u in units:
         if u["embed"]:
-            words = WORD.findall(u["content"].lower())
-            windows_by_line.setdefault(int(u["source_line"]), []).append(
-                (set(words), len(words), embed_text(u))
-            )
+            windows_by_line.setdefault(int(u["source_line"]), []).extend(windows_of([u]))
     out = {}
     for output in outputs:
         for item in output.get("items", []):
-            candidates = windows_by_line.get(int(item["source_line"]))
-            if not candidates:
-                continue
-            words = WORD.findall(item["content"].lower())
-            vocabulary, size, text = max(candidates, key=lambda c: len(c[0].intersection(words)))
-            covers = len(words) >= SHARE_WINDOW * size
-            inside = len(vocabulary.intersection(words)) >= SHARE_WINDOW * len(words)
-            if words and covers and inside:
-                out[item["content"].strip()] = text
+            window = window_for(item["content"], windows_by_line.get(int(item["source_line"])) or [])
+            if window is not None:
+                out[item["content"].strip()] = window
     return out
+
+
+def windows_of(units: list[dict]) -> list[tuple[set[str], int, str]]:
+    """(word set, word count, embed text) of every embedded window."""
+    out = []
+    for u in units:
+        if u["embed"]:
+            words = WORD.findall(u["content"].lower())
+            out.append((set(words), len(words), embed_text(u)))
+    return out
+
+
+def window_for(text: str, windows: list[tuple[set[str], int, str]]) -> str | None:
+    """The embed text of the window that `text` mostly is (SHARE_WINDOW both ways), or None."""
+    if not windows:
+        return None
+    words = WORD.findall(text.lower())
+    vocabulary, size, window = max(windows, key=lambda c: len(c[0].intersection(words)))
+    covers = len(words) >= SHARE_WINDOW * size
+    inside = len(vocabulary.intersection(words)) >= SHARE_WINDOW * len(words)
+    return window if words and covers and inside else None
+
+
+class WindowVectors:
+    """The offline extractor's embedder: a text that mostly is one of the batch's windows gets
+    that window's vector, as the stored idea will (shared_windows).
+
+    The extractor embeds its items to compare them (relations, duplicates, topic shifts). Those
+    that are their whole window would cost a second model call for a vector the stored idea does
+    not use; the windows are already embedded (the batch vector), so the cache serves them.
+    Measured (BENCHMARKS.md §2): it removed about half of the extractor's embedded tokens.
+    """
+
+    def __init__(self, indexer: Indexer):
+        self.indexer = indexer
+        self.windows: list[tuple[set[str], int, str]] = []  # this batch's, set around extraction
+
+    @property
+    def model_id(self) -> str:
+        return self.indexer.embedder.model_id
+
+    @property
+    def dim(self) -> int:
+        return self.indexer.embedder.dim
+
+    def embed(self, texts: list[str]) -> Any:
+        if self.windows:
+            texts = [window_for(t, self.windows) or t for t in texts]
+        return self.indexer.embedder.embed(texts)
 
 
 def point_at_text_lines(outputs: list[dict], messages: list[transcript.Message]) -> None:

@@ -210,7 +210,8 @@ ACTIVATION_FLOOR = 0.01
 
 
 def decay_activation(db: Database, elapsed: float) -> None:
-    """Working memory: what a batch touched is 'active'; activation halves every hour, tiny values prune to 0."""
+    """Working memory: what a batch touched is 'active'; activation halves every hour, tiny values
+    prune to 0."""
     factor = 0.5 ** (max(0.0, elapsed) / ACTIVATION_HALF_LIFE)
     with db.write():
         memories.decay_activation(db, factor, ACTIVATION_FLOOR)

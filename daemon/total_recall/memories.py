@@ -154,7 +154,8 @@ def ideas_since(db: Database, since: str, projects: list[str] | None) -> list:
     intent, content, id."""
     psql = f" AND project IN ({marks(projects)})" if projects else ""
     return db.all(
-        f"SELECT project, message_time, intent, content, id FROM ideas WHERE substr(message_time, 1, 19) >= ?{psql} "
+        "SELECT project, message_time, intent, content, id FROM ideas WHERE substr(message_time, 1, 19) >= "
+        f"?{psql} "
         f"AND intent != 'context' ORDER BY message_time",
         (since, *(projects or [])),
     )
@@ -164,7 +165,8 @@ def topics_since(db: Database, since: str, projects: list[str] | None) -> list:
     """Top-level topics started from `since` on: project, started_at, name."""
     psql = f" AND project IN ({marks(projects)})" if projects else ""
     return db.all(
-        f"SELECT project, started_at, name FROM spans WHERE depth = 1 AND substr(started_at, 1, 19) >= ?{psql} "
+        "SELECT project, started_at, name FROM spans WHERE depth = 1 AND substr(started_at, 1, 19) >= "
+        f"?{psql} "
         f"ORDER BY started_at",
         (since, *(projects or [])),
     )
@@ -201,8 +203,10 @@ def projects_of(db: Database, idea_ids: list[int]) -> list[str]:
 
 def proposals(db: Database, state: str) -> list[dict]:
     rows = db.all(
-        "SELECT p.id, p.kind, p.target_id, t.content AS target, p.new_idea_id, n.content AS new, p.created_at, "
-        "p.state FROM proposals p JOIN ideas t ON t.id = p.target_id LEFT JOIN ideas n ON n.id = p.new_idea_id "
+        "SELECT p.id, p.kind, p.target_id, t.content AS target, p.new_idea_id, n.content AS new, "
+        "p.created_at, "
+        "p.state FROM proposals p JOIN ideas t ON t.id = p.target_id LEFT JOIN ideas n ON n.id = "
+        "p.new_idea_id "
         "WHERE p.state = ? ORDER BY p.id",
         (state,),
     )
@@ -297,7 +301,8 @@ def decay_activation(db: Database, factor: float, floor: float) -> None:
 def session_ideas(db: Database, session: str) -> list:
     """A session's ideas in line order: id, span_id, intent, content, source_line."""
     return db.all(
-        "SELECT id, span_id, intent, content, source_line FROM ideas WHERE session_id = ? ORDER BY source_line, id",
+        "SELECT id, span_id, intent, content, source_line FROM ideas WHERE session_id = ? ORDER BY "
+        "source_line, id",
         (session,),
     )
 
@@ -318,7 +323,8 @@ def noted(db: Database, idea_id: int) -> Any:
 def latest_branch(db: Database, source_file: str) -> str | None:
     """The git branch of a transcript's latest message that names one."""
     return db.scalar(
-        "SELECT git_branch FROM messages WHERE source_file = ? AND git_branch != '' ORDER BY source_line DESC LIMIT 1",
+        "SELECT git_branch FROM messages WHERE source_file = ? AND git_branch != '' ORDER BY source_line "
+        "DESC LIMIT 1",
         (source_file,),
     )
 
@@ -473,7 +479,246 @@ def last_event(db: Database) -> int:
     return int(db.scalar("SELECT max(id) FROM memory_events", default=0))
 
 
-def rows_by_id(db: Database, table: str, ids: list[int]) -> list:
-    """Every column of these rows of ideas or spans (nearest-neighbour hits, in any order)."""
-    assert table in ("ideas", "spans")
-    return db.all(f"SELECT * FROM {table} WHERE id IN ({marks(ids)})", ids) if ids else []
+# --- one memory in full, the entity graph (browse, the web view) ---------------------------------
+
+# The columns of one memory as the read-only views show it.
+IDEA_FIELDS = (
+    "id",
+    "content",
+    "intent",
+    "confidence",
+    "answered",
+    "pinned",
+    "mention_count",
+    "project",
+    "session_id",
+    "git_branch",
+    "message_time",
+    "source_file",
+    "source_line",
+    "span_id",
+    "created_at",
+    "updated_at",
+)
+
+
+def idea_fields(db: Database, idea_id: int) -> Any:
+    """One idea's IDEA_FIELDS, or None."""
+    return db.one(f"SELECT {', '.join(IDEA_FIELDS)} FROM ideas WHERE id = ?", (idea_id,))
+
+
+def idea_sources(db: Database, idea_id: int) -> list:
+    """Every place an idea was said, oldest first: source_file, source_line, message_time."""
+    return db.all(
+        "SELECT source_file, source_line, message_time FROM idea_sources WHERE idea_id = ? "
+        "ORDER BY message_time, source_line",
+        (idea_id,),
+    )
+
+
+def source_count(db: Database, idea_id: int) -> int:
+    return db.scalar("SELECT count(*) FROM idea_sources WHERE idea_id = ?", (idea_id,), 0)
+
+
+def entity_names(db: Database, idea_id: int) -> list[str]:
+    """The names of the entities an idea mentions, alphabetically."""
+    return db.column(
+        "SELECT e.name FROM idea_entities ie JOIN entities e ON e.id = ie.entity_id WHERE ie.idea_id = ? "
+        "ORDER BY e.name",
+        (idea_id,),
+    )
+
+
+def messages_between(db: Database, source_file: str, first: int, last: int) -> list:
+    """The stored (redacted) conversation lines first..last of a transcript, skipped ones left out:
+    source_line, role, content, timestamp."""
+    return db.all(
+        "SELECT source_line, role, content, timestamp FROM messages "
+        "WHERE source_file = ? AND source_line BETWEEN ? "
+        "AND ? AND skip_reason IS NULL ORDER BY source_line",
+        (source_file, first, last),
+    )
+
+
+def relations_of(db: Database, idea_id: int) -> list:
+    """An idea's relations both ways: type, direction ('out'/'in'), id, content, intent of the other."""
+    return db.all(
+        "SELECT r.relation_type AS type, 'out' AS direction, r.to_id AS id, i.content, i.intent "
+        "FROM relations r JOIN ideas i ON i.id = r.to_id "
+        "WHERE r.from_id = ?1 UNION ALL "
+        "SELECT r.relation_type, 'in', r.from_id, i.content, i.intent "
+        "FROM relations r JOIN ideas i ON i.id = r.from_id "
+        "WHERE r.to_id = ?1",
+        (idea_id,),
+    )
+
+
+def superseded_step(db: Database, idea_id: int, newer: bool) -> int | None:
+    """The idea that superseded this one (newer) or that this one superseded (older); the latest
+    such relation, or None."""
+    column, other = ("to_id", "from_id") if newer else ("from_id", "to_id")
+    return db.scalar(
+        f"SELECT {other} FROM relations WHERE {column} = ? AND relation_type = 'supersedes' "
+        f"ORDER BY created_at DESC LIMIT 1",
+        (idea_id,),
+    )
+
+
+def ideas_brief(db: Database, idea_ids: list[int]) -> list:
+    """id, content, intent, message_time of these ideas (any order)."""
+    return db.all(
+        f"SELECT id, content, intent, message_time FROM ideas WHERE id IN ({marks(idea_ids)})", idea_ids
+    )
+
+
+def top_entities(db: Database, projects: list[str] | None, ideas: int, limit: int) -> list:
+    """The entities the latest `ideas` ideas (of these projects) name most: id, name, type, n.
+
+    Bounded by the latest ideas (by id) so that the join stays small on a 100k-memory database.
+    The joins are pinned to run from those ideas outwards (CROSS JOIN): left to itself the
+    planner starts from the entity index and walks every link of the popular entities.
+    """
+    recent, params = _recent_ideas(projects)
+    return db.all(
+        f"WITH recent(id) AS ({recent}) "
+        f"SELECT e.id, e.name, e.type, count(*) AS n FROM recent r "
+        f"CROSS JOIN idea_entities ie ON ie.idea_id = r.id CROSS JOIN entities e ON e.id = ie.entity_id "
+        f"GROUP BY e.id ORDER BY n DESC, e.name LIMIT ?",
+        (*params, ideas, limit),
+    )
+
+
+def entity_pairs(
+    db: Database, projects: list[str] | None, ideas: int, entity_ids: list[int], limit: int
+) -> list:
+    """How often two of these entities are named by the same idea among the latest `ideas`:
+    source, target, weight (most often first). `+` on the entity filter keeps the planner
+    starting from the recent ideas."""
+    recent, params = _recent_ideas(projects)
+    ids = marks(entity_ids)
+    return db.all(
+        f"WITH recent(id) AS ({recent}) "
+        f"SELECT a.entity_id AS source, b.entity_id AS target, count(*) AS weight FROM recent r "
+        f"CROSS JOIN idea_entities a ON a.idea_id = r.id "
+        f"CROSS JOIN idea_entities b ON b.idea_id = r.id AND a.entity_id < b.entity_id "
+        f"WHERE +a.entity_id IN ({ids}) AND +b.entity_id IN ({ids}) "
+        f"GROUP BY a.entity_id, b.entity_id ORDER BY count(*) DESC LIMIT ?",
+        (*params, ideas, *entity_ids, *entity_ids, limit),
+    )
+
+
+def _recent_ideas(projects: list[str] | None) -> tuple[str, tuple]:
+    """The query of the latest ideas' ids (of these projects; LIMIT is the caller's last
+    parameter before its own) and its parameters."""
+    psql = f"WHERE project IN ({marks(projects)})" if projects else ""
+    return f"SELECT id FROM ideas {psql} ORDER BY id DESC LIMIT ?", tuple(projects or ())
+
+
+def entity(db: Database, entity_id: int) -> Any:
+    """id, name, type of one entity, or None."""
+    return db.one("SELECT id, name, type FROM entities WHERE id = ?", (entity_id,))
+
+
+def entity_ideas(db: Database, entity_id: int, limit: int) -> list:
+    """The ideas that name an entity, newest first: id, content, intent, message_time, project."""
+    return db.all(
+        "SELECT i.id, i.content, i.intent, i.message_time, i.project FROM idea_entities ie JOIN ideas i "
+        "ON i.id = ie.idea_id WHERE ie.entity_id = ? ORDER BY i.message_time DESC LIMIT ?",
+        (entity_id, limit),
+    )
+
+
+# --- what the indexer reads around a batch --------------------------------------------------------
+
+
+def last_turn_text(db: Database, source_file: str, before_line: int, kinds: list[str]) -> str | None:
+    """The stored text of the last message of these kinds before a line (not empty), or None."""
+    return db.scalar(
+        f"SELECT content FROM messages WHERE source_file = ? AND source_line < ? AND kind IN "
+        f"({marks(kinds)}) AND content != '' ORDER BY source_line DESC LIMIT 1",
+        (source_file, before_line, *kinds),
+    )
+
+
+def message_hashes(db: Database, source_file: str, first: int, last: int) -> set[tuple[int, str]]:
+    """(source_line, content_hash) of the stored lines first..last of a transcript."""
+    rows = db.all(
+        "SELECT source_line, content_hash FROM messages WHERE source_file = ? AND source_line BETWEEN ? AND "
+        "?",
+        (source_file, first, last),
+    )
+    return {(r["source_line"], r["content_hash"]) for r in rows}
+
+
+def messages_at(db: Database, source_file: str, lines: list[int]) -> list:
+    """The stored messages on these lines, in line order: role, content, timestamp, source_line."""
+    return db.all(
+        f"SELECT role, content, timestamp, source_line FROM messages WHERE source_file = ? "
+        f"AND source_line IN ({marks(lines)}) ORDER BY source_line",
+        (source_file, *lines),
+    )
+
+
+def messages_before(db: Database, session: str, source_file: str, line: int, limit: int) -> list:
+    """The last `limit` conversational messages of a session's transcript before a line, newest
+    first: role, content, timestamp, source_line."""
+    return db.all(
+        "SELECT role, content, timestamp, source_line FROM messages WHERE session_id = ? AND source_file = ? "
+        "AND skip_reason IS NULL AND source_line < ? ORDER BY source_line DESC LIMIT ?",
+        (session, source_file, line, limit),
+    )
+
+
+def chunk_keys(db: Database, source_file: str, first: int, last: int) -> set[tuple[int, int]]:
+    """(source_line, seq) of the chunks stored for lines first..last of a transcript."""
+    rows = db.all(
+        "SELECT source_line, seq FROM chunks WHERE source_file = ? AND source_line BETWEEN ? AND ?",
+        (source_file, first, last),
+    )
+    return {(r["source_line"], r["seq"]) for r in rows}
+
+
+def message_pieces(db: Database, source_file: str, message_line: int) -> list[tuple[int, str]]:
+    """(source_line, content) of a message's chunks, in line order: its pieces as stored."""
+    rows = db.all(
+        "SELECT source_line, content FROM chunks WHERE source_file = ? AND message_line = ? "
+        "ORDER BY source_line, seq",
+        (source_file, message_line),
+    )
+    return [(r["source_line"], r["content"]) for r in rows]
+
+
+def ideas_said_only_on(db: Database, source_file: str, lines: list[int]) -> list[int]:
+    """Ideas of these (message) lines that nothing else holds: unpinned, said once."""
+    return db.column(
+        f"SELECT id FROM ideas WHERE source_file = ? AND (source_line IN ({marks(lines)}) OR source_line IN "
+        f"(SELECT source_line FROM chunks WHERE source_file = ? AND message_line IN ({marks(lines)}))) "
+        f"AND pinned = 0 AND mention_count = 1",
+        (source_file, *lines, source_file, *lines),
+    )
+
+
+def open_topic(db: Database, session: str, source_file: str) -> Any:
+    """The latest open top-level topic of a session's transcript: id, name, summary; or None."""
+    return db.one(
+        "SELECT id, name, summary FROM spans WHERE session_id = ? AND source_file = ? AND depth = 1 AND "
+        "closed = 0 "
+        "ORDER BY id DESC LIMIT 1",
+        (session, source_file),
+    )
+
+
+def open_subspan(db: Database, topic_id: int) -> Any:
+    """The latest open sub-span of a topic: name, summary; or None."""
+    return db.one(
+        "SELECT name, summary FROM spans WHERE parent_id = ? AND depth = 2 AND closed = 0 ORDER BY id DESC "
+        "LIMIT 1",
+        (topic_id,),
+    )
+
+
+def latest_ideas(db: Database, project: str, limit: int) -> list:
+    """A project's newest ideas: id, intent, content."""
+    return db.all(
+        "SELECT id, intent, content FROM ideas WHERE project = ? ORDER BY id DESC LIMIT ?", (project, limit)
+    )

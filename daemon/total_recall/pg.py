@@ -4,8 +4,8 @@
 get_meta, set_meta), so the storage owner modules run their statements on either store. Their
 SQL is written for SQLite; `translate` turns the few SQLite-only forms they use into
 PostgreSQL's: `?` placeholders, `INSERT OR IGNORE`, `x IS ?`, two-argument `max`/`min`,
-`group_concat`, `instr`, numbered `?2`, and `lastrowid` (a `RETURNING id` on tables that have one). Full-text and
-nearest-neighbour queries are not translated: their owners (vectors, the search strategies)
+`group_concat`, `instr`, numbered `?2`, and `lastrowid` (a `RETURNING id` on tables that have one).
+Full-text and nearest-neighbour queries are not translated: their owners (vectors, lookup)
 write each dialect's own.
 
 psycopg (3) is imported inside the functions that need it: it is an optional extra
@@ -256,7 +256,8 @@ class PgDatabase:
 
     def set_meta(self, key: str, value: Any) -> None:
         self.execute(
-            "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            "INSERT INTO meta (key, value) VALUES (?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             (key, str(value)),
         )
 

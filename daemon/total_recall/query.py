@@ -13,13 +13,13 @@ MAX_TERMS = 32
 WORD = re.compile(r"\w+", re.UNICODE)
 STOPWORDS = frozenset(
     """
-a about above after again against all am an and any are as at be because been before being below between both
-but by can could did do does doing down during each few for from further had has have having he her here hers
-herself him himself his how i if in into is it its itself just me more most my myself no nor not now of off on
-once only or other our ours ourselves out over own same she should so some such than that the their theirs them
-themselves then there these they this those through to too under until up very was we were what when where which
-while who whom why will with would you your yours yourself yourselves did does what's whats tell remember recall
-know anything something thing things ever
+a about above after again against all am an and any are as at be because been before being below between
+both but by can could did do does doing down during each few for from further had has have having he her here
+hers herself him himself his how i if in into is it its itself just me more most my myself no nor not now of
+off on once only or other our ours ourselves out over own same she should so some such than that the their
+theirs them themselves then there these they this those through to too under until up very was we were what
+when where which while who whom why will with would you your yours yourself yourselves did does what's whats
+tell remember recall know anything something thing things ever
 """.split()
 )
 MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
@@ -54,6 +54,9 @@ class Query:
     time_sensitive: bool = False
     session: str | None = None  # --session: only memories of this session (a full id)
     speaker: str | None = None  # the side of the conversation the question asks about: "user"/"assistant"
+    # The range comes from a day the question names ("on 8 May"): an event is often told days after
+    # it happened, so the range ranks lines (search.OUTSIDE_DAY) instead of filtering them out.
+    soft_window: bool = False
 
     def fts(self) -> str | None:
         """An FTS5 expression in which every user word is a quoted literal: no syntax survives."""
@@ -170,6 +173,8 @@ def analyze(text: str, now: datetime | None = None) -> Query:
     since, until = temporal(text, now)
     q = Query(text=text, terms=terms_of(text), since=since, until=until)
     q.speaker = speaker(text)
+    day = named_day(text.lower(), now)
+    q.soft_window = day is not None and since == day - timedelta(days=1)
     q.time_sensitive = (
         since is not None
         or until is not None

@@ -131,7 +131,8 @@ def drain_spool(db: Database, spool: Path) -> int:
         if records:
             with db.write():
                 db.executemany(
-                    "INSERT INTO work_queue (transcript_path, session_id, cwd, event, size_seen, enqueued_at) "
+                    "INSERT INTO work_queue (transcript_path, session_id, cwd, event, size_seen, "
+                    "enqueued_at) "
                     "VALUES (?, ?, ?, ?, ?, ?)",
                     records,
                 )
@@ -177,7 +178,8 @@ def claim_next(
         ).fetchall()
         ids = [r["id"] for r in rows]
         db.execute(
-            f"UPDATE work_queue SET state = 'claimed', lease_expires = ? WHERE id IN ({','.join('?' * len(ids))})",
+            "UPDATE work_queue SET state = 'claimed', lease_expires = ? WHERE id IN "
+            f"({','.join('?' * len(ids))})",
             (now + lease, *ids),
         )
     session = next((r["session_id"] for r in reversed(rows) if r["session_id"]), None)
@@ -192,7 +194,8 @@ def _in(ids: list[int]) -> str:
 def complete(db: Database, claim: Claim, note: str | None = None) -> None:
     with db.write():
         db.execute(
-            f"UPDATE work_queue SET state = 'done', lease_expires = NULL, last_error = ? WHERE id IN ({_in(claim.row_ids)})",
+            "UPDATE work_queue SET state = 'done', lease_expires = NULL, last_error = ? WHERE id IN "
+            f"({_in(claim.row_ids)})",
             (note, *claim.row_ids),
         )
 
@@ -201,7 +204,8 @@ def release(db: Database, claim: Claim) -> None:
     """Give claimed rows back untouched (shutdown between batches): no attempt is counted."""
     with db.write():
         db.execute(
-            f"UPDATE work_queue SET state = 'pending', lease_expires = NULL WHERE id IN ({_in(claim.row_ids)})",
+            "UPDATE work_queue SET state = 'pending', lease_expires = NULL WHERE id IN "
+            f"({_in(claim.row_ids)})",
             claim.row_ids,
         )
 
@@ -248,7 +252,8 @@ def fail(db: Database, claim: Claim, error: str, *, transient: bool, max_attempt
     state = "parked" if parked else "pending"
     with db.write():
         db.execute(
-            f"UPDATE work_queue SET state = ?, attempts = ?, last_error = ?, lease_expires = NULL, not_before = ? "
+            "UPDATE work_queue SET state = ?, attempts = ?, last_error = ?, lease_expires = NULL, "
+            "not_before = ? "
             f"WHERE id IN ({_in(claim.row_ids)})",
             (
                 state,

@@ -48,7 +48,10 @@ def _line(r: dict) -> str:
     if r["intent"] == "todo":
         flags.append("done" if r.get("closed") else "open")
     extra = f" ({', '.join(flags)})" if flags else ""
-    text = f"- **{r['intent']}** ({r['confidence']:.2f}) {r['content']}{extra}  \n  `{_source(r)}` · {_date(r['timestamp'])} · #{r['id']}"
+    text = (
+        f"- **{r['intent']}** ({r['confidence']:.2f}) {r['content']}{extra}  \n"
+        f"  `{_source(r)}` · {_date(r['timestamp'])} · #{r['id']}"
+    )
     return ("  " + text.replace("\n", "\n  ")) if r["superseded_by"] else text
 
 

@@ -58,17 +58,17 @@ def doctor(
     db: Database | None, settings: config.Settings, *, load_embedder: bool = True, db_error: str | None = None
 ) -> dict:
     """Every check, each reported on its own: a damaged database or a dead endpoint stops nothing."""
-    from total_recall import daemon, install, recover
+    from total_recall import daemon, install, salvage
 
     paths = config.paths()
     state = daemon.daemon_state(paths)
-    health = recover.check(paths.db)
+    health = salvage.check(paths.db)
     if db_error and health["ok"]:
         health = {"ok": False, "error": db_error}
     database: dict[str, Any] = {"path": str(paths.db), "ok": health["ok"] and db is not None}
     if not database["ok"]:
         database["error"] = health["error"] or db_error
-        database["fix"] = recover.CORRUPT_HINT
+        database["fix"] = salvage.CORRUPT_HINT
     out: dict[str, Any] = {"home": str(paths.home), "database": database, "store": store_check(settings)}
     if db is not None:
         out.update(_database_checks(db))

@@ -7,11 +7,12 @@ its socket with a warm model; the CLI falls back to the same function in-process
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any
 
 import structlog
 
-from total_recall import config, vectors
+from total_recall import config, lookup, vectors
 from total_recall import projects as projects_mod
 from total_recall import query as querymod
 from total_recall.db import VEC_FIX_HINT, Database, table_exists, vector_tables_exist
@@ -55,6 +56,7 @@ PINNED_BOOST = 1.2
 # A question-shaped query resembles stored questions more than the answers it wants; stored
 # questions rank lower unless the query asks for questions ("open questions about ...").
 QUESTION_FACTOR = 0.8
+OUTSIDE_DAY = 0.5  # a line said outside the day the question names keeps this share of its score
 
 
 @dataclass
@@ -76,6 +78,8 @@ class SearchContext:
     settings: config.Settings | None = None
     notes: list[str] = field(default_factory=list)
     _qvec_cache: dict[str, bytes] = field(default_factory=dict)
+    spare: Any = None  # () -> context manager of a second read connection or None (the socket pool)
+    executor: Any = None  # runs the other half of the strategies (see _run_jobs)
 
     def vectors_ready(self) -> bool:
         if not self.db.has_vec:
@@ -116,13 +120,7 @@ def resolve_session(db: Database, given: str) -> str:
     """A session id as the user typed it: the full id, or a unique prefix such as the 8 characters
     that search results and topics print."""
     given = given.strip()
-    sessions = {
-        r[0]
-        for r in db.execute(
-            "SELECT DISTINCT session_id FROM index_state WHERE session_id IS NOT NULL UNION "
-            "SELECT DISTINCT session_id FROM spans WHERE session_id IS NOT NULL"
-        ).fetchall()
-    }
+    sessions = lookup.sessions(db)
     if given in sessions:
         return given
     hits = sorted(s for s in sessions if given and s.startswith(given))
@@ -135,18 +133,7 @@ def resolve_session(db: Database, given: str) -> str:
 
 def known_projects(db: Database) -> list[str]:
     """Every project with memories: a loose index scan (one seek per project, not a scan of all ideas)."""
-    rows = db.execute(
-        "WITH RECURSIVE p(x) AS (SELECT min(project) FROM ideas UNION ALL "
-        "SELECT (SELECT min(project) FROM ideas WHERE project > x) FROM p WHERE x IS NOT NULL) "
-        "SELECT x FROM p WHERE x IS NOT NULL UNION SELECT DISTINCT project FROM index_state WHERE project IS NOT NULL"
-    ).fetchall()
-    return [r[0] for r in rows]
-
-
-def _project_sql(projects: list[str] | None, column: str) -> tuple[str, tuple]:
-    if projects is None:
-        return "", ()
-    return f" AND {column} IN ({','.join('?' * len(projects))})", tuple(projects)
+    return lookup.projects(db)
 
 
 # -- strategies -----------------------------------------------------------------------------
@@ -165,40 +152,10 @@ def _knn(
 
 
 def _bm25(
-    ctx: SearchContext,
-    fts: str,
-    owner: str,
-    match: str,
-    projects: list[str] | None,
-    extra: str = "",
-    rank: str = "f.rank",
+    ctx: SearchContext, kind: str, match: str, projects: list[str] | None, weights: str | None = None
 ) -> list[tuple[int, float]]:
     """(id, BM25 score as a positive number), best first."""
-    psql, pparams = _project_sql(projects, "o.project")
-    if ctx.db.dialect == "postgres":
-        return _ts_rank(ctx, owner, match, psql, pparams, extra)
-    rows = ctx.db.execute(
-        f"SELECT o.id, {rank} AS r FROM {fts} f JOIN {owner} o ON o.id = f.rowid WHERE {fts} MATCH ?{psql}{extra} "
-        f"ORDER BY r LIMIT ?",
-        (match, *pparams, POOL),
-    ).fetchall()
-    return [(r[0], -float(r[1])) for r in rows]
-
-
-# PostgreSQL: ts_rank_cd over the generated tsvector (GIN), the words OR-ed like the FTS5 query; a
-# chunk's context has weight D (0.3, as bm25's context column), its words A (1.0).
-PG_RANK_WEIGHTS = "'{0.3, 0.1, 0.1, 1.0}'"
-
-
-def _ts_rank(ctx: SearchContext, owner: str, match: str, psql: str, pparams: tuple, extra: str) -> list:
-    words = " ".join(w.strip('"') for w in match.split(" OR "))
-    query = "(SELECT replace(plainto_tsquery('english', ?)::text, '&', '|')::tsquery AS q) w"
-    rows = ctx.db.execute(
-        f"SELECT o.id, ts_rank_cd({PG_RANK_WEIGHTS}, o.fts, w.q) AS r FROM {owner} o, {query} "
-        f"WHERE o.fts @@ w.q{psql}{extra} ORDER BY r DESC LIMIT ?",
-        (words, *pparams, POOL),
-    ).fetchall()
-    return [(r[0], float(r[1])) for r in rows]
+    return lookup.bm25(ctx.db, kind, match, projects, POOL, weights)
 
 
 def _entity_ideas(
@@ -210,83 +167,76 @@ def _entity_ideas(
     names |= {t for t in q.text.replace(",", " ").split() if "/" in t or "." in t or "_" in t} | raw
     if not names:
         return []
-    marks = ",".join("?" * len(names))
     # An entity linked to a large share of the memories (the user's own name, the project's
     # main technology) does not discriminate; only the rarer ones take part.
-    usable = [
-        r[0]
-        for r in ctx.db.execute(
-            f"SELECT e.id FROM entities e JOIN idea_entities ie ON ie.entity_id = e.id WHERE e.name IN ({marks}) "
-            f"AND e.type != 'project' GROUP BY e.id HAVING count(*) <= ?",
-            (*[n.lower() for n in names], ENTITY_MAX_LINKS),
-        )
-    ]
+    usable = lookup.rare_entities(ctx.db, [n.lower() for n in names], ENTITY_MAX_LINKS)
     if not usable:
         return []
-    psql, pparams = _project_sql(projects, "i.project")
-    rows = ctx.db.execute(
-        f"SELECT i.id FROM idea_entities ie JOIN ideas i ON i.id = ie.idea_id "
-        f"WHERE ie.entity_id IN ({','.join('?' * len(usable))}){psql} ORDER BY i.id DESC LIMIT ?",
-        (*usable, *pparams, POOL),
-    ).fetchall()
-    return [(r[0], 1.0) for r in rows]
+    return [(i, 1.0) for i in lookup.ideas_naming(ctx.db, usable, projects, POOL)]
 
 
 def _time_window_ideas(
     ctx: SearchContext, q: querymod.Query, projects: list[str] | None
 ) -> list[tuple[int, float]]:
-    psql, pparams = _project_sql(projects, "project")
-    tsql, tparams = _time_sql(q, "message_time")
-    rows = ctx.db.execute(
-        f"SELECT id FROM ideas WHERE 1 = 1{psql}{tsql} ORDER BY message_time DESC LIMIT ?",
-        (*pparams, *tparams, POOL),
-    ).fetchall()
-    return [(r[0], 1.0) for r in rows]
-
-
-def _time_sql(q: querymod.Query, column: str) -> tuple[str, tuple]:
-    sql, params = "", ()
-    if q.since:
-        sql, params = (
-            sql + f" AND substr({column}, 1, 19) >= ?",
-            params + (q.since.strftime("%Y-%m-%dT%H:%M:%S"),),
-        )
-    if q.until:
-        sql, params = (
-            sql + f" AND substr({column}, 1, 19) < ?",
-            params + (q.until.strftime("%Y-%m-%dT%H:%M:%S"),),
-        )
-    return sql, params
+    since = q.since.strftime("%Y-%m-%dT%H:%M:%S") if q.since else None
+    until = q.until.strftime("%Y-%m-%dT%H:%M:%S") if q.until else None
+    return [(i, 1.0) for i in lookup.ideas_between(ctx.db, projects, since, until, POOL)]
 
 
 def gather(ctx: SearchContext, q: querymod.Query, projects: list[str] | None, hyde_text: str | None) -> dict:
     """Run every strategy; return {(kind, id): Candidate} with fused scores (fuse)."""
-    ranked: dict[str, tuple[str, list[tuple[int, float]]]] = {}
+    jobs: dict[str, tuple[str, Callable[[SearchContext], list[tuple[int, float]]]]] = {}
     match = q.fts()
     chunks = table_exists(ctx.db, "chunk_embeddings")
     if ctx.vectors_ready() and q.text:
         if (blob := ctx.qvec(q.text)) is not None:
-            ranked["idea_vec"] = ("idea", _knn(ctx, "idea_embeddings", "idea_id", blob, projects))
-            ranked["span_vec"] = ("span", _knn(ctx, "span_embeddings", "span_id", blob, projects))
+            jobs["idea_vec"] = ("idea", lambda c: _knn(c, "idea_embeddings", "idea_id", blob, projects))
+            jobs["span_vec"] = ("span", lambda c: _knn(c, "span_embeddings", "span_id", blob, projects))
             if chunks:
-                ranked["chunk_vec"] = ("chunk", _knn(ctx, "chunk_embeddings", "chunk_id", blob, projects))
+                jobs["chunk_vec"] = (
+                    "chunk",
+                    lambda c: _knn(c, "chunk_embeddings", "chunk_id", blob, projects),
+                )
         if hyde_text and (hblob := ctx.qvec(hyde_text)) is not None:
-            ranked["hyde"] = ("idea", _knn(ctx, "idea_embeddings", "idea_id", hblob, projects))
+            jobs["hyde"] = ("idea", lambda c: _knn(c, "idea_embeddings", "idea_id", hblob, projects))
             if chunks:
-                ranked["hyde_chunk"] = ("chunk", _knn(ctx, "chunk_embeddings", "chunk_id", hblob, projects))
+                jobs["hyde_chunk"] = (
+                    "chunk",
+                    lambda c: _knn(c, "chunk_embeddings", "chunk_id", hblob, projects),
+                )
     if match:
-        ranked["idea_bm25"] = ("idea", _bm25(ctx, "ideas_fts", "ideas", match, projects))
-        ranked["span_bm25"] = ("span", _bm25(ctx, "spans_fts", "spans", match, projects, " AND o.depth > 0"))
-        ranked["chunk_bm25"] = (
-            "chunk",
-            _bm25(
-                ctx, "chunks_fts", "chunks", match, projects, rank=f"bm25(chunks_fts, {CHUNK_BM25_COLUMNS})"
-            ),
-        )
-    ranked["entity"] = ("idea", _entity_ideas(ctx, q, projects))
+        jobs["idea_bm25"] = ("idea", lambda c: _bm25(c, "idea", match, projects))
+        jobs["span_bm25"] = ("span", lambda c: _bm25(c, "span", match, projects))
+        jobs["chunk_bm25"] = ("chunk", lambda c: _bm25(c, "chunk", match, projects, CHUNK_BM25_COLUMNS))
+    jobs["entity"] = ("idea", lambda c: _entity_ideas(c, q, projects))
     if q.since or q.until:
-        ranked["time"] = ("idea", _time_window_ideas(ctx, q, projects))
-    return fuse(ranked)
+        jobs["time"] = ("idea", lambda c: _time_window_ideas(c, q, projects))
+    return fuse(_run_jobs(ctx, jobs))
+
+
+# Strategies a second connection runs while this one runs the rest (idea and span tables here,
+# chunk tables there: about half the time each, over every project or one).
+SIDE_JOBS = {"idea_vec", "span_vec", "hyde", "idea_bm25", "span_bm25"}
+
+
+def _run_jobs(ctx: SearchContext, jobs: dict) -> dict[str, tuple[str, list[tuple[int, float]]]]:
+    """Every strategy's hits, in the order of `jobs` (fusion is order-sensitive on ties).
+
+    Trigger: the caller (the daemon's socket server) lends a spare connection and a thread. Why:
+    the strategies are independent queries, and SQLite releases the GIL while it runs them, so on
+    two cores the idea/span half and the chunk half overlap. Outcome: the same hits, sooner; with
+    no spare connection free (or in-process) they run one after another on this connection.
+    """
+    side = {name: job for name, job in jobs.items() if name in SIDE_JOBS}
+    if ctx.spare is not None and ctx.executor is not None and side:
+        with ctx.spare() as other:
+            if other is not None:
+                twin = dataclasses.replace(ctx, db=other, spare=None)
+                future = ctx.executor.submit(lambda: {n: (kind, fn(twin)) for n, (kind, fn) in side.items()})
+                done = {n: (kind, fn(ctx)) for n, (kind, fn) in jobs.items() if n not in side}
+                done.update(future.result())
+                return {n: done[n] for n in jobs}
+    return {n: (kind, fn(ctx)) for n, (kind, fn) in jobs.items()}
 
 
 def fuse(ranked: dict[str, tuple[str, list[tuple[int, float]]]]) -> dict:
@@ -366,12 +316,7 @@ CHUNK_COLUMNS = (
 
 
 def _rows(db: Database, table: str, columns: tuple, ids: list[int]) -> dict[int, dict]:
-    if not ids:
-        return {}
-    rows = db.execute(
-        f"SELECT {', '.join(columns)} FROM {table} WHERE id IN ({','.join('?' * len(ids))})", ids
-    )
-    return {r[0]: dict(zip(columns, r)) for r in rows}
+    return lookup.rows_by_id(db, table, columns, ids)
 
 
 def _passes(row: dict, q: querymod.Query, time_key: str) -> bool:
@@ -381,6 +326,10 @@ def _passes(row: dict, q: querymod.Query, time_key: str) -> bool:
         return False
     if q.unanswered_only and (row.get("answered") or row.get("closed_source_line") is not None):
         return False  # an answered question or a closed todo
+    return q.soft_window or in_window(row, q, time_key)
+
+
+def in_window(row: dict, q: querymod.Query, time_key: str) -> bool:
     stamp = (row.get(time_key) or "")[:19]
     if q.since and (not stamp or stamp < q.since.strftime("%Y-%m-%dT%H:%M:%S")):
         return False
@@ -405,14 +354,9 @@ def superseded_by(db: Database, ids: list[int]) -> dict[int, list[int]]:
     """For each idea, the ideas that supersede it (newest first)."""
     if not ids:
         return {}
-    rows = db.execute(
-        f"SELECT to_id, from_id FROM relations WHERE relation_type = 'supersedes' "
-        f"AND to_id IN ({','.join('?' * len(ids))}) ORDER BY from_id DESC",
-        ids,
-    ).fetchall()
     out: dict[int, list[int]] = {}
-    for to_id, from_id in rows:
-        out.setdefault(to_id, []).append(from_id)
+    for r in lookup.superseding(db, ids):
+        out.setdefault(r["to_id"], []).append(r["from_id"])
     return out
 
 
@@ -435,18 +379,20 @@ def weigh(
         if cand.kind == "idea":
             cand.ok = _passes(row, q, "message_time")
             cand.factor = idea_factor(row, q, cand.id in successors)
-            stamp = row["message_time"]
+            stamp, time_key = row["message_time"], "message_time"
             cand.origin = cand.origin or (row["source_file"], row["source_line"])
         elif cand.kind == "chunk":
             # A line's words have no intent: with an intent filter they only vote for its ideas.
             cand.ok = not q.intents and not q.unanswered_only and _passes(row, q, "timestamp")
-            stamp = row["timestamp"]
+            stamp, time_key = row["timestamp"], "timestamp"
             cand.origin = (row["source_file"], row["source_line"])
         else:
             # Session spans (depth 0) are containers with no text of their own, never results.
             if row["depth"] == 0 or q.intents or not _passes(row, q, "started_at"):
                 continue
-            stamp = row["started_at"]
+            stamp, time_key = row["started_at"], "started_at"
+        if q.soft_window and not in_window(row, q, time_key):
+            cand.factor *= OUTSIDE_DAY
         if q.time_sensitive:
             cand.factor *= 0.6 + 0.4 * math.exp(-_age_days(stamp, now) / 30)
         cand.score *= cand.factor
@@ -507,15 +453,11 @@ def expand(db: Database, top: list[Candidate], pool_ids: set[int]) -> list[Candi
     ids = [c.id for c in top if c.kind == "idea"]
     if not ids:
         return []
-    marks = ",".join("?" * len(ids))
-    rows = db.execute(
-        f"SELECT from_id, to_id, relation_type FROM relations WHERE to_id IN ({marks}) "
-        f"AND relation_type IN ('supersedes', 'builds_on', 'answers')",
-        ids,
-    ).fetchall()
+    rows = lookup.relations_onto(db, ids, ("supersedes", "builds_on", "answers"))
     score_of = {c.id: c.score for c in top if c.kind == "idea"}
     added: dict[int, Candidate] = {}
-    for from_id, to_id, rtype in rows:
+    for r in rows:
+        from_id, to_id, rtype = r["from_id"], r["to_id"], r["relation_type"]
         if from_id in pool_ids or from_id in added:
             continue
         factor = 1.05 if rtype == "supersedes" else 0.5
@@ -590,10 +532,8 @@ def rescore(db: Database, ranked: list[Candidate], q: querymod.Query) -> list[Ca
     texts, roles = _line_texts(db, [c.origin for c in head if c.origin is not None])
     spans = [c.id for c in head if c.origin is None]
     if spans:  # topics are held to the same measure, by their name and summary
-        for span_id, name, summary in db.execute(
-            f"SELECT id, name, summary FROM spans WHERE id IN ({','.join('?' * len(spans))})", spans
-        ):
-            texts[("span", span_id)] = f"{name} {summary}"
+        for r in lookup.span_texts(db, spans):
+            texts[("span", r["id"])] = f"{r['name']} {r['summary']}"
     bags = {key(c): {_stem(w) for w in querymod.WORD.findall(texts.get(key(c), "").lower())} for c in head}
     n = len(bags)
     idf = {t: math.log(1 + n / (1 + sum(t in bag for bag in bags.values()))) for t in terms}
@@ -626,17 +566,13 @@ def _line_texts(db: Database, origins: list[tuple]) -> tuple[dict[tuple, str], d
     wanted = set(origins)
     if not wanted:
         return {}, {}
-    files, numbers = sorted({f for f, _ in wanted}), sorted({n for _, n in wanted})
     out: dict[tuple, list[str]] = {}
     roles: dict[tuple, str] = {}
-    for file, line, text, role in db.execute(
-        f"SELECT source_file, source_line, content || ' ' || context, role FROM chunks WHERE source_file IN "
-        f"({','.join('?' * len(files))}) AND source_line IN ({','.join('?' * len(numbers))})",
-        (*files, *numbers),
-    ):
-        if (file, line) in wanted:
-            out.setdefault((file, line), []).append(text or "")
-            roles[(file, line)] = role
+    for r in lookup.chunk_texts(db, wanted):
+        place = (r["source_file"], r["source_line"])
+        if place in wanted:
+            out.setdefault(place, []).append(r["text"] or "")
+            roles[place] = r["role"]
     for _, file, line, content in _ideas_on_lines(db, wanted - set(out)):
         out.setdefault((file, line), []).append(content)
     return {key: " ".join(parts) for key, parts in out.items()}, roles
@@ -646,14 +582,7 @@ def _ideas_on_lines(db: Database, wanted: set[tuple]) -> list[tuple]:
     """(idea id, file, line, content) of every idea said on one of these (file, line) places."""
     if not wanted:
         return []
-    files, numbers = sorted({f for f, _ in wanted}), sorted({n for _, n in wanted})
-    rows = db.execute(
-        f"SELECT i.id, s.source_file, s.source_line, i.content FROM idea_sources s JOIN ideas i ON i.id = s.idea_id "
-        f"WHERE s.source_file IN ({','.join('?' * len(files))}) AND s.source_line IN "
-        f"({','.join('?' * len(numbers))})",
-        (*files, *numbers),
-    ).fetchall()
-    return [r for r in rows if (r[1], r[2]) in wanted]
+    return [tuple(r) for r in lookup.ideas_on(db, wanted)]
 
 
 def _rank(ctx: SearchContext, pool: dict, q: querymod.Query, now: datetime) -> list[Candidate]:
@@ -873,15 +802,15 @@ def _sources(db: Database, ids: list[int]) -> dict[int, list[dict]]:
     """Every place an idea was said (merged duplicates keep all of them)."""
     if not ids:
         return {}
-    rows = db.execute(
-        f"SELECT idea_id, source_file, source_line, message_time, machine FROM idea_sources "
-        f"WHERE idea_id IN ({','.join('?' * len(ids))}) ORDER BY message_time, source_line",
-        ids,
-    ).fetchall()
     out: dict[int, list[dict]] = {}
-    for idea_id, source_file, line, when, machine in rows:
-        out.setdefault(idea_id, []).append(
-            {"source_file": source_file, "source_line": line, "timestamp": when, "machine": machine}
+    for r in lookup.sources(db, ids):
+        out.setdefault(r["idea_id"], []).append(
+            {
+                "source_file": r["source_file"],
+                "source_line": r["source_line"],
+                "timestamp": r["message_time"],
+                "machine": r["machine"],
+            }
         )
     return out
 
@@ -889,30 +818,20 @@ def _sources(db: Database, ids: list[int]) -> dict[int, list[dict]]:
 def _entities(db: Database, ids: list[int]) -> dict[int, list[str]]:
     if not ids:
         return {}
-    rows = db.execute(
-        f"SELECT ie.idea_id, e.name FROM idea_entities ie JOIN entities e ON e.id = ie.entity_id "
-        f"WHERE ie.idea_id IN ({','.join('?' * len(ids))}) ORDER BY e.name",
-        ids,
-    ).fetchall()
     out: dict[int, list[str]] = {}
-    for idea_id, name in rows:
-        out.setdefault(idea_id, []).append(name)
+    for r in lookup.entity_names(db, ids):
+        out.setdefault(r["idea_id"], []).append(r["name"])
     return out
 
 
 def _relations(db: Database, ids: list[int]) -> dict[int, list[dict]]:
     if not ids:
         return {}
-    marks = ",".join("?" * len(ids))
-    rows = db.execute(
-        f"SELECT r.from_id, r.to_id, r.relation_type, f.content, t.content FROM relations r "
-        f"JOIN ideas f ON f.id = r.from_id JOIN ideas t ON t.id = r.to_id "
-        f"WHERE r.from_id IN ({marks}) OR r.to_id IN ({marks})",
-        ids + ids,
-    ).fetchall()
     out: dict[int, list[dict]] = {}
     wanted = set(ids)
-    for from_id, to_id, rtype, from_text, to_text in rows:
+    for r in lookup.relations_of(db, ids):
+        from_id, to_id, rtype = r["from_id"], r["to_id"], r["relation_type"]
+        from_text, to_text = r["from_text"], r["to_text"]
         if from_id in wanted:
             out.setdefault(from_id, []).append(
                 {"type": rtype, "direction": "out", "id": to_id, "content": to_text}
@@ -944,9 +863,20 @@ def hyde_for(settings: config.Settings, text: str, notes: list[str]) -> str | No
         return None
 
 
-def run(db: Database, settings: config.Settings, embedder: Any, request: dict) -> dict:
-    """One search request (CLI or socket): {query, k, project, all_projects, cwd, hyde}."""
-    ctx = SearchContext(db, embedder, settings)
+def run(
+    db: Database,
+    settings: config.Settings,
+    embedder: Any,
+    request: dict,
+    *,
+    spare: Any = None,
+    executor: Any = None,
+) -> dict:
+    """One search request (CLI or socket): {query, k, project, all_projects, cwd, hyde}.
+
+    The socket server also passes `spare` (a second connection when one is free) and `executor`
+    so the strategies run in two halves at once (_run_jobs)."""
+    ctx = SearchContext(db, embedder, settings, spare=spare, executor=executor)
     text = str(request.get("query") or "")
     k = int(request.get("k") or settings.search.k)
     hyde_text = (

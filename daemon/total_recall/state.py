@@ -1,11 +1,14 @@
 """How far each transcript is indexed (index_state) and what extraction cost (llm_calls).
 
-The one owner of the SQL on these two tables' reads; the indexer writes them in its batch
-transaction through `save` and `record_call`. Rows come back as sqlite3.Row (by column name).
+The one owner of the SQL on these two tables and on `fallback_batches` (batches the offline
+extractor answered during an LLM outage); the indexer writes them in its batch transaction
+through `save`, `record_calls` and `add_fallback_batches`. Rows come back as sqlite3.Row (by
+column name).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from total_recall.db import Database
@@ -65,3 +68,107 @@ def llm_usage_since(db: Database, since: float) -> Any:
 
 def fallbacks_since(db: Database, since: float) -> int:
     return db.scalar("SELECT count(*) FROM llm_calls WHERE extractor = 'fallback' AND at >= ?", (since,), 0)
+
+
+def read_all_again(db: Database) -> None:
+    """Every transcript is read again from byte 0 (after a recover: already-indexed lines are
+    recognised by their `messages` rows and skipped)."""
+    db.execute("UPDATE index_state SET byte_offset = 0, line_number = 0, head_hash = NULL")
+
+
+def save(
+    db: Database,
+    source_file: str,
+    *,
+    session: str | None,
+    project: str | None,
+    byte_offset: int,
+    line_number: int,
+    head_hash: str | None,
+    file_size: int | None,
+    now: float,
+    scan_offset: int = 0,
+) -> None:
+    """How far a transcript is indexed (in the transaction that wrote what came before it)."""
+    db.execute(
+        "INSERT INTO index_state (source_file, session_id, project, byte_offset, line_number, head_hash, "
+        "file_size, updated_at, scan_offset) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (source_file) DO UPDATE SET session_id = excluded.session_id, "
+        "project = excluded.project, byte_offset = excluded.byte_offset, "
+        "line_number = excluded.line_number, head_hash = excluded.head_hash, "
+        "file_size = excluded.file_size, updated_at = excluded.updated_at, "
+        "scan_offset = excluded.scan_offset",
+        (source_file, session, project, byte_offset, line_number, head_hash, file_size, now, scan_offset),
+    )
+
+
+def llm_tokens_since(db: Database, since: float) -> int:
+    """Prompt plus completion tokens the LLM extractor used since `since`."""
+    return db.scalar(
+        "SELECT sum(prompt_tokens + completion_tokens) FROM llm_calls WHERE extractor = 'llm' AND at >= ?",
+        (since,),
+        0,
+    )
+
+
+def record_calls(db: Database, calls: list[dict], now: float) -> None:
+    """One llm_calls row per extraction call (extractor, model, messages, tokens, ok, error)."""
+    db.executemany(
+        "INSERT INTO llm_calls (at, extractor, model, messages, prompt_tokens, completion_tokens, ok, error) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            (
+                now,
+                c.get("extractor", "llm"),
+                c.get("model"),
+                int(c.get("messages", 0)),
+                int(c.get("prompt_tokens", 0)),
+                int(c.get("completion_tokens", 0)),
+                int(bool(c.get("ok"))),
+                c.get("error"),
+            )
+            for c in calls
+        ],
+    )
+
+
+# --- batches the offline extractor answered during an LLM outage ---------------------------------
+
+
+def add_fallback_batches(
+    db: Database,
+    source_file: str,
+    session: str | None,
+    project: str | None,
+    parts: list[list[int]],
+    now: float,
+) -> None:
+    """One row per batch part (its lines) that fell back offline, for the LLM to extract again."""
+    db.executemany(
+        "INSERT INTO fallback_batches (source_file, session_id, project, lines, created_at) VALUES (?, ?, ?, "
+        "?, ?)",
+        [(source_file, session, project, json.dumps(lines), now) for lines in parts],
+    )
+
+
+def fallback_batches(db: Database, limit: int) -> list:
+    """The oldest batches still to extract again: id, source_file, session_id, project, lines (JSON)."""
+    return db.all(
+        "SELECT id, source_file, session_id, project, lines FROM fallback_batches "
+        "WHERE done_at IS NULL ORDER BY id LIMIT ?",
+        (limit,),
+    )
+
+
+def fallback_done(db: Database, batch_id: int, now: float, *, attempted: bool = True) -> None:
+    """The batch is extracted again (`attempted`: by a call, which counts as an attempt)."""
+    if attempted:
+        db.execute(
+            "UPDATE fallback_batches SET done_at = ?, attempts = attempts + 1 WHERE id = ?", (now, batch_id)
+        )
+    else:
+        db.execute("UPDATE fallback_batches SET done_at = ? WHERE id = ?", (now, batch_id))
+
+
+def fallback_failed(db: Database, batch_id: int) -> None:
+    db.execute("UPDATE fallback_batches SET attempts = attempts + 1 WHERE id = ?", (batch_id,))

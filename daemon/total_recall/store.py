@@ -20,7 +20,7 @@ from typing import Any
 
 from total_recall.db import Database, table_exists
 from total_recall.vectors import delete as delete_vectors
-from total_recall.vectors import knn
+from total_recall.vectors import knn, knn_subquery
 from total_recall.vectors import store as store_vectors
 
 WORD = re.compile(r"[a-z0-9]+")
@@ -35,7 +35,8 @@ def normalise(text: str) -> str:
 # A lead-in says the fact is repeated, not what it is: "Reminder: ...", "Again, ...", "As decided, ...".
 LEAD_IN = re.compile(
     r"^(?:(?:(?:just |quick |a )*(?:reminder|recap|note|fyi|again|once again|once more|to recap|to be clear|"
-    r"as (?:a reminder|decided|agreed|discussed|mentioned|noted|said)(?: (?:earlier|before|above|last time))?|"
+    r"as (?:a reminder|decided|agreed|discussed|mentioned|noted|said)(?: (?:earlier|before|above|last "
+    r"time))?|"
     r"like i said|as i said|for the record|remember)\s*[:,;!.—–-]+\s*)+)",
     re.IGNORECASE,
 )
@@ -83,7 +84,8 @@ def event(
     db: Database, kind: str, object_id: int | None, action: str, old: Any, new: Any, cause: str, now: float
 ) -> None:
     db.execute(
-        "INSERT INTO memory_events (at, kind, object_id, action, old, new, cause) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO memory_events (at, kind, object_id, action, old, new, cause) VALUES (?, ?, ?, ?, ?, ?, "
+        "?)",
         (
             now,
             kind,
@@ -96,7 +98,8 @@ def event(
     )
 
 
-def _open_span(db: Database, ctx: BatchContext, depth: int, parent: int | None) -> tuple | None:
+def _open_span(db: Database, ctx: BatchContext, depth: int, parent: int | None) -> Any:
+    """The latest open span of this depth under `parent`: id, name, summary, start_line; or None."""
     return db.one(
         "SELECT id, name, summary, start_line FROM spans WHERE session_id = ? AND source_file = ? "
         "AND depth = ? AND closed = 0 AND parent_id = ? ORDER BY id DESC LIMIT 1",
@@ -153,9 +156,9 @@ def _close_span(db: Database, ctx: BatchContext, span_id: int, end_line: int) ->
 
 
 def session_span(db: Database, ctx: BatchContext) -> int:
-    row = db.one("SELECT id FROM spans WHERE session_id = ? AND depth = 0", (ctx.session_id,))
-    if row:
-        return int(row[0])
+    span_id = db.scalar("SELECT id FROM spans WHERE session_id = ? AND depth = 0", (ctx.session_id,))
+    if span_id is not None:
+        return int(span_id)
     name = f"session {ctx.session_id[:8]}"
     return _insert_span(db, ctx, 0, None, name, "", ctx.first_line)
 
@@ -179,50 +182,50 @@ def apply_topic(
     if current is not None and gap is not None:
         # Trigger: a pause of idle_gap or more before line `gap`. Why: after a break people move
         # on, whatever the extractor thinks. Outcome: the topic closes; a new one starts there.
-        _close_span(db, ctx, current[0], max(current[3], gap - 1))
-        topic = _insert_span(db, ctx, 1, root, name or current[1], summary, gap)
+        _close_span(db, ctx, current["id"], max(current["start_line"], gap - 1))
+        topic = _insert_span(db, ctx, 1, root, name or current["name"], summary, gap)
         return topic, None
     if current is None:
         topic = _insert_span(db, ctx, 1, root, name or "conversation", summary, ctx.first_line)
-    elif name and not _same_topic(current[1], name):
-        _close_span(db, ctx, current[0], max(current[3], start - 1))
+    elif name and not _same_topic(current["name"], name):
+        _close_span(db, ctx, current["id"], max(current["start_line"], start - 1))
         topic = _insert_span(db, ctx, 1, root, name, summary, max(start, ctx.first_line))
     else:
-        topic = current[0]
+        topic = current["id"]
         if name or summary:
-            old = {"name": current[1], "summary": current[2]}
-            new = {"name": name or current[1], "summary": summary or current[2]}
+            old = {"name": current["name"], "summary": current["summary"]}
+            new = {"name": name or current["name"], "summary": summary or current["summary"]}
             if new != old:
                 db.execute(
-                    "UPDATE spans SET name = ?, summary = ?, updated_at = ?, needs_embedding = 1 WHERE id = ?",
+                    "UPDATE spans SET name = ?, summary = ?, updated_at = ?, needs_embedding = 1 WHERE id = "
+                    "?",
                     (new["name"][:200], new["summary"][:2000], ctx.now, topic),
                 )
                 event(db, "span", topic, "update", old, new, ctx.cause, ctx.now)
     sub = _open_span(db, ctx, 2, topic)
+    sub_id = sub["id"] if sub else None
     if new_span and (new_span.get("name") or "").strip():
         sub_start = int(new_span.get("start_line") or ctx.first_line)
         if sub:
-            _close_span(db, ctx, sub[0], max(sub[3], sub_start - 1))
+            _close_span(db, ctx, sub["id"], max(sub["start_line"], sub_start - 1))
         # The summary says what the sub-span holds; the reason (why it started) is not a summary.
-        sub = (
-            _insert_span(
-                db, ctx, 2, topic, new_span["name"].strip(), new_span.get("summary") or "", sub_start
-            ),
+        sub_id = _insert_span(
+            db, ctx, 2, topic, new_span["name"].strip(), new_span.get("summary") or "", sub_start
         )
-    return topic, (sub[0] if sub else None)
+    return topic, sub_id
 
 
-def _idle_gap_line(db: Database, ctx: BatchContext, current: tuple | None) -> int | None:
+def _idle_gap_line(db: Database, ctx: BatchContext, current: Any) -> int | None:
     """The first line of this batch said idle_gap or more after the message before it, if any."""
     if current is None or ctx.idle_gap <= 0:
         return None
-    previous = db.scalar("SELECT ended_at FROM spans WHERE id = ?", (current[0],), None)
+    previous = db.scalar("SELECT ended_at FROM spans WHERE id = ?", (current["id"],), None)
     for line in sorted(ctx.line_times):
         stamp = _seconds(ctx.line_times[line])
         if stamp is None:
             continue
         before = _seconds(previous)
-        if before is not None and stamp - before >= ctx.idle_gap and line > current[3]:
+        if before is not None and stamp - before >= ctx.idle_gap and line > current["start_line"]:
             return line
         previous = ctx.line_times[line]
     return None
@@ -273,7 +276,8 @@ TOKEN = re.compile(r"[\w.'-]+")
 
 
 def salient(text: str) -> set[str]:
-    """Names, identifiers and numbers (not the sentence's first word): the words that make a fact this fact."""
+    """Names, identifiers and numbers (not the sentence's first word): the words that make a fact
+    this fact."""
     tokens = TOKEN.findall(text)
     return {
         normalise(t)
@@ -321,31 +325,39 @@ def _duplicate_of(
     db: Database, ctx: BatchContext, item: dict, chash: str, vector: bytes | None
 ) -> int | None:
     """An existing idea of this project saying the same thing with the same intent, if any."""
-    row = db.one(
+    same = db.scalar(
         "SELECT id FROM ideas WHERE project IS ? AND intent = ? AND content_hash = ? ORDER BY id LIMIT 1",
         (ctx.project, item["type"], chash),
     )
-    if row:
-        return int(row[0])
+    if same is not None:
+        return int(same)
     if vector is None:
         return None
-    near = [
-        idea_id
-        for idea_id, distance in knn(db, "idea_embeddings", "idea_id", vector, 3, ctx.project or "")
-        if distance <= DUPLICATE_L2
-    ]
-    rows = (
-        {
-            r["id"]: r
-            for r in db.all(
-                f"SELECT id, content, intent FROM ideas WHERE id IN ({','.join('?' * len(near))})", near
-            )
-        }
-        if near
-        else {}
-    )
-    near = [(i, rows[i]["content"]) for i in near if i in rows and rows[i]["intent"] == item["type"]]
-    return next((i for i, content in near if same_fact(item["content"], content)), None)
+    if db.dialect == "postgres":  # pgvector takes its vector through knn(), not a vec0 subquery
+        near = [
+            idea_id
+            for idea_id, distance in knn(db, "idea_embeddings", "idea_id", vector, 3, ctx.project or "")
+            if distance <= DUPLICATE_L2
+        ]
+        rows = (
+            {
+                r["id"]: r
+                for r in db.all(
+                    f"SELECT id, content, intent FROM ideas WHERE id IN ({','.join('?' * len(near))})", near
+                )
+            }
+            if near
+            else {}
+        )
+        found = [(i, rows[i]["content"]) for i in near if i in rows and rows[i]["intent"] == item["type"]]
+        return next((i for i, content in found if same_fact(item["content"], content)), None)
+    near = db.execute(
+        f"SELECT v.idea_id, i.content FROM {knn_subquery('idea_embeddings', 'idea_id', project=True)} v "
+        "JOIN ideas i ON i.id = v.idea_id WHERE i.intent = ? AND v.distance <= ? "
+        "ORDER BY v.distance",
+        (vector, 3, ctx.project or "", item["type"], DUPLICATE_L2),
+    ).fetchall()
+    return next((int(r["idea_id"]) for r in near if same_fact(item["content"], r["content"])), None)
 
 
 def merge_mention(db: Database, ctx: BatchContext, idea_id: int, item: dict, line: int) -> None:
@@ -353,7 +365,8 @@ def merge_mention(db: Database, ctx: BatchContext, idea_id: int, item: dict, lin
     if not _add_source(db, ctx, idea_id, line):
         return  # this very line was merged before: re-running a batch changes nothing
     old = db.one("SELECT mention_count, confidence, pinned FROM ideas WHERE id = ?", (idea_id,))
-    confidence = old[1] if old[2] else min(1.0, max(old[1], float(item["confidence"])) + (1 - old[1]) * 0.3)
+    was = old["confidence"]
+    confidence = was if old["pinned"] else min(1.0, max(was, float(item["confidence"])) + (1 - was) * 0.3)
     db.execute(
         "UPDATE ideas SET mention_count = mention_count + 1, confidence = ?, last_seen = ?, updated_at = ?, "
         "activation = activation + 1.0 WHERE id = ?",
@@ -364,8 +377,12 @@ def merge_mention(db: Database, ctx: BatchContext, idea_id: int, item: dict, lin
         "idea",
         idea_id,
         "merge",
-        {"mention_count": old[0], "confidence": old[1]},
-        {"mention_count": old[0] + 1, "confidence": confidence, "source": f"{ctx.source_file}:{line}"},
+        {"mention_count": old["mention_count"], "confidence": was},
+        {
+            "mention_count": old["mention_count"] + 1,
+            "confidence": confidence,
+            "source": f"{ctx.source_file}:{line}",
+        },
         ctx.cause,
         ctx.now,
     )
@@ -388,20 +405,20 @@ def insert_idea(
     db.lock("idea", ctx.project, item["type"])
     if tombstoned(db, ctx, line, chash):
         return None, False
-    existing = db.one(
+    existing = db.scalar(
         "SELECT id FROM ideas WHERE source_file = ? AND source_line = ? AND content_hash = ?",
         (ctx.source_file, line, chash),
     )
-    if existing:
-        return int(existing[0]), False
+    if existing is not None:
+        return int(existing), False
     duplicate = _duplicate_of(db, ctx, item, chash, vector)
     if duplicate is not None:
         merge_mention(db, ctx, duplicate, item, line)
         return duplicate, False
     cur = db.execute(
-        "INSERT INTO ideas (span_id, content, content_hash, intent, confidence, answered, source_file, source_line, "
-        "session_id, project, git_branch, message_time, last_seen, created_at, updated_at, activation, machine) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1.0, ?)",
+        "INSERT INTO ideas (span_id, content, content_hash, intent, confidence, answered, source_file, "
+        "source_line, session_id, project, git_branch, message_time, last_seen, created_at, updated_at, "
+        "activation, machine) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1.0, ?)",
         (
             span_id,
             content,
@@ -593,15 +610,15 @@ def close_todo(db: Database, ctx: BatchContext, item: dict) -> int | None:
     if not words:
         return None
     best: tuple[float, int] | None = None
-    for idea_id, content in db.execute(
+    for todo in db.execute(
         "SELECT id, content FROM ideas WHERE project IS ? AND intent = 'todo' AND closed_source_line IS NULL "
         "ORDER BY id DESC LIMIT 500",
         (ctx.project,),
     ):
-        other = _stems(content)
+        other = _stems(todo["content"])
         score = len(words & other) / len(words | other) if other else 0.0
         if score >= TODO_MATCH and (best is None or score > best[0]):
-            best = (score, int(idea_id))
+            best = (score, int(todo["id"]))
     if best is None:
         return None
     _mark_closed(db, ctx, best[1], int(item["source_line"]))
@@ -625,15 +642,25 @@ def delete_ideas(db: Database, ids: list[int], cause: str, now: float) -> None:
             continue
         delete_vectors(db, "ideas", [idea_id])
         db.execute("DELETE FROM ideas WHERE id = ?", (idea_id,))
-        event(db, "idea", idea_id, "replace", {"content": row[0], "intent": row[1]}, None, cause, now)
+        event(
+            db,
+            "idea",
+            idea_id,
+            "replace",
+            {"content": row["content"], "intent": row["intent"]},
+            None,
+            cause,
+            now,
+        )
 
 
 def insert_chunk(db: Database, row: dict, vector: bytes | None = None) -> int | None:
     """Store one chunk (a window of one line's words; DESIGN.md "Search") and its vector when it has
     one (which clears needs_embedding); None when that (file, line, seq) is stored already."""
     cur = db.execute(
-        "INSERT OR IGNORE INTO chunks (source_file, source_line, message_line, seq, session_id, project, role, "
-        "kind, timestamp, content, context, needs_embedding, machine) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT OR IGNORE INTO chunks (source_file, source_line, message_line, seq, session_id, project, "
+        "role, kind, timestamp, content, context, needs_embedding, machine) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             row["source_file"],
             row["source_line"],
@@ -692,3 +719,38 @@ def import_span(db: Database, row: dict, parent_id: int | None, now: float) -> i
         ),
     )
     return int(cur.lastrowid)
+
+
+def events_of(db: Database, kind: str, object_id: int) -> list:
+    """The audit log of one object, oldest first: at, action, old, new (JSON text), cause."""
+    return db.all(
+        "SELECT at, action, old, new, cause FROM memory_events WHERE kind = ? AND object_id = ? ORDER BY id",
+        (kind, object_id),
+    )
+
+
+# The columns of a messages row, in the order insert_messages takes them.
+MESSAGE_COLUMNS = (
+    "source_file",
+    "source_line",
+    "session_id",
+    "project",
+    "git_branch",
+    "role",
+    "kind",
+    "content",
+    "content_hash",
+    "timestamp",
+    "skip_reason",
+    "indexed_at",
+)
+
+
+def insert_messages(db: Database, rows: list[tuple]) -> None:
+    """Every line of a batch (MESSAGE_COLUMNS order), with why it gave no memory; a line stored
+    already keeps its row."""
+    db.executemany(
+        f"INSERT OR IGNORE INTO messages ({', '.join(MESSAGE_COLUMNS)}) "
+        f"VALUES ({', '.join('?' * len(MESSAGE_COLUMNS))})",
+        rows,
+    )

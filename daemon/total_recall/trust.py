@@ -93,11 +93,21 @@ def forgotten(db: Database, *, file: str | None = None, session: str | None = No
     return None
 
 
-def forgotten_lines(db: Database, source_file: str) -> set[int]:
-    """The lines of a transcript that a forget tombstoned."""
+def forgotten_lines(
+    db: Database, source_file: str, first: int | None = None, last: int | None = None
+) -> set[int]:
+    """The lines of a transcript that a forget tombstoned (only those in first..last when given)."""
+    if first is None or last is None:
+        return set(
+            db.column(
+                "SELECT source_line FROM tombstones WHERE kind = 'line' AND source_file = ?", (source_file,)
+            )
+        )
     return set(
         db.column(
-            "SELECT source_line FROM tombstones WHERE kind = 'line' AND source_file = ?", (source_file,)
+            "SELECT source_line FROM tombstones WHERE kind = 'line' AND source_file = ? "
+            "AND source_line BETWEEN ? AND ?",
+            (source_file, first, last),
         )
     )
 
@@ -131,9 +141,9 @@ def pause(db: Database, seconds: float | None, now: float | None = None) -> dict
     now = time.time() if now is None else now
     until = None if seconds is None else now + seconds
     with db.write():
-        open_range = db.one("SELECT id FROM paused_ranges WHERE ended_at IS NULL OR ended_at > ?", (now,))
-        if open_range:
-            db.execute("UPDATE paused_ranges SET ended_at = ? WHERE id = ?", (until, open_range[0]))
+        open_range = db.scalar("SELECT id FROM paused_ranges WHERE ended_at IS NULL OR ended_at > ?", (now,))
+        if open_range is not None:
+            db.execute("UPDATE paused_ranges SET ended_at = ? WHERE id = ?", (until, open_range))
         else:
             db.execute("INSERT INTO paused_ranges (started_at, ended_at) VALUES (?, ?)", (now, until))
     return {"paused": True, "since": _iso(now), "until": _iso(until) if until else "resume"}
@@ -150,7 +160,7 @@ def resume(db: Database, now: float | None = None) -> dict:
 
 def paused_ranges(db: Database) -> list[tuple[float, float]]:
     return [
-        (r[0], r[1] if r[1] is not None else float("inf"))
+        (r["started_at"], r["ended_at"] if r["ended_at"] is not None else float("inf"))
         for r in db.execute("SELECT started_at, ended_at FROM paused_ranges")
     ]
 

@@ -29,7 +29,11 @@ TABLES = {
 }
 OWNER_OF = {table: owner for owner, (table, _) in TABLES.items()}
 # What the repair pass embeds, per owner: the text columns (chunks also read their context).
-PENDING = (("ideas", "content"), ("spans", "name || '. ' || summary"), ("chunks", "content, context"))
+PENDING = (
+    ("ideas", "content"),
+    ("spans", "name || '. ' || summary AS content"),
+    ("chunks", "content, context"),
+)
 
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
@@ -51,8 +55,9 @@ def store(db: Database, table: str, key: str, rows: list[tuple[int, str, bytes]]
     postgres = db.dialect == "postgres"
     for object_id, project, blob in rows:
         db.execute(f"DELETE FROM {table} WHERE {key} = ?", (object_id,))
+        cast = "::vector" if postgres else ""
         db.execute(
-            f"INSERT INTO {table} ({key}, project, embedding) VALUES (?, ?, ?{'::vector' if postgres else ''})",
+            f"INSERT INTO {table} ({key}, project, embedding) VALUES (?, ?, ?{cast})",
             (object_id, project or "", _pg_vector(blob) if postgres else blob),
         )
         db.execute(f"UPDATE {owner} SET needs_embedding = 0 WHERE id = ?", (object_id,))
@@ -101,14 +106,68 @@ def knn(
     if db.dialect == "postgres":  # pgvector: L2 distance (<->) ordered by the HNSW index
         where, params = ("WHERE project = ? ", (project,)) if project is not None else ("", ())
         sql = (
-            f"SELECT {key}, embedding <-> ?::vector AS distance FROM {table} {where}ORDER BY distance LIMIT ?"
+            f"SELECT {key} AS id, embedding <-> ?::vector AS distance FROM {table} {where}"
+            "ORDER BY distance LIMIT ?"
         )
-        return [(int(r[0]), float(r[1])) for r in db.execute(sql, (_pg_vector(blob), *params, k))]
-    sql = f"SELECT {key}, distance FROM {table} WHERE embedding MATCH ? AND k = ?"
+        return [(int(r["id"]), float(r["distance"])) for r in db.execute(sql, (_pg_vector(blob), *params, k))]
+    sql = f"SELECT {key} AS id, distance FROM {table} WHERE embedding MATCH ? AND k = ?"
     params: tuple = (blob, k)
     if project is not None:
         sql, params = sql + " AND project = ?", params + (project,)
-    return [(int(r[0]), float(r[1])) for r in db.execute(sql, params)]
+    return [(int(r["id"]), float(r["distance"])) for r in db.execute(sql, params)]
+
+
+def knn_subquery(table: str, key: str, *, project: bool) -> str:
+    """The KNN as a subquery `(key, distance)` to join on; parameters: blob, k[, project]. SQLite's
+    vec0 only: on PostgreSQL the callers go through knn() (pgvector takes its vector as text)."""
+    where = " AND project = ?" if project else ""
+    return f"(SELECT {key}, distance FROM {table} WHERE embedding MATCH ? AND k = ?{where})"
+
+
+def similar_topics(db: Database, blob: bytes, other_than_session: str, limit: int = 3, k: int = 20) -> list:
+    """Top-level topics of other sessions nearest to a vector (among its k nearest spans): name,
+    summary, session_id."""
+    if db.dialect == "postgres":
+        near = [i for i, _ in knn(db, "span_embeddings", "span_id", blob, k)]
+        if not near:
+            return []
+        rows = {
+            r["id"]: r
+            for r in db.all(
+                f"SELECT id, name, summary, session_id FROM spans WHERE id IN ({','.join('?' * len(near))}) "
+                "AND depth = 1 AND session_id != ?",
+                (*near, other_than_session),
+            )
+        }
+        return [rows[i] for i in near if i in rows][:limit]
+    return db.all(
+        "SELECT s.name, s.summary, s.session_id FROM "
+        f"{knn_subquery('span_embeddings', 'span_id', project=False)} v "
+        "JOIN spans s ON s.id = v.span_id "
+        "WHERE s.depth = 1 AND s.session_id != ? ORDER BY v.distance LIMIT ?",
+        (blob, k, other_than_session, limit),
+    )
+
+
+def similar_ideas(db: Database, blob: bytes, project: str, k: int = 10) -> list:
+    """The k ideas of a project nearest to a vector, nearest first: id, intent, content."""
+    if db.dialect == "postgres":
+        near = [i for i, _ in knn(db, "idea_embeddings", "idea_id", blob, k, project)]
+        if not near:
+            return []
+        rows = {
+            r["id"]: r
+            for r in db.all(
+                f"SELECT id, intent, content FROM ideas WHERE id IN ({','.join('?' * len(near))})", near
+            )
+        }
+        return [rows[i] for i in near if i in rows]
+    return db.all(
+        f"SELECT i.id, i.intent, i.content FROM {knn_subquery('idea_embeddings', 'idea_id', project=True)} v "
+        "JOIN ideas i ON i.id = v.idea_id "
+        "ORDER BY v.distance",
+        (blob, k, project),
+    )
 
 
 # -- the service -----------------------------------------------------------------------------
@@ -186,7 +245,8 @@ class Vectors:
     def _pending_rows(self, owner: str, text_sql: str, limit: int) -> list:
         only = " AND depth > 0" if owner == "spans" else ""
         return self.db.execute(
-            f"SELECT id, project, {text_sql} FROM {owner} WHERE needs_embedding = 1{only} ORDER BY id LIMIT ?",
+            f"SELECT id, project, {text_sql} FROM {owner} WHERE needs_embedding = 1{only} ORDER BY id LIMIT "
+            "?",
             (limit,),
         ).fetchall()
 
@@ -194,14 +254,19 @@ class Vectors:
         from total_recall.embed import to_blob
 
         table, key = TABLES[owner]
-        texts = [embed_text({"content": r[2], "context": r[3]}) if owner == "chunks" else r[2] for r in rows]
+        texts = [
+            embed_text({"content": r["content"], "context": r["context"]})
+            if owner == "chunks"
+            else r["content"]
+            for r in rows
+        ]
         try:
             vectors = self.embedder.embed(texts)
         except (EmbeddingError, TransientError) as exc:
             log.warning("embedding_failed", table=table, count=len(rows), error=str(exc))
             return False
         with self.db.write():
-            store(self.db, table, key, [(r[0], r[1], to_blob(v)) for r, v in zip(rows, vectors)])
+            store(self.db, table, key, [(r["id"], r["project"], to_blob(v)) for r, v in zip(rows, vectors)])
         return True
 
     def embed_idea(self, idea_id: int) -> bool:
@@ -219,12 +284,12 @@ class Vectors:
                 return False
             from total_recall.embed import to_blob
 
-            vector = self.embedder.embed([row[0]])[0]
+            vector = self.embedder.embed([row["content"]])[0]
         except (EmbeddingError, TransientError, TotalRecallError) as exc:
             log.warning("edit_embedding_failed", idea=idea_id, error=str(exc))
             return False
         with self.db.write():
-            store(self.db, "idea_embeddings", "idea_id", [(idea_id, row[1], to_blob(vector))])
+            store(self.db, "idea_embeddings", "idea_id", [(idea_id, row["project"], to_blob(vector))])
         return True
 
 

@@ -201,8 +201,10 @@ def install_plugin(cc: ClaudeCode) -> None:
 def repository_copy(target: Path) -> Path:
     """The repository's files as a clone has them. Claude Code copies a plugin's source folder
     whole into its cache, and a developer's virtualenvs and caches are no part of the plugin."""
+    # "out": bench/out, the benchmarks' cached databases (gigabytes; a running bench daemon's socket
+    # there cannot be copied at all).
     ignore = shutil.ignore_patterns(
-        ".git", ".venv*", "__pycache__", ".pytest_cache", ".hypothesis", "*.egg-info", "build"
+        ".git", ".venv*", "__pycache__", ".pytest_cache", ".hypothesis", "*.egg-info", "build", "out"
     )
     shutil.copytree(REPO, target, ignore=ignore)
     return target

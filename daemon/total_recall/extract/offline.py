@@ -490,7 +490,8 @@ CUES: dict[str, Cue] = {
         "throws",
         "threw",
         r"(?:getting|get|got|seeing|see|saw|encounter\w*|hit\w*|run\w* into|receiv\w*) (?:an?|the|this|that|"
-        r"some|these|those|a few)?\s?[\w'\"“”:.-]*\s?(?:[\w'\"“”:.-]+\s){0,6}?(?:errors?|exceptions?|warnings?|"
+        r"some|these|those|a "
+        r"few)?\s?[\w'\"“”:.-]*\s?(?:[\w'\"“”:.-]+\s){0,6}?(?:errors?|exceptions?|warnings?|"
         r"failures?|issues?|problems?|bugs?|crash\w*)",
         r"keep (?:getting|seeing|hitting)",
         r"still (?:getting|seeing|experiencing|having|failing|broken)",
@@ -514,7 +515,8 @@ CUES: dict[str, Cue] = {
         "not working",
         r"won'?t (?:start|work|run|load|compile|build)",
         r"(?:can'?t|cannot) (?:seem to )?get",
-        r"having (?:some )?(?:trouble|issues?|problems?) (?:with|getting|making|displaying|loading|implementing"
+        r"having (?:some )?(?:trouble|issues?|problems?) "
+        r"(?:with|getting|making|displaying|loading|implementing"
         r"|handling the|on)",
         r"experiencing (?:some )?(?:slow|issues?|problems?|performance|errors?|a)",
         r"bottleneck",
@@ -539,7 +541,8 @@ CUES: dict[str, Cue] = {
         "decide against",
         r"had to decide against",
         r"let'?s (?:go with|use|stick with|switch to|keep|start with|do it)",
-        r"(?:we'll|i'll|we will|i will|i think i'll) (?:use|go with|stick with|switch to|keep|try|definitely)",
+        r"(?:we'll|i'll|we will|i will|i think i'll) (?:use|go with|stick with|switch "
+        r"to|keep|try|definitely)",
         "going with",
         "go with",
         "we chose",
@@ -550,14 +553,16 @@ CUES: dict[str, Cue] = {
         r"(?:i|we) (?:have )?chosen",
         r"opted (?:for|to)",
         "settled on",
-        r"(?:we're|we are|i'm|i am) (?:going to use|switching to|sticking with|planning to (?:use|implement|store|"
+        r"(?:we're|we are|i'm|i am) (?:going to use|switching to|sticking with|planning to "
+        r"(?:use|implement|store|"
         r"add|switch|go))",
         r"agreed (?:to|on)",
         "the plan is",
         r"prefer (?:it|this|that|\w+(?: [\w.]+)?) over",
         r"planning to store",
         "architecture:",
-        r"(?:is|seems like|looks like|seems to be|would be) the (?:best|right|clear) (?:fit|choice|option|pick)",
+        r"(?:is|seems like|looks like|seems to be|would be) the (?:best|right|clear) "
+        r"(?:fit|choice|option|pick)",
         "the way to go",
     ),
     "conclusion": Cue(
@@ -592,7 +597,8 @@ CUES: dict[str, Cue] = {
         "is caused by",
         r"no \w+ (?:installers?|support) exists?",
         "exist for",
-        r"(?:error|issue|problem|this|exception|warning)s? (?:typically |usually |often |generally )?(?:occurs?|"
+        r"(?:error|issue|problem|this|exception|warning)s? (?:typically |usually |often |generally "
+        r")?(?:occurs?|"
         r"happens?|indicates?|means|is caused|is due|is because)",
         r"(?:issues|causes) identified",
     ),
@@ -611,7 +617,8 @@ CUES: dict[str, Cue] = {
         "left to do",
         r"(?:i|we)'?ll (?:add|write|"
         r"run|reach|convert|set up|schedule|implement|fix|look into|get back|test|update|document|start)",
-        r"i (?:will|am going to|'m going to) (?:add|write|run|reach|convert|schedule|implement|fix|test|update)",
+        r"i (?:will|am going to|'m going to) "
+        r"(?:add|write|run|reach|convert|schedule|implement|fix|test|update)",
         "task \\d",
         "epic",
         "tasks? created",
@@ -628,7 +635,8 @@ NOT_CUES: dict[str, re.Pattern[str]] = {
         r"boundar\w*|status|rate|codes?|logs?|display)|(?:catch|prevent|avoid|anticipat\w*|reduce|"
         r"detect|log|track|report|fix|debug|surface|retr\w*) (?:\w+ )?(?:\w+ )?(?:errors?|issues?|"
         r"problems?|bugs?|exceptions?|failures?|leaks?)|(?:what|in case|even) if [^,.?]*|if (?:the |it |a |"
-        r"an |there )[^,.?]*(?:fails?|errors?)|when [^,.?]*fails?|without (?:any )?(?:errors?|issues?|breaking)"
+        r"an |there )[^,.?]*(?:fails?|errors?)|when [^,.?]*fails?|without (?:any "
+        r")?(?:errors?|issues?|breaking)"
         r"|if you (?:still )?(?:encounter|run into|face|have|see|get|hit|experience)[^,.?!]*|bug fix\w*"
         r"|known [^,.]*bug|trouble (?:figuring|understanding|deciding|with the (?:integration )?"
         r"test)|potential (?:\w+ )?(?:issues?|problems?|errors?|bugs?)|(?:fixes|fix) (?:\w+ ){0,3}"
@@ -660,7 +668,8 @@ NARRATION = re.compile(
     r"i'll now|time to|checking|looking at|listing|reading|searching|running)\b"
 )
 ASSISTANT_NOW = re.compile(
-    r"^(?:(?:ok(?:ay)?|now|next|first|then|so|here)[,.]?\s+)*(?:let me|let's|let us|i'll|i will|we'll|we will|"
+    r"^(?:(?:ok(?:ay)?|now|next|first|then|so|here)[,.]?\s+)*(?:let me|let's|let us|i'll|i will|we'll|we "
+    r"will|"
     r"i'm going to|we're going to)\b|\bwe (?:need|have) to (?!still)"
 )
 NARRATION_END = re.compile(r"(?:[:.…]|\.\.\.)\s*$")
@@ -1252,7 +1261,8 @@ MAX_PLAN_TODOS = 20
 STEP_SECTION = re.compile(r"\b(?:steps?|tasks|todos?|to-dos?|action items|milestones|remaining|work items)\b")
 # "X is done", "finished X", "I've completed X": a statement that closes an open todo
 DONE_STATEMENT = re.compile(
-    r"\b(?:is|are|was|were|now|all|has been|have been) (?:now )?(?:done|finished|completed|complete|merged|shipped)\b"
+    r"\b(?:is|are|was|were|now|all|has been|have been) (?:now "
+    r")?(?:done|finished|completed|complete|merged|shipped)\b"
     r"|^(?:i'?ve |we'?ve |i have |we have |just )?(?:finished|completed|done with|wrapped up|checked off)\b"
     r"|\bmarked (?:it |them |\w+ )?(?:as )?(?:done|complete|completed)\b"
 )

@@ -1,0 +1,243 @@
+"""The read-side queries of search: candidates by words, names and time, and the rows that rank
+and render them.
+
+The storage owner of search's SQL (DESIGN.md "Where SQL lives"); `search.py` keeps the ranking
+(fusion, weights, reranking) and calls these named reads. Vector KNN is `vectors.knn`'s. Ids
+and scores come back as plain values, rows as dicts or sqlite3.Row (by column name).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from total_recall.db import Database
+
+# What BM25 ranks for each kind of unit: its FTS5 table, the table it indexes, and which rows.
+FTS = {
+    "idea": ("ideas_fts", "ideas", ""),
+    "span": ("spans_fts", "spans", " AND o.depth > 0"),  # topics, not whole sessions
+    "chunk": ("chunks_fts", "chunks", ""),
+}
+
+
+def marks(values) -> str:
+    """'?,?,?' for an IN (...) list of these values."""
+    return ",".join("?" * len(values))
+
+
+def _project_sql(projects: list[str] | None, column: str) -> tuple[str, tuple]:
+    """The filter to these projects (None: every project) and its parameters."""
+    if projects is None:
+        return "", ()
+    return f" AND {column} IN ({marks(projects)})", tuple(projects)
+
+
+def _time_sql(since: str | None, until: str | None, column: str) -> tuple[str, tuple]:
+    """The filter to since <= time < until (ISO seconds; either may be None) and its parameters."""
+    sql, params = "", ()
+    if since:
+        sql, params = sql + f" AND substr({column}, 1, 19) >= ?", params + (since,)
+    if until:
+        sql, params = sql + f" AND substr({column}, 1, 19) < ?", params + (until,)
+    return sql, params
+
+
+# -- names the user types -------------------------------------------------------------------------
+
+
+def sessions(db: Database) -> set[str]:
+    """Every session id that was indexed or has spans."""
+    return set(
+        db.column(
+            "SELECT DISTINCT session_id FROM index_state WHERE session_id IS NOT NULL UNION "
+            "SELECT DISTINCT session_id FROM spans WHERE session_id IS NOT NULL"
+        )
+    )
+
+
+def projects(db: Database) -> list[str]:
+    """Every project with memories or indexed transcripts: a loose index scan (one seek per
+    project, not a scan of all ideas)."""
+    return db.column(
+        "WITH RECURSIVE p(x) AS (SELECT min(project) FROM ideas UNION ALL "
+        "SELECT (SELECT min(project) FROM ideas WHERE project > x) FROM p WHERE x IS NOT NULL) "
+        "SELECT x FROM p WHERE x IS NOT NULL "
+        "UNION SELECT DISTINCT project FROM index_state WHERE project IS NOT NULL"
+    )
+
+
+# -- candidates -----------------------------------------------------------------------------------
+
+
+def bm25(
+    db: Database,
+    kind: str,
+    match: str,
+    projects: list[str] | None,
+    limit: int,
+    weights: str | None = None,
+) -> list[tuple[int, float]]:
+    """(id, BM25 score as a positive number) of the ideas, topics or chunks an FTS5 query matches,
+    best first; `weights` are bm25()'s column weights (the default rank when None)."""
+    fts, owner, extra = FTS[kind]
+    psql, pparams = _project_sql(projects, "o.project")
+    if db.dialect == "postgres":
+        return _ts_rank(db, owner, match, psql + extra, pparams, limit)
+    rank = f"bm25({fts}, {weights})" if weights else "f.rank"
+    if not psql and not extra:
+        # Every project: the owner row filters nothing, and joining it for every match (before
+        # the sort) cost more than the ranking; the triggers keep the index and owners in step.
+        sql = f"SELECT f.rowid AS id, {rank} AS r FROM {fts} f WHERE {fts} MATCH ? ORDER BY r LIMIT ?"
+    else:
+        sql = (
+            f"SELECT o.id, {rank} AS r FROM {fts} f JOIN {owner} o ON o.id = f.rowid "
+            f"WHERE {fts} MATCH ?{psql}{extra} ORDER BY r LIMIT ?"
+        )
+    rows = db.all(sql, (match, *pparams, limit))
+    return [(r["id"], -float(r["r"])) for r in rows]
+
+
+# PostgreSQL: ts_rank_cd over the generated tsvector (GIN), the words OR-ed like the FTS5 query; a
+# chunk's context has weight D (0.3, as bm25's context column), its words A (1.0).
+PG_RANK_WEIGHTS = "'{0.3, 0.1, 0.1, 1.0}'"
+
+
+def _ts_rank(
+    db: Database, owner: str, match: str, where: str, params: tuple, limit: int
+) -> list[tuple[int, float]]:
+    """bm25()'s PostgreSQL form: (id, ts_rank_cd score), best first."""
+    words = " ".join(w.strip('"') for w in match.split(" OR "))
+    query = "(SELECT replace(plainto_tsquery('english', ?)::text, '&', '|')::tsquery AS q) w"
+    rows = db.all(
+        f"SELECT o.id, ts_rank_cd({PG_RANK_WEIGHTS}, o.fts, w.q) AS r FROM {owner} o, {query} "
+        f"WHERE o.fts @@ w.q{where} ORDER BY r DESC LIMIT ?",
+        (words, *params, limit),
+    )
+    return [(r["id"], float(r["r"])) for r in rows]
+
+
+def rare_entities(db: Database, names: list[str], max_links: int) -> list[int]:
+    """Ids of the (non-project) entities with one of these names that at most `max_links`
+    ideas mention."""
+    return db.column(
+        "SELECT e.id FROM entities e JOIN idea_entities ie ON ie.entity_id = e.id WHERE e.name IN "
+        f"({marks(names)}) "
+        f"AND e.type != 'project' GROUP BY e.id HAVING count(*) <= ?",
+        (*names, max_links),
+    )
+
+
+def ideas_naming(db: Database, entity_ids: list[int], projects: list[str] | None, limit: int) -> list[int]:
+    """Ids of the newest ideas (of these projects) that mention one of these entities."""
+    psql, pparams = _project_sql(projects, "i.project")
+    return db.column(
+        f"SELECT i.id FROM idea_entities ie JOIN ideas i ON i.id = ie.idea_id "
+        f"WHERE ie.entity_id IN ({marks(entity_ids)}){psql} ORDER BY i.id DESC LIMIT ?",
+        (*entity_ids, *pparams, limit),
+    )
+
+
+def ideas_between(
+    db: Database, projects: list[str] | None, since: str | None, until: str | None, limit: int
+) -> list[int]:
+    """Ids of the newest ideas (of these projects) said in since..until (ISO seconds)."""
+    psql, pparams = _project_sql(projects, "project")
+    tsql, tparams = _time_sql(since, until, "message_time")
+    return db.column(
+        f"SELECT id FROM ideas WHERE 1 = 1{psql}{tsql} ORDER BY message_time DESC LIMIT ?",
+        (*pparams, *tparams, limit),
+    )
+
+
+# -- rows to rank and show ------------------------------------------------------------------------
+
+
+def rows_by_id(db: Database, table: str, columns: tuple, ids: list[int]) -> dict[int, dict]:
+    """id -> {column: value} of these rows of ideas, spans or chunks (`columns` starts with id)."""
+    if not ids:
+        return {}
+    rows = db.all(f"SELECT {', '.join(columns)} FROM {table} WHERE id IN ({marks(ids)})", ids)
+    return {r["id"]: dict(r) for r in rows}
+
+
+def superseding(db: Database, ids: list[int]) -> list:
+    """The supersedes relations onto these ideas, newest superseding idea first: to_id, from_id."""
+    return db.all(
+        f"SELECT to_id, from_id FROM relations WHERE relation_type = 'supersedes' "
+        f"AND to_id IN ({marks(ids)}) ORDER BY from_id DESC",
+        ids,
+    )
+
+
+def relations_onto(db: Database, ids: list[int], types: tuple[str, ...]) -> list:
+    """Relations of these types pointing at these ideas: from_id, to_id, relation_type."""
+    return db.all(
+        f"SELECT from_id, to_id, relation_type FROM relations WHERE to_id IN ({marks(ids)}) "
+        f"AND relation_type IN ({marks(types)})",
+        (*ids, *types),
+    )
+
+
+def span_texts(db: Database, ids: list[int]) -> list:
+    """id, name, summary of these spans."""
+    return db.all(f"SELECT id, name, summary FROM spans WHERE id IN ({marks(ids)})", ids)
+
+
+def _pairs(places) -> tuple[str, list]:
+    """A VALUES list of (file, line) places and its parameters: one index probe per place (an IN
+    list of files times an IN list of lines probed every combination, ~40x more at 60 places)."""
+    ordered = sorted(places)
+    return ", ".join(["(?, ?)"] * len(ordered)), [v for pair in ordered for v in pair]
+
+
+def chunk_texts(db: Database, places) -> list:
+    """The chunks on these (file, line) places: source_file, source_line, text (its content and
+    context), role."""
+    values, params = _pairs(places)
+    return db.all(
+        f"WITH w (f, l) AS (VALUES {values}) SELECT c.source_file, c.source_line, "
+        "c.content || ' ' || c.context AS text, c.role FROM w "
+        "JOIN chunks c ON c.source_file = w.f AND c.source_line = w.l",
+        params,
+    )
+
+
+def ideas_on(db: Database, places) -> list:
+    """The ideas said on these (file, line) places: id, source_file, source_line, content."""
+    values, params = _pairs(places)
+    return db.all(
+        f"WITH w (f, l) AS (VALUES {values}) SELECT i.id, s.source_file, s.source_line, i.content "
+        "FROM w JOIN idea_sources s ON s.source_file = w.f AND s.source_line = w.l "
+        "JOIN ideas i ON i.id = s.idea_id",
+        params,
+    )
+
+
+def sources(db: Database, ids: list[int]) -> list:
+    """Every place these ideas were said, oldest first: idea_id, source_file, source_line,
+    message_time, machine."""
+    return db.all(
+        f"SELECT idea_id, source_file, source_line, message_time, machine FROM idea_sources "
+        f"WHERE idea_id IN ({marks(ids)}) ORDER BY message_time, source_line",
+        ids,
+    )
+
+
+def entity_names(db: Database, ids: list[int]) -> list:
+    """The entities these ideas mention, by name: idea_id, name."""
+    return db.all(
+        f"SELECT ie.idea_id, e.name FROM idea_entities ie JOIN entities e ON e.id = ie.entity_id "
+        f"WHERE ie.idea_id IN ({marks(ids)}) ORDER BY e.name",
+        ids,
+    )
+
+
+def relations_of(db: Database, ids: list[int]) -> list[Any]:
+    """Relations from or to these ideas with both ends' text: from_id, to_id, relation_type,
+    from_text, to_text."""
+    return db.all(
+        f"SELECT r.from_id, r.to_id, r.relation_type, f.content AS from_text, t.content AS to_text "
+        f"FROM relations r JOIN ideas f ON f.id = r.from_id JOIN ideas t ON t.id = r.to_id "
+        f"WHERE r.from_id IN ({marks(ids)}) OR r.to_id IN ({marks(ids)})",
+        ids + ids,
+    )
