@@ -369,26 +369,29 @@ def export_ideas(db: Database, projects: list[str] | None, since: str | None) ->
 
 def sources_of(db: Database, idea_ids: list[int]) -> dict[int, list]:
     """Every place each idea was said: source_file, source_line, session_id, message_time, in order."""
-    out: dict[int, list] = {}
-    for chunk in _chunks(idea_ids):
-        for row in db.all(
-            "SELECT idea_id, source_file, source_line, session_id, message_time, machine FROM idea_sources "
-            f"WHERE idea_id IN ({marks(chunk)}) ORDER BY idea_id, message_time, source_file, source_line",
-            chunk,
-        ):
-            out.setdefault(row["idea_id"], []).append(row)
-    return out
+    return _by_idea(
+        db,
+        "SELECT idea_id, source_file, source_line, session_id, message_time, machine FROM idea_sources "
+        "WHERE idea_id IN ({}) ORDER BY idea_id, message_time, source_file, source_line",
+        idea_ids,
+    )
 
 
 def entities_of(db: Database, idea_ids: list[int]) -> dict[int, list]:
     """name, type of each idea's entities, by name."""
+    return _by_idea(
+        db,
+        "SELECT l.idea_id, e.name, e.type FROM idea_entities l JOIN entities e ON e.id = l.entity_id "
+        "WHERE l.idea_id IN ({}) ORDER BY l.idea_id, e.name",
+        idea_ids,
+    )
+
+
+def _by_idea(db: Database, sql: str, idea_ids: list[int]) -> dict[int, list]:
+    """The rows of `sql` (its `IN ({})` filled with one batch of ids at a time) by their idea_id."""
     out: dict[int, list] = {}
     for chunk in _chunks(idea_ids):
-        for row in db.all(
-            "SELECT l.idea_id, e.name, e.type FROM idea_entities l JOIN entities e ON e.id = l.entity_id "
-            f"WHERE l.idea_id IN ({marks(chunk)}) ORDER BY l.idea_id, e.name",
-            chunk,
-        ):
+        for row in db.all(sql.format(marks(chunk)), chunk):
             out.setdefault(row["idea_id"], []).append(row)
     return out
 
