@@ -1,8 +1,10 @@
-"""Test helpers: write Claude Code-shaped transcripts, run the CLI, the hook and the daemon as processes."""
+"""Test helpers: write Claude Code-shaped transcripts; run the CLI (in-process or as a process), the hook
+and the daemon as processes."""
 
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import signal
@@ -81,10 +83,35 @@ def env() -> dict:
     return e
 
 
+# Commands that stay real processes even in the default in-process mode: the daemon owns signal
+# handlers, an instance lock and its own log stream, and its tests are about the process.
+PROCESS_ONLY = frozenset({"daemon"})
+# Read once at import: each test's isolation drops TOTAL_RECALL_* variables from its environment.
+EVERY_CLI_CALL_A_PROCESS = os.environ.get("TOTAL_RECALL_TEST_CLI") == "process"
+
+
 def cli(
-    *args: str, check: bool = True, timeout: float = 180, cwd: str | None = None
+    *args: str,
+    check: bool = True,
+    timeout: float = 180,
+    cwd: str | None = None,
+    process: bool | None = None,
 ) -> subprocess.CompletedProcess:
-    proc = subprocess.run(
+    """`total-recall ARGS`: in this test process (`cli.main`, the same code the console script runs,
+    with stdout and stderr captured) unless `process` is asked for, the command is the daemon, or
+    TOTAL_RECALL_TEST_CLI=process makes every call a real subprocess (to run the whole suite through
+    the command line; tests/test_cli_modes.py pins that both answer alike). In-process calls share
+    the worker's loaded embedding model: that is most of the fast suite's saving."""
+    if process is None:
+        process = EVERY_CLI_CALL_A_PROCESS or bool(args[:1] and args[0] in PROCESS_ONLY)
+    proc = _cli_process(args, timeout, cwd) if process else _cli_in_process(args, cwd)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"total-recall {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")
+    return proc
+
+
+def _cli_process(args, timeout: float, cwd: str | None) -> subprocess.CompletedProcess:
+    return subprocess.run(
         [sys.executable, "-m", "total_recall", *args],
         capture_output=True,
         text=True,
@@ -92,9 +119,41 @@ def cli(
         timeout=timeout,
         cwd=cwd,
     )
-    if check and proc.returncode != 0:
-        raise AssertionError(f"total-recall {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")
-    return proc
+
+
+def _cli_in_process(args, cwd: str | None) -> subprocess.CompletedProcess:
+    import structlog
+
+    from total_recall import cli as cli_module
+
+    out, err = _captured(), _captured()
+    logging = structlog.get_config()  # main() configures logging for its run; a process would exit after
+    saved = sys.stdin, sys.stdout, sys.stderr, os.umask(0o022)
+    os.umask(saved[3])
+    code: int | str | None
+    try:
+        sys.stdin, sys.stdout, sys.stderr = io.StringIO(""), out, err
+        with contextlib.chdir(cwd) if cwd else contextlib.nullcontext():
+            try:
+                code = cli_module.main(list(args))
+            except SystemExit as exc:  # argparse's usage errors
+                code = exc.code
+    finally:
+        sys.stdin, sys.stdout, sys.stderr = saved[:3]
+        os.umask(saved[3])  # main() makes the process's umask private; a process would exit here
+        structlog.configure(**logging)
+    returncode = code if isinstance(code, int) else (0 if code is None else 1)
+    return subprocess.CompletedProcess(["total-recall", *args], returncode, _text(out), _text(err))
+
+
+def _captured() -> io.TextIOWrapper:
+    """A text stream with a .buffer, like a captured pipe (never a TTY)."""
+    return io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="replace", write_through=True)
+
+
+def _text(stream: io.TextIOWrapper) -> str:
+    stream.flush()
+    return stream.buffer.getvalue().decode("utf-8", errors="replace")
 
 
 def cli_json(*args: str, **kw):

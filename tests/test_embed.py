@@ -69,14 +69,16 @@ def test_batch_equals_one_by_one_in_input_order(local):
     np.testing.assert_allclose(np.linalg.norm(batch, axis=1), 1.0, atol=1e-5)
 
 
-def test_concurrent_first_calls_load_the_model_once():
-    fresh = LocalEmbedder()
+def test_concurrent_first_calls_load_the_model_once_per_process():
+    # Three threads is a setting no other test uses, so the process has not loaded this model yet.
+    shared = LocalEmbedder(threads=3)
+    embedders = [shared, shared, LocalEmbedder(threads=3), LocalEmbedder(threads=3)]
     results: list = [None] * 4
     barrier = threading.Barrier(4)
 
     def work(i: int) -> None:
         barrier.wait()
-        results[i] = fresh.embed([LISBON, f"thread {i}"])
+        results[i] = embedders[i].embed([LISBON, f"thread {i}"])
 
     with capture_logs() as logs:
         threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]

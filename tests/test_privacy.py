@@ -353,7 +353,7 @@ def test_without_an_endpoint_nothing_touches_the_network(tmp_path, monkeypatch):
     assert "socket.connect\tAF_INET\t('127.0.0.1', 9)" in audit_log.read_text()
     audit_log.write_text("")
     path = write_transcript(project_dir(tmp_path) / "offline-session.jsonl", TALK, cwd=PROJECT)
-    cli("init")
+    cli("init", process=True)  # every process of ours runs under the audit hook
     with daemon_process(tmp_path / "daemon.log", serving=True) as proc:
         assert (
             hook(
@@ -367,7 +367,7 @@ def test_without_an_endpoint_nothing_touches_the_network(tmp_path, monkeypatch):
             == 0
         )
         wait_until_done(1, timeout=FINISH)
-        found = cli_json("search", "Zanzibar billing exports", "--all-projects")
+        found = cli_json("search", "Zanzibar billing exports", "--all-projects", process=True)
         assert any("Zanzibar" in r["content"] for r in found)
     assert proc.returncode == 0
     events = [line.split("\t") for line in audit_log.read_text(encoding="utf-8").splitlines()]

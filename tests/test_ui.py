@@ -189,10 +189,12 @@ def test_edit_review_topics_and_graph_through_the_library_functions(tmp_path, is
         csrf = page.split('name="csrf-token" content="')[1].split('"')[0]
         status, page = _get(ui, "/review")
         assert status == 200 and "switched from MySQL" in page
-        proposal = json.loads(cli("review", "--json").stdout)[0]["id"]
+        pending = json.loads(cli("review", "--json").stdout)
+        proposal = pending[0]["id"]
         assert _post(ui, f"/review/{proposal}/apply", {"csrf": csrf}) == 303
         assert json.loads(cli("review", "--json").stdout) == []
-        assert _idea(ui["db"], "use MySQL")[1] == 0 and _idea(ui["db"], "switched from MySQL")[1] == 1
+        pins = _idea(ui["db"], "use MySQL")[1], _idea(ui["db"], "switched from MySQL")[1]
+        assert pins == (0, 1), pending
         new = _idea(ui["db"], "switched from MySQL")[0]
         status, page = _get(ui, f"/memory/{new}")
         assert "Evolution" in page and f"/memory/{old}" in page  # the chain: MySQL, then Postgres

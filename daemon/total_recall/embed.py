@@ -126,6 +126,13 @@ def _verified_model_path() -> Path:
     return path
 
 
+# One loaded model per process, whatever number of embedders ask for it: the web view, the MCP
+# server and the in-process search make an embedder per request. onnxruntime's Run and the
+# tokenizer's encode_batch are safe to call from several threads on one instance.
+_LOADED: dict[tuple[Path | None, Path | None, int], tuple[Any, Any, set[str]]] = {}
+_LOADED_LOCK = threading.Lock()
+
+
 class LocalEmbedder:
     """all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime; never touches the network.
 
@@ -157,21 +164,29 @@ class LocalEmbedder:
         with self._lock:
             if self._session is not None:
                 return
-            started = time.monotonic()
-            model = self._model_path or _verified_model_path()
-            tokenizer = self._load_tokenizer()
-            session = self._load_session(model)
-            self._inputs = {i.name for i in session.get_inputs()}
-            unknown = self._inputs - {"input_ids", "attention_mask", "token_type_ids"}
-            if unknown or "input_ids" not in self._inputs:
-                raise EmbeddingError(f"embedding model {model} has unexpected inputs {sorted(self._inputs)}")
-            self._tokenizer, self._session = tokenizer, session
-            log.info(
-                "embedder_loaded",
-                model=self.model_id,
-                threads=self._threads,
-                seconds=round(time.monotonic() - started, 3),
-            )
+            key = (self._model_path, self._tokenizer_path, self._threads)
+            with _LOADED_LOCK:
+                loaded = _LOADED.get(key)
+                if loaded is None:
+                    loaded = _LOADED[key] = self._load_model()
+            self._tokenizer, self._session, self._inputs = loaded
+
+    def _load_model(self) -> tuple[Any, Any, set[str]]:
+        started = time.monotonic()
+        model = self._model_path or _verified_model_path()
+        tokenizer = self._load_tokenizer()
+        session = self._load_session(model)
+        inputs = {i.name for i in session.get_inputs()}
+        unknown = inputs - {"input_ids", "attention_mask", "token_type_ids"}
+        if unknown or "input_ids" not in inputs:
+            raise EmbeddingError(f"embedding model {model} has unexpected inputs {sorted(inputs)}")
+        log.info(
+            "embedder_loaded",
+            model=self.model_id,
+            threads=self._threads,
+            seconds=round(time.monotonic() - started, 3),
+        )
+        return tokenizer, session, inputs
 
     def _load_tokenizer(self) -> Any:
         from tokenizers import Tokenizer

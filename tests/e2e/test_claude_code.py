@@ -148,6 +148,9 @@ class ClaudeCode:
             # Our MCP server starts a Python interpreter; on a loaded 2-core CI box that can take
             # longer than the CLI's default wait, and then it silently offers no tools.
             "MCP_TIMEOUT": "60000",
+            # In print mode the CLI may send the first request before MCP servers connect (their
+            # tools then arrive a turn late); "false" makes it wait for them, up to MCP_TIMEOUT.
+            "MCP_CONNECTION_NONBLOCKING": "false",
             **switch,
         }
 
