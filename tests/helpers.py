@@ -240,6 +240,22 @@ def wait_for(predicate, timeout: float = 60.0, interval: float = 0.1):
     raise AssertionError(f"condition not met within {timeout}s")
 
 
+def sqlite_connect(path, **kwargs):
+    """A plain connection to a database file through the SQLite library the app itself uses in this
+    process (`db.choose_driver`: sqlean where the stdlib's cannot load sqlite-vec). Two copies of
+    SQLite in one process drop each other's POSIX locks when either closes a connection to the same
+    file (SQLite's own warning), and the tests run the CLI in this process: a stdlib connection
+    closing here once let another process checkpoint under a live connection and lose a commit."""
+    return sqlite_module().connect(str(path), **kwargs)
+
+
+def sqlite_module():
+    """The DB-API module of that library (its OperationalError is not the stdlib's)."""
+    from total_recall import db
+
+    return db.choose_driver()[1]
+
+
 def db_rows(sql: str, params=()) -> list[tuple]:
     """Read the test home's database with a fresh connection that has sqlite-vec loaded."""
     from total_recall import config, db

@@ -30,6 +30,8 @@ from helpers import (
     db_rows,
     env,
     hook,
+    sqlite_connect,
+    sqlite_module,
     start_daemon,
     stop_daemon,
     wait_for,
@@ -89,19 +91,19 @@ def transcript_path(tmp_path: Path, session: str, project: str = "-home-dev-proj
     return tmp_path / "claude" / "projects" / project / f"{session}.jsonl"
 
 
-def connect_ro(path: Path | None = None) -> sqlite3.Connection:
-    return sqlite3.connect(f"file:{path or config.paths().db}?mode=ro", uri=True, timeout=30)
+def connect_ro(path: Path | None = None):
+    return sqlite_connect(f"file:{path or config.paths().db}?mode=ro", uri=True, timeout=30)
 
 
 def scalar(sql: str, params=(), path: Path | None = None):
     try:
         conn = connect_ro(path)
-    except sqlite3.OperationalError:
+    except sqlite_module().OperationalError:
         return None  # not created yet
     try:
         row = conn.execute(sql, params).fetchone()
         return row[0] if row else None
-    except sqlite3.OperationalError:
+    except sqlite_module().OperationalError:
         return None  # schema not migrated yet
     finally:
         conn.close()
@@ -138,7 +140,7 @@ def snapshot(path: Path | None = None) -> dict[str, list]:
     try:
         out = {name: sorted(conn.execute(sql).fetchall(), key=repr) for name, sql in queries.items()}
         for name, sql in optional.items():
-            with contextlib.suppress(sqlite3.OperationalError):  # table of a later migration
+            with contextlib.suppress(sqlite_module().OperationalError):  # table of a later migration
                 out[name] = sorted(conn.execute(sql).fetchall(), key=repr)
         return out
     finally:
@@ -151,7 +153,7 @@ def assert_no_duplicates(snap: dict[str, list]) -> None:
 
 
 def integrity_ok(path: Path | None = None) -> bool:
-    conn = sqlite3.connect(path or config.paths().db, timeout=30)
+    conn = sqlite_connect(path or config.paths().db, timeout=30)
     try:
         return conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
     finally:

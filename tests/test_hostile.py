@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -21,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers import cli, daemon_process, db_rows, env, hook, write_transcript
+from helpers import cli, daemon_process, db_rows, env, hook, sqlite_connect, write_transcript
 from total_recall import config
 from total_recall.extract.protocol import ENTITY_TYPES, INTENTS, RELATION_TYPES, validate_output
 from total_recall.transcript import HEAD_BYTES, read_new, was_rewritten
@@ -41,7 +40,7 @@ def projects(tmp_path: Path) -> Path:
 
 
 def integrity_ok() -> bool:
-    conn = sqlite3.connect(config.paths().db, timeout=30)
+    conn = sqlite_connect(config.paths().db, timeout=30)
     try:
         return conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
     finally:

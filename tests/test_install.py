@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import sqlite3
 import stat
 import subprocess
 import sys
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import sqlite_connect
 from total_recall import config, db, install
 from total_recall.errors import ConfigError
 
@@ -188,7 +188,7 @@ def test_installed_command_enqueues_when_run_by_sh(claude_dir, skills_src, isola
         ["sh", "-c", command], input=json.dumps(payload).encode(), env=env, capture_output=True, timeout=30
     )
     assert (done.returncode, done.stdout) == (0, b"")
-    conn = sqlite3.connect(isolated_home / "memory.db")
+    conn = sqlite_connect(isolated_home / "memory.db")
     rows = conn.execute("SELECT transcript_path, event FROM work_queue").fetchall()
     conn.close()
     assert rows == [(str(transcript), "Stop")]

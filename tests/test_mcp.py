@@ -11,7 +11,7 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from helpers import cli, write_transcript
+from helpers import cli, sqlite_connect, write_transcript
 
 PROJECT = "/home/dev/projects/atlas"
 START = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(days=1)
@@ -140,7 +140,6 @@ def test_search_over_a_real_transcript_points_at_the_line_it_came_from(
 ):
     import json
     import shutil
-    import sqlite3
 
     shared = next(
         p for p in fixture_transcripts if p.name == "obra__episodic-memory__tiny-conversation.jsonl"
@@ -149,7 +148,7 @@ def test_search_over_a_real_transcript_points_at_the_line_it_came_from(
     source.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(shared, source)
     cli("backfill", str(source), "--wait")
-    with sqlite3.connect(isolated_home / "memory.db") as conn:
+    with sqlite_connect(isolated_home / "memory.db") as conn:
         content, line = conn.execute(
             "SELECT content, source_line FROM ideas WHERE intent != 'context' "
             "ORDER BY length(content) DESC LIMIT 1"

@@ -8,7 +8,7 @@ import sys
 from datetime import datetime, timedelta, timezone
 
 from conftest import REPO
-from helpers import cli, cli_json, db_rows, write_transcript
+from helpers import cli, cli_json, db_rows, sqlite_connect, write_transcript
 
 PROJECT = "/home/dev/projects/shop"
 DAY = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
@@ -101,11 +101,10 @@ def test_forget_removes_from_every_index_and_backfill_does_not_restore(tmp_path)
     assert db_rows("SELECT count(*) FROM spans_fts WHERE spans_fts MATCH 'passphrase'")[0][0] == 0
     assert db_rows("SELECT count(*) FROM messages WHERE content LIKE '%passphrase%'")[0][0] == 0
     # Re-index from scratch: the tombstone keeps it out.
-    import sqlite3
 
     from total_recall import config
 
-    conn = sqlite3.connect(config.paths().db)
+    conn = sqlite_connect(config.paths().db)
     conn.execute("DELETE FROM index_state")
     conn.execute("DELETE FROM messages")
     conn.commit()

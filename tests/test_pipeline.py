@@ -8,7 +8,17 @@ import re
 import pytest
 
 from conftest import use_copy_of
-from helpers import cli, cli_json, daemon_process, db_rows, hook, wait_for, wait_until_done, write_transcript
+from helpers import (
+    cli,
+    cli_json,
+    daemon_process,
+    db_rows,
+    hook,
+    sqlite_connect,
+    wait_for,
+    wait_until_done,
+    write_transcript,
+)
 
 PROJECT = "/home/dev/projects/demo"
 
@@ -73,11 +83,10 @@ def test_backfill_indexes_every_line_once_and_is_idempotent(claude_dir):
     assert again["queued"] == 0 and again["already_indexed"] == 1
     # Forcing a re-read of the same lines (offset lost) adds nothing either.
     db_rows("SELECT 1")
-    import sqlite3
 
     from total_recall import config
 
-    conn = sqlite3.connect(config.paths().db)
+    conn = sqlite_connect(config.paths().db)
     conn.execute("UPDATE index_state SET byte_offset = 0, line_number = 0")
     conn.commit()
     conn.close()

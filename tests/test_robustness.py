@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import time
 from pathlib import Path
 
 import pytest
 
 from conftest import isolate, use_copy_of
-from helpers import cli, cli_json, db_rows, write_transcript
+from helpers import cli, cli_json, db_rows, sqlite_connect, sqlite_module, write_transcript
 from total_recall import config
 
 PROJECT = "/home/dev/projects/robust"
@@ -38,7 +37,7 @@ def queue_rows() -> list[tuple]:
 
 def claim_as_a_dead_daemon() -> None:
     """What a daemon killed by SIGKILL leaves behind: rows claimed under a lease of 10 minutes."""
-    conn = sqlite3.connect(config.paths().db)
+    conn = sqlite_connect(config.paths().db)
     with conn:
         conn.execute("UPDATE work_queue SET state = 'claimed', lease_expires = ?", (time.time() + 600,))
     conn.close()
@@ -259,7 +258,7 @@ LONGER = TURNS + [
 
 def damage_table(table: str) -> None:
     """Overwrite the root page of `table` with garbage, as a failing disk would."""
-    conn = sqlite3.connect(config.paths().db)
+    conn = sqlite_connect(config.paths().db)
     root = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchone()[0]
     size = conn.execute("PRAGMA page_size").fetchone()[0]
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -294,7 +293,7 @@ def test_damaged_database_doctor_reports_and_recover_rebuilds_everything(tmp_pat
     cli("daemon", "--once", timeout=120)
     assert ideas_now() == before
     assert db_rows("SELECT count(*) FROM messages")[0][0] == len(LONGER)
-    conn = sqlite3.connect(config.paths().db)
+    conn = sqlite_connect(config.paths().db)
     assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
     conn.close()
     found = cli_json("search", "billing database", "--project", PROJECT)
@@ -598,7 +597,7 @@ def test_recover_steps_over_a_corrupt_page_and_keeps_the_rows_after_it():
         )
     database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     database.close()
-    conn = sqlite3.connect(config.paths().db)
+    conn = sqlite_connect(config.paths().db)
     try:
         leaves = [
             r[0]
@@ -606,7 +605,7 @@ def test_recover_steps_over_a_corrupt_page_and_keeps_the_rows_after_it():
                 "SELECT pageno FROM dbstat WHERE name = 'llm_calls' AND pagetype = 'leaf' ORDER BY pageno"
             )
         ]
-    except sqlite3.OperationalError:
+    except sqlite_module().OperationalError:
         pytest.skip("this SQLite has no dbstat table")
     size = conn.execute("PRAGMA page_size").fetchone()[0]
     conn.close()

@@ -20,7 +20,7 @@ import pytest
 
 from conftest import REPO
 from fake_openai import FakeOpenAIProcess
-from helpers import cli, cli_json, db_rows, env, hook, record, write_transcript
+from helpers import cli, cli_json, db_rows, env, hook, record, sqlite_connect, write_transcript
 from total_recall import config, projects, trust
 from total_recall.extract import protocol
 from total_recall.redact import redact, redact_batch
@@ -713,9 +713,8 @@ def test_what_is_said_while_paused_is_never_indexed_even_by_a_later_backfill(tmp
     reasons = [r[0] for r in db_rows("SELECT skip_reason FROM messages ORDER BY source_line")]
     assert reasons[1:3] == ["paused", "paused"]
     # A backfill from scratch reads the file again: the paused lines stay out.
-    import sqlite3
 
-    conn = sqlite3.connect(config.paths().db)
+    conn = sqlite_connect(config.paths().db)
     conn.execute("DELETE FROM index_state")
     conn.execute("DELETE FROM messages")
     conn.commit()

@@ -10,7 +10,6 @@ import contextlib
 import json
 import os
 import shutil
-import sqlite3
 import subprocess
 import sys
 import urllib.error
@@ -19,7 +18,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from helpers import cli, env, write_transcript
+from helpers import cli, env, sqlite_connect, write_transcript
 
 # Read at import, before the autouse isolation fixture drops every TOTAL_RECALL_* variable.
 REQUIRE_BROWSER = bool(os.environ.get("TOTAL_RECALL_REQUIRE_BROWSER"))
@@ -81,7 +80,7 @@ def _status(url: str, *, method: str = "GET", headers: dict | None = None, data:
 
 
 def _idea(db, text: str) -> tuple[int, int]:
-    with sqlite3.connect(db) as conn:
+    with sqlite_connect(db) as conn:
         return conn.execute(
             "SELECT id, pinned FROM ideas WHERE content LIKE ? ORDER BY id LIMIT 1", (f"%{text}%",)
         ).fetchone()

@@ -7,7 +7,9 @@ process. No hook payload or transcript is written here: Claude Code writes them,
 shims, and what the model would see is read from the requests the fake received.
 
 Each route ("settings": `total-recall install`; "plugin": `claude plugin marketplace add` +
-`claude plugin install`) gets one home, one daemon and one fake, shared by its scenarios.
+`claude plugin install`) gets one home, one daemon and one fake, shared by its scenarios. The plugin
+route and the older TodoWrite tool repeat the same scenarios through another door: they are marked
+slow, so the fast suite (`-m "not slow"`) runs every scenario once and the full suite runs them all.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ CLI_VERSION = (E2E / "cli_version.txt").read_text(encoding="utf-8").strip()
 # Read at import: the autouse isolated_home fixture drops every TOTAL_RECALL_* variable per test.
 CLI_CACHE = Path(os.environ.get("TOTAL_RECALL_E2E_CACHE") or Path.home() / ".cache" / "total-recall-e2e")
 REQUIRE_NPM = bool(os.environ.get("TOTAL_RECALL_REQUIRE_NPM"))  # .ci/run sets it where it can install npm
-ROUTES = ("settings", "plugin")
+ROUTES = ("settings", pytest.param("plugin", marks=pytest.mark.slow))
 # Our MCP server's tools as Claude Code names them: user scope (install) or bundled by the plugin.
 MCP_SERVERS = ("mcp__total-recall", "mcp__plugin_total-recall_total-recall")
 MCP_SEARCH = r"^mcp__(plugin_total-recall_)?total-recall__search$"
@@ -362,7 +364,7 @@ def digest_of(project: Path) -> str:
     return json.loads(proc.stdout)["digest"] if proc.returncode == 0 else ""
 
 
-@pytest.mark.parametrize("tool", TODO_CALLS)
+@pytest.mark.parametrize("tool", ["TaskCreate", pytest.param("TodoWrite", marks=pytest.mark.slow)])
 def test_todos_from_the_clis_todo_tools_appear_open_then_close_when_completed(cc, tool):
     """TaskCreate/TaskUpdate: the CLI's default since 2.1.x; TodoWrite: older CLIs, or tasks off."""
     tasks = tool == "TaskCreate"
