@@ -226,7 +226,7 @@ LAYERS: list[tuple[str, set[str]]] = [
         },
     ),
     ("models", {"extract.protocol", "extract.offline", "extract.llm", "embed"}),
-    ("storage", {"db", "queue", "trust", "state", "pg"}),
+    ("storage", {"db", "queue", "trust", "state", "pg", "transactions"}),
     ("storage owners", {"store", "vectors", "memories", "erasure", "salvage", "lookup"}),
     ("engine", {"indexer", "search"}),
     ("memory", {"digest", "curate", "maintain", "note", "exchange"}),
@@ -351,6 +351,7 @@ SQL_OWNERS = {
     "salvage",
     "lookup",
     "pg",
+    "transactions",
 }
 # A statement start: the keyword and what must follow it in SQL, so prose ("Create the home
 # folder", "Drop a name ...", "replace") is not taken for a query.

@@ -20,7 +20,7 @@ from typing import Any
 
 import structlog
 
-from total_recall import config
+from total_recall import config, transactions
 from total_recall.errors import MigrationError, SchemaError
 
 log = structlog.get_logger(__name__)
@@ -88,7 +88,7 @@ class Database:
         a function that writes opens write() whether or not its caller already has.
         """
         if self.in_transaction:
-            yield from self._savepoint(commit)
+            yield from transactions.savepoint(self, commit)
             return
         self.conn.execute("BEGIN IMMEDIATE")
         self._depth = 1
@@ -101,23 +101,6 @@ class Database:
             self.conn.execute("COMMIT" if commit else "ROLLBACK")
         finally:
             self._depth = 0
-
-    def _savepoint(self, commit: bool) -> Iterator[Database]:
-        self._depth += 1
-        name = f"write_{self._depth}"
-        self.conn.execute(f"SAVEPOINT {name}")
-        try:
-            yield self
-        except BaseException:
-            self.conn.execute(f"ROLLBACK TO {name}")
-            self.conn.execute(f"RELEASE {name}")
-            raise
-        else:
-            if not commit:
-                self.conn.execute(f"ROLLBACK TO {name}")
-            self.conn.execute(f"RELEASE {name}")
-        finally:
-            self._depth -= 1
 
     def get_meta(self, key: str, default: str | None = None) -> str | None:
         return self.scalar("SELECT value FROM meta WHERE key = ?", (key,), default)

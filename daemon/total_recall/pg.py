@@ -23,7 +23,7 @@ from typing import Any
 
 import structlog
 
-from total_recall import config
+from total_recall import config, transactions
 from total_recall.errors import MigrationError, SchemaError, StoreUnreachable, TotalRecallError
 
 log = structlog.get_logger(__name__)
@@ -216,20 +216,7 @@ class PgDatabase:
     def write(self, *, commit: bool = True) -> Iterator[PgDatabase]:
         """db.Database.write on PostgreSQL: BEGIN ... COMMIT, a SAVEPOINT when nested."""
         if self._depth:
-            self._depth += 1
-            name = f"write_{self._depth}"
-            self.conn.execute(f"SAVEPOINT {name}")
-            try:
-                yield self
-            except BaseException:
-                self.conn.execute(f"ROLLBACK TO SAVEPOINT {name}")
-                raise
-            else:
-                if not commit:
-                    self.conn.execute(f"ROLLBACK TO SAVEPOINT {name}")
-                self.conn.execute(f"RELEASE SAVEPOINT {name}")
-            finally:
-                self._depth -= 1
+            yield from transactions.savepoint(self, commit)
             return
         with self._reachable():
             self.conn.execute("BEGIN")
