@@ -126,3 +126,17 @@ def pg_url(pg_server, request):
     name = "t_" + uuid.uuid4().hex[:12]
     pg_server.psql(f"CREATE DATABASE {name};")
     return re.sub(r"/postgres\?", f"/{name}?", pg_server.get_uri(), count=1)
+
+
+STORES = ("sqlite", "postgres")
+
+
+@pytest.fixture(params=STORES)
+def store(request, isolated_home, monkeypatch) -> str:
+    """Run the test once per memory store (issue 19): `sqlite` leaves the default local file,
+    `postgres` points the test's home at a fresh database of the session's PostgreSQL server
+    (TOTAL_RECALL_STORE_URL). Hooks, the work queue and digests stay local either way; read the
+    memory tables with helpers.db_rows (the store in use) and the queue with helpers.local_rows."""
+    if request.param == "postgres":
+        monkeypatch.setenv("TOTAL_RECALL_STORE_URL", request.getfixturevalue("pg_url"))
+    return request.param

@@ -7,8 +7,12 @@ import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
 
+import pytest
+
 from conftest import REPO
-from helpers import cli, cli_json, db_rows, sqlite_connect, write_transcript
+from helpers import cli, cli_json, db_rows, db_write, fts_ids, write_transcript
+
+pytestmark = pytest.mark.usefixtures("store")  # every test on SQLite and on PostgreSQL
 
 PROJECT = "/home/dev/projects/shop"
 DAY = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
@@ -88,7 +92,7 @@ def test_forget_removes_from_every_index_and_backfill_does_not_restore(tmp_path)
     out = cli_json("forget", str(idea_id))
     assert out["forgotten"] == 1
     assert ideas_like("passphrase hint") == []
-    assert db_rows("SELECT count(*) FROM ideas_fts WHERE ideas_fts MATCH 'passphrase'")[0][0] == 0
+    assert fts_ids("ideas", "passphrase") == []
     assert db_rows("SELECT count(*) FROM idea_sources WHERE idea_id = ?", (idea_id,))[0][0] == 0
     events = db_rows(
         "SELECT action, old FROM memory_events WHERE object_id = ? AND kind = 'idea' ORDER BY id", (idea_id,)
@@ -98,17 +102,10 @@ def test_forget_removes_from_every_index_and_backfill_does_not_restore(tmp_path)
     results = cli_json("search", "office cat passphrase", "--all-projects")
     assert not [r for r in results if r["kind"] == "idea" and r["id"] == idea_id]
     assert all("passphrase" not in (r["content"] or "") + (r.get("name") or "") for r in results)
-    assert db_rows("SELECT count(*) FROM spans_fts WHERE spans_fts MATCH 'passphrase'")[0][0] == 0
+    assert fts_ids("spans", "passphrase") == [] and fts_ids("chunks", "passphrase") == []
     assert db_rows("SELECT count(*) FROM messages WHERE content LIKE '%passphrase%'")[0][0] == 0
     # Re-index from scratch: the tombstone keeps it out.
-
-    from total_recall import config
-
-    conn = sqlite_connect(config.paths().db)
-    conn.execute("DELETE FROM index_state")
-    conn.execute("DELETE FROM messages")
-    conn.commit()
-    conn.close()
+    db_write("DELETE FROM index_state", "DELETE FROM messages")
     cli("backfill", str(path), "--wait")
     assert ideas_like("passphrase hint") == []
     assert ideas_like("deploy on Fridays")  # the rest is back
@@ -151,7 +148,7 @@ def test_edit_and_pin_are_logged(tmp_path):
     idea_id = ideas_like("rate limit")[0][0]
     cli_json("edit", str(idea_id), "The API rate limit is 120 requests per minute.")
     assert ideas_like("120 requests")[0][0] == idea_id
-    assert db_rows("SELECT count(*) FROM ideas_fts WHERE ideas_fts MATCH '120'")[0][0] == 1
+    assert fts_ids("ideas", "120") == [idea_id] and fts_ids("ideas", "100") == []
     old, new = db_rows(
         "SELECT old, new FROM memory_events WHERE action = 'edit' AND object_id = ?", (idea_id,)
     )[0]
