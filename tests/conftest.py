@@ -117,15 +117,24 @@ def pg_server(tmp_path_factory):
     server.cleanup()
 
 
-@pytest.fixture
-def pg_url(pg_server, request):
-    """A fresh, empty database on that server for one test: its postgresql:// URL."""
+def new_pg_database(server, template: str | None = None) -> str:
+    """A fresh database on that server (a copy of `template` when given): its postgresql:// URL."""
     import re
     import uuid
 
     name = "t_" + uuid.uuid4().hex[:12]
-    pg_server.psql(f"CREATE DATABASE {name};")
-    return re.sub(r"/postgres\?", f"/{name}?", pg_server.get_uri(), count=1)
+    server.psql(f"CREATE DATABASE {name}" + (f" TEMPLATE {template};" if template else ";"))
+    return re.sub(r"/postgres\?", f"/{name}?", server.get_uri(), count=1)
+
+
+def pg_database_name(url: str) -> str:
+    return url.split("?", 1)[0].rsplit("/", 1)[1]
+
+
+@pytest.fixture
+def pg_url(pg_server, request):
+    """A fresh, empty database on that server for one test: its postgresql:// URL."""
+    return new_pg_database(pg_server)
 
 
 STORES = ("sqlite", "postgres")
