@@ -33,3 +33,22 @@ def test_a_second_backfill_finds_the_transcript_already_indexed_in_the_store(tmp
     again = cli_json("backfill", str(path), "--wait")
     assert (again["queued"], again["already_indexed"]) == (0, 1)
     assert local_rows("SELECT count(*) FROM work_queue") == [(1,)]
+
+
+def test_stats_counts_the_memories_of_the_store_in_use(tmp_path, store):
+    """`stats` once counted the local file's memories: zero of everything on PostgreSQL."""
+    path = write_transcript(
+        tmp_path / "claude" / "projects" / "-home-dev-projects-shop" / "s1.jsonl",
+        [("user", "We decided to ship the shop on Fridays."), ("user", "TODO: write the release notes.")],
+        cwd="/home/dev/projects/shop",
+    )
+    cli("backfill", str(path), "--wait")
+    stats = cli_json("stats")
+    ideas = db_rows("SELECT intent, count(*) FROM ideas GROUP BY intent ORDER BY intent")
+    assert stats["ideas"] == sum(n for _, n in ideas) >= 2
+    assert {i: n for i, n in stats["ideas_by_intent"].items() if n} == dict(ideas)
+    assert (stats["transcripts_indexed"], stats["sessions"], stats["projects"]) == (1, 1, 1)
+    assert stats["messages"] == db_rows("SELECT count(*) FROM messages")[0][0] == 2
+    assert stats["spans"] == db_rows("SELECT count(*) FROM spans")[0][0] > 0
+    assert (stats["queue"]["done"], stats["transcripts_pending"]) == (1, 0)
+    assert stats["without_vectors"] == {"ideas": 0, "spans": 0} and stats["vector_search"] is True
