@@ -273,3 +273,54 @@ def test_session_start_lists_current_decisions_with_date_and_source_not_supersed
     decisions = out.split("## Latest decisions", 1)[1].split("##", 1)[0]
     assert "switched from MySQL to Postgres" in decisions and "use MySQL" not in decisions
     assert "2026-03-05" in decisions and "s2.jsonl:1" in decisions  # its date and file:line
+
+
+def _import_ideas(path, ideas):
+    """Import ideas (content, entities) of this project through `total-recall import`."""
+    records = [{"kind": "header", "format": "total-recall-export", "version": 1, "machine": "m"}]
+    for n, (content, entities) in enumerate(ideas, 1):
+        records.append(
+            {
+                "kind": "idea",
+                "ref": n,
+                "span": None,
+                "content": content,
+                "intent": "decision",
+                "confidence": 0.8,
+                "project": PROJECT,
+                "sources": [{"file": "/t/s.jsonl", "line": n, "session_id": "s"}],
+                "entities": [{"name": name, "type": "technology"} for name in entities],
+            }
+        )
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return cli_json("import", str(path))
+
+
+def test_an_entity_is_one_whatever_the_case_it_is_named_in(tmp_path):
+    """SQLite's entity names are COLLATE NOCASE; PostgreSQL's were unique by exact text, so "Redis"
+    and "redis" were two entities there, and search (which looks names up lower-cased) found neither."""
+    from helpers import memory_store
+    from total_recall import lookup
+
+    _import_ideas(
+        tmp_path / "ideas.jsonl",
+        [
+            ("We decided to cache sessions in Redis.", ["Redis"]),
+            ("We decided to run redis with appendonly persistence.", ["redis", "AOF"]),
+        ],
+    )
+    assert db_rows("SELECT name, type FROM entities ORDER BY id") == [
+        ("Redis", "technology"),
+        ("AOF", "technology"),
+    ]
+    (redis,) = db_rows("SELECT id FROM entities WHERE name = 'Redis'")[0]
+    assert db_rows("SELECT entity_id, count(*) FROM idea_entities GROUP BY entity_id ORDER BY entity_id")[
+        0
+    ] == (
+        redis,
+        2,
+    )
+    with memory_store() as database:
+        assert lookup.rare_entities(database, ["redis"], 5) == [redis]
+        aof = db_rows("SELECT id FROM entities WHERE name = 'AOF'")[0][0]
+        assert set(lookup.rare_entities(database, ["REDIS", "aof"], 5)) == {redis, aof}

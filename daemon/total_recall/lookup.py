@@ -119,9 +119,14 @@ def _ts_rank(
 def rare_entities(db: Database, names: list[str], max_links: int) -> list[int]:
     """Ids of the (non-project) entities with one of these names that at most `max_links`
     ideas mention."""
+    # Names match whatever their case: SQLite's column is COLLATE NOCASE; PostgreSQL's unique
+    # index is on lower(name) (postgres/0002).
+    if db.dialect == "postgres":
+        where = f"lower(e.name) IN ({','.join('lower(?)' for _ in names)})"
+    else:
+        where = f"e.name IN ({marks(names)})"
     return db.column(
-        "SELECT e.id FROM entities e JOIN idea_entities ie ON ie.entity_id = e.id WHERE e.name IN "
-        f"({marks(names)}) "
+        f"SELECT e.id FROM entities e JOIN idea_entities ie ON ie.entity_id = e.id WHERE {where} "
         f"AND e.type != 'project' GROUP BY e.id HAVING count(*) <= ?",
         (*names, max_links),
     )
