@@ -324,3 +324,40 @@ def test_an_entity_is_one_whatever_the_case_it_is_named_in(tmp_path):
         assert lookup.rare_entities(database, ["redis"], 5) == [redis]
         aof = db_rows("SELECT id FROM entities WHERE name = 'AOF'")[0][0]
         assert set(lookup.rare_entities(database, ["REDIS", "aof"], 5)) == {redis, aof}
+
+
+def test_merging_an_idea_moves_its_sources_and_relations_to_the_one_kept(tmp_path):
+    """`maintain`'s duplicate merge (memories.merge_idea) on either store: PostgreSQL has no
+    UPDATE OR IGNORE, so a relation both ideas hold is dropped with the merged idea, the rest move;
+    so does the pin."""
+    from helpers import memory_store
+    from total_recall import memories
+
+    _import_ideas(
+        tmp_path / "ideas.jsonl",
+        [
+            ("We decided to cache sessions in Redis.", []),
+            ("The nightly export runs at two in the morning.", []),
+            ("We decided to expire sessions after a day.", []),
+        ],
+    )
+    keep, dup, other = [r[0] for r in db_rows("SELECT id FROM ideas ORDER BY source_line")]
+    db_write(
+        *(
+            ("INSERT INTO relations (from_id, to_id, relation_type, created_at) VALUES (?, ?, ?, 0)", row)
+            for row in [(keep, other, "relates_to"), (dup, other, "relates_to"), (other, dup, "builds_on")]
+        )
+    )
+    cli("pin", str(dup))
+    with memory_store() as database, database.write():
+        memories.merge_idea(database, keep, dup)
+    assert db_rows("SELECT id, mention_count, pinned FROM ideas ORDER BY id") == [(keep, 2, 1), (other, 1, 0)]
+    assert db_rows(
+        "SELECT source_line FROM idea_sources WHERE idea_id = ? ORDER BY source_line", (keep,)
+    ) == [
+        (1,),
+        (2,),
+    ]
+    assert db_rows("SELECT from_id, to_id, relation_type FROM relations ORDER BY from_id, to_id") == sorted(
+        [(keep, other, "relates_to"), (other, keep, "builds_on")]
+    )

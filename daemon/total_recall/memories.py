@@ -253,11 +253,19 @@ def merge_idea(db: Database, keep: int, dup: int) -> None:
         "FROM idea_sources WHERE idea_id = ?",
         (keep, dup),
     )
-    db.execute("UPDATE OR IGNORE relations SET from_id = ? WHERE from_id = ?", (keep, dup))
-    db.execute("UPDATE OR IGNORE relations SET to_id = ? WHERE to_id = ?", (keep, dup))
+    # dup's relations move to keep, but for those keep already has (they go with dup's row): the
+    # portable form of SQLite's UPDATE OR IGNORE, which PostgreSQL lacks.
+    for end, other in (("from_id", "to_id"), ("to_id", "from_id")):
+        db.execute(
+            f"DELETE FROM relations WHERE {end} = ? AND EXISTS (SELECT 1 FROM relations r "
+            f"WHERE r.{end} = ? AND r.{other} = relations.{other} "
+            "AND r.relation_type = relations.relation_type)",
+            (dup, keep),
+        )
+        db.execute(f"UPDATE relations SET {end} = ? WHERE {end} = ?", (keep, dup))
     db.execute(
         "UPDATE ideas SET mention_count = (SELECT count(*) FROM idea_sources WHERE idea_id = ?), "
-        "pinned = max(pinned, (SELECT pinned FROM ideas WHERE id = ?)) WHERE id = ?",
+        "pinned = CASE WHEN (SELECT pinned FROM ideas WHERE id = ?) = 1 THEN 1 ELSE pinned END WHERE id = ?",
         (keep, dup, keep),
     )
     db.execute("DELETE FROM ideas WHERE id = ?", (dup,))
