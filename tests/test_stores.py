@@ -52,3 +52,31 @@ def test_stats_counts_the_memories_of_the_store_in_use(tmp_path, store):
     assert stats["spans"] == db_rows("SELECT count(*) FROM spans")[0][0] > 0
     assert (stats["queue"]["done"], stats["transcripts_pending"]) == (1, 0)
     assert stats["without_vectors"] == {"ideas": 0, "spans": 0} and stats["vector_search"] is True
+
+
+def test_the_sqlite_forms_the_storage_code_writes_answer_alike_on_both_stores(tmp_path, store):
+    """pg.translate's rewrites, checked by running them: empty IN lists and two-argument max/min
+    around a subquery (forget once failed on both on PostgreSQL)."""
+    from helpers import db_write
+
+    cli("init")  # the schema, on either store
+    db_write(
+        *(
+            (
+                "INSERT INTO ideas (content, content_hash, intent, confidence, source_file, source_line, "
+                "project, created_at, updated_at) VALUES (?, ?, 'decision', 0.8, '/t.jsonl', ?, 'p', 0, 0)",
+                (f"idea {n}", f"h{n}", n),
+            )
+            for n in (1, 2, 3)
+        )
+    )
+    assert db_rows("SELECT count(*) FROM ideas WHERE id IN ()") == [(0,)]
+    assert db_rows("SELECT count(*) FROM ideas WHERE content NOT IN ( )") == [(3,)]
+    assert db_rows("SELECT max(1, (SELECT count(*) FROM ideas WHERE source_line > ?))", (1,)) == [(2,)]
+    assert db_rows(
+        "SELECT min(max(source_line, 2), (SELECT max(source_line) FROM ideas)) AS m FROM ideas ORDER BY m"
+    ) == [
+        (2,),
+        (2,),
+        (3,),
+    ]
