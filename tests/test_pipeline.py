@@ -14,6 +14,7 @@ from helpers import (
     daemon_process,
     db_rows,
     hook,
+    local_rows,
     sqlite_connect,
     wait_for,
     wait_until_done,
@@ -123,7 +124,7 @@ def test_hook_then_daemon_once_indexes_only_new_lines(claude_dir):
     lines = [r[0] for r in db_rows("SELECT source_line FROM ideas ORDER BY id")]
     assert counts()["ideas"] > n_ideas
     assert min(lines[n_ideas:]) >= 5  # the second run only extracted the appended lines
-    assert db_rows("SELECT state, count(*) FROM work_queue GROUP BY state") == [("done", 2)]
+    assert local_rows("SELECT state, count(*) FROM work_queue GROUP BY state") == [("done", 2)]
 
 
 def test_search_finds_by_paraphrase_identifier_and_entity(claude_dir):
@@ -252,7 +253,7 @@ def test_every_fixture_transcript_indexes_offline_with_ideas_or_reasons(
     test_topics."""
     home, folder = indexed_fixture_transcripts
     use_copy_of(home, isolated_home)
-    assert db_rows("SELECT count(*) FROM work_queue WHERE state != 'done'") == [(0,)]
+    assert local_rows("SELECT count(*) FROM work_queue WHERE state != 'done'") == [(0,)]
     indexed = {r[0] for r in db_rows("SELECT source_file FROM index_state")}
     assert indexed == {str(folder / src.name) for src in fixture_transcripts}
     for source_file, size in db_rows("SELECT source_file, byte_offset FROM index_state"):
@@ -348,7 +349,7 @@ def test_sigterm_stops_between_batches_and_the_rest_stays_queued(claude_dir, tmp
     assert proc.returncode == 0
     line = db_rows("SELECT line_number FROM index_state")[0][0]
     assert 5 <= line < len(turns)  # stopped after a batch, long before the end
-    assert db_rows("SELECT state FROM work_queue") == [("pending",)]  # the rest is still queued
+    assert local_rows("SELECT state FROM work_queue") == [("pending",)]  # the rest is still queued
     cli("daemon", "--once")
     assert db_rows("SELECT line_number FROM index_state")[0][0] == len(turns)
     assert db_rows("SELECT count(DISTINCT source_line) FROM messages")[0][0] == len(turns)
@@ -409,7 +410,7 @@ def test_200_concurrent_hooks_while_the_daemon_writes_lose_nothing(claude_dir, t
     assert proc.returncode == 0
     indexed = {r[0] for r in db_rows("SELECT DISTINCT source_file FROM messages")}
     assert indexed == {str(p) for p in small} | {str(big)}
-    assert db_rows("SELECT count(*) FROM work_queue WHERE state != 'done'") == [(0,)]
+    assert local_rows("SELECT count(*) FROM work_queue WHERE state != 'done'") == [(0,)]
     assert db_rows("PRAGMA integrity_check") == [("ok",)]
 
 

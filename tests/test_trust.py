@@ -455,7 +455,7 @@ def test_hook_payloads_naming_files_outside_the_projects_folder_are_never_read(t
     cli("maintain")
     assert db_rows("SELECT source_file FROM index_state") == [(str(real),)]
     assert {r[0] for r in db_rows("SELECT DISTINCT source_file FROM messages")} == {str(real)}
-    assert db_rows("SELECT transcript_path, last_error FROM work_queue ORDER BY id") == [
+    assert local_rows("SELECT transcript_path, last_error FROM work_queue ORDER BY id") == [
         (str(real), None),
         (str(outside), "refused: outside the Claude projects folder (and [privacy] extra_roots)"),
     ]
@@ -478,7 +478,7 @@ def test_extra_roots_are_read_only_when_configured(tmp_path, fake, monkeypatch):
     monkeypatch.setenv("TOTAL_RECALL_PRIVACY_EXTRA_ROOTS", str(tmp_path / "mirror"))
     assert hook({"transcript_path": str(other), "hook_event_name": "Stop"}).returncode == 0
     cli("daemon", "--once")
-    assert db_rows("SELECT transcript_path FROM work_queue") == [(str(other),)]
+    assert local_rows("SELECT transcript_path FROM work_queue") == [(str(other),)]
     assert db_rows("SELECT source_file FROM index_state") == [(str(other),)]
 
 
