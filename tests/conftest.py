@@ -149,3 +149,13 @@ def store(request, isolated_home, monkeypatch) -> str:
     if request.param == "postgres":
         monkeypatch.setenv("TOTAL_RECALL_STORE_URL", request.getfixturevalue("pg_url"))
     return request.param
+
+
+@pytest.fixture
+def another_store(store, request):
+    """For a test that sets up a second home: a callable giving it its own empty store of the same
+    kind, the URL to set as TOTAL_RECALL_STORE_URL (postgres) or None (sqlite: the home's own file)."""
+    if store == "sqlite":
+        return lambda: None
+    server = request.getfixturevalue("pg_server")
+    return lambda: new_pg_database(server)
