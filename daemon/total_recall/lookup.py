@@ -107,7 +107,11 @@ def _ts_rank(
 ) -> list[tuple[int, float]]:
     """bm25()'s PostgreSQL form: (id, ts_rank_cd score), best first."""
     words = " ".join(w.strip('"') for w in match.split(" OR "))
-    query = "(SELECT replace(plainto_tsquery('english', ?)::text, '&', '|')::tsquery AS q) w"
+    # Punctuation splits words, as in the tsvector columns (postgres/0003) and FTS5's unicode61.
+    query = (
+        "(SELECT replace(plainto_tsquery('english', regexp_replace(?, '[[:punct:]]+', ' ', 'g'))::text, "
+        "'&', '|')::tsquery AS q) w"
+    )
     rows = db.all(
         f"SELECT o.id, ts_rank_cd({PG_RANK_WEIGHTS}, o.fts, w.q) AS r FROM {owner} o, {query} "
         f"WHERE o.fts @@ w.q{where} ORDER BY r DESC LIMIT ?",
