@@ -13,9 +13,9 @@ from helpers import (
     cli_json,
     daemon_process,
     db_rows,
+    db_write,
     hook,
     local_rows,
-    sqlite_connect,
     wait_for,
     wait_until_done,
     write_transcript,
@@ -60,7 +60,7 @@ def counts() -> dict:
     }
 
 
-def test_backfill_indexes_every_line_once_and_is_idempotent(claude_dir):
+def test_backfill_indexes_every_line_once_and_is_idempotent(claude_dir, store):
     path = write_transcript(transcript_path(claude_dir), CONVERSATION, cwd=PROJECT)
     result = cli_json("backfill", str(path), "--wait")
     assert result["queued"] == 1
@@ -83,14 +83,7 @@ def test_backfill_indexes_every_line_once_and_is_idempotent(claude_dir):
     again = cli_json("backfill", str(path), "--wait")
     assert again["queued"] == 0 and again["already_indexed"] == 1
     # Forcing a re-read of the same lines (offset lost) adds nothing either.
-    db_rows("SELECT 1")
-
-    from total_recall import config
-
-    conn = sqlite_connect(config.paths().db)
-    conn.execute("UPDATE index_state SET byte_offset = 0, line_number = 0")
-    conn.commit()
-    conn.close()
+    db_write("UPDATE index_state SET byte_offset = 0, line_number = 0")
     cli_json("backfill", str(path), "--wait")
     after = counts()
     assert {k: after[k] for k in ("ideas", "spans", "entities", "relations", "messages")} == {
@@ -98,7 +91,7 @@ def test_backfill_indexes_every_line_once_and_is_idempotent(claude_dir):
     }
 
 
-def test_hook_then_daemon_once_indexes_only_new_lines(claude_dir):
+def test_hook_then_daemon_once_indexes_only_new_lines(claude_dir, store):
     path = write_transcript(transcript_path(claude_dir), CONVERSATION[:4], cwd=PROJECT)
     cli("init")
     payload = {
@@ -127,7 +120,7 @@ def test_hook_then_daemon_once_indexes_only_new_lines(claude_dir):
     assert local_rows("SELECT state, count(*) FROM work_queue GROUP BY state") == [("done", 2)]
 
 
-def test_search_finds_by_paraphrase_identifier_and_entity(claude_dir):
+def test_search_finds_by_paraphrase_identifier_and_entity(claude_dir, store):
     path = write_transcript(transcript_path(claude_dir), CONVERSATION, cwd=PROJECT)
     cli("backfill", str(path), "--wait")
 
@@ -203,7 +196,7 @@ def _llm_answer(request: dict) -> str:
     )
 
 
-def test_llm_extraction_makes_one_call_per_batch_and_falls_back_offline(claude_dir, monkeypatch):
+def test_llm_extraction_makes_one_call_per_batch_and_falls_back_offline(claude_dir, monkeypatch, store):
     from fake_openai import FakeOpenAI
 
     with FakeOpenAI(chat=_llm_answer) as srv:
@@ -414,7 +407,7 @@ def test_200_concurrent_hooks_while_the_daemon_writes_lose_nothing(claude_dir, t
     assert db_rows("PRAGMA integrity_check") == [("ok",)]
 
 
-def test_batches_that_fell_back_offline_are_re_extracted_once_the_llm_answers(claude_dir, monkeypatch):
+def test_batches_that_fell_back_offline_are_re_extracted_once_the_llm_answers(claude_dir, monkeypatch, store):
     from fake_openai import FakeOpenAI
 
     with FakeOpenAI(chat=_llm_answer) as srv:
