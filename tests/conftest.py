@@ -138,6 +138,9 @@ def pg_url(pg_server, request):
 
 
 STORES = ("sqlite", "postgres")
+# For the slower tests: @pytest.mark.parametrize("store", SLOW_ON_POSTGRES, indirect=True) keeps their
+# PostgreSQL run out of the fast suite (`-m "not slow"`).
+SLOW_ON_POSTGRES = ["sqlite", pytest.param("postgres", marks=pytest.mark.slow)]
 
 
 @pytest.fixture(params=STORES)

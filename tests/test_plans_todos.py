@@ -12,7 +12,9 @@ import shutil
 import subprocess
 import sys
 
-from conftest import REPO
+import pytest
+
+from conftest import REPO, SLOW_ON_POSTGRES
 from helpers import cli, cli_json, db_rows
 
 SESSION_FILE = "marot__spotter__subagent.jsonl"
@@ -70,6 +72,7 @@ def session_start() -> str:
     ).stdout
 
 
+@pytest.mark.parametrize("store", SLOW_ON_POSTGRES, indirect=True)  # PostgreSQL run: 3.4 s
 def test_plan_and_todos_are_remembered_and_completed_todos_leave_the_digest(
     tmp_path, fixture_transcripts, store
 ):

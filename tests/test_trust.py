@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, SLOW_ON_POSTGRES
 from fake_openai import FakeOpenAIProcess
 from helpers import cli, cli_json, db_rows, db_write, env, hook, local_rows, record, write_transcript
 from total_recall import config, projects, trust
@@ -683,6 +683,7 @@ def stamped(path: Path, project: str, turns: list[tuple[str, str, datetime]], ap
             fh.write(json.dumps(record(role, text, session=path.stem, cwd=project, when=when)) + "\n")
 
 
+@pytest.mark.parametrize("store", SLOW_ON_POSTGRES, indirect=True)  # PostgreSQL run: 1.8 s
 def test_what_is_said_while_paused_is_never_indexed_even_by_a_later_backfill(tmp_path, fake, store):
     project = "/home/dev/projects/pause"
     path = folder(tmp_path, project) / "sess-pause.jsonl"
