@@ -189,6 +189,8 @@ def own_pg(tmp_path):
     server = pgserver.get_server(tmp_path / "own-pg", cleanup_mode="stop")
     yield server
     server.cleanup()
+    if (Path(server.pgdata) / "postmaster.pid").exists():  # started again by pg_ctl: cleanup() missed it
+        _pg_ctl(server, "-m", "fast", "stop")
 
 
 def _pg_ctl(server, *args: str) -> None:
