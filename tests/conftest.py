@@ -117,12 +117,48 @@ def pg_server(tmp_path_factory):
     server.cleanup()
 
 
-@pytest.fixture
-def pg_url(pg_server, request):
-    """A fresh, empty database on that server for one test: its postgresql:// URL."""
+def new_pg_database(server, template: str | None = None) -> str:
+    """A fresh database on that server (a copy of `template` when given): its postgresql:// URL."""
     import re
     import uuid
 
     name = "t_" + uuid.uuid4().hex[:12]
-    pg_server.psql(f"CREATE DATABASE {name};")
-    return re.sub(r"/postgres\?", f"/{name}?", pg_server.get_uri(), count=1)
+    server.psql(f"CREATE DATABASE {name}" + (f" TEMPLATE {template};" if template else ";"))
+    return re.sub(r"/postgres\?", f"/{name}?", server.get_uri(), count=1)
+
+
+def pg_database_name(url: str) -> str:
+    return url.split("?", 1)[0].rsplit("/", 1)[1]
+
+
+@pytest.fixture
+def pg_url(pg_server, request):
+    """A fresh, empty database on that server for one test: its postgresql:// URL."""
+    return new_pg_database(pg_server)
+
+
+STORES = ("sqlite", "postgres")
+# For the slower tests: @pytest.mark.parametrize("store", SLOW_ON_POSTGRES, indirect=True) keeps their
+# PostgreSQL run out of the fast suite (`-m "not slow"`).
+SLOW_ON_POSTGRES = ["sqlite", pytest.param("postgres", marks=pytest.mark.slow)]
+
+
+@pytest.fixture(params=STORES)
+def store(request, isolated_home, monkeypatch) -> str:
+    """Run the test once per memory store (issue 19): `sqlite` leaves the default local file,
+    `postgres` points the test's home at a fresh database of the session's PostgreSQL server
+    (TOTAL_RECALL_STORE_URL). Hooks, the work queue and digests stay local either way; read the
+    memory tables with helpers.db_rows (the store in use) and the queue with helpers.local_rows."""
+    if request.param == "postgres":
+        monkeypatch.setenv("TOTAL_RECALL_STORE_URL", request.getfixturevalue("pg_url"))
+    return request.param
+
+
+@pytest.fixture
+def another_store(store, request):
+    """For a test that sets up a second home: a callable giving it its own empty store of the same
+    kind, the URL to set as TOTAL_RECALL_STORE_URL (postgres) or None (sqlite: the home's own file)."""
+    if store == "sqlite":
+        return lambda: None
+    server = request.getfixturevalue("pg_server")
+    return lambda: new_pg_database(server)

@@ -222,7 +222,7 @@ def wait_for_socket(proc: subprocess.Popen | None = None, timeout: float = 60.0)
 
 def done_rows() -> int:
     """Queue rows the daemon has finished (state 'done')."""
-    return db_rows("SELECT count(*) FROM work_queue WHERE state = 'done'")[0][0]
+    return local_rows("SELECT count(*) FROM work_queue WHERE state = 'done'")[0][0]
 
 
 def wait_until_done(n: int, timeout: float = 120.0) -> None:
@@ -256,8 +256,42 @@ def sqlite_module():
     return db.choose_driver()[1]
 
 
+@contextlib.contextmanager
+def memory_store():
+    """The memory store of the test's home, as the app opens it (`db.open_store`): the local file
+    (sqlite-vec loaded, never migrated here) or the PostgreSQL store `[store] url` names, whose
+    `execute` takes the same SQLite-style SQL (`pg.translate`)."""
+    from total_recall import config, db
+
+    settings = config.load()
+    if settings.store.url.strip():
+        database = db.open_store(settings)
+    else:
+        database = db.connect(config.paths().db, settings=settings, migrate_to_head=False)
+    try:
+        yield database
+    finally:
+        database.close()
+
+
 def db_rows(sql: str, params=()) -> list[tuple]:
-    """Read the test home's database with a fresh connection that has sqlite-vec loaded."""
+    """Rows of the memory tables (ideas, sources, spans, entities, relations, events, proposals,
+    messages, chunks, index_state, ...) of the store in use, as plain tuples that compare equal
+    across stores. The work queue is local: `local_rows`."""
+    with memory_store() as database:
+        return [tuple(row) for row in database.execute(sql, params).fetchall()]
+
+
+def db_write(*statements: str | tuple[str, tuple]) -> None:
+    """Run these statements (SQL, or (SQL, params)) in one transaction of the store in use."""
+    with memory_store() as database, database.write():
+        for statement in statements:
+            sql, params = statement if isinstance(statement, tuple) else (statement, ())
+            database.execute(sql, params)
+
+
+def local_rows(sql: str, params=()) -> list[tuple]:
+    """Read the test home's local database file (the work queue, whatever the store)."""
     from total_recall import config, db
 
     conn = db.connect(config.paths().db, migrate_to_head=False)
@@ -265,3 +299,23 @@ def db_rows(sql: str, params=()) -> list[tuple]:
         return [tuple(row) for row in conn.execute(sql, params).fetchall()]
     finally:
         conn.close()
+
+
+def fts_ids(table: str, word: str) -> list[int]:
+    """Ids of the rows of `table` (ideas, spans or chunks; every row, sessions too) whose
+    full-text index matches `word`: its FTS5 table on SQLite, its generated tsvector on PostgreSQL."""
+    with memory_store() as database:
+        if database.dialect == "postgres":
+            sql = f"SELECT id FROM {table} WHERE fts @@ plainto_tsquery('english', ?) ORDER BY id"
+        else:
+            sql = f"SELECT rowid FROM {table}_fts WHERE {table}_fts MATCH ? ORDER BY rowid"
+        return [row[0] for row in database.execute(sql, (word,)).fetchall()]
+
+
+def stored_vectors(owner: str, ids: list[int]) -> dict[int, bytes]:
+    """The stored vectors of these ideas/spans/chunks ('ideas', ...) by id, as float32 blobs,
+    through `vectors.vectors_of` (vec0 on SQLite, pgvector on PostgreSQL)."""
+    from total_recall import vectors
+
+    with memory_store() as database:
+        return vectors.vectors_of(database, owner, ids)

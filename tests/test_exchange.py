@@ -63,14 +63,20 @@ def _comparable(records: list[dict]) -> list[dict]:
     return out
 
 
-def _fresh_home(tmp_path, monkeypatch, name: str):
+def _fresh_home(tmp_path, monkeypatch, name: str, another_store):
+    """A second home (and, on PostgreSQL, a second empty store) the test switches to."""
     base = tmp_path / name
     base.mkdir()
     isolate(base, monkeypatch)
+    url = another_store()
+    if url:
+        monkeypatch.setenv("TOTAL_RECALL_STORE_URL", url)
     return base
 
 
-def test_export_import_export_round_trip_is_equal_apart_from_ids_and_times(tmp_path, monkeypatch):
+def test_export_import_export_round_trip_is_equal_apart_from_ids_and_times(
+    tmp_path, monkeypatch, another_store
+):
     _index(tmp_path, "sess-a", TURNS, "sess-a")
     ideas = cli_json("search", "Caddy TLS", "--project", "atlas")
     cli("pin", str(ideas[0]["id"]))
@@ -82,7 +88,7 @@ def test_export_import_export_round_trip_is_equal_apart_from_ids_and_times(tmp_p
     assert any(r["kind"] == "idea" and r["pinned"] for r in first)
     assert not any("GitLab" in json.dumps(r) for r in first)  # forgotten text never leaves
 
-    other = _fresh_home(tmp_path, monkeypatch, "other")
+    other = _fresh_home(tmp_path, monkeypatch, "other", another_store)
     imported = cli_json("import", str(tmp_path / "first.jsonl"), cwd=str(other))
     assert imported["ideas_created"] == sum(r["kind"] == "idea" for r in first)
     assert imported["reembedded"] == 0  # same model: the file's vectors are used
@@ -94,10 +100,12 @@ def test_export_import_export_round_trip_is_equal_apart_from_ids_and_times(tmp_p
     assert found[0]["content"] == ideas[0]["content"] and found[0]["source_line"] == ideas[0]["source_line"]
 
 
-def test_an_import_merges_duplicates_and_a_second_import_changes_nothing(tmp_path, monkeypatch):
+def test_an_import_merges_duplicates_and_a_second_import_changes_nothing(
+    tmp_path, monkeypatch, another_store
+):
     _index(tmp_path, "sess-a", TURNS, "sess-a")
     _export(tmp_path, "from-a")
-    _fresh_home(tmp_path, monkeypatch, "b")
+    _fresh_home(tmp_path, monkeypatch, "b", another_store)
     said_again = [("user", "Let's plan the sprint."), ("user", TURNS[0][1])]
     _index(tmp_path / "b", "sess-b", said_again, "sess-b")
     decision = "%PostgreSQL 16 with logical replication%"
@@ -112,14 +120,16 @@ def test_an_import_merges_duplicates_and_a_second_import_changes_nothing(tmp_pat
     assert db_rows("SELECT id, mention_count, confidence FROM ideas ORDER BY id") == before
 
 
-def test_an_import_never_recreates_a_forgotten_memory_and_carries_forgetting_over(tmp_path, monkeypatch):
+def test_an_import_never_recreates_a_forgotten_memory_and_carries_forgetting_over(
+    tmp_path, monkeypatch, another_store
+):
     _index(tmp_path, "sess-a", TURNS, "sess-a")
     _export(tmp_path, "all-of-a")
     caddy = cli_json("search", "Caddy TLS", "--project", "atlas")[0]
     cli("forget", str(caddy["id"]))
     _export(tmp_path, "after-forget")
 
-    _fresh_home(tmp_path, monkeypatch, "b")
+    _fresh_home(tmp_path, monkeypatch, "b", another_store)
     cli("import", str(tmp_path / "all-of-a.jsonl"))
     assert db_rows("SELECT count(*) FROM ideas WHERE content LIKE '%Caddy%'") == [(1,)]
     result = cli_json("import", str(tmp_path / "after-forget.jsonl"))
@@ -129,19 +139,19 @@ def test_an_import_never_recreates_a_forgotten_memory_and_carries_forgetting_ove
     assert db_rows("SELECT count(*) FROM ideas WHERE content LIKE '%Caddy%'") == [(0,)]
 
 
-def test_an_export_of_another_model_is_re_embedded_and_found_by_meaning(tmp_path, monkeypatch):
+def test_an_export_of_another_model_is_re_embedded_and_found_by_meaning(tmp_path, monkeypatch, another_store):
     _index(tmp_path, "sess-a", TURNS, "sess-a")
     records = _export(tmp_path, "a", "--vectors")
     records[0]["embed_model"] = "some-other-model"
     (tmp_path / "other-model.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n")
-    _fresh_home(tmp_path, monkeypatch, "b")
+    _fresh_home(tmp_path, monkeypatch, "b", another_store)
     result = cli_json("import", str(tmp_path / "other-model.jsonl"))
     assert result["reembedded"] == result["ideas_created"] > 0
     found = cli_json("search", "which web server terminates TLS", "--all-projects")
     assert "Caddy" in found[0]["content"] and "idea_vec" in found[0]["matched_by"]
 
 
-def test_a_bad_file_is_refused_with_its_line_and_changes_nothing(tmp_path):
+def test_a_bad_file_is_refused_with_its_line_and_changes_nothing(tmp_path, store):
     _index(tmp_path, "sess-a", TURNS, "sess-a")
     records = _export(tmp_path, "a")
     before = db_rows("SELECT id, mention_count FROM ideas ORDER BY id")

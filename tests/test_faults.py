@@ -30,6 +30,7 @@ from helpers import (
     db_rows,
     env,
     hook,
+    local_rows,
     sqlite_connect,
     sqlite_module,
     start_daemon,
@@ -773,7 +774,7 @@ def test_transcript_deleted_while_queued_then_replaced_by_another_file(tmp_path,
     hook({"session_id": "gone", "transcript_path": str(path), "cwd": PROJECT, "hook_event_name": "Stop"})
     path.unlink()
     assert cli("daemon", "--once", timeout=FINISH).returncode == 0
-    assert db_rows("SELECT state, last_error FROM work_queue") == [("done", "transcript missing")]
+    assert local_rows("SELECT state, last_error FROM work_queue") == [("done", "transcript missing")]
     assert db_rows("SELECT count(*) FROM messages")[0][0] == 0
     # A different file appears under the same name: all of it is indexed.
     write_transcript(path, talk("catalogue", 7), cwd=PROJECT)

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers import cli, daemon_process, db_rows, env, hook, sqlite_connect, write_transcript
+from helpers import cli, daemon_process, db_rows, env, hook, local_rows, sqlite_connect, write_transcript
 from total_recall import config
 from total_recall.extract.protocol import ENTITY_TYPES, INTENTS, RELATION_TYPES, validate_output
 from total_recall.transcript import HEAD_BYTES, read_new, was_rewritten
@@ -105,11 +105,11 @@ def test_special_and_malformed_paths_are_dropped_never_followed_and_never_block(
     # A FIFO, a device or a poisoned record would hang or stop this; the bound turns that into a failure.
     drained = cli("daemon", "--once", timeout=120)
     assert drained.returncode == 0, drained.stderr[-2000:]
-    states = dict(db_rows("SELECT state, count(*) FROM work_queue GROUP BY state"))
+    states = dict(local_rows("SELECT state, count(*) FROM work_queue GROUP BY state"))
     assert not states.get("pending") and not states.get("claimed"), states
     assert not (config.paths().spool.exists() and config.paths().spool.read_bytes().strip())
     # Only regular *.jsonl files under the projects folder are recorded (issue 12): none of these.
-    recorded = [r[0] for r in db_rows("SELECT transcript_path FROM work_queue ORDER BY id")]
+    recorded = [r[0] for r in local_rows("SELECT transcript_path FROM work_queue ORDER BY id")]
     assert recorded == [str(good)]
     # The good transcript behind them was indexed; nothing came out of the special files.
     assert {r[0] for r in db_rows("SELECT DISTINCT source_file FROM messages")} == {str(good)}
@@ -161,7 +161,7 @@ def test_overlong_transcript_name_is_dropped_not_retried_forever(tmp_path, fake)
         == 0
     )
     assert cli("daemon", "--once", timeout=120).returncode == 0
-    assert db_rows("SELECT state, last_error FROM work_queue") == []  # the hook could not examine it
+    assert local_rows("SELECT state, last_error FROM work_queue") == []  # the hook could not examine it
     assert "cannot be examined" in (config.paths().home / "refused.log").read_text()
 
 
@@ -227,7 +227,7 @@ def test_poisoned_spool_lines_are_dropped_and_the_rest_drained(tmp_path, fake):
     drained = cli("daemon", "--once", timeout=120)
     assert drained.returncode == 0, drained.stderr[-2000:]
     assert spool.read_bytes() == b""
-    states = dict(db_rows("SELECT state, count(*) FROM work_queue GROUP BY state"))
+    states = dict(local_rows("SELECT state, count(*) FROM work_queue GROUP BY state"))
     assert states == {"done": 5}  # the good record, and the four whose bad fields were dropped
     assert db_rows("SELECT count(*) FROM messages WHERE source_file = ?", (str(good),))[0][0] == len(TALK)
 

@@ -44,7 +44,7 @@ def _text(result) -> str:
     return "\n".join(c.text for c in result.content if getattr(c, "type", "") == "text")
 
 
-def test_initialize_list_search_note_then_find_the_note(tmp_path):
+def test_initialize_list_search_note_then_find_the_note(tmp_path, store):
     path = tmp_path / "claude" / "projects" / "-home-dev-projects-atlas" / "mcp-sess.jsonl"
     write_transcript(path, TURNS, cwd=PROJECT, start=START, session="mcp-sess")
     cli("backfill", str(path), "--wait")

@@ -7,8 +7,12 @@ import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
 
+import pytest
+
 from conftest import REPO
-from helpers import cli, cli_json, db_rows, sqlite_connect, write_transcript
+from helpers import cli, cli_json, db_rows, db_write, fts_ids, write_transcript
+
+pytestmark = pytest.mark.usefixtures("store")  # every test on SQLite and on PostgreSQL
 
 PROJECT = "/home/dev/projects/shop"
 DAY = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
@@ -88,7 +92,7 @@ def test_forget_removes_from_every_index_and_backfill_does_not_restore(tmp_path)
     out = cli_json("forget", str(idea_id))
     assert out["forgotten"] == 1
     assert ideas_like("passphrase hint") == []
-    assert db_rows("SELECT count(*) FROM ideas_fts WHERE ideas_fts MATCH 'passphrase'")[0][0] == 0
+    assert fts_ids("ideas", "passphrase") == []
     assert db_rows("SELECT count(*) FROM idea_sources WHERE idea_id = ?", (idea_id,))[0][0] == 0
     events = db_rows(
         "SELECT action, old FROM memory_events WHERE object_id = ? AND kind = 'idea' ORDER BY id", (idea_id,)
@@ -98,17 +102,10 @@ def test_forget_removes_from_every_index_and_backfill_does_not_restore(tmp_path)
     results = cli_json("search", "office cat passphrase", "--all-projects")
     assert not [r for r in results if r["kind"] == "idea" and r["id"] == idea_id]
     assert all("passphrase" not in (r["content"] or "") + (r.get("name") or "") for r in results)
-    assert db_rows("SELECT count(*) FROM spans_fts WHERE spans_fts MATCH 'passphrase'")[0][0] == 0
+    assert fts_ids("spans", "passphrase") == [] and fts_ids("chunks", "passphrase") == []
     assert db_rows("SELECT count(*) FROM messages WHERE content LIKE '%passphrase%'")[0][0] == 0
     # Re-index from scratch: the tombstone keeps it out.
-
-    from total_recall import config
-
-    conn = sqlite_connect(config.paths().db)
-    conn.execute("DELETE FROM index_state")
-    conn.execute("DELETE FROM messages")
-    conn.commit()
-    conn.close()
+    db_write("DELETE FROM index_state", "DELETE FROM messages")
     cli("backfill", str(path), "--wait")
     assert ideas_like("passphrase hint") == []
     assert ideas_like("deploy on Fridays")  # the rest is back
@@ -151,7 +148,7 @@ def test_edit_and_pin_are_logged(tmp_path):
     idea_id = ideas_like("rate limit")[0][0]
     cli_json("edit", str(idea_id), "The API rate limit is 120 requests per minute.")
     assert ideas_like("120 requests")[0][0] == idea_id
-    assert db_rows("SELECT count(*) FROM ideas_fts WHERE ideas_fts MATCH '120'")[0][0] == 1
+    assert fts_ids("ideas", "120") == [idea_id] and fts_ids("ideas", "100") == []
     old, new = db_rows(
         "SELECT old, new FROM memory_events WHERE action = 'edit' AND object_id = ?", (idea_id,)
     )[0]
@@ -276,3 +273,91 @@ def test_session_start_lists_current_decisions_with_date_and_source_not_supersed
     decisions = out.split("## Latest decisions", 1)[1].split("##", 1)[0]
     assert "switched from MySQL to Postgres" in decisions and "use MySQL" not in decisions
     assert "2026-03-05" in decisions and "s2.jsonl:1" in decisions  # its date and file:line
+
+
+def _import_ideas(path, ideas):
+    """Import ideas (content, entities) of this project through `total-recall import`."""
+    records = [{"kind": "header", "format": "total-recall-export", "version": 1, "machine": "m"}]
+    for n, (content, entities) in enumerate(ideas, 1):
+        records.append(
+            {
+                "kind": "idea",
+                "ref": n,
+                "span": None,
+                "content": content,
+                "intent": "decision",
+                "confidence": 0.8,
+                "project": PROJECT,
+                "sources": [{"file": "/t/s.jsonl", "line": n, "session_id": "s"}],
+                "entities": [{"name": name, "type": "technology"} for name in entities],
+            }
+        )
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return cli_json("import", str(path))
+
+
+def test_an_entity_is_one_whatever_the_case_it_is_named_in(tmp_path):
+    """SQLite's entity names are COLLATE NOCASE; PostgreSQL's were unique by exact text, so "Redis"
+    and "redis" were two entities there, and search (which looks names up lower-cased) found neither."""
+    from helpers import memory_store
+    from total_recall import lookup
+
+    _import_ideas(
+        tmp_path / "ideas.jsonl",
+        [
+            ("We decided to cache sessions in Redis.", ["Redis"]),
+            ("We decided to run redis with appendonly persistence.", ["redis", "AOF"]),
+        ],
+    )
+    assert db_rows("SELECT name, type FROM entities ORDER BY id") == [
+        ("Redis", "technology"),
+        ("AOF", "technology"),
+    ]
+    (redis,) = db_rows("SELECT id FROM entities WHERE name = 'Redis'")[0]
+    assert db_rows("SELECT entity_id, count(*) FROM idea_entities GROUP BY entity_id ORDER BY entity_id")[
+        0
+    ] == (
+        redis,
+        2,
+    )
+    with memory_store() as database:
+        assert lookup.rare_entities(database, ["redis"], 5) == [redis]
+        aof = db_rows("SELECT id FROM entities WHERE name = 'AOF'")[0][0]
+        assert set(lookup.rare_entities(database, ["REDIS", "aof"], 5)) == {redis, aof}
+
+
+def test_merging_an_idea_moves_its_sources_and_relations_to_the_one_kept(tmp_path):
+    """`maintain`'s duplicate merge (memories.merge_idea) on either store: PostgreSQL has no
+    UPDATE OR IGNORE, so a relation both ideas hold is dropped with the merged idea, the rest move;
+    so does the pin."""
+    from helpers import memory_store
+    from total_recall import memories
+
+    _import_ideas(
+        tmp_path / "ideas.jsonl",
+        [
+            ("We decided to cache sessions in Redis.", []),
+            ("The nightly export runs at two in the morning.", []),
+            ("We decided to expire sessions after a day.", []),
+        ],
+    )
+    keep, dup, other = [r[0] for r in db_rows("SELECT id FROM ideas ORDER BY source_line")]
+    db_write(
+        *(
+            ("INSERT INTO relations (from_id, to_id, relation_type, created_at) VALUES (?, ?, ?, 0)", row)
+            for row in [(keep, other, "relates_to"), (dup, other, "relates_to"), (other, dup, "builds_on")]
+        )
+    )
+    cli("pin", str(dup))
+    with memory_store() as database, database.write():
+        memories.merge_idea(database, keep, dup)
+    assert db_rows("SELECT id, mention_count, pinned FROM ideas ORDER BY id") == [(keep, 2, 1), (other, 1, 0)]
+    assert db_rows(
+        "SELECT source_line FROM idea_sources WHERE idea_id = ? ORDER BY source_line", (keep,)
+    ) == [
+        (1,),
+        (2,),
+    ]
+    assert db_rows("SELECT from_id, to_id, relation_type FROM relations ORDER BY from_id, to_id") == sorted(
+        [(keep, other, "relates_to"), (other, keep, "builds_on")]
+    )

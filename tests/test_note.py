@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+import pytest
+
 from helpers import cli, cli_json, write_transcript
+
+pytestmark = pytest.mark.usefixtures("store")  # every test on SQLite and on PostgreSQL
 
 PROJECT = "/home/dev/projects/atlas"
 START = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(days=2)

@@ -189,6 +189,8 @@ def own_pg(tmp_path):
     server = pgserver.get_server(tmp_path / "own-pg", cleanup_mode="stop")
     yield server
     server.cleanup()
+    if (Path(server.pgdata) / "postmaster.pid").exists():  # started again by pg_ctl: cleanup() missed it
+        _pg_ctl(server, "-m", "fast", "stop")
 
 
 def _pg_ctl(server, *args: str) -> None:
@@ -283,3 +285,43 @@ def test_nested_writes_on_postgres_are_savepoints_like_sqlites(pg_url):
         ]
     finally:
         store.close()
+
+
+def test_a_store_made_by_0001_merges_entity_case_twins_and_splits_paths_into_words(tmp_path, pg_url):
+    """A store made by 0001 could hold "Redis" and "redis" as two entities; 0002 keeps the oldest,
+    moves every idea's link to it, and makes names unique by lower(name) from then on. 0003
+    rebuilds the full text so a path's words are words, as in FTS5."""
+    import shutil
+
+    from total_recall import config, pg
+
+    first = tmp_path / "0001-only"
+    first.mkdir()
+    shutil.copy(config.resource_dir("migrations") / "postgres" / "0001_memory.sql", first)
+    database = pg.connect(pg_url, migrate_to_head=False)
+    try:
+        assert pg.migrate(database, first) == 1
+        with database.write():
+            for n in (1, 2):
+                database.execute(
+                    "INSERT INTO ideas (content, content_hash, intent, confidence, source_file, "
+                    "source_line, project, created_at, updated_at) "
+                    "VALUES (?, ?, 'decision', 0.8, '/t.jsonl', ?, 'p', 0, 0)",
+                    (f"idea {n} is in src/pricing/cache.py", f"h{n}", n),
+                )
+            for name in ("Redis", "redis", "Caddy"):
+                database.execute("INSERT INTO entities (name, type) VALUES (?, 'technology')", (name,))
+            database.execute("INSERT INTO idea_entities VALUES (1, 1), (2, 2), (1, 2), (2, 3)")
+        assert database.all("SELECT id FROM ideas WHERE fts @@ plainto_tsquery('english', 'pricing')") == []
+        assert pg.migrate(database) == len(pg.migration_files()) >= 3
+        assert database.all("SELECT id, name FROM entities ORDER BY id") == [(1, "Redis"), (3, "Caddy")]
+        links = database.all("SELECT idea_id, entity_id FROM idea_entities ORDER BY idea_id, entity_id")
+        assert [tuple(r) for r in links] == [(1, 1), (2, 1), (2, 3)]
+        with pytest.raises(database.dbapi.errors.UniqueViolation), database.write():
+            database.execute("INSERT INTO entities (name, type) VALUES ('CADDY', 'technology')")
+        found = database.all(
+            "SELECT id FROM ideas WHERE fts @@ plainto_tsquery('english', 'pricing') ORDER BY id"
+        )
+        assert [tuple(r) for r in found] == [(1,), (2,)]
+    finally:
+        database.close()

@@ -13,8 +13,9 @@ from helpers import (
     cli_json,
     daemon_process,
     db_rows,
+    db_write,
     hook,
-    sqlite_connect,
+    local_rows,
     wait_for,
     wait_until_done,
     write_transcript,
@@ -59,7 +60,7 @@ def counts() -> dict:
     }
 
 
-def test_backfill_indexes_every_line_once_and_is_idempotent(claude_dir):
+def test_backfill_indexes_every_line_once_and_is_idempotent(claude_dir, store):
     path = write_transcript(transcript_path(claude_dir), CONVERSATION, cwd=PROJECT)
     result = cli_json("backfill", str(path), "--wait")
     assert result["queued"] == 1
@@ -82,14 +83,7 @@ def test_backfill_indexes_every_line_once_and_is_idempotent(claude_dir):
     again = cli_json("backfill", str(path), "--wait")
     assert again["queued"] == 0 and again["already_indexed"] == 1
     # Forcing a re-read of the same lines (offset lost) adds nothing either.
-    db_rows("SELECT 1")
-
-    from total_recall import config
-
-    conn = sqlite_connect(config.paths().db)
-    conn.execute("UPDATE index_state SET byte_offset = 0, line_number = 0")
-    conn.commit()
-    conn.close()
+    db_write("UPDATE index_state SET byte_offset = 0, line_number = 0")
     cli_json("backfill", str(path), "--wait")
     after = counts()
     assert {k: after[k] for k in ("ideas", "spans", "entities", "relations", "messages")} == {
@@ -97,7 +91,7 @@ def test_backfill_indexes_every_line_once_and_is_idempotent(claude_dir):
     }
 
 
-def test_hook_then_daemon_once_indexes_only_new_lines(claude_dir):
+def test_hook_then_daemon_once_indexes_only_new_lines(claude_dir, store):
     path = write_transcript(transcript_path(claude_dir), CONVERSATION[:4], cwd=PROJECT)
     cli("init")
     payload = {
@@ -123,10 +117,10 @@ def test_hook_then_daemon_once_indexes_only_new_lines(claude_dir):
     lines = [r[0] for r in db_rows("SELECT source_line FROM ideas ORDER BY id")]
     assert counts()["ideas"] > n_ideas
     assert min(lines[n_ideas:]) >= 5  # the second run only extracted the appended lines
-    assert db_rows("SELECT state, count(*) FROM work_queue GROUP BY state") == [("done", 2)]
+    assert local_rows("SELECT state, count(*) FROM work_queue GROUP BY state") == [("done", 2)]
 
 
-def test_search_finds_by_paraphrase_identifier_and_entity(claude_dir):
+def test_search_finds_by_paraphrase_identifier_and_entity(claude_dir, store):
     path = write_transcript(transcript_path(claude_dir), CONVERSATION, cwd=PROJECT)
     cli("backfill", str(path), "--wait")
 
@@ -202,7 +196,7 @@ def _llm_answer(request: dict) -> str:
     )
 
 
-def test_llm_extraction_makes_one_call_per_batch_and_falls_back_offline(claude_dir, monkeypatch):
+def test_llm_extraction_makes_one_call_per_batch_and_falls_back_offline(claude_dir, monkeypatch, store):
     from fake_openai import FakeOpenAI
 
     with FakeOpenAI(chat=_llm_answer) as srv:
@@ -252,7 +246,7 @@ def test_every_fixture_transcript_indexes_offline_with_ideas_or_reasons(
     test_topics."""
     home, folder = indexed_fixture_transcripts
     use_copy_of(home, isolated_home)
-    assert db_rows("SELECT count(*) FROM work_queue WHERE state != 'done'") == [(0,)]
+    assert local_rows("SELECT count(*) FROM work_queue WHERE state != 'done'") == [(0,)]
     indexed = {r[0] for r in db_rows("SELECT source_file FROM index_state")}
     assert indexed == {str(folder / src.name) for src in fixture_transcripts}
     for source_file, size in db_rows("SELECT source_file, byte_offset FROM index_state"):
@@ -348,7 +342,7 @@ def test_sigterm_stops_between_batches_and_the_rest_stays_queued(claude_dir, tmp
     assert proc.returncode == 0
     line = db_rows("SELECT line_number FROM index_state")[0][0]
     assert 5 <= line < len(turns)  # stopped after a batch, long before the end
-    assert db_rows("SELECT state FROM work_queue") == [("pending",)]  # the rest is still queued
+    assert local_rows("SELECT state FROM work_queue") == [("pending",)]  # the rest is still queued
     cli("daemon", "--once")
     assert db_rows("SELECT line_number FROM index_state")[0][0] == len(turns)
     assert db_rows("SELECT count(DISTINCT source_line) FROM messages")[0][0] == len(turns)
@@ -409,11 +403,11 @@ def test_200_concurrent_hooks_while_the_daemon_writes_lose_nothing(claude_dir, t
     assert proc.returncode == 0
     indexed = {r[0] for r in db_rows("SELECT DISTINCT source_file FROM messages")}
     assert indexed == {str(p) for p in small} | {str(big)}
-    assert db_rows("SELECT count(*) FROM work_queue WHERE state != 'done'") == [(0,)]
+    assert local_rows("SELECT count(*) FROM work_queue WHERE state != 'done'") == [(0,)]
     assert db_rows("PRAGMA integrity_check") == [("ok",)]
 
 
-def test_batches_that_fell_back_offline_are_re_extracted_once_the_llm_answers(claude_dir, monkeypatch):
+def test_batches_that_fell_back_offline_are_re_extracted_once_the_llm_answers(claude_dir, monkeypatch, store):
     from fake_openai import FakeOpenAI
 
     with FakeOpenAI(chat=_llm_answer) as srv:

@@ -12,7 +12,9 @@ import shutil
 import subprocess
 import sys
 
-from conftest import REPO
+import pytest
+
+from conftest import REPO, SLOW_ON_POSTGRES
 from helpers import cli, cli_json, db_rows
 
 SESSION_FILE = "marot__spotter__subagent.jsonl"
@@ -70,7 +72,10 @@ def session_start() -> str:
     ).stdout
 
 
-def test_plan_and_todos_are_remembered_and_completed_todos_leave_the_digest(tmp_path, fixture_transcripts):
+@pytest.mark.parametrize("store", SLOW_ON_POSTGRES, indirect=True)  # PostgreSQL run: 3.4 s
+def test_plan_and_todos_are_remembered_and_completed_todos_leave_the_digest(
+    tmp_path, fixture_transcripts, store
+):
     source = next(p for p in fixture_transcripts if p.name == SESSION_FILE)
     path = tmp_path / "claude" / "projects" / "-home-marco-projects-spotter" / "491e126e.jsonl"
     path.parent.mkdir(parents=True)
@@ -110,7 +115,7 @@ def test_plan_and_todos_are_remembered_and_completed_todos_leave_the_digest(tmp_
     assert any(r.get("content") == TODOS[1] and r["closed"] for r in found if r["kind"] == "idea")
 
 
-def test_a_later_statement_that_the_work_is_done_closes_the_todo(tmp_path):
+def test_a_later_statement_that_the_work_is_done_closes_the_todo(tmp_path, store):
     from helpers import write_transcript
 
     path = tmp_path / "claude" / "projects" / "-home-dev-projects-shop" / "s1.jsonl"
@@ -259,7 +264,7 @@ def todos() -> dict[str, int | None]:
     return dict(db_rows("SELECT content, closed_source_line FROM ideas WHERE intent = 'todo'"))
 
 
-def test_task_tools_open_todos_and_a_later_completion_closes_them_after_a_restart(tmp_path):
+def test_task_tools_open_todos_and_a_later_completion_closes_them_after_a_restart(tmp_path, store):
     path = tmp_path / "claude" / "projects" / "-home-dev-projects-release" / f"{TASK_SESSION}.jsonl"
     s = TaskSession(path)
     s.prompt("Plan the 2.0 release.")

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 
-from helpers import cli, cli_json, db_rows
+import pytest
+
+from helpers import cli, cli_json, db_rows, stored_vectors
+
+pytestmark = pytest.mark.usefixtures("store")  # every test on SQLite and on PostgreSQL
 
 PROJECT = "/home/dev/projects/atlas"
 SESSION = "5d0f6a7e-0000-4000-8000-000000000001"
@@ -175,17 +179,12 @@ def test_an_idea_that_is_its_whole_line_shares_the_lines_vector_and_a_part_has_i
     cli("backfill", str(path), "--wait")
 
     def vectors(line: int) -> tuple[list[bytes], list[bytes]]:
-        ideas = db_rows(
-            "SELECT e.embedding FROM ideas i JOIN idea_embeddings e ON e.idea_id = i.id "
-            "WHERE i.source_line = ?",
-            (line,),
-        )
-        chunks = db_rows(
-            "SELECT e.embedding FROM chunks c JOIN chunk_embeddings e ON e.chunk_id = c.id "
-            "WHERE c.source_line = ?",
-            (line,),
-        )
-        return [r[0] for r in ideas], [r[0] for r in chunks]
+        ideas = [r[0] for r in db_rows("SELECT id FROM ideas WHERE source_line = ? ORDER BY id", (line,))]
+        chunks = [r[0] for r in db_rows("SELECT id FROM chunks WHERE source_line = ? ORDER BY id", (line,))]
+        idea_vectors, chunk_vectors = stored_vectors("ideas", ideas), stored_vectors("chunks", chunks)
+        return [idea_vectors[i] for i in ideas if i in idea_vectors], [
+            chunk_vectors[c] for c in chunks if c in chunk_vectors
+        ]
 
     ideas, chunks = vectors(1)
     # the decision is the prompt but for its thanks: one vector, embedded once

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import isolate, use_copy_of
-from helpers import cli, cli_json, db_rows, sqlite_connect, sqlite_module, write_transcript
+from helpers import cli, cli_json, db_rows, local_rows, sqlite_connect, sqlite_module, write_transcript
 from total_recall import config
 
 PROJECT = "/home/dev/projects/robust"
@@ -32,7 +32,7 @@ def transcript(tmp_path: Path, session: str = "sess-robust", turns=TURNS) -> Pat
 
 
 def queue_rows() -> list[tuple]:
-    return db_rows("SELECT state, attempts, last_error FROM work_queue ORDER BY id")
+    return local_rows("SELECT state, attempts, last_error FROM work_queue ORDER BY id")
 
 
 def claim_as_a_dead_daemon() -> None:

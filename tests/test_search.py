@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from conftest import REPO, isolate, use_copy_of
+from conftest import REPO, STORES, isolate, new_pg_database, pg_database_name, use_copy_of
 from helpers import cli, cli_json, write_transcript
 from total_recall import cli as cli_module
 
@@ -24,12 +24,17 @@ def index(claude_dir, name, turns, start):
     return path
 
 
-@pytest.fixture(scope="module")
-def two_sessions_indexed(tmp_path_factory):
-    """Two sessions backfilled once for the module by the real CLI; every test takes a copy."""
+@pytest.fixture(scope="module", params=STORES)
+def two_sessions_indexed(request, tmp_path_factory):
+    """Two sessions backfilled once for the module by the real CLI, on each store; every test takes
+    a copy (of the home and, on PostgreSQL, of the database: CREATE DATABASE ... TEMPLATE)."""
     base = tmp_path_factory.mktemp("two-sessions")
+    template = None
     with pytest.MonkeyPatch.context() as mp:
         home = isolate(base, mp)
+        if request.param == "postgres":
+            template = new_pg_database(request.getfixturevalue("pg_server"))
+            mp.setenv("TOTAL_RECALL_STORE_URL", template)
         claude = base / "claude"
         old = index(
             claude,
@@ -43,13 +48,16 @@ def two_sessions_indexed(tmp_path_factory):
             [("user", "We decided to deploy the atlas API with Kubernetes Helm charts.")],
             NOW - timedelta(hours=30),
         )
-    return home, old, new
+    return home, old, new, template
 
 
 @pytest.fixture
-def two_sessions(two_sessions_indexed, isolated_home):
-    home, old, new = two_sessions_indexed
+def two_sessions(two_sessions_indexed, isolated_home, monkeypatch, request):
+    home, old, new, template = two_sessions_indexed
     use_copy_of(home, isolated_home)
+    if template:
+        server = request.getfixturevalue("pg_server")
+        monkeypatch.setenv("TOTAL_RECALL_STORE_URL", new_pg_database(server, pg_database_name(template)))
     return old, new
 
 
@@ -142,7 +150,7 @@ def test_hostile_queries_return_results_or_nothing_in_process(two_sessions):
     from total_recall import config, db, search
 
     settings = config.load()
-    database = db.connect(settings=settings)
+    database = db.open_store(settings)
     embedder = search.local_embedder(settings)
     try:
         for query in [*HOSTILE, '\x00deploy\x00 "*( NEAR']:

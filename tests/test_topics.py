@@ -40,7 +40,7 @@ def test_fixture_topic_names_are_phrases_of_their_span_and_summaries_carry_no_sc
         assert not re.search(r"similarity|\b\d\.\d\d\b.*between|score", summary, re.I), summary
 
 
-def test_a_two_hour_pause_inside_a_session_starts_a_new_topic(tmp_path):
+def test_a_two_hour_pause_inside_a_session_starts_a_new_topic(tmp_path, store):
     path = tmp_path / "claude" / "projects" / "-home-dev-projects-shop" / "s1.jsonl"
     start = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
     write_transcript(

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, SLOW_ON_POSTGRES
 from fake_openai import FakeOpenAIProcess
-from helpers import cli, cli_json, db_rows, env, hook, record, sqlite_connect, write_transcript
+from helpers import cli, cli_json, db_rows, db_write, env, hook, local_rows, record, write_transcript
 from total_recall import config, projects, trust
 from total_recall.extract import protocol
 from total_recall.redact import redact, redact_batch
@@ -79,6 +79,7 @@ MAIN_PROJECT = "/home/dev/projects/billing"
 GONE_PROJECT = "/home/dev/projects/vendorx"
 
 
+# SQLite only: "no byte behind" is read from the home folder's files (database, WAL, archives, logs).
 def test_canaries_forgotten_by_session_idea_and_project_leave_no_byte_behind(tmp_path, fake):
     claude = tmp_path / "claude"
     (claude / "settings.json").write_text('{"cleanupPeriodDays": 10}')
@@ -193,7 +194,7 @@ def test_canaries_forgotten_by_session_idea_and_project_leave_no_byte_behind(tmp
     assert old_copy == b"{}\n"  # its one line was said before the forget: withheld, line kept
 
 
-def test_forget_project_by_a_short_name_shared_by_two_projects_is_refused(tmp_path, fake):
+def test_forget_project_by_a_short_name_shared_by_two_projects_is_refused(tmp_path, fake, store):
     for project in ("/home/u/one/api", "/home/u/two/api"):
         write_transcript(
             folder(tmp_path, project) / f"s-{project.split('/')[3]}.jsonl",
@@ -214,7 +215,9 @@ def test_forget_project_by_a_short_name_shared_by_two_projects_is_refused(tmp_pa
     assert {r[0] for r in db_rows("SELECT DISTINCT project FROM ideas")} == {"/home/u/two/api"}
 
 
-def test_forget_rederives_llm_paraphrases_and_drops_event_text_and_orphan_entities(tmp_path, monkeypatch):
+def test_forget_rederives_llm_paraphrases_and_drops_event_text_and_orphan_entities(
+    tmp_path, monkeypatch, store
+):
     project = "/home/dev/projects/para"
     path = write_transcript(
         folder(tmp_path, project) / "sess-para.jsonl",
@@ -452,7 +455,7 @@ def test_hook_payloads_naming_files_outside_the_projects_folder_are_never_read(t
     cli("maintain")
     assert db_rows("SELECT source_file FROM index_state") == [(str(real),)]
     assert {r[0] for r in db_rows("SELECT DISTINCT source_file FROM messages")} == {str(real)}
-    assert db_rows("SELECT transcript_path, last_error FROM work_queue ORDER BY id") == [
+    assert local_rows("SELECT transcript_path, last_error FROM work_queue ORDER BY id") == [
         (str(real), None),
         (str(outside), "refused: outside the Claude projects folder (and [privacy] extra_roots)"),
     ]
@@ -475,7 +478,7 @@ def test_extra_roots_are_read_only_when_configured(tmp_path, fake, monkeypatch):
     monkeypatch.setenv("TOTAL_RECALL_PRIVACY_EXTRA_ROOTS", str(tmp_path / "mirror"))
     assert hook({"transcript_path": str(other), "hook_event_name": "Stop"}).returncode == 0
     cli("daemon", "--once")
-    assert db_rows("SELECT transcript_path FROM work_queue") == [(str(other),)]
+    assert local_rows("SELECT transcript_path FROM work_queue") == [(str(other),)]
     assert db_rows("SELECT source_file FROM index_state") == [(str(other),)]
 
 
@@ -680,7 +683,8 @@ def stamped(path: Path, project: str, turns: list[tuple[str, str, datetime]], ap
             fh.write(json.dumps(record(role, text, session=path.stem, cwd=project, when=when)) + "\n")
 
 
-def test_what_is_said_while_paused_is_never_indexed_even_by_a_later_backfill(tmp_path, fake):
+@pytest.mark.parametrize("store", SLOW_ON_POSTGRES, indirect=True)  # PostgreSQL run: 1.8 s
+def test_what_is_said_while_paused_is_never_indexed_even_by_a_later_backfill(tmp_path, fake, store):
     project = "/home/dev/projects/pause"
     path = folder(tmp_path, project) / "sess-pause.jsonl"
     path.parent.mkdir(parents=True)
@@ -714,11 +718,7 @@ def test_what_is_said_while_paused_is_never_indexed_even_by_a_later_backfill(tmp
     assert reasons[1:3] == ["paused", "paused"]
     # A backfill from scratch reads the file again: the paused lines stay out.
 
-    conn = sqlite_connect(config.paths().db)
-    conn.execute("DELETE FROM index_state")
-    conn.execute("DELETE FROM messages")
-    conn.commit()
-    conn.close()
+    db_write("DELETE FROM index_state", "DELETE FROM messages")
     cli("backfill", str(path), "--wait")
     (tmp_path / "claude" / "settings.json").write_text('{"cleanupPeriodDays": 10}')
     age([path])
@@ -728,7 +728,7 @@ def test_what_is_said_while_paused_is_never_indexed_even_by_a_later_backfill(tmp
     assert "before pausing" in text and "after the pause ended" in text
 
 
-def test_resume_ends_the_pause(tmp_path, fake):
+def test_resume_ends_the_pause(tmp_path, fake, store):
     cli("init")
     cli("pause")
     time.sleep(0.05)
@@ -738,7 +738,7 @@ def test_resume_ends_the_pause(tmp_path, fake):
     assert cli("pause", "--for", "soon", check=False).returncode == 1
 
 
-def test_excluded_projects_are_never_read(tmp_path, fake):
+def test_excluded_projects_are_never_read(tmp_path, fake, store):
     cli("init")
     config.paths().config.write_text('[privacy]\nexclude_projects = ["/home/dev/clients/*"]\n')
     secret = write_transcript(
@@ -767,10 +767,10 @@ def test_excluded_projects_are_never_read(tmp_path, fake):
     cli("backfill", "--all", "--wait")
     assert {r[0] for r in db_rows("SELECT source_file FROM messages")} == {str(mine)}
     assert found_in_home("Excludedcanary1") == []
-    assert ("refused: excluded by /home/dev/clients/*",) in db_rows("SELECT last_error FROM work_queue")
+    assert ("refused: excluded by /home/dev/clients/*",) in local_rows("SELECT last_error FROM work_queue")
 
 
-def test_forget_removes_rows_of_every_listed_table_of_conversation_text(tmp_path, fake):
+def test_forget_removes_rows_of_every_listed_table_of_conversation_text(tmp_path, fake, store):
     """A table of conversation text that other work adds (search chunks of each line) is covered by
     SOURCE_TABLES: its rows of a forgotten line or scope go, with their full-text entries."""
     from total_recall import curate
@@ -786,7 +786,7 @@ def test_forget_removes_rows_of_every_listed_table_of_conversation_text(tmp_path
         cwd=project,
     )
     cli("backfill", str(path), "--wait")
-    database = dbmod.connect(config.paths().db)
+    database = dbmod.open_store(config.load())
     try:
         with database.write():
             database.execute(
@@ -821,6 +821,7 @@ def test_forget_removes_rows_of_every_listed_table_of_conversation_text(tmp_path
     assert found_in_home("Chunkcanary8") == []
 
 
+# SQLite only: about the bytes of the local database file and its WAL while a daemon holds them.
 def test_forget_while_the_daemon_runs_leaves_no_byte_in_the_database_wal_or_log(tmp_path, fake):
     from helpers import daemon_process, wait_until_done
 
@@ -896,7 +897,9 @@ def test_a_daemon_without_claude_config_dir_still_reads_the_folder_install_used(
     assert trust.refusal(str(tmp_path / "other" / "s.jsonl"), config.load())
 
 
-def test_a_memory_also_said_in_another_session_stays_but_stops_citing_the_forgotten_one(tmp_path, fake):
+def test_a_memory_also_said_in_another_session_stays_but_stops_citing_the_forgotten_one(
+    tmp_path, fake, store
+):
     project = "/home/dev/projects/shared"
     fact = "The staging database runs on port 5433."
     first = write_transcript(folder(tmp_path, project) / "sess-a.jsonl", [("user", fact)], cwd=project)

@@ -18,7 +18,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from helpers import cli, env, sqlite_connect, write_transcript
+from helpers import cli, db_rows, env, write_transcript
 
 # Read at import, before the autouse isolation fixture drops every TOTAL_RECALL_* variable.
 REQUIRE_BROWSER = bool(os.environ.get("TOTAL_RECALL_REQUIRE_BROWSER"))
@@ -79,11 +79,10 @@ def _status(url: str, *, method: str = "GET", headers: dict | None = None, data:
         return exc.code
 
 
-def _idea(db, text: str) -> tuple[int, int]:
-    with sqlite_connect(db) as conn:
-        return conn.execute(
-            "SELECT id, pinned FROM ideas WHERE content LIKE ? ORDER BY id LIMIT 1", (f"%{text}%",)
-        ).fetchone()
+def _idea(text: str) -> tuple[int, int] | None:
+    """(id, pinned) of the first idea that says `text`, in the memory store in use."""
+    rows = db_rows("SELECT id, pinned FROM ideas WHERE content LIKE ? ORDER BY id LIMIT 1", (f"%{text}%",))
+    return rows[0] if rows else None
 
 
 PATHS = [
@@ -118,7 +117,7 @@ def test_without_the_token_every_page_and_api_answers_401_or_403(ui):
     assert _status(base + "/", headers={**cookie, "Host": f"attacker.example:{port}"}) == 403
     assert _status(base + f"/?token={token}", headers={"Host": f"attacker.example:{port}"}) == 403
     # Cross-site POSTs: a foreign Origin, or no CSRF token, change nothing.
-    idea_id, _ = _idea(ui["db"], "PostgreSQL")
+    idea_id, _ = _idea("PostgreSQL")
     form = {**cookie, "Content-Type": "application/x-www-form-urlencoded"}
     assert (
         _status(
@@ -131,7 +130,7 @@ def test_without_the_token_every_page_and_api_answers_401_or_403(ui):
     )
     assert _status(f"{base}/memory/{idea_id}/pin", method="POST", data=b"csrf=wrong", headers=form) == 403
     assert _status(f"{base}/memory/{idea_id}/forget", method="POST", data=b"confirm=yes", headers=form) == 403
-    assert _idea(ui["db"], "PostgreSQL") == (idea_id, 0)
+    assert _idea("PostgreSQL") == (idea_id, 0)
     assert _status(f"{base}/memory/{idea_id}/pin", headers=cookie) == 405  # GET never changes anything
 
 
@@ -163,7 +162,7 @@ def _get(ui: dict, path: str) -> tuple[int, str]:
         return exc.code, exc.read().decode()
 
 
-def test_edit_review_topics_and_graph_through_the_library_functions(tmp_path, isolated_home):
+def test_edit_review_topics_and_graph_through_the_library_functions(tmp_path, isolated_home, store):
     folder = tmp_path / "claude" / "projects" / "-home-dev-projects-atlas"
     first = write_transcript(
         folder / "s1.jsonl",
@@ -173,7 +172,7 @@ def test_edit_review_topics_and_graph_through_the_library_functions(tmp_path, is
         session="s1",
     )
     cli("backfill", str(first), "--wait")
-    old = _idea(isolated_home / "memory.db", "use MySQL")[0]
+    old = _idea("use MySQL")[0]
     cli("pin", str(old))
     second = write_transcript(
         folder / "s2.jsonl",
@@ -192,18 +191,18 @@ def test_edit_review_topics_and_graph_through_the_library_functions(tmp_path, is
         proposal = pending[0]["id"]
         assert _post(ui, f"/review/{proposal}/apply", {"csrf": csrf}) == 303
         assert json.loads(cli("review", "--json").stdout) == []
-        pins = _idea(ui["db"], "use MySQL")[1], _idea(ui["db"], "switched from MySQL")[1]
+        pins = _idea("use MySQL")[1], _idea("switched from MySQL")[1]
         assert pins == (0, 1), pending
-        new = _idea(ui["db"], "switched from MySQL")[0]
+        new = _idea("switched from MySQL")[0]
         status, page = _get(ui, f"/memory/{new}")
         assert "Evolution" in page and f"/memory/{old}" in page  # the chain: MySQL, then Postgres
         assert (
             _post(ui, f"/memory/{old}/edit", {"csrf": csrf, "text": "We used MySQL for orders until March."})
             == 303
         )
-        assert _idea(ui["db"], "until March")[0] == old
+        assert _idea("until March")[0] == old
         assert _post(ui, f"/memory/{old}/edit", {"csrf": csrf, "text": "  "}) == 400  # refused, nothing lost
-        assert _idea(ui["db"], "until March")[0] == old
+        assert _idea("until March")[0] == old
         status, page = _get(ui, "/session/s2")
         assert status == 200 and "switched from MySQL" in page
         status, body = _get(ui, "/api/graph")
@@ -280,19 +279,19 @@ def test_search_open_pin_and_forget_in_a_real_browser(ui, browser):
     browser.find_element(By.ID, "pin-button").click()
     wait.until(ec.text_to_be_present_in_element((By.ID, "notice"), "pinned"))
     assert browser.find_element(By.ID, "pinned-state").text.lower() == "pinned"
-    assert _idea(ui["db"], "PostgreSQL")[1] == 1
+    assert _idea("PostgreSQL")[1] == 1
 
     browser.get(ui["base"] + "/search?q=nightly+backup+cron")
     target = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "#results li.result a.content")))
     assert "systemd timer" in target.text
-    forgotten = _idea(ui["db"], "systemd timer")[0]
+    forgotten = _idea("systemd timer")[0]
     target.click()
     browser.find_element(By.ID, "forget-link").click()
     assert "systemd timer" in wait.until(ec.presence_of_element_located((By.ID, "forget-preview"))).text
-    assert _idea(ui["db"], "systemd timer") is not None  # the preview changed nothing
+    assert _idea("systemd timer") is not None  # the preview changed nothing
     browser.find_element(By.ID, "confirm-forget").click()
     wait.until(ec.text_to_be_present_in_element((By.ID, "notice"), f"#{forgotten} was forgotten"))
-    assert _idea(ui["db"], "systemd timer") is None
+    assert _idea("systemd timer") is None
     browser.get(ui["base"] + "/search?q=nightly+backup+cron")
     ids = [e.get_attribute("data-id") for e in browser.find_elements(By.CSS_SELECTOR, "#results li.result")]
     assert str(forgotten) not in ids

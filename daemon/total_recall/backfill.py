@@ -6,6 +6,7 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from total_recall import config, queue, state, transcript, trust
 from total_recall.db import Database
@@ -65,6 +66,7 @@ def backfill(
     from total_recall import db as dbmod
 
     database = dbmod.connect(settings=settings)
+    store = dbmod.memory_store_for(settings, database)  # index_state lives with the memories
     try:
         files = targets(path, all_transcripts=all_transcripts, session=session)
         refused = {str(f): trust.refusal(str(f), settings) for f in files}
@@ -77,7 +79,7 @@ def backfill(
         files = [f for f in files if not refused[str(f)]]
         queued = []
         for f in files:
-            if _already_indexed(database, f):
+            if _already_indexed(store, f):
                 continue
             queue.enqueue(
                 database,
@@ -93,13 +95,22 @@ def backfill(
             "already_indexed": len(files) - len(queued),
         }
         if wait and queued:
-            result.update(wait_for(database, settings, queued, progress=progress))
+            result.update(wait_for(database, settings, queued, progress=progress, store=store))
         return result
     finally:
+        if store is not database:
+            store.close()
         database.close()
 
 
-def wait_for(db: Database, settings: config.Settings, files: list[str], *, progress: Progress | None) -> dict:
+def wait_for(
+    db: Database,
+    settings: config.Settings,
+    files: list[str],
+    *,
+    progress: Progress | None,
+    store: Any = None,
+) -> dict:
     """Until the files are indexed: by the running daemon, or here (under the daemon's lock)."""
     from total_recall import daemon
     from total_recall.errors import DaemonRunning
@@ -113,9 +124,11 @@ def wait_for(db: Database, settings: config.Settings, files: list[str], *, progr
     worker = None
     if lock is not None:
         queue.release_all_claims(db)  # we hold the lock: claims left behind are a dead worker's
-        from total_recall import db as dbmod
+        if store is None:
+            from total_recall import db as dbmod
 
-        worker = daemon.Daemon(db, settings, config.paths(), store=dbmod.memory_store_for(settings, db))
+            store = dbmod.memory_store_for(settings, db)
+        worker = daemon.Daemon(db, settings, config.paths(), store=store)
     try:
         while (left := queue.unfinished(db, files)) > 0:
             if progress:

@@ -105,7 +105,13 @@ def cmd_recover(args) -> int:
 def cmd_stats(args) -> int:
     from total_recall import report
 
-    _print(report.stats(_db(), config.load()), args.json, _kv)
+    database, store = _db(), _store()
+    try:
+        _print(report.stats(database, config.load(), store), args.json, _kv)
+    finally:
+        if store is not database:
+            store.close()
+        database.close()
     return 0
 
 

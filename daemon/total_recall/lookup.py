@@ -107,7 +107,11 @@ def _ts_rank(
 ) -> list[tuple[int, float]]:
     """bm25()'s PostgreSQL form: (id, ts_rank_cd score), best first."""
     words = " ".join(w.strip('"') for w in match.split(" OR "))
-    query = "(SELECT replace(plainto_tsquery('english', ?)::text, '&', '|')::tsquery AS q) w"
+    # Punctuation splits words, as in the tsvector columns (postgres/0003) and FTS5's unicode61.
+    query = (
+        "(SELECT replace(plainto_tsquery('english', regexp_replace(?, '[[:punct:]]+', ' ', 'g'))::text, "
+        "'&', '|')::tsquery AS q) w"
+    )
     rows = db.all(
         f"SELECT o.id, ts_rank_cd({PG_RANK_WEIGHTS}, o.fts, w.q) AS r FROM {owner} o, {query} "
         f"WHERE o.fts @@ w.q{where} ORDER BY r DESC LIMIT ?",
@@ -119,9 +123,14 @@ def _ts_rank(
 def rare_entities(db: Database, names: list[str], max_links: int) -> list[int]:
     """Ids of the (non-project) entities with one of these names that at most `max_links`
     ideas mention."""
+    # Names match whatever their case: SQLite's column is COLLATE NOCASE; PostgreSQL's unique
+    # index is on lower(name) (postgres/0002).
+    if db.dialect == "postgres":
+        where = f"lower(e.name) IN ({','.join('lower(?)' for _ in names)})"
+    else:
+        where = f"e.name IN ({marks(names)})"
     return db.column(
-        "SELECT e.id FROM entities e JOIN idea_entities ie ON ie.entity_id = e.id WHERE e.name IN "
-        f"({marks(names)}) "
+        f"SELECT e.id FROM entities e JOIN idea_entities ie ON ie.entity_id = e.id WHERE {where} "
         f"AND e.type != 'project' GROUP BY e.id HAVING count(*) <= ?",
         (*names, max_links),
     )

@@ -50,11 +50,11 @@ class Memory:
     def db(self):
         if self._db is None:
             path = config.paths().db
-            if not path.exists():
+            if not path.exists():  # also with a [store] url: no local queue means not set up here
                 raise TotalRecallError(f"no memory database at {path}; {SETUP_HINT}")
             from total_recall import db as dbmod
 
-            self._db = dbmod.connect(path, settings=self.settings)
+            self._db = dbmod.open_store(self.settings)  # memory.db or the [store] url's PostgreSQL
         return self._db
 
     def embedder(self):

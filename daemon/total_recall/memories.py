@@ -57,8 +57,10 @@ def without_vectors(db: Database) -> dict[str, int]:
 def recent_sessions(db: Database, session: str | None, limit: int) -> list[str]:
     """Sessions with spans, newest first (only `session` when given)."""
     where, params = ("WHERE s.session_id = ?", (session,)) if session else ("", ())
+    # GROUP BY, not DISTINCT ... ORDER BY another column, which PostgreSQL refuses.
     return db.column(
-        f"SELECT DISTINCT s.session_id FROM spans s {where} ORDER BY s.created_at DESC LIMIT ?",
+        f"SELECT s.session_id FROM spans s {where} GROUP BY s.session_id "
+        "ORDER BY max(s.created_at) DESC LIMIT ?",
         (*params, limit),
     )
 
@@ -253,11 +255,19 @@ def merge_idea(db: Database, keep: int, dup: int) -> None:
         "FROM idea_sources WHERE idea_id = ?",
         (keep, dup),
     )
-    db.execute("UPDATE OR IGNORE relations SET from_id = ? WHERE from_id = ?", (keep, dup))
-    db.execute("UPDATE OR IGNORE relations SET to_id = ? WHERE to_id = ?", (keep, dup))
+    # dup's relations move to keep, but for those keep already has (they go with dup's row): the
+    # portable form of SQLite's UPDATE OR IGNORE, which PostgreSQL lacks.
+    for end, other in (("from_id", "to_id"), ("to_id", "from_id")):
+        db.execute(
+            f"DELETE FROM relations WHERE {end} = ? AND EXISTS (SELECT 1 FROM relations r "
+            f"WHERE r.{end} = ? AND r.{other} = relations.{other} "
+            "AND r.relation_type = relations.relation_type)",
+            (dup, keep),
+        )
+        db.execute(f"UPDATE relations SET {end} = ? WHERE {end} = ?", (keep, dup))
     db.execute(
         "UPDATE ideas SET mention_count = (SELECT count(*) FROM idea_sources WHERE idea_id = ?), "
-        "pinned = max(pinned, (SELECT pinned FROM ideas WHERE id = ?)) WHERE id = ?",
+        "pinned = CASE WHEN (SELECT pinned FROM ideas WHERE id = ?) = 1 THEN 1 ELSE pinned END WHERE id = ?",
         (keep, dup, keep),
     )
     db.execute("DELETE FROM ideas WHERE id = ?", (dup,))
@@ -582,10 +592,11 @@ def top_entities(db: Database, projects: list[str] | None, ideas: int, limit: in
     planner starts from the entity index and walks every link of the popular entities.
     """
     recent, params = _recent_ideas(projects)
+    join = _pinned_join(db)
     return db.all(
         f"WITH recent(id) AS ({recent}) "
         f"SELECT e.id, e.name, e.type, count(*) AS n FROM recent r "
-        f"CROSS JOIN idea_entities ie ON ie.idea_id = r.id CROSS JOIN entities e ON e.id = ie.entity_id "
+        f"{join} idea_entities ie ON ie.idea_id = r.id {join} entities e ON e.id = ie.entity_id "
         f"GROUP BY e.id ORDER BY n DESC, e.name LIMIT ?",
         (*params, ideas, limit),
     )
@@ -599,15 +610,22 @@ def entity_pairs(
     starting from the recent ideas."""
     recent, params = _recent_ideas(projects)
     ids = marks(entity_ids)
+    join = _pinned_join(db)
     return db.all(
         f"WITH recent(id) AS ({recent}) "
         f"SELECT a.entity_id AS source, b.entity_id AS target, count(*) AS weight FROM recent r "
-        f"CROSS JOIN idea_entities a ON a.idea_id = r.id "
-        f"CROSS JOIN idea_entities b ON b.idea_id = r.id AND a.entity_id < b.entity_id "
+        f"{join} idea_entities a ON a.idea_id = r.id "
+        f"{join} idea_entities b ON b.idea_id = r.id AND a.entity_id < b.entity_id "
         f"WHERE +a.entity_id IN ({ids}) AND +b.entity_id IN ({ids}) "
         f"GROUP BY a.entity_id, b.entity_id ORDER BY count(*) DESC LIMIT ?",
         (*params, ideas, *entity_ids, *entity_ids, limit),
     )
+
+
+def _pinned_join(db: Database) -> str:
+    """SQLite's CROSS JOIN keeps the join order as written; PostgreSQL has no CROSS JOIN ... ON
+    (a syntax error there) and its planner starts from the small side by itself."""
+    return "JOIN" if db.dialect == "postgres" else "CROSS JOIN"
 
 
 def _recent_ideas(projects: list[str] | None) -> tuple[str, tuple]:

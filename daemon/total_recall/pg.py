@@ -4,7 +4,8 @@
 get_meta, set_meta), so the storage owner modules run their statements on either store. Their
 SQL is written for SQLite; `translate` turns the few SQLite-only forms they use into
 PostgreSQL's: `?` placeholders, `INSERT OR IGNORE`, `x IS ?`, two-argument `max`/`min`,
-`group_concat`, `instr`, numbered `?2`, and `lastrowid` (a `RETURNING id` on tables that have one).
+`group_concat`, `instr`, numbered `?2`, empty `IN ()` lists, and `lastrowid` (a `RETURNING id`
+on tables that have one).
 Full-text and nearest-neighbour queries are not translated: their owners (vectors, lookup)
 write each dialect's own.
 
@@ -43,7 +44,38 @@ def is_url(url: str) -> bool:
 
 # -- SQL dialect -----------------------------------------------------------------------------------
 _INSERT_INTO = re.compile(r"^\s*INSERT\s+(?:OR\s+IGNORE\s+)?INTO\s+(\w+)", re.IGNORECASE)
-_PAIR = re.compile(r"\b(max|min)\(([^(),]+),([^(),]+)\)", re.IGNORECASE)
+_MAX_MIN = re.compile(r"\b(max|min)\(", re.IGNORECASE)
+
+
+def _pairs(text: str) -> str:
+    """SQLite's two-argument max(a, b)/min(a, b) as GREATEST/LEAST, whatever the arguments nest
+    (`max(1, (SELECT count(*) ...))`); one-argument max/min are the aggregates and stay."""
+    out, pos = [], 0
+    while match := _MAX_MIN.search(text, pos):
+        depth, start, args = 0, match.end(), []
+        for end in range(match.end(), len(text)):
+            ch = text[end]
+            if ch == "(":
+                depth += 1
+            elif ch == ")":
+                if depth == 0:
+                    break
+                depth -= 1
+            elif ch == "," and depth == 0:
+                args.append(text[start:end])
+                start = end + 1
+        else:
+            break  # unbalanced: leave the rest as it is
+        args.append(text[start:end])
+        out.append(text[pos : match.start()])
+        if len(args) == 2:
+            name = "GREATEST" if match[1].lower() == "max" else "LEAST"
+            out.append(f"{name}({_pairs(args[0])},{_pairs(args[1])})")
+        else:
+            out.append(text[match.start() : match.end()] + _pairs(text[match.end() : end]) + ")")
+        pos = end + 1
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def translate(sql: str) -> str:
@@ -64,7 +96,11 @@ def translate(sql: str) -> str:
             out.append(ch)
     text = "".join(out)
     text = re.sub(r"\bIS\s+%s", "IS NOT DISTINCT FROM %s", text)
-    text = _PAIR.sub(lambda m: f"{'GREATEST' if m[1].lower() == 'max' else 'LEAST'}({m[2]},{m[3]})", text)
+    # An empty list, `x IN ()` (false) and `x NOT IN ()` (true), is SQLite's; PostgreSQL's form is
+    # a comparison with an empty array of x's type.
+    text = re.sub(r"\bNOT\s+IN\s*\(\s*\)", "<> ALL ('{}')", text, flags=re.IGNORECASE)
+    text = re.sub(r"\bIN\s*\(\s*\)", "= ANY ('{}')", text, flags=re.IGNORECASE)
+    text = _pairs(text)
     text = re.sub(r"\binstr\(", "strpos(", text, flags=re.IGNORECASE)
     text = re.sub(r"group_concat\(([^()]+)\)", r"string_agg((\1)::text, ',')", text, flags=re.IGNORECASE)
     insert = _INSERT_INTO.match(text)

@@ -168,15 +168,18 @@ def probe_llm(settings: config.Settings, timeout: float = LLM_PROBE_TIMEOUT) -> 
     return {"status": "ok"}
 
 
-def stats(db: Database, settings: config.Settings) -> dict:
-    by_intent = memories.ideas_by_intent(db)
+def stats(db: Database, settings: config.Settings, store: Any = None) -> dict:
+    """Counts of the memory store (`store`: memory.db, or the PostgreSQL store [store] url names;
+    `db` when None) and of the local file's work queue (`db`)."""
+    store = db if store is None else store
+    by_intent = memories.ideas_by_intent(store)
     now = time.time()
     today = today_start_utc(now)
-    calls = state.llm_usage_since(db, today)
-    fallbacks = state.fallbacks_since(db, today)
+    calls = state.llm_usage_since(store, today)
+    fallbacks = state.fallbacks_since(store, today)
     parked = queue.parked(db)
     size = sum(os.path.getsize(p) for p in (str(db.path), f"{db.path}-wal") if os.path.exists(p))
-    counts = memories.counts(db)
+    counts = memories.counts(store)
     return {
         "ideas": sum(by_intent.values()),
         "ideas_by_intent": {i: by_intent.get(i, 0) for i in INTENTS},
@@ -185,23 +188,23 @@ def stats(db: Database, settings: config.Settings) -> dict:
         "relations": counts["relations"],
         "sessions": counts["sessions"],
         "projects": counts["projects"],
-        "transcripts_indexed": state.count(db),
+        "transcripts_indexed": state.count(store),
         "transcripts_pending": queue.unfinished(db),
         "messages": counts["messages"],
-        "messages_skipped": memories.skipped_messages(db),
+        "messages_skipped": memories.skipped_messages(store),
         "queue": queue.depth(db),
         "parked": [
             {"transcript": p["transcript_path"], "attempts": p["attempts"], "error": p["last_error"]}
             for p in parked
         ],
-        "without_vectors": memories.without_vectors(db),
-        "vector_search": db.has_vec,
+        "without_vectors": memories.without_vectors(store),
+        "vector_search": store.has_vec,
         "llm_today": {
             "calls": calls["calls"],
             "prompt_tokens": calls["prompt_tokens"],
             "completion_tokens": calls["completion_tokens"],
             "fallbacks_to_offline": fallbacks,
-            "budget_exhausted": budget_exhausted(db, settings, now),
+            "budget_exhausted": budget_exhausted(store, settings, now),
         },
         "database_bytes": size,
     }

@@ -913,7 +913,7 @@ def run_queries_file(
     """`search --queries FILE`: one JSON object per line in, one {query, results} line out, same order."""
     from total_recall import db as dbmod
 
-    database = dbmod.connect(settings=settings)
+    database = dbmod.open_store(settings)  # the memory store: memory.db or [store] url
     embedder = local_embedder(settings)
     try:
         with path.open(encoding="utf-8") as fh:

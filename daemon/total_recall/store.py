@@ -256,10 +256,16 @@ def extend_spans(db: Database, ctx: BatchContext, span_ids: Iterable[int | None]
 
 
 def upsert_entity(db: Database, name: str, etype: str) -> int:
-    db.execute(
-        "INSERT INTO entities (name, type) VALUES (?, ?) ON CONFLICT (name) DO NOTHING", (name[:200], etype)
-    )
-    return int(db.scalar("SELECT id FROM entities WHERE name = ?", (name[:200],)))
+    """The id of the entity of this name, whatever its case (the first spelling is kept)."""
+    name = name[:200]
+    if db.dialect == "postgres":  # unique by lower(name) (postgres/0002), SQLite by COLLATE NOCASE
+        db.execute(
+            "INSERT INTO entities (name, type) VALUES (?, ?) ON CONFLICT ((lower(name))) DO NOTHING",
+            (name, etype),
+        )
+        return int(db.scalar("SELECT id FROM entities WHERE lower(name) = lower(?)", (name,)))
+    db.execute("INSERT INTO entities (name, type) VALUES (?, ?) ON CONFLICT (name) DO NOTHING", (name, etype))
+    return int(db.scalar("SELECT id FROM entities WHERE name = ?", (name,)))
 
 
 # Calibrated on MiniLM pairs (DESIGN.md, "Duplicates"): rewordings of one fact score 0.93-0.99, but so

@@ -124,7 +124,7 @@ class View:
         if self._db is None:
             from total_recall import db as dbmod
 
-            self._db = dbmod.connect(config.paths().db, settings=self.settings)
+            self._db = dbmod.open_store(self.settings)  # memory.db or the [store] url's PostgreSQL
         return self._db
 
     def embedder(self):
