@@ -9,6 +9,7 @@ import stat
 
 import pytest
 
+from conftest import STORES
 from total_recall import config, db
 from total_recall.errors import MigrationError, SchemaError
 
@@ -182,8 +183,20 @@ def _meta(database: db.Database, key: str):
     return database.get_meta(key)
 
 
-def test_a_nested_write_commits_with_the_outer_one(tmp_path):
-    database = db.connect(tmp_path / "m.db")
+@pytest.fixture(params=STORES)
+def database(request, tmp_path):
+    """The nested-write tests run on both stores: one transaction rule (transactions.savepoint)."""
+    if request.param == "sqlite":
+        conn = db.connect(tmp_path / "m.db")
+    else:
+        from total_recall import pg
+
+        conn = pg.connect(request.getfixturevalue("pg_url"))
+    yield conn
+    conn.close()
+
+
+def test_a_nested_write_commits_with_the_outer_one(database):
     with database.write():
         database.set_meta("outer", 1)
         with database.write():
@@ -193,8 +206,7 @@ def test_a_nested_write_commits_with_the_outer_one(tmp_path):
     assert not database.in_transaction
 
 
-def test_a_failing_nested_write_undoes_only_itself(tmp_path):
-    database = db.connect(tmp_path / "m.db")
+def test_a_failing_nested_write_undoes_only_itself(database):
     with database.write():
         database.set_meta("outer", 1)
         with pytest.raises(ValueError):
@@ -205,8 +217,7 @@ def test_a_failing_nested_write_undoes_only_itself(tmp_path):
     assert (_meta(database, "outer"), _meta(database, "inner"), _meta(database, "after")) == ("1", None, "3")
 
 
-def test_an_outer_rollback_takes_the_nested_writes_with_it(tmp_path):
-    database = db.connect(tmp_path / "m.db")
+def test_an_outer_rollback_takes_the_nested_writes_with_it(database):
     with pytest.raises(RuntimeError):
         with database.write():
             with database.write():
@@ -216,8 +227,7 @@ def test_an_outer_rollback_takes_the_nested_writes_with_it(tmp_path):
     assert not database.in_transaction
 
 
-def test_a_dry_run_write_rolls_back_at_the_end(tmp_path):
-    database = db.connect(tmp_path / "m.db")
+def test_a_dry_run_write_rolls_back_at_the_end(database):
     with database.write(commit=False):
         database.set_meta("tried", 1)
         assert _meta(database, "tried") == "1"

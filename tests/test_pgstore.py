@@ -255,38 +255,6 @@ def test_migrate_store_moves_the_memories_and_switches_the_setup(tmp_path, pg_ur
     assert _pg_rows(pg_url, "SELECT max(mention_count) FROM ideas") == [(1,)]
 
 
-def test_nested_writes_on_postgres_are_savepoints_like_sqlites(pg_url):
-    """transactions.savepoint serves both stores: an inner failure undoes only itself, a dry run
-    undoes only itself, an outer failure takes everything with it (tests/test_db.py on SQLite)."""
-    from total_recall import pg
-
-    store = pg.connect(pg_url)
-    try:
-        with store.write():
-            store.set_meta("outer", 1)
-            with pytest.raises(ValueError):
-                with store.write():
-                    store.set_meta("inner", 2)
-                    raise ValueError("inner step failed")
-            with store.write(commit=False):
-                store.set_meta("dry", 4)
-            store.set_meta("after", 3)
-        with pytest.raises(RuntimeError):
-            with store.write():
-                with store.write():
-                    store.set_meta("lost", 5)
-                raise RuntimeError("the batch failed")
-        assert [store.get_meta(k) for k in ("outer", "inner", "dry", "after", "lost")] == [
-            "1",
-            None,
-            None,
-            "3",
-            None,
-        ]
-    finally:
-        store.close()
-
-
 def test_a_store_made_by_0001_merges_entity_case_twins_and_splits_paths_into_words(tmp_path, pg_url):
     """A store made by 0001 could hold "Redis" and "redis" as two entities; 0002 keeps the oldest,
     moves every idea's link to it, and makes names unique by lower(name) from then on. 0003
