@@ -103,11 +103,13 @@ def cmd_recover(args) -> int:
 
 @command("stats")
 def cmd_stats(args) -> int:
-    from total_recall import report
+    from total_recall import db, report
 
-    database, store = _db(), _store()
+    settings = config.load()
+    database = db.connect(settings=settings)
+    store = db.memory_store_for(settings, database)  # the file itself when there is no [store] url
     try:
-        _print(report.stats(database, config.load(), store), args.json, _kv)
+        _print(report.stats(database, settings, store), args.json, _kv)
     finally:
         if store is not database:
             store.close()
