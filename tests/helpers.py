@@ -128,8 +128,9 @@ def _cli_in_process(args, cwd: str | None) -> subprocess.CompletedProcess:
 
     out, err = _captured(), _captured()
     logging = structlog.get_config()  # main() configures logging for its run; a process would exit after
-    saved = sys.stdin, sys.stdout, sys.stderr, os.umask(0o022)
-    os.umask(saved[3])
+    streams = sys.stdin, sys.stdout, sys.stderr
+    umask = os.umask(0o022)  # os has no getter: set to read, then put back
+    os.umask(umask)
     code: int | str | None
     try:
         sys.stdin, sys.stdout, sys.stderr = io.StringIO(""), out, err
@@ -139,8 +140,8 @@ def _cli_in_process(args, cwd: str | None) -> subprocess.CompletedProcess:
             except SystemExit as exc:  # argparse's usage errors
                 code = exc.code
     finally:
-        sys.stdin, sys.stdout, sys.stderr = saved[:3]
-        os.umask(saved[3])  # main() makes the process's umask private; a process would exit here
+        sys.stdin, sys.stdout, sys.stderr = streams
+        os.umask(umask)  # main() makes the process's umask private; a process would exit here
         structlog.configure(**logging)
     returncode = code if isinstance(code, int) else (0 if code is None else 1)
     return subprocess.CompletedProcess(["total-recall", *args], returncode, _text(out), _text(err))
