@@ -6,11 +6,12 @@ import os
 import shutil
 import sqlite3
 import stat
+import struct
 
 import pytest
 
 from conftest import STORES
-from total_recall import config, db
+from total_recall import config, db, vectors
 from total_recall.errors import MigrationError, SchemaError
 
 
@@ -137,15 +138,40 @@ def test_sqlite_vec_loads_and_vector_tables_follow_the_model(tmp_path):
     database = db.connect(tmp_path / "v.db")
     assert database.has_vec, database.vec_error
     assert db.ensure_vector_tables(database, "model-a", 4)
-    database.execute(
-        "INSERT INTO idea_embeddings (idea_id, project, embedding) VALUES (1, 'p', '[1, 0, 0, 0]')"
-    )
+    with database.write():
+        vectors.store(database, "idea_embeddings", "idea_id", [(1, "p", struct.pack("<4f", 1, 0, 0, 0))])
+    assert vectors.knn(database, "idea_embeddings", "idea_id", struct.pack("<4f", 0, 1, 0, 0), 1) == [
+        (1, pytest.approx(2**0.5, abs=0.01))
+    ]
     # Another model is detected and vectors are held back until reembed.
     assert not db.ensure_vector_tables(database, "model-b", 8)
     assert "model-a" in database.get_meta("embed_model_mismatch")
     db.drop_vector_tables(database)
     assert db.ensure_vector_tables(database, "model-b", 8)
     assert database.get_meta("embed_model_mismatch") is None
+
+
+def test_vectors_are_stored_as_int8_and_read_back_within_half_a_step(tmp_path):
+    import random
+
+    database = db.connect(tmp_path / "q.db")
+    if not database.has_vec:
+        pytest.skip("sqlite-vec unavailable")
+    dim, rng = 384, random.Random(5)
+    assert db.ensure_vector_tables(database, "m", dim)
+    raw = [rng.gauss(0, 1) for _ in range(dim)]
+    norm = sum(v * v for v in raw) ** 0.5
+    unit = [v / norm for v in raw]
+    spiky = [0.9] + [0.0] * (dim - 1)  # beyond the int8 range of a 384-d model: clipped, not wrapped
+    with database.write():
+        vectors.store(database, "idea_embeddings", "idea_id", [(1, "p", struct.pack(f"<{dim}f", *unit))])
+        vectors.store(database, "idea_embeddings", "idea_id", [(2, "p", struct.pack(f"<{dim}f", *spiky))])
+    assert database.scalar("SELECT length(embedding) FROM idea_embeddings WHERE idea_id = 1") == dim
+    back = vectors.vectors_of(database, "ideas", [1, 2])
+    step = db.int8_scale(dim) / 127
+    assert max(abs(a - b) for a, b in zip(struct.unpack(f"<{dim}f", back[1]), unit)) <= step / 2 + 1e-7
+    assert struct.unpack(f"<{dim}f", back[2])[0] == pytest.approx(db.int8_scale(dim))
+    database.close()
 
 
 def test_without_sqlite_vec_everything_else_works(tmp_path, monkeypatch):
@@ -256,14 +282,18 @@ OLD_VEC_LAYOUT = [
 
 def test_an_old_vector_layout_is_rebuilt_with_its_vectors_and_the_file_shrinks(tmp_path):
     import random
-    import struct
 
     dim, path = 64, tmp_path / "old.db"
     database = db.connect(path)
     if not database.has_vec:
         pytest.skip("sqlite-vec unavailable")
     rng = random.Random(3)
-    blob = lambda: struct.pack(f"<{dim}f", *(rng.gauss(0, 1) for _ in range(dim)))  # noqa: E731
+
+    def blob() -> bytes:  # a unit vector, as embedding models give
+        vec = [rng.gauss(0, 1) for _ in range(dim)]
+        norm = sum(v * v for v in vec) ** 0.5
+        return struct.pack(f"<{dim}f", *(v / norm for v in vec))
+
     with database.write():
         for sql in OLD_VEC_LAYOUT:
             database.execute(sql.format(dim=dim))
@@ -276,17 +306,15 @@ def test_an_old_vector_layout_is_rebuilt_with_its_vectors_and_the_file_shrinks(t
         database.set_meta("embed_dim", dim)
     queries = [blob() for _ in range(5)]
 
-    def knn(conn) -> list:
-        return [
-            conn.execute(
-                f"SELECT {key}, distance FROM {table} WHERE embedding MATCH ? AND k = 20 AND project = ?",
-                (q, "/p/3"),
-            ).fetchall()
-            for table, key in db.VECTOR_TABLES.items()
-            for q in queries
-        ]
-
-    before, size_before = [[tuple(r) for r in rows] for rows in knn(database)], path.stat().st_size
+    before = [
+        database.execute(
+            f"SELECT {key}, distance FROM {table} WHERE embedding MATCH ? AND k = 20 AND project = ?",
+            (q, "/p/3"),
+        ).fetchall()
+        for table, key in db.VECTOR_TABLES.items()
+        for q in queries
+    ]
+    size_before = path.stat().st_size
     database.close()
 
     database = db.connect(path)  # an old database opens as it is, then the vector tables are rebuilt
@@ -295,8 +323,19 @@ def test_an_old_vector_layout_is_rebuilt_with_its_vectors_and_the_file_shrinks(t
         assert f"chunk_size={db.CHUNK_SIZES[table]}" in database.scalar(
             "SELECT sql FROM sqlite_master WHERE name = ?", (table,)
         )
+        assert "int8[64]" in database.scalar("SELECT sql FROM sqlite_master WHERE name = ?", (table,))
         assert database.scalar(f"SELECT count(*) FROM {table}") == 240
-    assert [[tuple(r) for r in rows] for rows in knn(database)] == before
+    # The float32 vectors became int8 ones: every KNN finds the same neighbours at the same
+    # distances, to within the quantisation step (two neighbours this close may swap places).
+    after = [
+        vectors.knn(database, table, key, q, 20, "/p/3")
+        for table, key in db.VECTOR_TABLES.items()
+        for q in queries
+    ]
+    for old, new in zip(before, after):
+        exact = {int(i): d for i, d in old}
+        assert {i for i, _ in new} == set(exact)
+        assert all(abs(d - exact[i]) < 0.01 for i, d in new)
     database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     assert path.stat().st_size < size_before / 3
     assert db.ensure_vector_tables(database, "m", dim)  # a second start changes nothing

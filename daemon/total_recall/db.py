@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import math
 import os
 import re
 import sqlite3
@@ -352,39 +353,83 @@ VECTOR_TABLES = {"idea_embeddings": "idea_id", "span_embeddings": "span_id", "ch
 # projects (BENCHMARKS.md §5): 128 costs ~5% on a KNN over every project, nothing measurable on
 # one project, and inserts run ~10x faster; spans are ~10x fewer than ideas, hence 64.
 CHUNK_SIZES = {"idea_embeddings": 128, "span_embeddings": 64, "chunk_embeddings": 128}
+# Vectors are stored as int8 (a quarter of float32's bytes; they were half the file). A unit
+# vector's components are spread around 1/sqrt(dim); INT8_SPREAD of those spreads map to +-127
+# and the rare component beyond is clipped. MiniLM's largest component over ~60k real vectors is
+# 0.27 (the scale at 384 dimensions is 0.31), and every recall figure of bench/recall.py is the
+# same to the third decimal as with float32. Changing INT8_SPREAD needs `reembed`.
+INT8_SPREAD = 6.0
+
+
+def int8_scale(dim: int) -> float:
+    """The float that int8 127 stands for, for unit vectors of this dimension."""
+    return min(1.0, INT8_SPREAD / math.sqrt(dim)) if dim > 0 else 1.0
+
+
+def int8_blob(blob: bytes) -> bytes:
+    """A float32 vector blob as the int8 blob the vec0 tables store (and KNN queries take)."""
+    import numpy as np
+
+    vec = np.frombuffer(blob, dtype="<f4")
+    scale = int8_scale(len(vec))
+    return np.clip(np.rint(vec * (127.0 / scale)), -127, 127).astype(np.int8).tobytes()
+
+
+def float_blob(blob: bytes) -> bytes:
+    """The inverse of int8_blob (to within half a step): a float32 blob of a stored vector."""
+    import numpy as np
+
+    vec = np.frombuffer(blob, dtype=np.int8).astype("<f4")
+    return (vec * (int8_scale(len(vec)) / 127.0)).astype("<f4").tobytes()
+
+
+def int8_distance(distance: float, dim: int) -> float:
+    """A vec0 L2 distance between int8 vectors in the units of the float vectors they stand for."""
+    return distance * int8_scale(dim) / 127.0
 
 
 def _vec_sql(table: str, key: str, dim: int) -> str:
     return (
         f"CREATE VIRTUAL TABLE {table} USING vec0({key} INTEGER PRIMARY KEY, project TEXT PARTITION KEY, "
-        f"embedding float[{dim}], chunk_size={CHUNK_SIZES[table]})"
+        f"embedding int8[{dim}], chunk_size={CHUNK_SIZES[table]})"
     )
 
 
 def _create_or_rebuild_vec(db: Database, table: str, key: str, dim: int) -> None:
-    """Create the vec0 table; rebuild one made with another chunk size, keeping its vectors.
+    """Create the vec0 table; rebuild one of another layout, keeping its vectors.
 
-    Trigger: a database whose vector tables predate CHUNK_SIZES (vec0's 1,024-slot chunks) or
-    used other sizes. Why: their empty slots were most of the file. Outcome: the vectors are
-    copied out (a temp table), the table re-created with the chunk size above and refilled, in the
-    caller's transaction; the freed pages are reused (and returned to the disk by `vacuum`).
-    vec0 cannot be renamed, hence the copy.
+    Trigger: a database whose vector tables predate CHUNK_SIZES (vec0's 1,024-slot chunks), used
+    other sizes, or stored float32 vectors. Why: their empty slots and float32 vectors were most
+    of the file. Outcome: the vectors are copied out (a temp table), the table re-created with
+    the layout above and refilled (float32 vectors quantised to int8), in the caller's
+    transaction; the freed pages are reused (and returned to the disk by `vacuum`). vec0 cannot
+    be renamed, hence the copy.
     """
     current = db.scalar("SELECT sql FROM sqlite_master WHERE name = ?", (table,))
     wanted = _vec_sql(table, key, dim)
     if current is None:
         db.execute(wanted)
         return
-    if f"chunk_size={CHUNK_SIZES[table]})" in current.replace(" ", ""):
+    if current.replace(" ", "") == wanted.replace(" ", ""):
         return
+    was_float = "float[" in current
     db.execute(
         f"CREATE TEMP TABLE _tr_vec_copy AS SELECT {key} AS k, project AS p, embedding AS e FROM {table}"
     )
     db.execute(f"DROP TABLE {table}")
     db.execute(wanted)
-    db.execute(f"INSERT INTO {table} ({key}, project, embedding) SELECT k, p, e FROM temp._tr_vec_copy")
+    insert = f"INSERT INTO {table} ({key}, project, embedding) VALUES (?, ?, vec_int8(?))"
+    last = -1
+    while True:  # in slices: a large store's vectors are not all held in memory at once
+        rows = db.all("SELECT k, p, e FROM temp._tr_vec_copy WHERE k > ? ORDER BY k LIMIT 5000", (last,))
+        if not rows:
+            break
+        db.executemany(
+            insert, [(r["k"], r["p"], int8_blob(r["e"]) if was_float else bytes(r["e"])) for r in rows]
+        )
+        last = rows[-1]["k"]
     db.execute("DROP TABLE temp._tr_vec_copy")
-    log.info("vector_table_rebuilt", table=table, chunk_size=CHUNK_SIZES[table])
+    log.info("vector_table_rebuilt", table=table, chunk_size=CHUNK_SIZES[table], int8_from_float=was_float)
 
 
 def vacuum_if_sparse(db: Database, share: float = 0.25) -> bool:

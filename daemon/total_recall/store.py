@@ -20,7 +20,7 @@ from typing import Any
 
 from total_recall.db import Database, table_exists
 from total_recall.vectors import delete as delete_vectors
-from total_recall.vectors import knn, knn_subquery
+from total_recall.vectors import knn
 from total_recall.vectors import store as store_vectors
 
 WORD = re.compile(r"[a-z0-9]+")
@@ -339,31 +339,23 @@ def _duplicate_of(
         return int(same)
     if vector is None:
         return None
-    if db.dialect == "postgres":  # pgvector takes its vector through knn(), not a vec0 subquery
-        near = [
-            idea_id
-            for idea_id, distance in knn(db, "idea_embeddings", "idea_id", vector, 3, ctx.project or "")
-            if distance <= DUPLICATE_L2
-        ]
-        rows = (
-            {
-                r["id"]: r
-                for r in db.all(
-                    f"SELECT id, content, intent FROM ideas WHERE id IN ({','.join('?' * len(near))})", near
-                )
-            }
-            if near
-            else {}
-        )
-        found = [(i, rows[i]["content"]) for i in near if i in rows and rows[i]["intent"] == item["type"]]
-        return next((i for i, content in found if same_fact(item["content"], content)), None)
-    near = db.execute(
-        f"SELECT v.idea_id, i.content FROM {knn_subquery('idea_embeddings', 'idea_id', project=True)} v "
-        "JOIN ideas i ON i.id = v.idea_id WHERE i.intent = ? AND v.distance <= ? "
-        "ORDER BY v.distance",
-        (vector, 3, ctx.project or "", item["type"], DUPLICATE_L2),
-    ).fetchall()
-    return next((int(r["idea_id"]) for r in near if same_fact(item["content"], r["content"])), None)
+    near = [
+        idea_id
+        for idea_id, distance in knn(db, "idea_embeddings", "idea_id", vector, 3, ctx.project or "")
+        if distance <= DUPLICATE_L2
+    ]
+    rows = (
+        {
+            r["id"]: r
+            for r in db.all(
+                f"SELECT id, content, intent FROM ideas WHERE id IN ({','.join('?' * len(near))})", near
+            )
+        }
+        if near
+        else {}
+    )
+    found = [(i, rows[i]["content"]) for i in near if i in rows and rows[i]["intent"] == item["type"]]
+    return next((i for i, content in found if same_fact(item["content"], content)), None)
 
 
 def merge_mention(db: Database, ctx: BatchContext, idea_id: int, item: dict, line: int) -> None:

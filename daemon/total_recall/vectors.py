@@ -14,7 +14,7 @@ from typing import Any
 import structlog
 
 from total_recall import config
-from total_recall.db import Database, table_exists
+from total_recall.db import Database, float_blob, int8_blob, int8_distance, table_exists
 from total_recall.errors import EmbeddingError, TransientError
 
 log = structlog.get_logger(__name__)
@@ -50,15 +50,16 @@ def embed_text(unit: dict) -> str:
 
 # -- rows ------------------------------------------------------------------------------------
 def store(db: Database, table: str, key: str, rows: list[tuple[int, str, bytes]]) -> None:
-    """Replace the vectors of (id, project, blob) rows and clear their needs_embedding mark."""
+    """Replace the vectors of (id, project, float32 blob) rows and clear their needs_embedding
+    mark. SQLite keeps them as int8 (db.int8_blob), PostgreSQL as pgvector's float vectors."""
     owner = OWNER_OF[table]
     postgres = db.dialect == "postgres"
     for object_id, project, blob in rows:
         db.execute(f"DELETE FROM {table} WHERE {key} = ?", (object_id,))
-        cast = "::vector" if postgres else ""
+        value = "?::vector" if postgres else "vec_int8(?)"
         db.execute(
-            f"INSERT INTO {table} ({key}, project, embedding) VALUES (?, ?, ?{cast})",
-            (object_id, project or "", _pg_vector(blob) if postgres else blob),
+            f"INSERT INTO {table} ({key}, project, embedding) VALUES (?, ?, {value})",
+            (object_id, project or "", _pg_vector(blob) if postgres else int8_blob(blob)),
         )
         db.execute(f"UPDATE {owner} SET needs_embedding = 0 WHERE id = ?", (object_id,))
 
@@ -94,15 +95,16 @@ def vectors_of(db: Database, owner: str, ids: list[int]) -> dict[int, bytes]:
                 out[int(row[0])] = pg.vector_blob(row[1])
             continue
         for row in db.execute(f"SELECT {key}, embedding FROM {table} WHERE {key} IN ({marks})", part):
-            out[int(row[0])] = bytes(row[1])
+            out[int(row[0])] = float_blob(bytes(row[1]))
     return out
 
 
 def knn(
     db: Database, table: str, key: str, blob: bytes, k: int, project: str | None = None
 ) -> list[tuple[int, float]]:
-    """(id, L2 distance) of the k nearest vectors, nearest first; within one project partition
-    when project is given ('' is the partition of rows without a project)."""
+    """(id, L2 distance) of the k nearest vectors to a float32 blob, nearest first; within one
+    project partition when project is given ('' is the partition of rows without a project).
+    Distances are in the units of float vectors on both stores (SQLite's int8 ones are converted)."""
     if db.dialect == "postgres":  # pgvector: L2 distance (<->) ordered by the HNSW index
         where, params = ("WHERE project = ? ", (project,)) if project is not None else ("", ())
         sql = (
@@ -110,64 +112,43 @@ def knn(
             "ORDER BY distance LIMIT ?"
         )
         return [(int(r["id"]), float(r["distance"])) for r in db.execute(sql, (_pg_vector(blob), *params, k))]
-    sql = f"SELECT {key} AS id, distance FROM {table} WHERE embedding MATCH ? AND k = ?"
-    params: tuple = (blob, k)
+    sql = f"SELECT {key} AS id, distance FROM {table} WHERE embedding MATCH vec_int8(?) AND k = ?"
+    params: tuple = (int8_blob(blob), k)
     if project is not None:
         sql, params = sql + " AND project = ?", params + (project,)
-    return [(int(r["id"]), float(r["distance"])) for r in db.execute(sql, params)]
-
-
-def knn_subquery(table: str, key: str, *, project: bool) -> str:
-    """The KNN as a subquery `(key, distance)` to join on; parameters: blob, k[, project]. SQLite's
-    vec0 only: on PostgreSQL the callers go through knn() (pgvector takes its vector as text)."""
-    where = " AND project = ?" if project else ""
-    return f"(SELECT {key}, distance FROM {table} WHERE embedding MATCH ? AND k = ?{where})"
+    dim = len(blob) // 4
+    return [(int(r["id"]), int8_distance(float(r["distance"]), dim)) for r in db.execute(sql, params)]
 
 
 def similar_topics(db: Database, blob: bytes, other_than_session: str, limit: int = 3, k: int = 20) -> list:
     """Top-level topics of other sessions nearest to a vector (among its k nearest spans): name,
     summary, session_id."""
-    if db.dialect == "postgres":
-        near = [i for i, _ in knn(db, "span_embeddings", "span_id", blob, k)]
-        if not near:
-            return []
-        rows = {
-            r["id"]: r
-            for r in db.all(
-                f"SELECT id, name, summary, session_id FROM spans WHERE id IN ({','.join('?' * len(near))}) "
-                "AND depth = 1 AND session_id != ?",
-                (*near, other_than_session),
-            )
-        }
-        return [rows[i] for i in near if i in rows][:limit]
-    return db.all(
-        "SELECT s.name, s.summary, s.session_id FROM "
-        f"{knn_subquery('span_embeddings', 'span_id', project=False)} v "
-        "JOIN spans s ON s.id = v.span_id "
-        "WHERE s.depth = 1 AND s.session_id != ? ORDER BY v.distance LIMIT ?",
-        (blob, k, other_than_session, limit),
-    )
+    near = [i for i, _ in knn(db, "span_embeddings", "span_id", blob, k)]
+    if not near:
+        return []
+    rows = {
+        r["id"]: r
+        for r in db.all(
+            f"SELECT id, name, summary, session_id FROM spans WHERE id IN ({','.join('?' * len(near))}) "
+            "AND depth = 1 AND session_id != ?",
+            (*near, other_than_session),
+        )
+    }
+    return [rows[i] for i in near if i in rows][:limit]
 
 
 def similar_ideas(db: Database, blob: bytes, project: str, k: int = 10) -> list:
     """The k ideas of a project nearest to a vector, nearest first: id, intent, content."""
-    if db.dialect == "postgres":
-        near = [i for i, _ in knn(db, "idea_embeddings", "idea_id", blob, k, project)]
-        if not near:
-            return []
-        rows = {
-            r["id"]: r
-            for r in db.all(
-                f"SELECT id, intent, content FROM ideas WHERE id IN ({','.join('?' * len(near))})", near
-            )
-        }
-        return [rows[i] for i in near if i in rows]
-    return db.all(
-        f"SELECT i.id, i.intent, i.content FROM {knn_subquery('idea_embeddings', 'idea_id', project=True)} v "
-        "JOIN ideas i ON i.id = v.idea_id "
-        "ORDER BY v.distance",
-        (blob, k, project),
-    )
+    near = [i for i, _ in knn(db, "idea_embeddings", "idea_id", blob, k, project)]
+    if not near:
+        return []
+    rows = {
+        r["id"]: r
+        for r in db.all(
+            f"SELECT id, intent, content FROM ideas WHERE id IN ({','.join('?' * len(near))})", near
+        )
+    }
+    return [rows[i] for i in near if i in rows]
 
 
 # -- the service -----------------------------------------------------------------------------
