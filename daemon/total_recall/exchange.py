@@ -63,17 +63,17 @@ def export(
     events = memories.idea_events(db, ids)
     since_unix = _unix(since) if since else None
     tombstones = memories.export_tombstones(db, projects, since_unix)
+    paths = sorted({r["project"] for r in ideas if r["project"]})
+    recorded = memories.identities_of(db, paths)
     header = {
         "kind": "header",
         "format": FORMAT,
         "version": VERSION,
         "exported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "machine": machine,
-        # each project's identity across machines (projects.identity): import maps it to the
-        # checkout of the same remote on the importing machine
-        "projects": {
-            p: projects_mod.identity(p) for p in sorted({r["project"] for r in ideas if r["project"]})
-        },
+        # each project's identity across machines (as the store recorded it, else projects.identity
+        # here): import maps it to the project of the same remote in the importing store
+        "projects": {p: recorded.get(p) or projects_mod.identity(p) for p in paths},
         "embed_model": db.get_meta("embed_model") if blobs else None,
         "embed_dim": int(db.get_meta("embed_dim") or 0) if blobs else None,
     }
@@ -335,13 +335,13 @@ def _check_references(bundle: Bundle, path: str) -> None:
 def import_file(db: Database, settings: config.Settings, path: Path, *, embedder: Any = None) -> dict:
     """Merge an export file into this store (module docstring); what happened, counted."""
     bundle = read(path)
-    _map_projects(bundle, memories.projects(db))
     service = vectors.Vectors(db, settings, embedder=embedder)
     blobs, reembedded = _vectors_for(bundle, service)
     now = time.time()
     report = {"ideas_created": 0, "ideas_merged": 0, "ideas_tombstoned": 0, "sources_added": 0}
     report |= {"relations": 0, "tombstones": 0, "spans": 0, "reembedded": reembedded}
     with db.write():
+        _map_projects(db, bundle, now)
         forgotten = _import_tombstones(db, bundle, now, report)
         span_ids = _import_spans(db, bundle, now, report)
         idea_ids, created = _import_ideas(db, bundle, span_ids, blobs, now, report)
@@ -374,12 +374,25 @@ def import_file(db: Database, settings: config.Settings, path: Path, *, embedder
     return report
 
 
-def _map_projects(bundle: Bundle, known: list[str]) -> None:
-    """Another machine's project paths become this machine's checkout of the same repository."""
+def _map_projects(db: Database, bundle: Bundle, now: float) -> None:
+    """Another machine's project paths become the project this store keeps that repository under:
+    the one its checkouts already use (memories.project_for records the file's paths and their
+    identities), else this machine's checkout of the same remote (projects.local_project)."""
     identities = bundle.header.get("projects") or {}
     if not isinstance(identities, dict):
         return
-    mapped = {p: projects_mod.local_project(known, p, i) for p, i in identities.items() if isinstance(i, str)}
+    identities = {
+        p: i for p, i in identities.items() if isinstance(p, str) and p and isinstance(i, str) and i
+    }
+    known, machine = memories.projects(db), bundle.header.get("machine")
+    machine = machine if isinstance(machine, str) else None
+    recorded = memories.identities_of(db, sorted(identities))  # a path this store knows keeps its identity
+    mapped = {
+        p: memories.project_for(
+            db, p, recorded.get(p, i), machine, now, projects_mod.local_project(known, p, i)
+        )
+        for p, i in identities.items()
+    }
     for record in (*bundle.ideas, *bundle.spans, *bundle.tombstones):
         record["project"] = mapped.get(record.get("project"), record.get("project"))
 
