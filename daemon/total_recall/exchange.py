@@ -38,6 +38,7 @@ RELATIONS = ("supersedes", "builds_on", "contradicts", "answers", "relates_to")
 ENTITY_TYPES = ("project", "technology", "concept", "person", "file")
 DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 EMBED_BATCH = 256
+WORDS_BATCH = 1000  # rows of messages or chunks per transaction of migrate-store
 
 
 # -- export ----------------------------------------------------------------------------------------
@@ -494,6 +495,50 @@ def _forget(db: Database, idea_ids: list[int]) -> int:
     return len(idea_ids)
 
 
+def _move_words(local: Database, remote: Database, settings: config.Settings) -> dict:
+    """The words index (`messages`, `chunks`: what search finds a line by when it holds no memory)
+    into the new store, WORDS_BATCH rows per transaction. A row the store holds already (the same
+    file, line and hash; the same file, line and window) is left as it is, so a second run adds
+    nothing. Each row's project is the one the import stored its repository under; a chunk keeps
+    its vector when both stores use one model, else the repair pass embeds it there."""
+    model = (local.get_meta("embed_model"), local.get_meta("embed_dim"))
+    same_model = model[0] is not None and model == (
+        remote.get_meta("embed_model"),
+        remote.get_meta("embed_dim"),
+    )
+    projects: dict[str | None, str | None] = {}
+
+    def project(path: str | None) -> str | None:
+        if path and path not in projects:
+            projects[path] = memories.stored_as(remote, path)
+        return projects.get(path, path)
+
+    before = memories.words_count(remote)
+    for table in ("messages", "chunks"):
+        after = 0
+        while rows := memories.words_after(local, table, after, WORDS_BATCH):
+            after = rows[-1]["id"]
+            blobs = vectors.vectors_of(local, "chunks", [r["id"] for r in rows]) if table == "chunks" else {}
+            with remote.write():
+                if table == "messages":
+                    store.insert_messages(
+                        remote,
+                        [
+                            tuple(project(r[c]) if c == "project" else r[c] for c in store.MESSAGE_COLUMNS)
+                            for r in rows
+                        ],
+                    )
+                    continue
+                for r in rows:
+                    row = dict(r) | {"project": project(r["project"])}
+                    row["machine"] = row["machine"] or settings.machine_name()
+                    if r["id"] in blobs:  # embedded here: the vector moves, or is made again there
+                        row["needs_embedding"] = 1
+                    store.insert_chunk(remote, row, blobs.get(r["id"]) if same_model else None)
+    after_counts = memories.words_count(remote)
+    return {table: after_counts[table] - before[table] for table in after_counts}
+
+
 def migrate_store(local: Database, settings: config.Settings, url: str) -> dict:
     """`total-recall migrate-store URL`: this machine's memories (with their vectors) into the
     PostgreSQL store at `url`, merged with what other machines put there, then `[store] url` in
@@ -514,6 +559,7 @@ def migrate_store(local: Database, settings: config.Settings, url: str) -> dict:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             exported = export(local, out, with_vectors=True, machine=settings.machine_name())
         imported = import_file(remote, settings, Path(name))
+        words = _move_words(local, remote, settings)
     finally:
         Path(name).unlink(missing_ok=True)
         remote.close()
@@ -522,6 +568,7 @@ def migrate_store(local: Database, settings: config.Settings, url: str) -> dict:
         "store": config.without_password(url),
         "exported": exported,
         "imported": imported,
+        "words": words,
         "config": str(written),
         "next": "total-recall restart (the daemon then indexes into the PostgreSQL store)",
     }

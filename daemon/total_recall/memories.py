@@ -38,6 +38,31 @@ def counts(db: Database) -> dict[str, int]:
     }
 
 
+def words_count(db: Database) -> dict[str, int]:
+    """How many rows the words index holds: messages and chunks."""
+    return {
+        "messages": db.scalar("SELECT count(*) FROM messages", default=0),
+        "chunks": db.scalar("SELECT count(*) FROM chunks", default=0),
+    }
+
+
+# The columns migrate-store reads of each table of the words index (its id aside).
+WORDS_COLUMNS = {
+    "messages": "source_file, source_line, session_id, project, git_branch, role, kind, content, "
+    "content_hash, timestamp, skip_reason, indexed_at",
+    "chunks": "source_file, source_line, message_line, seq, session_id, project, role, kind, timestamp, "
+    "content, context, needs_embedding, machine",
+}
+
+
+def words_after(db: Database, table: str, after_id: int, limit: int) -> list:
+    """The next rows of the words index (`messages` or `chunks`) in id order, after `after_id`:
+    id and WORDS_COLUMNS (migrate-store reads it batch by batch)."""
+    return db.all(
+        f"SELECT id, {WORDS_COLUMNS[table]} FROM {table} WHERE id > ? ORDER BY id LIMIT ?", (after_id, limit)
+    )
+
+
 def skipped_messages(db: Database) -> dict[str, int]:
     rows = db.all(
         "SELECT skip_reason, count(*) AS n FROM messages WHERE skip_reason IS NOT NULL GROUP BY skip_reason"
