@@ -255,6 +255,35 @@ def test_migrate_store_moves_the_memories_and_switches_the_setup(tmp_path, pg_ur
     assert _pg_rows(pg_url, "SELECT max(mention_count) FROM ideas") == [(1,)]
 
 
+def test_migrate_store_moves_the_words_index_so_a_line_without_a_memory_is_found(tmp_path, pg_url):
+    """migrate-store moves messages and chunks too: a word said only in a tool result (no memory)
+    is found in the new store as that line, with its file:line, without a backfill; a second run
+    adds nothing."""
+    from helpers import local_rows
+    from test_recall_units import transcript
+
+    path = transcript(tmp_path / "claude")
+    words = local_rows("SELECT (SELECT count(*) FROM messages), (SELECT count(*) FROM chunks)")[0]
+    assert min(words) > 0
+    moved = cli_json("migrate-store", pg_url)
+    assert moved["words"] == {"messages": words[0], "chunks": words[1]}
+    assert (
+        _pg_rows(pg_url, "SELECT (SELECT count(*) FROM messages), (SELECT count(*) FROM chunks)")[0] == words
+    )
+    assert _pg_rows(pg_url, "SELECT count(*) FROM chunks WHERE needs_embedding = 1") == [(0,)]  # vectors too
+
+    hits = cli_json("search", "ECONNREFUSED 6379", "--project", "atlas")  # answered by PostgreSQL
+    message = next(r for r in hits if r["kind"] == "message")
+    assert (message["source_file"], message["source_line"]) == (str(path), 5)
+    assert "ECONNREFUSED" in message["content"] and "chunk_bm25" in message["matched_by"]
+
+    again = cli_json("migrate-store", pg_url)
+    assert again["words"] == {"messages": 0, "chunks": 0}
+    assert (
+        _pg_rows(pg_url, "SELECT (SELECT count(*) FROM messages), (SELECT count(*) FROM chunks)")[0] == words
+    )
+
+
 def test_a_store_made_by_0001_merges_entity_case_twins_and_splits_paths_into_words(tmp_path, pg_url):
     """A store made by 0001 could hold "Redis" and "redis" as two entities; 0002 keeps the oldest,
     moves every idea's link to it, and makes names unique by lower(name) from then on. 0003

@@ -391,7 +391,7 @@ def cmd_digest(args) -> int:
     projects = search.resolve_projects(database, args.project, False, None)
     if not projects:
         raise TotalRecallError("not inside an indexed project; name one: total-recall digest PROJECT")
-    text = "\n".join(digest.project_digest(database, p, args.branch) for p in projects)
+    text = digest.digests_of(database, projects, args.branch)
     _print({"projects": projects, "digest": text}, args.json, lambda d: d["digest"])
     return 0
 

@@ -67,23 +67,27 @@ def edit(db: Database, idea_id: int, text: str) -> dict:
 
 
 def _resolve_forget_project(db: Database, project: str) -> list[str]:
-    """The one project a --project argument names; several matches are listed and refused."""
-    from total_recall.search import resolve_projects
+    """The one project a --project argument names, with every checkout of it (the same repository
+    on every machine: its memories may be stored under another checkout's path); several
+    different projects are listed and refused."""
+    from total_recall import projects as projects_mod
+    from total_recall.search import known_projects
 
     try:
-        hits = resolve_projects(db, project, False, None) or []
+        hits = projects_mod.resolve(known_projects(db), project, False, None) or []
     except TotalRecallError:
         hits = []
     as_path = os.path.abspath(os.path.expanduser(project))
     exact = [h for h in hits if h in (project, as_path, project.rstrip("/"), as_path.rstrip("/"))]
     if exact:
-        return exact[:1]
-    if len(hits) > 1:
+        return memories.same_projects(db, exact[:1])
+    same = memories.same_projects(db, hits[:1])
+    if any(h not in same for h in hits):
         listed = "\n  ".join(sorted(hits))
         raise TotalRecallError(
             f"--project {project!r} matches {len(hits)} projects; give one full path:\n  {listed}"
         )
-    return hits
+    return same if hits else []
 
 
 def forget(

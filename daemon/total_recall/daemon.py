@@ -369,13 +369,15 @@ class Daemon:
             raise
 
     def _refresh_digest(self, transcript_path: str) -> None:
-        """Keep the SessionStart digest of the transcript's project current (read by the hook)."""
-        from total_recall import digest, state
+        """Keep the SessionStart digest of the transcript's project current (read by the hook), and
+        of every other checkout of it on this machine (a second clone or worktree of the repository)."""
+        from total_recall import digest, memories, state
 
         project = state.project_of(self.store, transcript_path)
         if project:
+            same = memories.same_projects(self.store, [project])
             try:
-                digest.write_digests(self.store, [project])
+                digest.write_digests(self.store, [project, *(p for p in same[1:] if os.path.isdir(p))])
             except OSError as exc:  # a full disk must not fail the batch that was already committed
                 log.warning("digest_write_failed", project=project, error=str(exc))
 

@@ -39,8 +39,8 @@ def _bullets(rows: list, with_source: bool | str) -> list[str]:
     return out
 
 
-def _last_session_topics(db: Database, project: str) -> tuple[str | None, list[str]]:
-    row = memories.last_session(db, project)
+def _last_session_topics(db: Database, paths: list[str]) -> tuple[str | None, list[str]]:
+    row = memories.last_session(db, paths)
     if not row:
         return None, []
     topics = memories.session_topics(db, row["session_id"])
@@ -57,12 +57,14 @@ def _remember_command() -> str:
 
 
 def context_digest(db: Database, project: str, per_section: int = 6) -> str:
-    """What Claude gets at session start, most important first (the hook cuts at its budget)."""
+    """What Claude gets at session start, most important first (the hook cuts at its budget): the
+    memories of every checkout of the project (memories.same_projects), whichever machine said them."""
+    paths = memories.same_projects(db, [project])
     sections = [
-        ("Pinned", memories.project_ideas(db, project, None, "pinned", per_section)),
-        ("Open questions", memories.project_ideas(db, project, None, "open questions", per_section)),
-        ("Todos", memories.project_ideas(db, project, None, "open todos", per_section)),
-        ("Latest decisions", memories.project_ideas(db, project, None, "current decisions", per_section)),
+        ("Pinned", memories.project_ideas(db, paths, None, "pinned", per_section)),
+        ("Open questions", memories.project_ideas(db, paths, None, "open questions", per_section)),
+        ("Todos", memories.project_ideas(db, paths, None, "open todos", per_section)),
+        ("Latest decisions", memories.project_ideas(db, paths, None, "current decisions", per_section)),
     ]
     lines = [
         f"# Memory of project {project_name(project) or project} (total-recall)",
@@ -71,16 +73,18 @@ def context_digest(db: Database, project: str, per_section: int = 6) -> str:
     for title, rows in sections:
         if rows:
             lines += [f"## {title}", *_bullets(rows, with_source="short")]
-    when, topics = _last_session_topics(db, project)
+    when, topics = _last_session_topics(db, paths)
     if topics:
         lines += [f"## Last session ({(when or '')[:10]}) topics", *topics[:per_section]]
     return "\n".join(lines) + "\n" if len(lines) > 2 else ""
 
 
 def project_digest(db: Database, project: str, branch: str | None = None, limit: int = 15) -> str:
-    """The human-readable digest: summary, decisions, conventions, open questions, problems and fixes."""
+    """The human-readable digest: summary, decisions, conventions, open questions, problems and
+    fixes, of every checkout of the project."""
+    paths = memories.same_projects(db, [project])
     title = project_name(project) + (f" @ {branch}" if branch else "")
-    stats = memories.project_summary(db, project, branch)
+    stats = memories.project_summary(db, paths, branch)
     out = [
         f"# {title}",
         "",
@@ -90,7 +94,7 @@ def project_digest(db: Database, project: str, branch: str | None = None, limit:
     ]
 
     def ideas(kind: str, n: int = limit) -> list:
-        return memories.project_ideas(db, project, branch, kind, n)
+        return memories.project_ideas(db, paths, branch, kind, n)
 
     conventions = [r for r in ideas("convention candidates", 300) if CONVENTION.search(r["content"])][:limit]
     sections = [
@@ -104,15 +108,15 @@ def project_digest(db: Database, project: str, branch: str | None = None, limit:
     for name, rows in sections:
         if rows:
             out += [f"## {name}", *_bullets(rows, with_source=True), ""]
-    fixes = _problems_and_fixes(db, project, branch, limit)
+    fixes = _problems_and_fixes(db, paths, branch, limit)
     if fixes:
         out += ["## Known problems and their fixes", *fixes, ""]
     return "\n".join(out)
 
 
-def _problems_and_fixes(db: Database, project: str, branch: str | None, limit: int) -> list[str]:
+def _problems_and_fixes(db: Database, paths: list[str], branch: str | None, limit: int) -> list[str]:
     out = []
-    for p in memories.project_ideas(db, project, branch, "problems", limit):
+    for p in memories.project_ideas(db, paths, branch, "problems", limit):
         out.append(f"- problem: {_short(p['content'])} ({p['source_file']}:{p['source_line']})")
         for fix in memories.fixes_of(db, p["id"]):
             out.append(f"  - fix: {_short(fix['content'])} ({fix['source_file']}:{fix['source_line']})")
@@ -128,11 +132,23 @@ def write_digests(db: Database, projects: list[str]) -> list[Path]:
         key = digest_key(project)
         written.append(_write(folder / f"{key}.md", context_digest(db, project)))
         written.append(_write(folder / f"{key}.full.md", project_digest(db, project)))
-        for branch in memories.branches(db, project):
+        for branch in memories.branches(db, memories.same_projects(db, [project])):
             written.append(
                 _write(folder / f"{key}@{_branch_key(branch)}.full.md", project_digest(db, project, branch))
             )
     return written
+
+
+def digests_of(db: Database, projects: list[str], branch: str | None = None) -> str:
+    """The digest of each project among these paths, once per project: checkouts of the same
+    repository (a scope search widened to them) share one digest."""
+    done: set[str] = set()
+    out = []
+    for project in projects:
+        if project not in done:
+            done |= set(memories.same_projects(db, [project]))
+            out.append(project_digest(db, project, branch))
+    return "\n".join(out)
 
 
 def _write(path: Path, text: str) -> Path:

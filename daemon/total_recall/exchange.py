@@ -38,6 +38,7 @@ RELATIONS = ("supersedes", "builds_on", "contradicts", "answers", "relates_to")
 ENTITY_TYPES = ("project", "technology", "concept", "person", "file")
 DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 EMBED_BATCH = 256
+WORDS_BATCH = 1000  # rows of messages or chunks per transaction of migrate-store
 
 
 # -- export ----------------------------------------------------------------------------------------
@@ -63,17 +64,17 @@ def export(
     events = memories.idea_events(db, ids)
     since_unix = _unix(since) if since else None
     tombstones = memories.export_tombstones(db, projects, since_unix)
+    paths = sorted({r["project"] for r in ideas if r["project"]})
+    recorded = memories.identities_of(db, paths)
     header = {
         "kind": "header",
         "format": FORMAT,
         "version": VERSION,
         "exported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "machine": machine,
-        # each project's identity across machines (projects.identity): import maps it to the
-        # checkout of the same remote on the importing machine
-        "projects": {
-            p: projects_mod.identity(p) for p in sorted({r["project"] for r in ideas if r["project"]})
-        },
+        # each project's identity across machines (as the store recorded it, else projects.identity
+        # here): import maps it to the project of the same remote in the importing store
+        "projects": {p: recorded.get(p) or projects_mod.identity(p) for p in paths},
         "embed_model": db.get_meta("embed_model") if blobs else None,
         "embed_dim": int(db.get_meta("embed_dim") or 0) if blobs else None,
     }
@@ -335,13 +336,13 @@ def _check_references(bundle: Bundle, path: str) -> None:
 def import_file(db: Database, settings: config.Settings, path: Path, *, embedder: Any = None) -> dict:
     """Merge an export file into this store (module docstring); what happened, counted."""
     bundle = read(path)
-    _map_projects(bundle, memories.projects(db))
     service = vectors.Vectors(db, settings, embedder=embedder)
     blobs, reembedded = _vectors_for(bundle, service)
     now = time.time()
     report = {"ideas_created": 0, "ideas_merged": 0, "ideas_tombstoned": 0, "sources_added": 0}
     report |= {"relations": 0, "tombstones": 0, "spans": 0, "reembedded": reembedded}
     with db.write():
+        _map_projects(db, bundle, now)
         forgotten = _import_tombstones(db, bundle, now, report)
         span_ids = _import_spans(db, bundle, now, report)
         idea_ids, created = _import_ideas(db, bundle, span_ids, blobs, now, report)
@@ -374,12 +375,25 @@ def import_file(db: Database, settings: config.Settings, path: Path, *, embedder
     return report
 
 
-def _map_projects(bundle: Bundle, known: list[str]) -> None:
-    """Another machine's project paths become this machine's checkout of the same repository."""
+def _map_projects(db: Database, bundle: Bundle, now: float) -> None:
+    """Another machine's project paths become the project this store keeps that repository under:
+    the one its checkouts already use (memories.project_for records the file's paths and their
+    identities), else this machine's checkout of the same remote (projects.local_project)."""
     identities = bundle.header.get("projects") or {}
     if not isinstance(identities, dict):
         return
-    mapped = {p: projects_mod.local_project(known, p, i) for p, i in identities.items() if isinstance(i, str)}
+    identities = {
+        p: i for p, i in identities.items() if isinstance(p, str) and p and isinstance(i, str) and i
+    }
+    known, machine = memories.projects(db), bundle.header.get("machine")
+    machine = machine if isinstance(machine, str) else None
+    recorded = memories.identities_of(db, sorted(identities))  # a path this store knows keeps its identity
+    mapped = {
+        p: memories.project_for(
+            db, p, recorded.get(p, i), machine, now, projects_mod.local_project(known, p, i)
+        )
+        for p, i in identities.items()
+    }
     for record in (*bundle.ideas, *bundle.spans, *bundle.tombstones):
         record["project"] = mapped.get(record.get("project"), record.get("project"))
 
@@ -481,6 +495,50 @@ def _forget(db: Database, idea_ids: list[int]) -> int:
     return len(idea_ids)
 
 
+def _move_words(local: Database, remote: Database, settings: config.Settings) -> dict:
+    """The words index (`messages`, `chunks`: what search finds a line by when it holds no memory)
+    into the new store, WORDS_BATCH rows per transaction. A row the store holds already (the same
+    file, line and hash; the same file, line and window) is left as it is, so a second run adds
+    nothing. Each row's project is the one the import stored its repository under; a chunk keeps
+    its vector when both stores use one model, else the repair pass embeds it there."""
+    model = (local.get_meta("embed_model"), local.get_meta("embed_dim"))
+    same_model = model[0] is not None and model == (
+        remote.get_meta("embed_model"),
+        remote.get_meta("embed_dim"),
+    )
+    projects: dict[str | None, str | None] = {}
+
+    def project(path: str | None) -> str | None:
+        if path and path not in projects:
+            projects[path] = memories.stored_as(remote, path)
+        return projects.get(path, path)
+
+    before = memories.words_count(remote)
+    for table in ("messages", "chunks"):
+        after = 0
+        while rows := memories.words_after(local, table, after, WORDS_BATCH):
+            after = rows[-1]["id"]
+            blobs = vectors.vectors_of(local, "chunks", [r["id"] for r in rows]) if table == "chunks" else {}
+            with remote.write():
+                if table == "messages":
+                    store.insert_messages(
+                        remote,
+                        [
+                            tuple(project(r[c]) if c == "project" else r[c] for c in store.MESSAGE_COLUMNS)
+                            for r in rows
+                        ],
+                    )
+                    continue
+                for r in rows:
+                    row = dict(r) | {"project": project(r["project"])}
+                    row["machine"] = row["machine"] or settings.machine_name()
+                    if r["id"] in blobs:  # embedded here: the vector moves, or is made again there
+                        row["needs_embedding"] = 1
+                    store.insert_chunk(remote, row, blobs.get(r["id"]) if same_model else None)
+    after_counts = memories.words_count(remote)
+    return {table: after_counts[table] - before[table] for table in after_counts}
+
+
 def migrate_store(local: Database, settings: config.Settings, url: str) -> dict:
     """`total-recall migrate-store URL`: this machine's memories (with their vectors) into the
     PostgreSQL store at `url`, merged with what other machines put there, then `[store] url` in
@@ -501,6 +559,7 @@ def migrate_store(local: Database, settings: config.Settings, url: str) -> dict:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             exported = export(local, out, with_vectors=True, machine=settings.machine_name())
         imported = import_file(remote, settings, Path(name))
+        words = _move_words(local, remote, settings)
     finally:
         Path(name).unlink(missing_ok=True)
         remote.close()
@@ -509,6 +568,7 @@ def migrate_store(local: Database, settings: config.Settings, url: str) -> dict:
         "store": config.without_password(url),
         "exported": exported,
         "imported": imported,
+        "words": words,
         "config": str(written),
         "next": "total-recall restart (the daemon then indexes into the PostgreSQL store)",
     }

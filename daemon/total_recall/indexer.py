@@ -197,7 +197,8 @@ class Indexer:
                 # Why: nothing of it may be kept. Outcome: only the offset moves on.
                 self._save_offset_only(path, result, {"session_id": None, "project": ""})
                 return report
-            self._withhold(path, result.messages, ident["project"])
+            ident = self._stored_under(ident)
+            self._withhold(path, result.messages, {ident["checkout"], ident["project"]})
             units = message_chunks(result.messages, self._turn_before(path, result.messages))
             for number, chunk in enumerate(self._chunks(path, result)):
                 chunk.units = [
@@ -247,13 +248,14 @@ class Indexer:
             return ""
         return memories.last_turn_text(self.db, path, messages[0].line, sorted(EMBEDDED_KINDS)) or ""
 
-    def _withhold(self, path: str, messages: list, project: str | None) -> None:
-        """Lines said while paused, forgotten line by line, or said in a project before it was
-        forgotten keep their place but not their text."""
+    def _withhold(self, path: str, messages: list, project_paths: set[str]) -> None:
+        """Lines said while paused, forgotten line by line, or said in a project (the checkout or
+        the project it is stored under) before it was forgotten keep their place but not their text."""
         if not messages:
             return
         ranges = trust.paused_ranges(self.db)
-        cutoff = trust.project_cutoff(self.db, project)
+        cutoffs = [c for p in sorted(project_paths) if (c := trust.project_cutoff(self.db, p)) is not None]
+        cutoff = max(cutoffs, default=None)
         forgotten = trust.forgotten_lines(self.db, path, messages[0].line, messages[-1].last_line)
         now = self.clock()
         for m in messages:
@@ -285,6 +287,18 @@ class Indexer:
         branch = next((m.git_branch for m in reversed(msgs) if m.git_branch), None)
         progress["session_id"], progress["project"] = session, project
         return {"session": session, "project": project, "branch": branch}
+
+    def _stored_under(self, ident: dict) -> dict:
+        """The transcript's checkout (`checkout`, what index_state keeps) and the project its
+        memories are stored under (`project`): the one every checkout of the same repository
+        uses, on every machine (memories.project_for records the checkout's identity)."""
+        checkout = ident["project"]
+        if not checkout:
+            return ident | {"checkout": checkout}
+        stored = memories.project_for(
+            self.db, checkout, projects.identity(checkout), self.settings.machine_name(), self.clock()
+        )
+        return ident | {"checkout": checkout, "project": stored}
 
     def _chunks(self, path: str, result: transcript.ReadResult) -> list[Chunk]:
         """Cut the read into batches of at most max_batch_messages substantive new messages."""
@@ -699,7 +713,7 @@ class Indexer:
             self.db,
             path,
             session=ident["session"],
-            project=ident["project"],
+            project=ident.get("checkout", ident["project"]),
             byte_offset=chunk.end_offset,
             line_number=chunk.end_line,
             head_hash=head_hash,

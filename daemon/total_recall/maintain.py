@@ -147,7 +147,8 @@ def refresh_all_digests(db: Database) -> list[str]:
     SessionStart hook no longer reads but which would still hold their text). Returns the removed."""
     from total_recall import digest
 
-    projects = memories.projects(db)
+    # and every checkout on this machine whose memories are stored under another checkout's path
+    projects = sorted({*memories.projects(db), *filter(os.path.isdir, memories.checkouts(db))})
     try:
         written = {p.name for p in digest.write_digests(db, projects)}
     except OSError as exc:

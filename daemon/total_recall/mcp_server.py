@@ -199,7 +199,7 @@ def do_digest(mem: Memory, project: str | None = None, branch: str | None = None
         raise TotalRecallError("not inside an indexed project; name one with `project`")
     return {
         "projects": projects,
-        "digest": "\n".join(digest.project_digest(mem.db(), p, branch) for p in projects),
+        "digest": digest.digests_of(mem.db(), projects, branch),
     }
 
 

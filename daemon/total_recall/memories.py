@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from total_recall import projects as projects_mod
 from total_recall.db import Database
 
 
@@ -35,6 +36,31 @@ def counts(db: Database) -> dict[str, int]:
         "projects": db.scalar("SELECT count(DISTINCT project) FROM ideas", default=0),
         "messages": db.scalar("SELECT count(*) FROM messages", default=0),
     }
+
+
+def words_count(db: Database) -> dict[str, int]:
+    """How many rows the words index holds: messages and chunks."""
+    return {
+        "messages": db.scalar("SELECT count(*) FROM messages", default=0),
+        "chunks": db.scalar("SELECT count(*) FROM chunks", default=0),
+    }
+
+
+# The columns migrate-store reads of each table of the words index (its id aside).
+WORDS_COLUMNS = {
+    "messages": "source_file, source_line, session_id, project, git_branch, role, kind, content, "
+    "content_hash, timestamp, skip_reason, indexed_at",
+    "chunks": "source_file, source_line, message_line, seq, session_id, project, role, kind, timestamp, "
+    "content, context, needs_embedding, machine",
+}
+
+
+def words_after(db: Database, table: str, after_id: int, limit: int) -> list:
+    """The next rows of the words index (`messages` or `chunks`) in id order, after `after_id`:
+    id and WORDS_COLUMNS (migrate-store reads it batch by batch)."""
+    return db.all(
+        f"SELECT id, {WORDS_COLUMNS[table]} FROM {table} WHERE id > ? ORDER BY id LIMIT ?", (after_id, limit)
+    )
 
 
 def skipped_messages(db: Database) -> dict[str, int]:
@@ -95,14 +121,16 @@ IDEA_KINDS = {
 }
 
 
-def _project_where(project: str, branch: str | None) -> tuple[str, tuple]:
-    return ("project = ? AND git_branch = ?", (project, branch)) if branch else ("project = ?", (project,))
+def _project_where(projects: list[str], branch: str | None) -> tuple[str, tuple]:
+    """The rows of these projects (the checkouts of one project, same_projects) or of one branch."""
+    where = f"project IN ({marks(projects)})"
+    return (f"{where} AND git_branch = ?", (*projects, branch)) if branch else (where, tuple(projects))
 
 
-def project_ideas(db: Database, project: str, branch: str | None, kind: str, limit: int) -> list:
+def project_ideas(db: Database, projects: list[str], branch: str | None, kind: str, limit: int) -> list:
     """A project's (or branch's) ideas of one IDEA_KINDS kind, newest first: id, content,
-    message_time, source_file, source_line, intent."""
-    where, params = _project_where(project, branch)
+    message_time, source_file, source_line, intent. `projects`: the paths of that project."""
+    where, params = _project_where(projects, branch)
     return db.all(
         f"SELECT id, content, message_time, source_file, source_line, intent FROM ideas WHERE {where} "
         f"{IDEA_KINDS[kind]} ORDER BY message_time DESC, id DESC LIMIT ?",
@@ -110,9 +138,9 @@ def project_ideas(db: Database, project: str, branch: str | None, kind: str, lim
     )
 
 
-def project_summary(db: Database, project: str, branch: str | None) -> Any:
-    """ideas, sessions, first, last (message times) of a project or branch."""
-    where, params = _project_where(project, branch)
+def project_summary(db: Database, projects: list[str], branch: str | None) -> Any:
+    """ideas, sessions, first, last (message times) of a project (its paths) or branch."""
+    where, params = _project_where(projects, branch)
     return db.one(
         "SELECT count(*) AS ideas, count(DISTINCT session_id) AS sessions, min(message_time) AS first, "
         f"max(message_time) AS last FROM ideas WHERE {where}",
@@ -129,18 +157,20 @@ def fixes_of(db: Database, problem_id: int) -> list:
     )
 
 
-def branches(db: Database, project: str) -> list[str]:
+def branches(db: Database, projects: list[str]) -> list[str]:
     return db.column(
-        "SELECT DISTINCT git_branch FROM ideas WHERE project = ? AND git_branch != ''", (project,)
+        f"SELECT DISTINCT git_branch FROM ideas WHERE project IN ({marks(projects)}) AND git_branch != '' "
+        "ORDER BY git_branch",
+        projects,
     )
 
 
-def last_session(db: Database, project: str) -> Any:
-    """The project's latest session: session_id, ended (its last span end), or None."""
+def last_session(db: Database, projects: list[str]) -> Any:
+    """The project's latest session (of any of its paths): session_id, ended (its last span end), or None."""
     return db.one(
-        "SELECT session_id, max(ended_at) AS ended FROM spans WHERE project = ? AND depth = 0 "
-        "GROUP BY session_id ORDER BY max(ended_at) DESC LIMIT 1",
-        (project,),
+        f"SELECT session_id, max(ended_at) AS ended FROM spans WHERE project IN ({marks(projects)}) "
+        "AND depth = 0 GROUP BY session_id ORDER BY max(ended_at) DESC LIMIT 1",
+        projects,
     )
 
 
@@ -289,6 +319,91 @@ def set_span_summary(db: Database, span_id: int, summary: str) -> None:
 
 def projects(db: Database) -> list[str]:
     return db.column("SELECT DISTINCT project FROM ideas WHERE project != ''")
+
+
+# --- project identities (the same project on every machine, 0008) --------------------------------
+
+
+def project_for(
+    db: Database, project: str, identity: str, machine: str | None, now: float, stored_as: str | None = None
+) -> str:
+    """Record that the checkout `project` is `identity` (projects.identity), seen now on `machine`,
+    and return the project its memories are stored under: the one every path of that identity
+    already uses (chosen once, by the first path recorded), else `stored_as` (import's mapping to a
+    checkout here), else the path itself. Two checkouts of one repository so store a fact under
+    one project, where dedup (project, intent, content_hash) meets it."""
+    with db.write():
+        db.lock("project identity", identity)  # two machines recording one repository take turns
+        row = db.one("SELECT identity, stored_as FROM project_identities WHERE project = ?", (project,))
+        if row and row["identity"] == identity:
+            db.execute(
+                "UPDATE project_identities SET machine = ?, seen_at = ? WHERE project = ?",
+                (machine, now, project),
+            )
+            return row["stored_as"]
+        chosen = (
+            db.scalar(
+                "SELECT stored_as FROM project_identities WHERE identity = ? AND project != ? "
+                "ORDER BY seen_at, project LIMIT 1",
+                (identity, project),
+            )
+            or stored_as
+            or project
+        )
+        db.execute(
+            "INSERT INTO project_identities (project, identity, stored_as, machine, seen_at) "
+            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (project) DO UPDATE SET identity = excluded.identity, "
+            "stored_as = excluded.stored_as, machine = excluded.machine, seen_at = excluded.seen_at",
+            (project, identity, chosen, machine, now),
+        )
+        return chosen
+
+
+def stored_as(db: Database, project: str) -> str:
+    """The project a checkout's memories are stored under (itself when none is recorded)."""
+    return db.scalar("SELECT stored_as FROM project_identities WHERE project = ?", (project,)) or project
+
+
+def checkouts(db: Database) -> list[str]:
+    """Every checkout path the store recorded an identity for."""
+    return db.column("SELECT project FROM project_identities ORDER BY project")
+
+
+def identities_of(db: Database, paths: list[str]) -> dict[str, str]:
+    """The recorded identity of each of these paths that has one, as a checkout or as the project
+    another checkout's memories are stored under."""
+    if not paths:
+        return {}
+    rows = db.all(
+        f"SELECT project, stored_as, identity FROM project_identities WHERE project IN ({marks(paths)}) "
+        f"OR stored_as IN ({marks(paths)})",
+        (*paths, *paths),
+    )
+    out = {r["stored_as"]: r["identity"] for r in rows if r["stored_as"] in paths}
+    return out | {r["project"]: r["identity"] for r in rows if r["project"] in paths}
+
+
+def same_projects(db: Database, paths: list[str]) -> list[str]:
+    """These projects and every other path that is the same project: the checkouts of the same
+    repository on every machine, as the store recorded them (these first, then the others sorted).
+
+    A path the store has no identity for yet (indexed before 0008) is its identity here when it is
+    a checkout on this machine; a project without a remote is only its own path, so an unrelated
+    project is never included."""
+    recorded = identities_of(db, paths)
+    wanted = {recorded.get(p) or projects_mod.identity(p) for p in paths if p}
+    return [*paths, *(p for p in paths_of(db, sorted(wanted)) if p not in paths)]
+
+
+def paths_of(db: Database, identities: list[str]) -> list[str]:
+    """Every path recorded for these identities: the checkouts, and the projects they are stored under."""
+    if not identities:
+        return []
+    rows = db.all(
+        f"SELECT project, stored_as FROM project_identities WHERE identity IN ({marks(identities)})",
+        identities,
+    )
+    return sorted({r["project"] for r in rows} | {r["stored_as"] for r in rows})
 
 
 def optimize_fts(db: Database) -> None:

@@ -138,6 +138,8 @@ def _where(db: Database, session: str | None, project: str | None, cwd: str | No
         here = os.path.abspath(cwd or os.getcwd())
         found = resolve_projects(db, None, False, here)
         out["project"] = found[0] if found else here
+    # a checkout's memories are stored under the project every checkout of its repository uses
+    out["project"] = memories.stored_as(db, out["project"])
     if out["line"] is None:
         out["source_file"], out["line"] = NOTE_SOURCE, _next_note_line(db)
     return out

@@ -137,6 +137,15 @@ def identity(project: str) -> str:
     return f"git:{remote}" if remote else normal(project or "")
 
 
+def checkout_root(path: str) -> str | None:
+    """The checkout a directory lies in: the nearest folder, itself or above, that holds `.git`."""
+    here = Path(os.path.abspath(path))
+    for folder in (here, *here.parents):
+        if (folder / ".git").exists():
+            return normal(str(folder))
+    return None
+
+
 def local_project(known: list[str], project: str | None, project_identity: str | None) -> str | None:
     """The project of this machine that another machine's `project` is: the known one with the
     same identity (a clone of the same remote, wherever it is checked out), else the same path."""

@@ -20,7 +20,7 @@ from typing import Any
 
 import structlog
 
-from total_recall import config, lookup, vectors
+from total_recall import config, lookup, memories, vectors
 from total_recall import projects as projects_mod
 from total_recall import query as querymod
 from total_recall.db import VEC_FIX_HINT, Database, table_exists, vector_tables_exist
@@ -112,8 +112,16 @@ class SearchContext:
 def resolve_projects(
     db: Database, project: str | None, all_projects: bool, cwd: str | None
 ) -> list[str] | None:
-    """None = every project. A directory or a short name picks the projects it names (projects.resolve)."""
-    return projects_mod.resolve(known_projects(db), project, all_projects, cwd)
+    """None = every project. A directory or a short name picks the projects it names, the working
+    directory the project it is inside (projects.resolve); each covers every checkout of the same
+    repository on every machine (memories.same_projects). A working directory inside no known
+    project but in a checkout of a repository the store knows is that project too."""
+    chosen = projects_mod.resolve(known_projects(db), project, all_projects, cwd)
+    if chosen is None and not all_projects and not project:
+        root = projects_mod.checkout_root(cwd or os.getcwd())
+        same = memories.paths_of(db, [projects_mod.identity(root)]) if root else []
+        return same or None
+    return None if chosen is None else memories.same_projects(db, chosen)
 
 
 def resolve_session(db: Database, given: str) -> str:
