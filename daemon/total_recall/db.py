@@ -355,9 +355,9 @@ VECTOR_TABLES = {"idea_embeddings": "idea_id", "span_embeddings": "span_id", "ch
 CHUNK_SIZES = {"idea_embeddings": 128, "span_embeddings": 64, "chunk_embeddings": 128}
 # Vectors are stored as int8 (a quarter of float32's bytes; they were half the file). A unit
 # vector's components are spread around 1/sqrt(dim); INT8_SPREAD of those spreads map to +-127
-# and the rare component beyond is clipped. MiniLM's largest component over ~60k real vectors is
-# 0.27 (the scale at 384 dimensions is 0.31), and every recall figure of bench/recall.py is the
-# same to the third decimal as with float32. Changing INT8_SPREAD needs `reembed`.
+# and the rare component beyond is clipped. MiniLM's largest component over the ~11.6k vectors of
+# bench/recall.py's four sets is 0.27 (the scale at 384 dimensions is 0.31); every confirm-split
+# figure of bench/recall.py is the same as with float32. Changing INT8_SPREAD needs `reembed`.
 INT8_SPREAD = 6.0
 
 
