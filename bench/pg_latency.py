@@ -38,6 +38,7 @@ VECTORS = (("idea_embeddings", "idea_id"), ("span_embeddings", "span_id"), ("chu
 def copy_into_postgres(lite: Any, pgdb: Any, model: str, dim: int) -> float:
     """Every memory row and vector of the SQLite store into the (migrated, empty) PostgreSQL one."""
     from total_recall import pg
+    from total_recall.db import float_blob
 
     started = time.perf_counter()
     pg.ensure_vector_tables(pgdb, model, dim)
@@ -63,7 +64,7 @@ def copy_into_postgres(lite: Any, pgdb: Any, model: str, dim: int) -> float:
             continue
         with conn.cursor() as cur, cur.copy(f"COPY {table} ({key}, project, embedding) FROM STDIN") as copy:
             for row in lite.execute(f"SELECT {key}, project, embedding FROM {table}"):
-                copy.write_row((row[0], row[1], pg.vector_text(bytes(row[2]))))
+                copy.write_row((row[0], row[1], pg.vector_text(float_blob(bytes(row[2])))))
     conn.execute("ANALYZE")
     return time.perf_counter() - started
 

@@ -36,10 +36,15 @@ WARM_UP = 3
 
 
 def floor_query(db: Any, blob: bytes, match: str | None, project: str | None) -> None:
-    """One raw KNN plus one raw FTS5 query: what any hybrid search must at least do."""
+    """One raw KNN plus one raw FTS5 query: what any hybrid search must at least do (the query
+    vector quantised as the store keeps vectors, int8)."""
+    from total_recall.db import int8_blob
+
+    blob = int8_blob(blob)
     if project is None:
         db.execute(
-            "SELECT idea_id, distance FROM idea_embeddings WHERE embedding MATCH ? AND k = 10", (blob,)
+            "SELECT idea_id, distance FROM idea_embeddings WHERE embedding MATCH vec_int8(?) AND k = 10",
+            (blob,),
         ).fetchall()
         if match:
             db.execute(
@@ -47,7 +52,8 @@ def floor_query(db: Any, blob: bytes, match: str | None, project: str | None) ->
             ).fetchall()
         return
     db.execute(
-        "SELECT idea_id, distance FROM idea_embeddings WHERE embedding MATCH ? AND k = 10 AND project = ?",
+        "SELECT idea_id, distance FROM idea_embeddings WHERE embedding MATCH vec_int8(?) AND k = 10 "
+        "AND project = ?",
         (blob, project),
     ).fetchall()
     if match:

@@ -323,6 +323,8 @@ def build(db: Any, n: int, *, real: int = 3000, seed: int = 11, progress: Any = 
 
 
 def _write(db: Any, rows: list[Idea], vectors: Any, to_blob: Any) -> None:
+    from total_recall.db import int8_blob
+
     base_time = datetime(2025, 1, 6, 9, 0, tzinfo=timezone.utc)
     now = time.time()
     spans: dict[tuple[str, int], int] = {}
@@ -358,8 +360,8 @@ def _write(db: Any, rows: list[Idea], vectors: Any, to_blob: Any) -> None:
         )
         idea_id = int(cur.lastrowid)
         db.execute(
-            "INSERT INTO idea_embeddings (idea_id, project, embedding) VALUES (?, ?, ?)",
-            (idea_id, project_path(row.project), to_blob(vec)),
+            "INSERT INTO idea_embeddings (idea_id, project, embedding) VALUES (?, ?, vec_int8(?))",
+            (idea_id, project_path(row.project), int8_blob(to_blob(vec))),
         )
         if chunks:  # the line's own words, searched like the idea (one chunk per source line)
             cid = int(
@@ -381,8 +383,8 @@ def _write(db: Any, rows: list[Idea], vectors: Any, to_blob: Any) -> None:
                 ).lastrowid
             )
             db.execute(
-                "INSERT INTO chunk_embeddings (chunk_id, project, embedding) VALUES (?, ?, ?)",
-                (cid, project_path(row.project), to_blob(vec)),
+                "INSERT INTO chunk_embeddings (chunk_id, project, embedding) VALUES (?, ?, vec_int8(?))",
+                (cid, project_path(row.project), int8_blob(to_blob(vec))),
             )
         previous = " ".join(row.text.split()[-40:])
         for name, kind in row.entities:
@@ -396,8 +398,8 @@ def _write(db: Any, rows: list[Idea], vectors: Any, to_blob: Any) -> None:
             )
     db.executemany(
         "INSERT INTO span_embeddings (span_id, project, embedding) "
-        "SELECT id, project, ? FROM spans WHERE id = ?",
-        [(to_blob(vectors[i]), span_id) for span_id, i in first_idea.items()],
+        "SELECT id, project, vec_int8(?) FROM spans WHERE id = ?",
+        [(int8_blob(to_blob(vectors[i])), span_id) for span_id, i in first_idea.items()],
     )
     if db.scalar("SELECT count(*) FROM sqlite_master WHERE name = 'idea_sources'", default=0):
         db.execute(
