@@ -246,3 +246,23 @@ def test_a_day_the_question_names_ranks_that_days_line_first_and_hides_nothing(t
     assert [r["source_line"] for r in on_the_day if r["kind"] != "span"][:2] == [2, 1]
     elsewhere = cli_json("search", "the staging database migration on 20 February 2026", "--project", "atlas")
     assert {r["source_line"] for r in elsewhere if r["kind"] != "span"} == {1, 2}
+
+
+def test_with_an_llm_the_hyde_passage_finds_a_line_by_words_the_question_does_not_say(tmp_path, monkeypatch):
+    """HyDE's passage is searched by its words too (query expansion): a tool result, which has no
+    vector, holding the error the passage names is found for a question that names none of it."""
+    from fake_openai import FakeOpenAI
+
+    path = transcript(tmp_path / "claude")  # indexed offline, local model
+    question = "why could the app not reach the cache server"
+    before = cli_json("search", question, "--project", "atlas", "-k", "10")
+    assert (str(path), 5) not in {(r.get("source_file"), r.get("source_line")) for r in before}
+    passage = "redis-cli failed with ECONNREFUSED on 127.0.0.1:6379: the Redis server was not running."
+    with FakeOpenAI(chat=passage) as srv:
+        monkeypatch.setenv("TOTAL_RECALL_LLM_BASE_URL", srv.base_url)
+        monkeypatch.setenv("TOTAL_RECALL_LLM_MODEL", "hyde-test")
+        hits = cli_json("search", question, "--project", "atlas", "-k", "10", "--hyde")
+        asked = [r["json"] for r in srv.requests_to("/chat/completions")]
+    assert len(asked) == 1 and question in asked[0]["messages"][1]["content"]
+    found = next(r for r in hits if (r.get("source_file"), r.get("source_line")) == (str(path), 5))
+    assert found["kind"] == "message" and "hyde_bm25" in found["matched_by"]

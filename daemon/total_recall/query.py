@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
 MAX_QUERY_CHARS = 4000
+EXPANSION_TERMS = 40  # words of a HyDE passage a lexical search ORs (a 2-4 sentence passage has ~25)
 MAX_TERMS = 32
 WORD = re.compile(r"\w+", re.UNICODE)
 STOPWORDS = frozenset(
@@ -63,6 +64,12 @@ class Query:
         if not self.terms:
             return None
         return " OR ".join('"' + t.replace('"', '""') + '"' for t in self.terms)
+
+    def expanded_fts(self, passage: str, limit: int = EXPANSION_TERMS) -> str | None:
+        """The query's words and, after them, the words of a passage written to answer it (HyDE):
+        the vocabulary the answer is likely said in, for BM25 (query expansion, as query2doc)."""
+        words = list(dict.fromkeys([*self.terms, *terms_of(clean(passage))]))[:limit]
+        return " OR ".join('"' + t.replace('"', '""') + '"' for t in words) if words else None
 
 
 def clean(text: str) -> str:

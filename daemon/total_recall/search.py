@@ -41,6 +41,7 @@ WEIGHTS = {
     "entity": 0.15,  # exact names and paths; a tie-breaker, not a ranking of its own
     "hyde": 0.3,  # an LLM-written answer, embedded: like the query's own vector
     "hyde_chunk": 0.5,
+    "hyde_bm25": 0.5,  # the HyDE passage's words over the lines (query expansion); no dev data with an LLM
     "span_vec": 0.35,
     "span_bm25": 0.175,
     "time": 0.3,
@@ -212,6 +213,10 @@ def gather(ctx: SearchContext, q: querymod.Query, projects: list[str] | None, hy
                     "chunk",
                     lambda c: _knn(c, "chunk_embeddings", "chunk_id", hblob, projects),
                 )
+    if hyde_text and (expanded := q.expanded_fts(hyde_text)):
+        # The answer's likely words (names, identifiers, error text the question does not say)
+        # find the line by its words, not only by the passage's vector.
+        jobs["hyde_bm25"] = ("chunk", lambda c: _bm25(c, "chunk", expanded, projects, CHUNK_BM25_COLUMNS))
     if match:
         jobs["idea_bm25"] = ("idea", lambda c: _bm25(c, "idea", match, projects))
         jobs["span_bm25"] = ("span", lambda c: _bm25(c, "span", match, projects))
