@@ -214,6 +214,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "log",
             "retry",
             "config",
+            "locations",
             "projects",
             "redact",
             "query",

@@ -11,10 +11,23 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from total_recall import __version__, config
+from total_recall import __version__, locations
 from total_recall.errors import TotalRecallError
+
+
+class _Config:
+    """`config`, imported when a command first reads a setting: the warm search path needs only
+    the socket's path (`locations`), and the settings module costs a third of the interpreter's
+    start-up (its dataclasses import `inspect` and `ast`; I58)."""
+
+    def __getattr__(self, name: str) -> object:
+        from total_recall import config as module
+
+        return getattr(module, name)
+
+
+config = _Config()
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
 
@@ -41,7 +54,7 @@ def _store():
     return db.open_store(config.load())
 
 
-def _print(data: Any, as_json: bool, render: Callable[[Any], str] | None = None) -> None:
+def _print(data: object, as_json: bool, render: Callable[[object], str] | None = None) -> None:
     if as_json or render is None:
         print(json.dumps(data, indent=None if as_json else 2, ensure_ascii=False, default=str))
     else:
@@ -250,8 +263,9 @@ def cmd_reembed(args) -> int:
 
 @command("search")
 def cmd_search(args) -> int:
-    # The warm path (a daemon answers) imports only the standard library: this module, config
-    # and client (DESIGN.md I58). Everything else loads only when searching in-process.
+    # The warm path (a daemon answers) imports only the standard library: this module, locations
+    # and client (DESIGN.md I58). Everything else, settings included, loads only when searching
+    # in-process.
     from total_recall import client
 
     if args.queries:
@@ -274,7 +288,7 @@ def cmd_search(args) -> int:
         session=args.session,
     )
     try:
-        answer = client.exchange(config.paths().socket, request)
+        answer = client.exchange(locations.paths().socket, request)
     except TimeoutError as exc:
         _configure_log()
         client.log_timeout(exc)
@@ -482,7 +496,7 @@ def cmd_ui(args) -> int:
 class _Unused:
     """Stands in for the parser of a command this run does not need (see build_parser)."""
 
-    def add_argument(self, *args: Any, **kwargs: Any) -> None:
+    def add_argument(self, *args: object, **kwargs: object) -> None:
         pass
 
 

@@ -11,7 +11,6 @@ import json
 import os
 import socket
 from pathlib import Path
-from typing import Any
 
 from total_recall.errors import TotalRecallError
 
@@ -93,7 +92,7 @@ def exchange(path: Path, request: dict) -> dict | None:
         sock.close()
 
 
-def _log() -> Any:
+def _log() -> object:
     import structlog
 
     return structlog.get_logger(__name__)

@@ -1,7 +1,7 @@
 """Settings: defaults < $TOTAL_RECALL_HOME/config.toml < TOTAL_RECALL_<SECTION>_<KEY> environment.
 
-Also the runtime paths (home folder, database, spool, status file, socket), so every part of
-the system agrees on where things live.
+The runtime paths (home folder, database, spool, status file, socket) live in `locations` and
+are re-exported here (`config.paths()`), so every part of the system agrees on where things live.
 """
 
 from __future__ import annotations
@@ -16,8 +16,14 @@ from types import MappingProxyType
 from typing import Any
 
 from total_recall.errors import ConfigError
-
-DEFAULT_HOME = "~/.claude-plugin-total-recall"
+from total_recall.locations import (  # noqa: F401 - re-exported: config.paths() is the usual spelling
+    DEFAULT_HOME,
+    Paths,
+    claude_config_dir,
+    ensure_home,
+    home,
+    paths,
+)
 
 # Every key, its default and (from the default) its type. README.md documents each one; a test
 # checks that it does.
@@ -74,72 +80,6 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "exclude_projects": [],  # globs of project paths (or Claude's folder names) never read
     },
 }
-
-
-def home() -> Path:
-    return Path(os.environ.get("TOTAL_RECALL_HOME") or DEFAULT_HOME).expanduser()
-
-
-def claude_config_dir() -> Path:
-    return Path(os.environ.get("CLAUDE_CONFIG_DIR") or "~/.claude").expanduser()
-
-
-def ensure_home() -> Path:
-    """Create the home folder private to the user (0700) and return it."""
-    h = home()
-    h.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.chmod(h, 0o700)
-    return h
-
-
-@dataclass(frozen=True)
-class Paths:
-    home: Path
-
-    @property
-    def db(self) -> Path:
-        return self.home / "memory.db"
-
-    @property
-    def config(self) -> Path:
-        return self.home / "config.toml"
-
-    @property
-    def spool(self) -> Path:
-        return self.home / "spool.jsonl"
-
-    @property
-    def status(self) -> Path:
-        return self.home / "daemon.status.json"
-
-    @property
-    def lock(self) -> Path:
-        return self.home / "daemon.lock"
-
-    @property
-    def socket(self) -> Path:
-        return self.home / "daemon.sock"
-
-    @property
-    def log(self) -> Path:
-        return self.home / "daemon.log"
-
-    @property
-    def wake(self) -> Path:
-        """Touched by hooks so the daemon's file watcher wakes at once."""
-        return self.home / "wake"
-
-    @property
-    def digests(self) -> Path:
-        return self.home / "digests"
-
-    @property
-    def archive(self) -> Path:
-        return self.home / "archive"
-
-
-def paths() -> Paths:
-    return Paths(home())
 
 
 # Ranges each number must lie in (checked once, at load): a zero or NaN poll interval would spin
