@@ -69,6 +69,20 @@ def test_batch_equals_one_by_one_in_input_order(local):
     np.testing.assert_allclose(np.linalg.norm(batch, axis=1), 1.0, atol=1e-5)
 
 
+def test_sub_batches_hold_texts_of_similar_length_and_every_text_once():
+    from total_recall.embed import GROUP_SLACK, GROUP_STRETCH, length_groups
+
+    lengths = [200, 12, 14, 180, 13, 40, 11, 15, 16, 12, 14, 13, 200, 38, 9, 256] + [20] * 40
+    groups = length_groups(lengths, 16)
+    assert sorted(i for g in groups for i in g) == list(range(len(lengths)))
+    for group in groups:
+        assert 1 <= len(group) <= 16
+        shortest, longest = min(lengths[i] for i in group), max(lengths[i] for i in group)
+        assert longest <= GROUP_STRETCH * shortest + GROUP_SLACK
+    # A short item never shares a sub-batch with a long window (it would be padded to its length).
+    assert not any({1, 0} <= set(g) for g in groups)
+
+
 def test_concurrent_first_calls_load_the_model_once_per_process():
     # Three threads is a setting no other test uses, so the process has not loaded this model yet.
     shared = LocalEmbedder(threads=3)

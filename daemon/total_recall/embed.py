@@ -222,9 +222,7 @@ class LocalEmbedder:
         if not texts:
             return out
         encodings = self._tokenizer.encode_batch([t or "" for t in texts])
-        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
-        for start in range(0, len(order), self._sub_batch):
-            idx = order[start : start + self._sub_batch]
+        for idx in length_groups([len(e.ids) for e in encodings], self._sub_batch):
             out[idx] = self._run_batch([encodings[i] for i in idx])
         return out
 
@@ -240,6 +238,32 @@ class LocalEmbedder:
         feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
         outputs = self._session.run(None, {k: v for k, v in feeds.items() if k in self._inputs})
         return normalise(_pool(outputs, mask))
+
+
+GROUP_STRETCH = (
+    1.25  # a sub-batch takes texts up to this many times its shortest one's tokens (+ GROUP_SLACK)
+)
+GROUP_SLACK = 8
+
+
+def length_groups(lengths: Sequence[int], size: int) -> list[list[int]]:
+    """The texts' indices in sub-batches of at most `size`, shortest first, each holding texts of
+    similar length: every text of a sub-batch is padded to its longest, so a short item next to a
+    160-word window costs the window's time. An indexing batch embeds ~35 texts of every length
+    in one call; grouping them by length made that call 13% faster (BENCHMARKS.md §2)."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    groups: list[list[int]] = []
+    for i in order:
+        group = groups[-1] if groups else None
+        if (
+            group is None
+            or len(group) >= size
+            or lengths[i] > GROUP_STRETCH * lengths[group[0]] + GROUP_SLACK
+        ):
+            groups.append([i])
+        else:
+            group.append(i)
+    return groups
 
 
 def _pool(outputs: list[Any], mask: np.ndarray) -> np.ndarray:
