@@ -240,9 +240,8 @@ class LocalEmbedder:
         return normalise(_pool(outputs, mask))
 
 
-GROUP_STRETCH = (
-    1.25  # a sub-batch takes texts up to this many times its shortest one's tokens (+ GROUP_SLACK)
-)
+# A sub-batch takes texts up to GROUP_STRETCH times its shortest one's tokens, plus GROUP_SLACK.
+GROUP_STRETCH = 1.25
 GROUP_SLACK = 8
 
 
@@ -250,7 +249,8 @@ def length_groups(lengths: Sequence[int], size: int) -> list[list[int]]:
     """The texts' indices in sub-batches of at most `size`, shortest first, each holding texts of
     similar length: every text of a sub-batch is padded to its longest, so a short item next to a
     160-word window costs the window's time. An indexing batch embeds ~35 texts of every length
-    in one call; grouping them by length made that call 13% faster (BENCHMARKS.md §2)."""
+    in one call; grouping them by length made that call 13% faster (BENCHMARKS.md, "Indexing:
+    sub-batches of similar length")."""
     order = sorted(range(len(lengths)), key=lambda i: lengths[i])
     groups: list[list[int]] = []
     for i in order:
