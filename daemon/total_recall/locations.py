@@ -27,6 +27,11 @@ def ensure_home() -> Path:
     return h
 
 
+def _file(name: str) -> property:
+    """A file or folder of the home folder, as a read-only attribute of Paths."""
+    return property(lambda self: self.home / name)
+
+
 class Paths:
     """The runtime files of one home folder; immutable."""
 
@@ -47,46 +52,16 @@ class Paths:
     def __repr__(self) -> str:
         return f"Paths(home={self.home!r})"
 
-    @property
-    def db(self) -> Path:
-        return self.home / "memory.db"
-
-    @property
-    def config(self) -> Path:
-        return self.home / "config.toml"
-
-    @property
-    def spool(self) -> Path:
-        return self.home / "spool.jsonl"
-
-    @property
-    def status(self) -> Path:
-        return self.home / "daemon.status.json"
-
-    @property
-    def lock(self) -> Path:
-        return self.home / "daemon.lock"
-
-    @property
-    def socket(self) -> Path:
-        return self.home / "daemon.sock"
-
-    @property
-    def log(self) -> Path:
-        return self.home / "daemon.log"
-
-    @property
-    def wake(self) -> Path:
-        """Touched by hooks so the daemon's file watcher wakes at once."""
-        return self.home / "wake"
-
-    @property
-    def digests(self) -> Path:
-        return self.home / "digests"
-
-    @property
-    def archive(self) -> Path:
-        return self.home / "archive"
+    db = _file("memory.db")
+    config = _file("config.toml")
+    spool = _file("spool.jsonl")
+    status = _file("daemon.status.json")
+    lock = _file("daemon.lock")
+    socket = _file("daemon.sock")
+    log = _file("daemon.log")
+    wake = _file("wake")  # touched by hooks so the daemon's file watcher wakes at once
+    digests = _file("digests")
+    archive = _file("archive")
 
 
 def paths() -> Paths:
