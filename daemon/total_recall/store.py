@@ -20,7 +20,7 @@ from typing import Any
 
 from total_recall.db import Database, table_exists
 from total_recall.vectors import delete as delete_vectors
-from total_recall.vectors import knn
+from total_recall.vectors import similar_ideas
 from total_recall.vectors import store as store_vectors
 
 WORD = re.compile(r"[a-z0-9]+")
@@ -339,23 +339,15 @@ def _duplicate_of(
         return int(same)
     if vector is None:
         return None
-    near = [
-        idea_id
-        for idea_id, distance in knn(db, "idea_embeddings", "idea_id", vector, 3, ctx.project or "")
-        if distance <= DUPLICATE_L2
-    ]
-    rows = (
-        {
-            r["id"]: r
-            for r in db.all(
-                f"SELECT id, content, intent FROM ideas WHERE id IN ({','.join('?' * len(near))})", near
-            )
-        }
-        if near
-        else {}
+    near = similar_ideas(db, vector, ctx.project or "", k=3, max_distance=DUPLICATE_L2)
+    return next(
+        (
+            int(r["id"])
+            for r in near
+            if r["intent"] == item["type"] and same_fact(item["content"], r["content"])
+        ),
+        None,
     )
-    found = [(i, rows[i]["content"]) for i in near if i in rows and rows[i]["intent"] == item["type"]]
-    return next((i for i, content in found if same_fact(item["content"], content)), None)
 
 
 def merge_mention(db: Database, ctx: BatchContext, idea_id: int, item: dict, line: int) -> None:

@@ -137,9 +137,16 @@ def similar_topics(db: Database, blob: bytes, other_than_session: str, limit: in
     return [rows[i] for i in near if i in rows][:limit]
 
 
-def similar_ideas(db: Database, blob: bytes, project: str, k: int = 10) -> list:
-    """The k ideas of a project nearest to a vector, nearest first: id, intent, content."""
-    near = [i for i, _ in knn(db, "idea_embeddings", "idea_id", blob, k, project)]
+def similar_ideas(
+    db: Database, blob: bytes, project: str, k: int = 10, max_distance: float | None = None
+) -> list:
+    """The k ideas of a project nearest to a vector, nearest first: id, intent, content; only
+    those within `max_distance` (L2, float units) when it is given."""
+    near = [
+        i
+        for i, distance in knn(db, "idea_embeddings", "idea_id", blob, k, project)
+        if max_distance is None or distance <= max_distance
+    ]
     if not near:
         return []
     rows = {
