@@ -56,10 +56,11 @@ def _remember_command() -> str:
     return install.remember_command()
 
 
-def context_digest(db: Database, project: str, per_section: int = 6) -> str:
+def context_digest(db: Database, project: str, per_section: int = 6, paths: list[str] | None = None) -> str:
     """What Claude gets at session start, most important first (the hook cuts at its budget): the
-    memories of every checkout of the project (memories.same_projects), whichever machine said them."""
-    paths = memories.same_projects(db, [project])
+    memories of every checkout of the project (`paths`, memories.same_projects when not given),
+    whichever machine said them."""
+    paths = paths or memories.same_projects(db, [project])
     sections = [
         ("Pinned", memories.project_ideas(db, paths, None, "pinned", per_section)),
         ("Open questions", memories.project_ideas(db, paths, None, "open questions", per_section)),
@@ -79,10 +80,12 @@ def context_digest(db: Database, project: str, per_section: int = 6) -> str:
     return "\n".join(lines) + "\n" if len(lines) > 2 else ""
 
 
-def project_digest(db: Database, project: str, branch: str | None = None, limit: int = 15) -> str:
+def project_digest(
+    db: Database, project: str, branch: str | None = None, limit: int = 15, paths: list[str] | None = None
+) -> str:
     """The human-readable digest: summary, decisions, conventions, open questions, problems and
-    fixes, of every checkout of the project."""
-    paths = memories.same_projects(db, [project])
+    fixes, of every checkout of the project (`paths`, memories.same_projects when not given)."""
+    paths = paths or memories.same_projects(db, [project])
     title = project_name(project) + (f" @ {branch}" if branch else "")
     stats = memories.project_summary(db, paths, branch)
     out = [
@@ -130,11 +133,15 @@ def write_digests(db: Database, projects: list[str]) -> list[Path]:
     written = []
     for project in {p for p in projects if p}:
         key = digest_key(project)
-        written.append(_write(folder / f"{key}.md", context_digest(db, project)))
-        written.append(_write(folder / f"{key}.full.md", project_digest(db, project)))
-        for branch in memories.branches(db, memories.same_projects(db, [project])):
+        paths = memories.same_projects(db, [project])  # once per project, for every digest of it
+        written.append(_write(folder / f"{key}.md", context_digest(db, project, paths=paths)))
+        written.append(_write(folder / f"{key}.full.md", project_digest(db, project, paths=paths)))
+        for branch in memories.branches(db, paths):
             written.append(
-                _write(folder / f"{key}@{_branch_key(branch)}.full.md", project_digest(db, project, branch))
+                _write(
+                    folder / f"{key}@{_branch_key(branch)}.full.md",
+                    project_digest(db, project, branch, paths=paths),
+                )
             )
     return written
 
@@ -146,8 +153,9 @@ def digests_of(db: Database, projects: list[str], branch: str | None = None) -> 
     out = []
     for project in projects:
         if project not in done:
-            done |= set(memories.same_projects(db, [project]))
-            out.append(project_digest(db, project, branch))
+            paths = memories.same_projects(db, [project])
+            done |= set(paths)
+            out.append(project_digest(db, project, branch, paths=paths))
     return "\n".join(out)
 
 
