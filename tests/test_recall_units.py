@@ -226,6 +226,56 @@ def test_a_question_about_what_i_said_or_what_you_said_ranks_that_sides_line_fir
     assert yours[0]["source_line"] == 2
 
 
+def _conversation(tmp_path, turns: list[tuple[str, str]]):
+    """A transcript of (side, text) turns, indexed offline."""
+    path = tmp_path / "claude" / "projects" / "-home-dev-projects-atlas" / f"{SESSION}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = [
+        _line("user", text, n)
+        if side == "user"
+        else _line("assistant", [{"type": "text", "text": text}], n, f"m{n}")
+        for n, (side, text) in enumerate(turns, 1)
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    cli("backfill", str(path), "--wait")
+    return path
+
+
+def test_a_question_naming_a_participant_ranks_their_line_first(tmp_path):
+    """Nothing says who is who but how they address each other ("Hi Ana!", "thanks, Sam!"): a
+    question about what Ana did ranks Ana's line above Sam's line that addresses her, which its
+    words alone rank first."""
+    _conversation(
+        tmp_path,
+        [
+            ("user", "Hi Ana! How was the week?"),
+            ("assistant", "Busy, thanks, Sam! I booked a trip to Porto for the design workshop."),
+            ("user", "Ana, I am off on a trip too: Lisbon, for the conference!"),
+            ("assistant", "Lisbon is lovely in spring, Sam."),
+        ],
+    )
+    found = cli_json("search", "Where did Ana book a trip to?", "--project", "atlas")
+    assert [r["source_line"] for r in found if r["kind"] != "span"][0] == 2
+
+
+def test_a_speaker_tag_is_not_part_of_a_lines_meaning(tmp_path):
+    """A chat written as "Name: text" gets the vector the same words get without the tag (the tag
+    would make the line match any question about that person); a label ("Error: ...") stays."""
+    _conversation(
+        tmp_path,
+        [
+            ("user", "Sam: I booked a trip to Lisbon for the conference."),
+            ("assistant", "I booked a trip to Lisbon for the conference."),
+            ("user", "Error: the build failed at the linker step."),
+            ("assistant", "the build failed at the linker step."),
+        ],
+    )
+    ids = {line: r[0] for r in db_rows("SELECT id, source_line FROM chunks") for line in [r[1]]}
+    vectors = stored_vectors("chunks", list(ids.values()))
+    assert vectors[ids[1]] == vectors[ids[2]]
+    assert vectors[ids[3]] != vectors[ids[4]]
+
+
 def test_a_day_the_question_names_ranks_that_days_line_first_and_hides_nothing(tmp_path):
     """A day named in a question is often not the day the thing was said ("I got the job" is told
     days later): lines of that day come first, the others stay findable."""

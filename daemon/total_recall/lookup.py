@@ -200,13 +200,13 @@ def _pairs(places) -> tuple[str, list]:
 
 
 def chunk_texts(db: Database, places) -> list:
-    """The chunks on these (file, line) places: source_file, source_line, text (its content and
-    context), role."""
+    """The chunks on these (file, line) places, in window order: source_file, source_line, content,
+    context, role."""
     values, params = _pairs(places)
     return db.all(
         f"WITH w (f, l) AS (VALUES {values}) SELECT c.source_file, c.source_line, "
-        "c.content || ' ' || c.context AS text, c.role FROM w "
-        "JOIN chunks c ON c.source_file = w.f AND c.source_line = w.l",
+        "c.content, c.context, c.role FROM w "
+        "JOIN chunks c ON c.source_file = w.f AND c.source_line = w.l ORDER BY c.seq",
         params,
     )
 

@@ -38,14 +38,21 @@ PENDING = (
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
-def embed_text(unit: dict) -> str:
-    """What a chunk's vector is made from: its words without the names a speaker addresses
-    ("Thanks, Sam!"), which would otherwise make a line match every question about that person.
-    The turn before is not part of it: prefixing it to short replies moved recall by 0.00-0.01 on
-    the tune split and cost a quarter of the chunks' embedding time; BM25 still searches it."""
-    from total_recall.extract.offline import strip_vocative
+def meaning_of(text: str) -> str:
+    """What a vector is made from: the words without a speaker tag that opens them ("Melanie: ...")
+    and without the names a speaker addresses ("Thanks, Sam!"). Either would make a line match every
+    question about that person, whatever it says; BM25 still searches both."""
+    from total_recall.extract.offline import speaker_tag, strip_vocative
 
-    return " ".join(strip_vocative(s) for s in SENTENCE_END.split(unit["content"]) if s.strip())
+    text = speaker_tag(text)[1]
+    return " ".join(strip_vocative(s) for s in SENTENCE_END.split(text) if s.strip())
+
+
+def embed_text(unit: dict) -> str:
+    """What a chunk's vector is made from: the meaning_of its words. The turn before is not part of
+    it: prefixing it to short replies moved recall by 0.00-0.01 on the tune split and cost a
+    quarter of the chunks' embedding time; BM25 still searches it."""
+    return meaning_of(unit["content"])
 
 
 # -- rows ------------------------------------------------------------------------------------
@@ -242,12 +249,7 @@ class Vectors:
         from total_recall.embed import to_blob
 
         table, key = TABLES[owner]
-        texts = [
-            embed_text({"content": r["content"], "context": r["context"]})
-            if owner == "chunks"
-            else r["content"]
-            for r in rows
-        ]
+        texts = [meaning_of(r["content"]) if owner in ("chunks", "ideas") else r["content"] for r in rows]
         try:
             vectors = self.embedder.embed(texts)
         except (EmbeddingError, TransientError) as exc:
@@ -272,7 +274,7 @@ class Vectors:
                 return False
             from total_recall.embed import to_blob
 
-            vector = self.embedder.embed([row["content"]])[0]
+            vector = self.embedder.embed([meaning_of(row["content"])])[0]
         except (EmbeddingError, TransientError, TotalRecallError) as exc:
             log.warning("edit_embedding_failed", idea=idea_id, error=str(exc))
             return False

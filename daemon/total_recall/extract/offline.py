@@ -930,7 +930,7 @@ LEADING_VOCATIVE = re.compile(r"^\s*(?:(?P<interjection>\w+)\s*[,!]?\s+)?(?P<nam
 TRAILING_VOCATIVE = re.compile(r"\s*,\s*(?P<name>[A-Z][a-z]+)\s*(?P<end>[.!?…]*)\s*$")
 
 
-def _is_person_like(name: str) -> bool:
+def is_person_like(name: str) -> bool:
     low = name.lower()
     return low not in COMMON_CAPITALISED and low not in STOPWORDS and low not in TECH_FIRST_WORDS
 
@@ -941,17 +941,45 @@ def strip_vocative(text: str) -> str:
     Who a remark was said to is not what it says; left in, the name makes every such remark match
     any question about that person. Lists ("Python, Rust and Go") and technologies stay.
     """
-    out = text
+    return vocatives(text)[1]
+
+
+def vocatives(text: str) -> tuple[list[str], str]:
+    """(the names a sentence addresses, the sentence without them): strip_vocative's reading."""
+    out, names = text, []
     m = TRAILING_VOCATIVE.search(out)
-    if m and _is_person_like(m.group("name")) and "," not in out[: m.start()].rsplit(" and ", 1)[-1][-1:]:
+    if m and is_person_like(m.group("name")) and "," not in out[: m.start()].rsplit(" and ", 1)[-1][-1:]:
         out = out[: m.start()] + (m.group("end") or ".")
+        names.append(m.group("name"))
     m = LEADING_VOCATIVE.match(out)
-    if m and _is_person_like(m.group("name")):
+    if m and is_person_like(m.group("name")):
         interjection = m.group("interjection")
         if interjection is None or interjection.lower() in SMALLTALK | {"woah", "woohoo", "whoa", "yay"}:
             rest = out[m.end() :]
             out = rest[:1].upper() + rest[1:]
-    return out.strip() or text
+            names.append(m.group("name"))
+    return names, out.strip() or text
+
+
+# A speaker tag that opens a turn ("Melanie: ...", "Dr Smith: ..."), as in a chat written out by
+# hand or exported from another tool. Labels ("Error: ...", "Summary: ...") are not speakers.
+SPEAKER_TAG = re.compile(r"^\s*(?P<name>[A-Z][\w'’.-]*(?: [A-Z][\w'’.-]*){0,2}):\s+(?=\S)")
+LABELS = frozenset(
+    """error errors warning warn info debug fatal exception traceback question answer summary result
+    results output input step example fix tip hint reason problem solution decision conclusion status
+    goal task issue bug important caution usage cause expected actual""".split()
+)
+
+
+def speaker_tag(text: str) -> tuple[str | None, str]:
+    """(the speaker's name, the rest) of a turn that opens with a speaker tag, else (None, text)."""
+    m = SPEAKER_TAG.match(text)
+    if m is None:
+        return None, text
+    first = m.group("name").split()[0].rstrip(".")
+    if first.lower() in LABELS or not is_person_like(first):
+        return None, text
+    return m.group("name"), text[m.end() :]
 
 
 def is_smalltalk(text: str) -> bool:
