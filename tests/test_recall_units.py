@@ -258,6 +258,23 @@ def test_a_question_naming_a_participant_ranks_their_line_first(tmp_path):
     assert [r["source_line"] for r in found if r["kind"] != "span"][0] == 2
 
 
+def test_the_reply_to_a_short_question_ranks_with_the_question(tmp_path):
+    """A short question's subject is in its reply: "Got any favourite editors?" - "Neovim, with a
+    minimal config." The reply, which shares no word with the search, outranks a later line that
+    shares one (at NEIGHBOUR_WEIGHT instead of ANSWER_WEIGHT the PostgreSQL run fails)."""
+    _conversation(
+        tmp_path,
+        [
+            ("user", "Got any favourite editors?"),
+            ("assistant", "Neovim, with a minimal config that starts in a blink."),
+            ("user", "Editor wars: every editor fan swears theirs is best."),
+            ("assistant", "True enough."),
+        ],
+    )
+    found = [r.get("source_line") for r in cli_json("search", "which favourite editor", "--project", "atlas")]
+    assert found.index(2) < found.index(3)
+
+
 def test_a_speaker_tag_is_not_part_of_a_lines_meaning(tmp_path):
     """A chat written as "Name: text" gets the vector the same words get without the tag (the tag
     would make the line match any question about that person); a label ("Error: ...") stays."""

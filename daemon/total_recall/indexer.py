@@ -23,7 +23,7 @@ from total_recall import config, memories, projects, state, store, transcript, t
 from total_recall.db import Database
 from total_recall.errors import EmbeddingError, ExtractionError, TransientError
 from total_recall.redact import redact_batch
-from total_recall.vectors import Vectors, embed_text, meaning_of, similar_ideas, similar_topics
+from total_recall.vectors import Vectors, embed_text, similar_ideas, similar_topics
 
 log = structlog.get_logger(__name__)
 
@@ -432,9 +432,9 @@ class Indexer:
         are stored with needs_embedding = 1 and the repair pass embeds them later.
         """
         shared = shared_windows(outputs, units)
-        items = {item["content"].strip() for out in outputs for item in out.get("items", [])} - shared.keys()
-        meanings = {item: meaning_of(item) for item in items}
-        texts = sorted(set(meanings.values()) | {embed_text(u) for u in units if u["embed"]})
+        texts = {item["content"].strip() for out in outputs for item in out.get("items", [])} - shared.keys()
+        texts |= {embed_text(u) for u in units if u["embed"]}
+        texts = sorted(texts)
         if not texts or not self.vectors_ok():
             return {}
         from total_recall.embed import to_blob
@@ -445,11 +445,7 @@ class Indexer:
             log.warning("embedding_failed", count=len(texts), error=str(exc))
             return {}
         vectors = {text: to_blob(vec) for text, vec in zip(texts, matrix)}
-        return (
-            vectors
-            | {item: vectors[meaning] for item, meaning in meanings.items()}
-            | {item: vectors[window] for item, window in shared.items()}
-        )
+        return vectors | {item: vectors[window] for item, window in shared.items()}
 
     def _batch_vector(self, units: list[dict]) -> bytes | None:
         """The batch's meaning for finding related topics and ideas: the mean of its chunks' vectors.

@@ -32,27 +32,30 @@ OWNER_OF = {table: owner for owner, (table, _) in TABLES.items()}
 PENDING = (
     ("ideas", "content"),
     ("spans", "name || '. ' || summary AS content"),
-    ("chunks", "content, context"),
+    ("chunks", "content, context, seq"),
 )
 
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
-def meaning_of(text: str) -> str:
-    """What a vector is made from: the words without a speaker tag that opens them ("Melanie: ...")
-    and without the names a speaker addresses ("Thanks, Sam!"). Either would make a line match every
-    question about that person, whatever it says; BM25 still searches both."""
+def meaning_of(text: str, *, opens_turn: bool = False) -> str:
+    """What a chunk's vector is made from: its words without the names a speaker addresses
+    ("Thanks, Sam!") and, at the start of a turn, without a speaker tag ("Melanie: ..."). Either
+    would make a line match every question about that person, whatever it says; BM25 still searches
+    both. Only a turn's start can hold a speaker: inside a reply "Caching: ..." is a list item."""
     from total_recall.extract.offline import speaker_tag, strip_vocative
 
-    text = speaker_tag(text)[1]
+    if opens_turn:
+        text = speaker_tag(text)[1]
     return " ".join(strip_vocative(s) for s in SENTENCE_END.split(text) if s.strip())
 
 
 def embed_text(unit: dict) -> str:
-    """What a chunk's vector is made from: the meaning_of its words. The turn before is not part of
-    it: prefixing it to short replies moved recall by 0.00-0.01 on the tune split and cost a
-    quarter of the chunks' embedding time; BM25 still searches it."""
-    return meaning_of(unit["content"])
+    """What a chunk's vector is made from: the meaning_of its words (its first window opens the
+    turn). The turn before is not part of it: prefixing it to short replies moved recall by
+    0.00-0.01 on the tune split and cost a quarter of the chunks' embedding time; BM25 still
+    searches it."""
+    return meaning_of(unit["content"], opens_turn=not unit.get("seq"))
 
 
 # -- rows ------------------------------------------------------------------------------------
@@ -249,7 +252,7 @@ class Vectors:
         from total_recall.embed import to_blob
 
         table, key = TABLES[owner]
-        texts = [meaning_of(r["content"]) if owner in ("chunks", "ideas") else r["content"] for r in rows]
+        texts = [embed_text(dict(r)) if owner == "chunks" else r["content"] for r in rows]
         try:
             vectors = self.embedder.embed(texts)
         except (EmbeddingError, TransientError) as exc:
@@ -274,7 +277,7 @@ class Vectors:
                 return False
             from total_recall.embed import to_blob
 
-            vector = self.embedder.embed([meaning_of(row["content"])])[0]
+            vector = self.embedder.embed([row["content"]])[0]
         except (EmbeddingError, TransientError, TotalRecallError) as exc:
             log.warning("edit_embedding_failed", idea=idea_id, error=str(exc))
             return False
