@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from helpers import cli, cli_json, db_rows, stored_vectors
+from helpers import cli, cli_json, db_rows, memory_store, stored_vectors
+from total_recall.search import participants
 
 pytestmark = pytest.mark.usefixtures("store")  # every test on SQLite and on PostgreSQL
 
@@ -256,6 +257,11 @@ def test_a_question_naming_a_participant_ranks_their_line_first(tmp_path):
     )
     found = cli_json("search", "Where did Ana book a trip to?", "--project", "atlas")
     assert [r["source_line"] for r in found if r["kind"] != "span"][0] == 2
+    with memory_store() as database:  # a place no line addresses is not a participant
+        assert participants(database, "Did Sam and Ana meet in Lisbon?", None) == {
+            "Ana": "assistant",
+            "Sam": "user",
+        }
 
 
 def test_the_reply_to_a_short_question_ranks_with_the_question(tmp_path):

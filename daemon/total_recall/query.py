@@ -58,6 +58,7 @@ class Query:
     # The range comes from a day the question names ("on 8 May"): an event is often told days after
     # it happened, so the range ranks lines (search.OUTSIDE_DAY) instead of filtering them out.
     soft_window: bool = False
+    participants: dict[str, str | None] = field(default_factory=dict)  # named people: side (search)
 
     def fts(self) -> str | None:
         """An FTS5 expression in which every user word is a quoted literal: no syntax survives."""

@@ -198,7 +198,7 @@ def gather(ctx: SearchContext, q: querymod.Query, projects: list[str] | None, hy
     match = q.fts()
     chunks = table_exists(ctx.db, "chunk_embeddings")
     if ctx.vectors_ready() and q.text:
-        if (blob := ctx.qvec(q.text)) is not None:
+        if (blob := ctx.qvec(without_names(q.text, q.participants))) is not None:
             jobs["idea_vec"] = ("idea", lambda c: _knn(c, "idea_embeddings", "idea_id", blob, projects))
             jobs["span_vec"] = ("span", lambda c: _knn(c, "span_embeddings", "span_id", blob, projects))
             if chunks:
@@ -500,6 +500,7 @@ def search(
     if projects is None and not all_projects and not project:
         here = os.path.abspath(cwd or os.getcwd())
         ctx._note(f"{here} is not inside a known project: searched all projects")
+    q.participants = participants(ctx.db, q.text, projects)
     pool = gather(ctx, q, projects, hyde_text)
     ranked = rescore(ctx.db, _rank(ctx, pool, q, now), q)
     top = _select(ranked, k)
@@ -557,7 +558,8 @@ def rescore(db: Database, ranked: list[Candidate], q: querymod.Query) -> list[Ca
         bag = bags[key(cand)]
         coverage = sum(w for t, w in idf.items() if t in bag) / total
         cand.score *= 1 - COVERAGE_WEIGHT + COVERAGE_WEIGHT * coverage
-    side = q.speaker or named_side(q.text, own, roles)
+    sides = set(q.participants.values())
+    side = q.speaker or (sides.pop() if len(sides) == 1 else None)
     if side and ROLE_BOOST > 0:
         # "What did I ask about X", "what did you suggest for Y", "what did Melanie paint": the
         # question names the side of the conversation that holds its answer (pronouns: beam tune
@@ -612,42 +614,54 @@ def _joined(parts: dict[tuple, list[str]]) -> dict[tuple, str]:
     return {key: " ".join(texts) for key, texts in parts.items()}
 
 
-NAME = re.compile(r"\b[A-Z][a-z]+\b")
-NAMED_SIDE_VOTES = 2  # lines that must place a name on one side before a question's name picks it
-NAMED_SIDE_SHARE = 0.75  # of them on that side
+NAME = re.compile(r"\b([A-Z][a-z]+)(?:['’]s\b)?")
+PARTICIPANT_LINES = 100  # lines naming a person that are read to tell which side they are on
+PARTICIPANT_VOTES = 2  # lines that must place a name on one side
+PARTICIPANT_SHARE = 0.75  # of them on that side
 OTHER_SIDE = {"user": "assistant", "assistant": "user"}
 
 
-def named_side(text: str, own: dict[tuple, str], roles: dict[tuple, str]) -> str | None:
-    """The side of the conversation whose participant a question names ("what did Melanie paint"),
-    as the head's lines tell: a line that opens with the name as its speaker tag ("Melanie: ...") is
-    that side's, a line that addresses the name ("Thanks, Melanie!") is the other side's. None when
-    the question names no such participant, or names participants of both sides."""
+def participants(db: Database, text: str, projects: list[str] | None) -> dict[str, str | None]:
+    """The people of the conversation a question names, each with their side (None when both
+    sides are called by it), as the lines that name them tell: a line that opens with the name as
+    its speaker tag ("Melanie: ...") is that side's, a line that addresses the name ("Thanks,
+    Melanie!") is the other side's. Capitalised words no line uses that way (places, products)
+    are not participants."""
     from total_recall.extract.offline import is_person_like, speaker_tag, vocatives
 
-    names = {w for w in NAME.findall(text) if is_person_like(w)}
+    names = {m.group(1) for m in NAME.finditer(text) if is_person_like(m.group(1))}
     if not names:
-        return None
+        return {}
+    match = " OR ".join(f'"{name}"' for name in sorted(names))
+    ids = [i for i, _ in lookup.bm25(db, "chunk", match, projects, PARTICIPANT_LINES)]
     votes = {name: {"user": 0, "assistant": 0} for name in names}
-    for place, words in own.items():
-        role = roles.get(place)
+    for row in lookup.rows_by_id(db, "chunks", ("id", "content", "role", "seq"), ids).values():
+        role, words = row["role"], row["content"] or ""
         if role not in OTHER_SIDE:
             continue
-        speaker, words = speaker_tag(words)
-        if speaker in votes:
-            votes[speaker][role] += 1
+        if not row["seq"]:
+            speaker, words = speaker_tag(words)
+            if speaker in votes:
+                votes[speaker][role] += 1
         for sentence in vectors.SENTENCE_END.split(words):
             for name in set(vocatives(sentence)[0]) & names:
                 votes[name][OTHER_SIDE[role]] += 1
-    sides = set()
-    for tally in votes.values():
+    out: dict[str, str | None] = {}
+    for name, tally in votes.items():
         total = sum(tally.values())
-        side = max(tally, key=lambda s: tally[s])
-        if total >= NAMED_SIDE_VOTES and tally[side] >= NAMED_SIDE_SHARE * total:
-            sides.add(side)
-        elif total >= NAMED_SIDE_VOTES:
-            return None  # a name both sides are called by
-    return sides.pop() if len(sides) == 1 else None
+        if total >= PARTICIPANT_VOTES:
+            side = max(tally, key=lambda s: tally[s])
+            out[name] = side if tally[side] >= PARTICIPANT_SHARE * total else None
+    return out
+
+
+def without_names(text: str, names) -> str:
+    """The question without these people's names (and their 's), for its vector: who a question is
+    about is matched by words; left in, the name pulls every line that names anyone alike."""
+    if not names:
+        return text
+    rest = " ".join(NAME.sub(lambda m: "" if m.group(1) in names else m.group(0), text).split())
+    return rest if len(querymod.terms_of(rest)) >= 2 else text
 
 
 def _ideas_on_lines(db: Database, wanted: set[tuple]) -> list[tuple]:
