@@ -120,6 +120,25 @@ def _ts_rank(
     return [(r["id"], float(r["r"])) for r in rows]
 
 
+def lines_matching(db: Database, match: str, projects: list[str] | None, limit: int) -> list:
+    """Up to `limit` chunks (content, role, seq) an FTS query matches, in no particular order: a
+    sample of the lines that say some words, without ranking every match (search.participants)."""
+    psql, pparams = _project_sql(projects, "o.project")
+    if db.dialect == "postgres":
+        words = " ".join(w.strip('"') for w in match.split(" OR "))
+        return db.all(
+            "SELECT o.content, o.role, o.seq FROM chunks o, (SELECT replace(plainto_tsquery('english', "
+            "regexp_replace(?, '[[:punct:]]+', ' ', 'g'))::text, '&', '|')::tsquery AS q) w "
+            f"WHERE o.fts @@ w.q{psql} LIMIT ?",
+            (words, *pparams, limit),
+        )
+    return db.all(
+        "SELECT o.content, o.role, o.seq FROM chunks_fts f JOIN chunks o ON o.id = f.rowid "
+        f"WHERE chunks_fts MATCH ?{psql} LIMIT ?",
+        (match, *pparams, limit),
+    )
+
+
 def rare_entities(db: Database, names: list[str], max_links: int) -> list[int]:
     """Ids of the (non-project) entities with one of these names that at most `max_links`
     ideas mention."""
