@@ -614,7 +614,7 @@ def _joined(parts: dict[tuple, list[str]]) -> dict[tuple, str]:
     return {key: " ".join(texts) for key, texts in parts.items()}
 
 
-NAME = re.compile(r"\b([A-Z][a-z]+)(?:['’]s\b)?")
+NAME = re.compile(r"\b([A-Z][a-z]+)\b(?:['’]s\b)?")
 PARTICIPANT_LINES = 100  # lines naming a person that are read to tell which side they are on
 PARTICIPANT_VOTES = 2  # lines that must place a name on one side
 PARTICIPANT_SHARE = 0.75  # of them on that side
