@@ -124,6 +124,16 @@ def test_every_substantive_sentence_of_a_message_is_kept():
     ]
 
 
+def test_a_speaker_tag_opening_a_turn_is_not_part_of_its_ideas():
+    """A chat written out as "Name: text" gives the ideas the same words without the tags give:
+    who said it is the message's; the name addressed after the tag goes too. A label stays."""
+    tagged = extract(conversation(("user", "Melanie: Hey Caroline, that road trip last weekend was insane!")))
+    plain = extract(conversation(("user", "Hey Caroline, that road trip last weekend was insane!")))
+    assert [i["content"] for i in tagged["items"]] == [i["content"] for i in plain["items"]]
+    assert [i["content"] for i in tagged["items"]] == ["That road trip last weekend was insane!"]
+    assert only_item("Error: the build fails at the linker step on arm64.")["content"].startswith("Error:")
+
+
 def test_typed_sentences_stay_separate_and_merged_ideas_stay_short():
     text = (
         "I'm lucky to have my friends. They have been there through everything. "

@@ -1512,6 +1512,7 @@ class OfflineExtractor:
         self, index: int, message: dict, content: str, project: str, answering: bool = False
     ) -> tuple[list[_Unit], str]:
         touched = _tool_files(content)
+        content = speaker_tag(content)[1]  # "Melanie: ...": who said it is the message's, not the idea's
         stripped = TOOL_LINE.sub("", content)  # "[tool Bash: ls]": what ran is not what was said
         ran_tools, content = stripped != content, stripped
         parts = sentences(content)
