@@ -184,18 +184,20 @@ def test_without_sqlite_vec_everything_else_works(tmp_path, monkeypatch):
     assert not database.has_vec
     assert "enable_load_extension" in database.vec_error or "extensions" in database.vec_error
     assert not db.ensure_vector_tables(database, "m", 4)
+    database.execute("INSERT INTO files (id, path) VALUES (1, '/t')")
     database.execute(
-        "INSERT INTO ideas (content, content_hash, intent, confidence, source_file, source_line, created_at, "
-        "updated_at) VALUES ('we chose sqlite', 'h', 'decision', 0.9, '/t', 1, 0, 0)"
+        "INSERT INTO ideas (content, content_hash, intent, confidence, file_id, source_line, created_at, "
+        "updated_at) VALUES ('we chose sqlite', 'h', 'decision', 0.9, 1, 1, 0, 0)"
     )
     assert database.scalar("SELECT rowid FROM ideas_fts WHERE ideas_fts MATCH 'sqlite'") == 1
 
 
 def test_fts_triggers_follow_updates_and_deletes(tmp_path):
     database = db.connect(tmp_path / "f.db")
+    database.execute("INSERT INTO files (id, path) VALUES (1, '/t')")
     database.execute(
-        "INSERT INTO ideas (content, content_hash, intent, confidence, source_file, source_line, created_at, "
-        "updated_at) VALUES ('use postgres', 'h', 'decision', 0.9, '/t', 1, 0, 0)"
+        "INSERT INTO ideas (content, content_hash, intent, confidence, file_id, source_line, created_at, "
+        "updated_at) VALUES ('use postgres', 'h', 'decision', 0.9, 1, 1, 0, 0)"
     )
     database.execute("UPDATE ideas SET content = 'use mysql' WHERE id = 1")
     assert database.scalar("SELECT count(*) FROM ideas_fts WHERE ideas_fts MATCH 'postgres'") == 0

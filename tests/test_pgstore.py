@@ -234,7 +234,11 @@ def test_the_server_stopped_while_hooks_fire_loses_nothing_and_indexes_once(tmp_
     rows = _pg_rows(url, "SELECT content, mention_count FROM ideas WHERE content LIKE %s", ("%Fly.io%",))
     assert rows == [(DECISION, 1)]  # indexed once
     assert (
-        _pg_rows(url, "SELECT count(*) FROM idea_sources WHERE source_file LIKE %s", ("%during.jsonl",))[0][0]
+        _pg_rows(
+            url,
+            "SELECT count(*) FROM idea_sources s JOIN files f ON f.id = s.file_id WHERE f.path LIKE %s",
+            ("%during.jsonl",),
+        )[0][0]
         >= 1
     )
     assert (home / "memory.db").exists()

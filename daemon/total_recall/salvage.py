@@ -160,8 +160,8 @@ def copy_into(source: Path, target_db: Database) -> dict:
             # `messages` row the indexer extracts it anew (tombstones still apply).
             stats["lines_to_extract_again"] = target_db.execute(
                 "DELETE FROM messages WHERE skip_reason IS NULL AND NOT EXISTS (SELECT 1 FROM ideas i "
-                "WHERE i.source_file = messages.source_file AND i.source_line = messages.source_line) "
-                "AND NOT EXISTS (SELECT 1 FROM idea_sources s WHERE s.source_file = messages.source_file "
+                "WHERE i.file_id = messages.file_id AND i.source_line = messages.source_line) "
+                "AND NOT EXISTS (SELECT 1 FROM idea_sources s WHERE s.file_id = messages.file_id "
                 "AND s.source_line = messages.source_line)"
             ).rowcount
     finally:
@@ -196,9 +196,8 @@ def known_sources(db: Database) -> set[str]:
     found: set[str] = set()
     for sql in (
         "SELECT source_file FROM index_state",
-        "SELECT DISTINCT source_file FROM messages",
+        "SELECT path FROM files",  # every path a message, chunk or idea names
         "SELECT DISTINCT transcript_path FROM work_queue",
-        "SELECT DISTINCT source_file FROM ideas",
     ):
         found |= {path for path in db.column(sql) if path}
     return found
