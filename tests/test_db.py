@@ -527,3 +527,17 @@ def test_a_database_made_by_0008_migrates_to_0009_with_every_row_search_and_forg
     assert all(
         r.get("session") != "sess-a" for q in questions for r in cli_json("search", q, "--all-projects")
     )
+
+
+def test_recover_of_a_database_made_by_0008_keeps_every_row_under_its_path(tmp_path, fake):
+    """`recover` copies a damaged file's rows into a new database: one made before 0009 names the
+    transcript by its path, which the copy turns into a `files` id (its memories are kept, not
+    extracted again)."""
+    from helpers import cli, cli_json
+
+    _transcripts(tmp_path)
+    cli("backfill", "--all", "--wait")
+    rows = _everything(with_vectors=False, without=("needs_embedding",))  # the repair pass embeds again
+    _back_to_0008(config.paths().db, tmp_path)
+    assert cli_json("recover", timeout=120)["recovered"]
+    assert _everything(with_vectors=False, without=("needs_embedding",)) == rows

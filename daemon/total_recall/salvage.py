@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from total_recall import state
 from total_recall.db import Database
 
 VECTOR_META = ("embed_model", "embed_dim", "embed_version", "embed_model_mismatch")
@@ -132,13 +133,17 @@ def copy_into(source: Path, target_db: Database) -> dict:
             if table not in new_tables:
                 continue
             try:
-                columns = [c for c in _columns(old, table) if c in set(_columns(target_db.conn, table))]
+                old_columns, new_columns = _columns(old, table), set(_columns(target_db.conn, table))
             except sqlite3.DatabaseError as exc:
                 stats["errors"].append(f"{table}: {exc}")
                 continue
+            # A database from before 0009 names the transcript by its path: stored as its file_id.
+            by_path = "source_file" in old_columns and "file_id" in new_columns - set(old_columns)
+            columns = [c for c in old_columns if c in new_columns or (by_path and c == "source_file")]
+            into = ["file_id" if by_path and c == "source_file" else c for c in columns]
             marks = ", ".join("?" * len(columns))
             sql = (
-                f'INSERT OR IGNORE INTO "{table}" ({", ".join(chr(34) + c + chr(34) for c in columns)}) '
+                f'INSERT OR IGNORE INTO "{table}" ({", ".join(chr(34) + c + chr(34) for c in into)}) '
                 f"VALUES ({marks})"
             )
             copied = 0
@@ -147,6 +152,10 @@ def copy_into(source: Path, target_db: Database) -> dict:
                     if table == "meta" and row[columns.index("key")] in VECTOR_META:
                         continue  # vectors are not copied; the repair pass rebuilds them
                     try:
+                        if by_path:
+                            at = columns.index("source_file")
+                            fid = None if row[at] is None else state.file_id(target_db, row[at])
+                            row = (*row[:at], fid, *row[at + 1 :])
                         copied += target_db.execute(sql, row).rowcount
                     except target_db.dbapi.Error as exc:  # a damaged value the schema refuses
                         stats["errors"].append(f"{table}: row refused ({exc})")
