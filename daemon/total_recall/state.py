@@ -29,10 +29,14 @@ def path_of(table: str) -> str:
 def file_id(db: Database, path: str) -> int:
     """The id of a transcript path's `files` row, added when new (in the caller's transaction:
     never cached, so a rolled-back batch cannot leave an id that points nowhere)."""
-    found = db.scalar("SELECT id FROM files WHERE path = ?", (path,))
+    # On PostgreSQL another machine's forget may delete a path no row names (drop_unused_files)
+    # between this read and the rows that will name it: the row is locked against deletion until
+    # this transaction ends. SQLite's writers are serialised by BEGIN IMMEDIATE already.
+    sql = "SELECT id FROM files WHERE path = ?" + (" FOR KEY SHARE" if db.dialect == "postgres" else "")
+    found = db.scalar(sql, (path,))
     if found is None:
         db.execute("INSERT OR IGNORE INTO files (path) VALUES (?)", (path,))
-        found = db.scalar("SELECT id FROM files WHERE path = ?", (path,))
+        found = db.scalar(sql, (path,))
     return int(found)
 
 
