@@ -75,10 +75,10 @@ def index(
         stats["ideas"] = database.scalar("SELECT count(*) FROM ideas", default=0)
         stats["spans"] = database.scalar("SELECT count(*) FROM spans WHERE depth > 0", default=0)
         stats["parked"] = database.scalar("SELECT count(*) FROM work_queue WHERE state = 'parked'", default=0)
-        sources = {(r[0], int(r[1])) for r in database.execute("SELECT source_file, source_line FROM ideas")}
-        if database.scalar("SELECT count(*) FROM sqlite_master WHERE name = 'idea_sources'", default=0):
-            rows = database.execute("SELECT source_file, source_line FROM idea_sources")
-            sources |= {(r[0], int(r[1])) for r in rows}
+        path = "(SELECT path FROM files WHERE id = file_id)"  # each transcript path is stored once
+        sources = {(r[0], int(r[1])) for r in database.execute(f"SELECT {path}, source_line FROM ideas")}
+        rows = database.execute(f"SELECT {path}, source_line FROM idea_sources")
+        sources |= {(r[0], int(r[1])) for r in rows}
     finally:
         database.close()
     return stats, sources

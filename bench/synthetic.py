@@ -323,6 +323,7 @@ def build(db: Any, n: int, *, real: int = 3000, seed: int = 11, progress: Any = 
 
 
 def _write(db: Any, rows: list[Idea], vectors: Any, to_blob: Any) -> None:
+    from total_recall import state
     from total_recall.db import int8_blob
 
     base_time = datetime(2025, 1, 6, 9, 0, tzinfo=timezone.utc)
@@ -339,7 +340,7 @@ def _write(db: Any, rows: list[Idea], vectors: Any, to_blob: Any) -> None:
         first_idea.setdefault(span_id, index)
         first_idea.setdefault(int(db.scalar("SELECT parent_id FROM spans WHERE id = ?", (span_id,))), index)
         cur = db.execute(
-            "INSERT INTO ideas (span_id, content, content_hash, intent, confidence, source_file, "
+            "INSERT INTO ideas (span_id, content, content_hash, intent, confidence, file_id, "
             "source_line, "
             "session_id, project, git_branch, message_time, created_at, updated_at, needs_embedding) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'main', ?, ?, ?, 0)",
@@ -349,7 +350,7 @@ def _write(db: Any, rows: list[Idea], vectors: Any, to_blob: Any) -> None:
                 hashlib.sha256(row.text.encode()).hexdigest(),
                 row.intent,
                 0.7,
-                source,
+                state.file_id(db, source),
                 row.line,
                 row.session,
                 project_path(row.project),
@@ -366,12 +367,12 @@ def _write(db: Any, rows: list[Idea], vectors: Any, to_blob: Any) -> None:
         if chunks:  # the line's own words, searched like the idea (one chunk per source line)
             cid = int(
                 db.execute(
-                    "INSERT INTO chunks (source_file, source_line, message_line, seq, session_id, project, "
+                    "INSERT INTO chunks (file_id, source_line, message_line, seq, session_id, project, "
                     "role, kind, "
                     "timestamp, content, context, needs_embedding) VALUES (?, ?, ?, 0, ?, ?, 'user', "
                     "'prompt', ?, ?, ?, 0)",
                     (
-                        source,
+                        state.file_id(db, source),
                         row.line,
                         row.line,
                         row.session,
@@ -403,9 +404,9 @@ def _write(db: Any, rows: list[Idea], vectors: Any, to_blob: Any) -> None:
     )
     if db.scalar("SELECT count(*) FROM sqlite_master WHERE name = 'idea_sources'", default=0):
         db.execute(
-            "INSERT OR IGNORE INTO idea_sources (idea_id, source_file, source_line, session_id, "
+            "INSERT OR IGNORE INTO idea_sources (idea_id, file_id, source_line, session_id, "
             "message_time) "
-            "SELECT id, source_file, source_line, session_id, message_time FROM ideas"
+            "SELECT id, file_id, source_line, session_id, message_time FROM ideas"
         )
 
 

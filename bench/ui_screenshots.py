@@ -216,10 +216,11 @@ def _typical_paths(database, folder: str) -> None:
     """Show the transcripts where Claude Code keeps them, not in this run's temporary folder."""
     typical = "/home/dev/.claude/projects/-home-dev-projects-atlas"
     with database.write():
-        for table in ("ideas", "idea_sources", "messages", "spans", "index_state"):
+        for table in ("spans", "index_state"):
             database.execute(
                 f"UPDATE {table} SET source_file = replace(source_file, ?, ?)", (folder, typical)
             )
+        database.execute("UPDATE files SET path = replace(path, ?, ?)", (folder, typical))
 
 
 def _shot(driver, url: str, path: Path) -> None:

@@ -88,6 +88,41 @@ def test_failed_migration_leaves_database_unchanged(tmp_path):
     assert "doomed" not in " ".join(before)
 
 
+def test_a_migration_runs_without_foreign_key_actions_but_may_not_break_a_reference(tmp_path):
+    """Foreign keys are off while a migration runs, so rebuilding a table (0009) does not cascade;
+    a migration that leaves a reference pointing nowhere is rolled back."""
+    path = tmp_path / "k.db"
+    database = db.connect(path)
+    database.execute("INSERT INTO entities (id, name, type) VALUES (1, 'Redis', 'technology')")
+    database.execute("INSERT INTO files (id, path) VALUES (1, '/t.jsonl')")
+    database.execute(
+        "INSERT INTO ideas (id, content, content_hash, intent, confidence, file_id, source_line, created_at, "
+        "updated_at) VALUES (1, 'we use redis', 'h', 'decision', 0.9, 1, 1, 0, 0)"
+    )
+    database.execute("INSERT INTO idea_entities (idea_id, entity_id) VALUES (1, 1)")
+    version = db.schema_version(database)
+    database.close()
+    folder = tmp_path / "migrations"
+    shutil.copytree(config.resource_dir("migrations"), folder)
+    rebuild = folder / f"{version + 1:04d}_rebuild.sql"
+    rebuild.write_text(
+        "CREATE TABLE entities_new (id INTEGER PRIMARY KEY, name TEXT NOT NULL COLLATE NOCASE UNIQUE, "
+        "type TEXT NOT NULL);\n"
+        "INSERT INTO entities_new SELECT id, name, type FROM entities;\n"
+        "DROP TABLE entities;\n"
+        "ALTER TABLE entities_new RENAME TO entities;\n"
+    )
+    rebuilt = db.connect(path, migrations_dir=folder)
+    assert [tuple(r) for r in rebuilt.all("SELECT idea_id, entity_id FROM idea_entities")] == [(1, 1)]
+    assert rebuilt.scalar("PRAGMA foreign_keys") == 1
+    rebuilt.close()
+    (folder / f"{version + 2:04d}_dangling.sql").write_text("DELETE FROM entities;\n")
+    with pytest.raises(MigrationError, match="broken references"):
+        db.connect(path, migrations_dir=folder)
+    kept = db.connect(path, migrate_to_head=False)
+    assert db.schema_version(kept) == version + 1 and kept.scalar("SELECT count(*) FROM entities") == 1
+
+
 def test_database_newer_than_code_is_refused(tmp_path):
     path = tmp_path / "m.db"
     database = db.connect(path)
@@ -184,18 +219,20 @@ def test_without_sqlite_vec_everything_else_works(tmp_path, monkeypatch):
     assert not database.has_vec
     assert "enable_load_extension" in database.vec_error or "extensions" in database.vec_error
     assert not db.ensure_vector_tables(database, "m", 4)
+    database.execute("INSERT INTO files (id, path) VALUES (1, '/t')")
     database.execute(
-        "INSERT INTO ideas (content, content_hash, intent, confidence, source_file, source_line, created_at, "
-        "updated_at) VALUES ('we chose sqlite', 'h', 'decision', 0.9, '/t', 1, 0, 0)"
+        "INSERT INTO ideas (content, content_hash, intent, confidence, file_id, source_line, created_at, "
+        "updated_at) VALUES ('we chose sqlite', 'h', 'decision', 0.9, 1, 1, 0, 0)"
     )
     assert database.scalar("SELECT rowid FROM ideas_fts WHERE ideas_fts MATCH 'sqlite'") == 1
 
 
 def test_fts_triggers_follow_updates_and_deletes(tmp_path):
     database = db.connect(tmp_path / "f.db")
+    database.execute("INSERT INTO files (id, path) VALUES (1, '/t')")
     database.execute(
-        "INSERT INTO ideas (content, content_hash, intent, confidence, source_file, source_line, created_at, "
-        "updated_at) VALUES ('use postgres', 'h', 'decision', 0.9, '/t', 1, 0, 0)"
+        "INSERT INTO ideas (content, content_hash, intent, confidence, file_id, source_line, created_at, "
+        "updated_at) VALUES ('use postgres', 'h', 'decision', 0.9, 1, 1, 0, 0)"
     )
     database.execute("UPDATE ideas SET content = 'use mysql' WHERE id = 1")
     assert database.scalar("SELECT count(*) FROM ideas_fts WHERE ideas_fts MATCH 'postgres'") == 0
@@ -340,3 +377,167 @@ def test_an_old_vector_layout_is_rebuilt_with_its_vectors_and_the_file_shrinks(t
     assert path.stat().st_size < size_before / 3
     assert db.ensure_vector_tables(database, "m", dim)  # a second start changes nothing
     database.close()
+
+
+# -- each transcript path once (0009) ------------------------------------------------------------
+
+PROJECT = "/home/dev/projects/atlas"
+TALK = [
+    ("user", "We decided to keep the session cache in Redis with a 15 minute expiry."),
+    ("assistant", "Agreed. The conclusion is that memcached dropped sessions under load."),
+    ("user", "The deploy problem: Caddy fails to renew TLS certificates behind the proxy."),
+    ("assistant", "The fix is to open port 80 so the ACME HTTP challenge reaches Caddy."),
+    ("user", "Todo: write the runbook for rotating the Redis password."),
+]
+# A path is the longest text in the rows that name it; its own table holds it once.
+PATH_OF = "(SELECT path FROM files WHERE id = {}.file_id)"
+
+
+def _transcripts(tmp_path):
+    from helpers import write_transcript
+
+    folder = tmp_path / "claude" / "projects" / "-home-dev-projects-atlas"
+    first = write_transcript(folder / "sess-a.jsonl", TALK, cwd=PROJECT)
+    # Two facts said again (merged: two sources), and one of its own.
+    second = write_transcript(
+        folder / "sess-b.jsonl", [*TALK[:2], ("user", "The staging database runs on port 5433.")], cwd=PROJECT
+    )
+    return first, second
+
+
+def test_a_transcript_path_is_stored_once_however_many_rows_name_it(tmp_path, fake, store):
+    """Messages, chunks, ideas and idea sources name their transcript by a `files` id: each path is
+    one row there, whatever the number of lines and memories said in it; results still carry the
+    path; a forgotten session's path goes with the last row that named it (I87)."""
+    from helpers import cli, cli_json, db_rows
+
+    first, second = _transcripts(tmp_path)
+    cli("backfill", "--all", "--wait")
+    assert sorted(r[0] for r in db_rows("SELECT path FROM files")) == sorted([str(first), str(second)])
+    for table in ("messages", "chunks", "ideas", "idea_sources"):
+        named = db_rows(f"SELECT {PATH_OF.format('t')}, count(*) FROM {table} t GROUP BY 1 ORDER BY 1")
+        assert all(path is not None for path, _ in named), table
+    assert (
+        db_rows("SELECT count(*) FROM messages")[0][0] >= len(TALK) + 3 > len(db_rows("SELECT * FROM files"))
+    )
+    [(mentions,)] = db_rows("SELECT mention_count FROM ideas WHERE content LIKE '%Redis with a 15 minute%'")
+    assert mentions == 2  # two sources, two files, each path once
+    found = cli_json("search", "session cache Redis expiry", "--all-projects")
+    assert {r["source_file"] for r in found} <= {str(first), str(second)} and found[0]["source_line"] >= 1
+    assert any(r["source_file"] == str(first) for r in found)
+
+    cli_json("forget", "--session", "sess-a")  # with the memories it said, and so their lines in sess-b
+    assert db_rows("SELECT path FROM files") == [(str(second),)]
+    assert db_rows("SELECT count(*) FROM messages WHERE file_id NOT IN (SELECT id FROM files)") == [(0,)]
+
+
+def _made_by(tmp_path, upto: int):
+    """A folder holding the first `upto` migrations."""
+    folder = tmp_path / f"m{upto}"
+    folder.mkdir(exist_ok=True)
+    for number, path in db.migration_files():
+        if number <= upto:
+            shutil.copy(path, folder / path.name)
+    return folder
+
+
+def _back_to_0008(path, tmp_path) -> None:
+    """Rewrite a head database in the layout migrations 0001-0008 made (messages, chunks, ideas and
+    idea_sources hold the path; no `files`; user_version 8), every id, vector and full-text row kept,
+    as a database written by the code before 0009 would be."""
+    scratch = db.connect(tmp_path / "v8.db", migrations_dir=_made_by(tmp_path, 8))
+    tables = ("messages", "chunks", "ideas", "idea_sources")
+    schema = scratch.all(
+        "SELECT type, name, tbl_name, sql FROM sqlite_master WHERE sql IS NOT NULL AND tbl_name IN "
+        "(?, ?, ?, ?)",
+        tables,
+    )
+    scratch.close()
+    database = db.connect(path, migrate_to_head=False)
+    conn = database.conn
+    conn.execute("PRAGMA foreign_keys = OFF")
+    conn.execute("BEGIN")
+    for table in tables:
+        create = next(r["sql"] for r in schema if r["type"] == "table" and r["name"] == table)
+        conn.execute(create.replace(f"CREATE TABLE {table}", f"CREATE TABLE {table}_8", 1))
+        columns = [r[1] for r in conn.execute(f"PRAGMA table_info({table}_8)")]
+        values = ", ".join(
+            PATH_OF.format("t").split(" AS ")[0] if c == "source_file" else f"t.{c}" for c in columns
+        )
+        conn.execute(f"INSERT INTO {table}_8 ({', '.join(columns)}) SELECT {values} FROM {table} t")
+        conn.execute(f"DROP TABLE {table}")
+        conn.execute(f"ALTER TABLE {table}_8 RENAME TO {table}")
+        for r in schema:
+            if r["tbl_name"] == table and r["type"] in ("index", "trigger"):
+                conn.execute(r["sql"])
+    conn.execute("DROP TABLE files")
+    conn.execute("PRAGMA user_version = 8")
+    conn.execute("COMMIT")
+    database.close()
+
+
+def _everything(with_vectors: bool = True, without: tuple = ()) -> dict:
+    """Every row of the tables that name a transcript, with its path, ids included; their full-text
+    and vector rows."""
+    from helpers import db_rows, fts_ids, stored_vectors
+
+    out = {}
+    for table in ("messages", "chunks", "ideas", "idea_sources"):
+        columns = [r[1] for r in db_rows(f"PRAGMA table_info({table})") if r[1] not in without]
+        named = [PATH_OF.format("t") if c in ("file_id", "source_file") else f"t.{c}" for c in columns]
+        out[table] = sorted(db_rows(f"SELECT {', '.join(named)} FROM {table} t"), key=repr)
+    for word in ("redis", "caddy", "runbook"):
+        out[f"fts {word}"] = (fts_ids("ideas", word), fts_ids("chunks", word))
+    if with_vectors:
+        out["vectors"] = stored_vectors("ideas", [r[0] for r in db_rows("SELECT id FROM ideas")])
+    return out
+
+
+def test_a_database_made_by_0008_migrates_to_0009_with_every_row_search_and_forget_unchanged(tmp_path, fake):
+    """0009 rebuilds messages, chunks, ideas and idea_sources around `files`: a database with rows
+    made before it keeps every row and id, vector and full-text entry; search answers alike and
+    forget removes what it removed (I87)."""
+    from helpers import cli, cli_json, db_rows
+
+    _transcripts(tmp_path)
+    cli("backfill", "--all", "--wait")
+    questions = ("session cache Redis expiry", "Caddy TLS certificates", "runbook for the Redis password")
+    searched = [cli_json("search", q, "--all-projects") for q in questions]
+    assert any(r.get("session") == "sess-a" for found in searched for r in found)
+    forget = cli_json("forget", "--session", "sess-a", "--dry-run")
+    rows = _everything()
+
+    path = config.paths().db
+    _back_to_0008(path, tmp_path)
+    old = db.connect(path, migrate_to_head=False)
+    assert db.schema_version(old) == 8
+    assert "source_file" in [r[1] for r in old.execute("PRAGMA table_info(ideas)")]
+    old.close()
+
+    db.connect(path).close()  # as the daemon or the CLI opens it: migrated
+    assert _everything() == rows
+    assert db.schema_version(db.connect(path, migrate_to_head=False)) == len(db.migration_files())
+    assert [cli_json("search", q, "--all-projects") for q in questions] == searched
+    assert cli_json("forget", "--session", "sess-a", "--dry-run") == forget
+    done = cli_json("forget", "--session", "sess-a")
+    assert {k: done[k] for k in forget if k != "dry_run"} == {
+        k: v for k, v in forget.items() if k != "dry_run"
+    }
+    assert db_rows("SELECT count(*) FROM messages WHERE session_id = 'sess-a'") == [(0,)]
+    assert all(
+        r.get("session") != "sess-a" for q in questions for r in cli_json("search", q, "--all-projects")
+    )
+
+
+def test_recover_of_a_database_made_by_0008_keeps_every_row_under_its_path(tmp_path, fake):
+    """`recover` copies a damaged file's rows into a new database: one made before 0009 names the
+    transcript by its path, which the copy turns into a `files` id (its memories are kept, not
+    extracted again)."""
+    from helpers import cli, cli_json
+
+    _transcripts(tmp_path)
+    cli("backfill", "--all", "--wait")
+    rows = _everything(with_vectors=False, without=("needs_embedding",))  # the repair pass embeds again
+    _back_to_0008(config.paths().db, tmp_path)
+    assert cli_json("recover", timeout=120)["recovered"]
+    assert _everything(with_vectors=False, without=("needs_embedding",)) == rows

@@ -118,23 +118,30 @@ def queue_states(path: Path | None = None) -> dict[str, int]:
         conn.close()
 
 
+# The path of a row's file_id (each transcript path is stored once, in `files`).
+PATH = "(SELECT path FROM files WHERE id = {}.file_id)"
+
+
 def snapshot(path: Path | None = None) -> dict[str, list]:
     """Everything indexed, keyed by provenance instead of row ids (which may differ between runs)."""
-    idea = "i.source_file, i.source_line, i.content"
+    idea = f"{PATH.format('i')}, i.source_line, i.content"
     queries = {
-        "ideas": "SELECT source_file, source_line, content, intent, confidence, answered FROM ideas",
+        "ideas": f"SELECT {PATH.format('ideas')}, source_line, content, intent, confidence, "
+        "answered FROM ideas",
         "spans": "SELECT source_file, depth, start_line, end_line, closed, name, summary FROM spans",
         "entities": "SELECT name, type FROM entities",
         "idea_entities": f"SELECT {idea}, e.name FROM idea_entities x JOIN ideas i ON i.id = x.idea_id "
         "JOIN entities e ON e.id = x.entity_id",
-        "relations": "SELECT f.source_file, f.source_line, f.content, t.source_file, t.source_line, "
+        "relations": f"SELECT {PATH.format('f')}, f.source_line, f.content, {PATH.format('t')}, "
+        "t.source_line, "
         "t.content, r.relation_type FROM relations r JOIN ideas f ON f.id = r.from_id "
         "JOIN ideas t ON t.id = r.to_id",
-        "messages": "SELECT source_file, source_line, content_hash, role, kind, skip_reason FROM messages",
+        "messages": f"SELECT {PATH.format('messages')}, source_line, content_hash, role, kind, skip_reason "
+        "FROM messages",
         "index_state": "SELECT source_file, byte_offset, line_number FROM index_state",
     }
     optional = {
-        "idea_sources": f"SELECT {idea}, s.source_file, s.source_line FROM idea_sources s "
+        "idea_sources": f"SELECT {idea}, {PATH.format('s')}, s.source_line FROM idea_sources s "
         "JOIN ideas i ON i.id = s.idea_id",
     }
     conn = connect_ro(path)
@@ -661,8 +668,9 @@ def test_disk_full_daemon_retries_without_corruption_and_resumes(tmp_path, monke
         wait_for(lambda: log_text(log).count('"heartbeat"') >= 1, timeout=60)
         assert hook(payload).returncode == 0
         # The disk fills up in the middle of indexing, after the daemon claimed the work.
+        count = "SELECT count(*) FROM messages WHERE file_id = (SELECT id FROM files WHERE path = ?)"
         wait_for(
-            lambda: (scalar("SELECT count(*) FROM messages WHERE source_file = ?", (str(path),)) or 0) > 200,
+            lambda: (scalar(count, (str(path),)) or 0) > 200,
             timeout=FINISH,
             interval=0.05,
         )
@@ -686,9 +694,11 @@ def test_disk_full_daemon_retries_without_corruption_and_resumes(tmp_path, monke
         assert proc.poll() is None, log_text(log)[-3000:]
     assert proc.returncode == 0
     assert integrity_ok()
-    lines = db_rows("SELECT source_line FROM messages WHERE source_file = ?", (str(path),))
+    lines = db_rows(
+        "SELECT source_line FROM messages WHERE file_id = (SELECT id FROM files WHERE path = ?)", (str(path),)
+    )
     assert sorted(r[0] for r in lines) == list(range(1, 1501))
-    ideas = db_rows("SELECT source_file, source_line, content FROM ideas")
+    ideas = db_rows("SELECT (SELECT path FROM files WHERE id = file_id), source_line, content FROM ideas")
     assert len(ideas) == len(set(ideas))
 
 
@@ -706,7 +716,8 @@ def index(path: Path, event: str = "Stop") -> subprocess.CompletedProcess:
 
 def ideas_of(path: Path) -> list[tuple]:
     return db_rows(
-        "SELECT source_line, content FROM ideas WHERE source_file = ? ORDER BY source_line, content",
+        "SELECT source_line, content FROM ideas WHERE file_id = (SELECT id FROM files WHERE path = ?) "
+        "ORDER BY source_line, content",
         (str(path),),
     )
 
@@ -714,7 +725,8 @@ def ideas_of(path: Path) -> list[tuple]:
 def message_texts(path: Path) -> dict[int, list[str]]:
     out: dict[int, list[str]] = {}
     for line, content in db_rows(
-        "SELECT source_line, content FROM messages WHERE source_file = ?", (str(path),)
+        "SELECT source_line, content FROM messages WHERE file_id = (SELECT id FROM files WHERE path = ?)",
+        (str(path),),
     ):
         out.setdefault(line, []).append(content)
     return out
@@ -723,7 +735,11 @@ def message_texts(path: Path) -> dict[int, list[str]]:
 def assert_unique(path: Path) -> None:
     ideas = ideas_of(path)
     assert len(ideas) == len(set(ideas)), "duplicate ideas"
-    rows = db_rows("SELECT source_line, content_hash FROM messages WHERE source_file = ?", (str(path),))
+    rows = db_rows(
+        "SELECT source_line, content_hash FROM messages WHERE file_id = (SELECT id FROM files "
+        "WHERE path = ?)",
+        (str(path),),
+    )
     assert len(rows) == len(set(rows)), "duplicate messages"
 
 
@@ -914,7 +930,9 @@ def test_transcript_growing_while_the_daemon_reads_it(tmp_path, monkeypatch, fak
         assert proc.poll() is None, log_text(log)[-3000:]
     assert proc.returncode == 0
     assert path.read_bytes() == source.read_bytes()
-    rows = db_rows("SELECT source_line FROM messages WHERE source_file = ?", (str(path),))
+    rows = db_rows(
+        "SELECT source_line FROM messages WHERE file_id = (SELECT id FROM files WHERE path = ?)", (str(path),)
+    )
     assert sorted(r[0] for r in rows) == list(range(1, n + 1))
     assert_unique(path)
 

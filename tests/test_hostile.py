@@ -112,7 +112,9 @@ def test_special_and_malformed_paths_are_dropped_never_followed_and_never_block(
     recorded = [r[0] for r in local_rows("SELECT transcript_path FROM work_queue ORDER BY id")]
     assert recorded == [str(good)]
     # The good transcript behind them was indexed; nothing came out of the special files.
-    assert {r[0] for r in db_rows("SELECT DISTINCT source_file FROM messages")} == {str(good)}
+    assert {r[0] for r in db_rows("SELECT path FROM files WHERE id IN (SELECT file_id FROM messages)")} == {
+        str(good)
+    }
     assert db_rows("SELECT count(*) FROM messages")[0][0] == len(TALK)
 
 
@@ -148,7 +150,9 @@ def test_odd_transcript_names_are_indexed_under_their_exact_path(tmp_path, fake)
     assert cli("daemon", "--once", timeout=FINISH).returncode == 0
     assert sorted(r[0] for r in db_rows("SELECT source_file FROM index_state")) == sorted(paths)
     for path in paths:
-        assert db_rows("SELECT count(*) FROM messages WHERE source_file = ?", (path,))[0][0] == len(TALK)
+        assert db_rows(
+            "SELECT count(*) FROM messages WHERE file_id = (SELECT id FROM files WHERE path = ?)", (path,)
+        )[0][0] == len(TALK)
 
 
 def test_overlong_transcript_name_is_dropped_not_retried_forever(tmp_path, fake):
@@ -229,7 +233,9 @@ def test_poisoned_spool_lines_are_dropped_and_the_rest_drained(tmp_path, fake):
     assert spool.read_bytes() == b""
     states = dict(local_rows("SELECT state, count(*) FROM work_queue GROUP BY state"))
     assert states == {"done": 5}  # the good record, and the four whose bad fields were dropped
-    assert db_rows("SELECT count(*) FROM messages WHERE source_file = ?", (str(good),))[0][0] == len(TALK)
+    assert db_rows(
+        "SELECT count(*) FROM messages WHERE file_id = (SELECT id FROM files WHERE path = ?)", (str(good),)
+    )[0][0] == len(TALK)
 
 
 # --- hostile search queries -------------------------------------------------------------------
@@ -435,7 +441,9 @@ def test_instructions_inside_the_conversation_are_data(tmp_path, monkeypatch, fa
     cli("backfill", str(path), "--wait", timeout=FINISH)
 
     ideas = db_rows(
-        "SELECT content, intent, confidence, source_line FROM ideas WHERE source_file = ?", (str(path),)
+        "SELECT content, intent, confidence, source_line FROM ideas WHERE file_id = (SELECT id "
+        "FROM files WHERE path = ?)",
+        (str(path),),
     )
     # Only what fits the schema: a known intent, a line of this batch, a confidence clamped into [0, 1].
     assert sorted(ideas) == [
@@ -443,14 +451,20 @@ def test_instructions_inside_the_conversation_are_data(tmp_path, monkeypatch, fa
         ("Rotate the audit signing key every 30 days.", "decision", 0.9, 2),
     ]
     assert (
-        db_rows("SELECT id, content, intent, confidence FROM ideas WHERE source_file = ?", (str(other),))
+        db_rows(
+            "SELECT id, content, intent, confidence FROM ideas WHERE file_id = (SELECT id FROM "
+            "files WHERE path = ?)",
+            (str(other),),
+        )
         == before
     )
     assert db_rows("SELECT count(*) FROM relations") == relations_before  # every proposed relation dropped
     names = {r[0]: r[1] for r in db_rows("SELECT name, type FROM entities")}
     assert "audit key" not in names and names.get("signing") == "concept"
     assert all(isinstance(n, str) and n for (n,) in db_rows("SELECT name FROM spans"))
-    assert db_rows("SELECT count(*) FROM messages WHERE source_file = ?", (str(path),)) == [(3,)]
+    assert db_rows(
+        "SELECT count(*) FROM messages WHERE file_id = (SELECT id FROM files WHERE path = ?)", (str(path),)
+    ) == [(3,)]
     # The text reached the model as data inside the input object, under the system prompt's rules.
     [request] = [r for r in fake.requests() if r["path"].endswith("/chat/completions")]
     system, user = request["json"]["messages"]

@@ -305,14 +305,18 @@ class Turns:
 
     def ideas(self, path: Path) -> list[tuple]:
         rows = self.db.all(
-            "SELECT source_line, content FROM ideas WHERE source_file = ? ORDER BY source_line, content",
+            "SELECT source_line, content FROM ideas WHERE file_id = (SELECT id FROM files WHERE path = ?) "
+            "ORDER BY source_line, content",
             (str(path),),
         )
         return [(r["source_line"], r["content"]) for r in rows]
 
     def message_texts(self, path: Path) -> dict[int, list[str]]:
         out: dict[int, list[str]] = {}
-        for r in self.db.all("SELECT source_line, content FROM messages WHERE source_file = ?", (str(path),)):
+        for r in self.db.all(
+            "SELECT source_line, content FROM messages WHERE file_id = (SELECT id FROM files WHERE path = ?)",
+            (str(path),),
+        ):
             out.setdefault(r["source_line"], []).append(r["content"])
         return out
 
@@ -320,7 +324,9 @@ class Turns:
         ideas = self.ideas(path)
         assert len(ideas) == len(set(ideas)), "duplicate ideas"
         rows = self.db.all(
-            "SELECT source_line, content_hash FROM messages WHERE source_file = ?", (str(path),)
+            "SELECT source_line, content_hash FROM messages WHERE file_id = (SELECT id FROM files "
+            "WHERE path = ?)",
+            (str(path),),
         )
         assert len(rows) == len({tuple(r) for r in rows}), "duplicate messages"
 

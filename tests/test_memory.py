@@ -45,7 +45,9 @@ def test_same_fact_in_three_sessions_is_one_idea_mentioned_three_times(tmp_path)
     assert mentions == 3
     assert confidence > confidence_once
     sources = db_rows(
-        "SELECT source_file FROM idea_sources WHERE idea_id = ? ORDER BY source_file", (idea_id,)
+        "SELECT f.path FROM idea_sources s JOIN files f ON f.id = s.file_id WHERE s.idea_id = ? "
+        "ORDER BY f.path",
+        (idea_id,),
     )
     assert len(sources) == 3 and sources[0][0] == str(first)
     result = cli_json("search", "staging database port", "--project", "shop")

@@ -234,7 +234,11 @@ def test_the_server_stopped_while_hooks_fire_loses_nothing_and_indexes_once(tmp_
     rows = _pg_rows(url, "SELECT content, mention_count FROM ideas WHERE content LIKE %s", ("%Fly.io%",))
     assert rows == [(DECISION, 1)]  # indexed once
     assert (
-        _pg_rows(url, "SELECT count(*) FROM idea_sources WHERE source_file LIKE %s", ("%during.jsonl",))[0][0]
+        _pg_rows(
+            url,
+            "SELECT count(*) FROM idea_sources s JOIN files f ON f.id = s.file_id WHERE f.path LIKE %s",
+            ("%during.jsonl",),
+        )[0][0]
         >= 1
     )
     assert (home / "memory.db").exists()
@@ -287,7 +291,8 @@ def test_migrate_store_moves_the_words_index_so_a_line_without_a_memory_is_found
 def test_a_store_made_by_0001_merges_entity_case_twins_and_splits_paths_into_words(tmp_path, pg_url):
     """A store made by 0001 could hold "Redis" and "redis" as two entities; 0002 keeps the oldest,
     moves every idea's link to it, and makes names unique by lower(name) from then on. 0003
-    rebuilds the full text so a path's words are words, as in FTS5."""
+    rebuilds the full text so a path's words are words, as in FTS5. 0005 stores each transcript
+    path once, in `files`, every row keeping its id and path (I87)."""
     import shutil
 
     from total_recall import config, pg
@@ -309,6 +314,21 @@ def test_a_store_made_by_0001_merges_entity_case_twins_and_splits_paths_into_wor
             for name in ("Redis", "redis", "Caddy"):
                 database.execute("INSERT INTO entities (name, type) VALUES (?, 'technology')", (name,))
             database.execute("INSERT INTO idea_entities VALUES (1, 1), (2, 2), (1, 2), (2, 3)")
+            database.execute(
+                "INSERT INTO idea_sources (idea_id, source_file, source_line) "
+                "VALUES (1, '/t.jsonl', 1), (2, '/t.jsonl', 2), (2, '/u.jsonl', 7)"
+            )
+            for n, path in ((1, "/t.jsonl"), (2, "/t.jsonl"), (7, "/u.jsonl")):
+                database.execute(
+                    "INSERT INTO messages (source_file, source_line, role, kind, content, content_hash, "
+                    "indexed_at) VALUES (?, ?, 'user', 'prompt', 'said', ?, 0)",
+                    (path, n, f"m{n}"),
+                )
+                database.execute(
+                    "INSERT INTO chunks (source_file, source_line, message_line, role, kind, content) "
+                    "VALUES (?, ?, ?, 'user', 'prompt', 'said')",
+                    (path, n, n),
+                )
         assert database.all("SELECT id FROM ideas WHERE fts @@ plainto_tsquery('english', 'pricing')") == []
         assert pg.migrate(database) == len(pg.migration_files()) >= 3
         assert database.all("SELECT id, name FROM entities ORDER BY id") == [(1, "Redis"), (3, "Caddy")]
@@ -320,5 +340,23 @@ def test_a_store_made_by_0001_merges_entity_case_twins_and_splits_paths_into_wor
             "SELECT id FROM ideas WHERE fts @@ plainto_tsquery('english', 'pricing') ORDER BY id"
         )
         assert [tuple(r) for r in found] == [(1,), (2,)]
+        assert sorted(database.column("SELECT path FROM files")) == ["/t.jsonl", "/u.jsonl"]
+        path = "(SELECT path FROM files WHERE id = t.file_id)"
+        for table, key in (
+            ("ideas", "id"),
+            ("messages", "id"),
+            ("chunks", "id"),
+            ("idea_sources", "idea_id"),
+        ):
+            rows = database.all(f"SELECT {key}, {path}, source_line FROM {table} t ORDER BY 1, 3")
+            assert [tuple(r) for r in rows] == {
+                "ideas": [(1, "/t.jsonl", 1), (2, "/t.jsonl", 2)],
+                "idea_sources": [(1, "/t.jsonl", 1), (2, "/t.jsonl", 2), (2, "/u.jsonl", 7)],
+            }.get(table, [(1, "/t.jsonl", 1), (2, "/t.jsonl", 2), (3, "/u.jsonl", 7)]), table
+        with pytest.raises(database.dbapi.errors.UniqueViolation), database.write():
+            database.execute(
+                "INSERT INTO messages (file_id, source_line, role, kind, content, content_hash, indexed_at) "
+                "SELECT file_id, source_line, role, kind, content, content_hash, 1 FROM messages WHERE id = 1"
+            )
     finally:
         database.close()

@@ -74,7 +74,8 @@ def test_backfill_indexes_every_line_once_and_is_idempotent(claude_dir, store):
     assert skipped.get(10) == "acknowledgement"
     # Every idea knows where it came from and when it was said.
     for source_file, line, session, project, when in db_rows(
-        "SELECT source_file, source_line, session_id, project, message_time FROM ideas"
+        "SELECT (SELECT path FROM files WHERE id = file_id), source_line, session_id, project, message_time "
+        "FROM ideas"
     ):
         assert source_file == str(path) and 1 <= line <= len(CONVERSATION)
         assert session == "sess-0001" and project == PROJECT and when.startswith("2026-03-02T")
@@ -254,10 +255,10 @@ def test_every_fixture_transcript_indexes_offline_with_ideas_or_reasons(
     # An idea points at the physical line holding its words: for a merged response that is one of
     # the message's lines (its chunks record which), not always the first.
     unexplained = db_rows(
-        "SELECT m.source_file, m.source_line FROM messages m WHERE m.skip_reason IS NULL AND NOT EXISTS "
-        "(SELECT 1 FROM idea_sources s WHERE s.source_file = m.source_file AND (s.source_line = "
+        "SELECT m.file_id, m.source_line FROM messages m WHERE m.skip_reason IS NULL AND NOT EXISTS "
+        "(SELECT 1 FROM idea_sources s WHERE s.file_id = m.file_id AND (s.source_line = "
         "m.source_line "
-        "OR s.source_line IN (SELECT c.source_line FROM chunks c WHERE c.source_file = m.source_file "
+        "OR s.source_line IN (SELECT c.source_line FROM chunks c WHERE c.file_id = m.file_id "
         "AND c.message_line = m.source_line)))"
     )
     assert unexplained == []
@@ -301,7 +302,7 @@ def tool_names(path, number: int) -> set[str]:
 
 def assert_ideas_point_at_their_words(folder) -> None:
     """Every idea's source line holds (nearly all of) the idea's own words."""
-    rows = db_rows("SELECT id, content, source_file, source_line FROM ideas")
+    rows = db_rows("SELECT id, content, (SELECT path FROM files WHERE id = file_id), source_line FROM ideas")
     wrong = []
     for idea_id, content, source_file, line in rows:
         words = set(WORDS.findall(TOOL_DESCRIPTOR.sub(" ", content).lower()))
@@ -401,7 +402,7 @@ def test_200_concurrent_hooks_while_the_daemon_writes_lose_nothing(claude_dir, t
             interval=0.5,
         )
     assert proc.returncode == 0
-    indexed = {r[0] for r in db_rows("SELECT DISTINCT source_file FROM messages")}
+    indexed = {r[0] for r in db_rows("SELECT path FROM files WHERE id IN (SELECT file_id FROM messages)")}
     assert indexed == {str(p) for p in small} | {str(big)}
     assert local_rows("SELECT count(*) FROM work_queue WHERE state != 'done'") == [(0,)]
     assert db_rows("PRAGMA integrity_check") == [("ok",)]
@@ -416,16 +417,23 @@ def test_batches_that_fell_back_offline_are_re_extracted_once_the_llm_answers(cl
         srv.queue_chat({"status": 400, "error": "model not loaded"})  # the outage: one refused call
         first = write_transcript(transcript_path(claude_dir, "sess-a"), CONVERSATION[:4], cwd=PROJECT)
         cli("backfill", str(first), "--wait")
-        offline = db_rows("SELECT content FROM ideas WHERE source_file = ?", (str(first),))
+        offline = db_rows(
+            "SELECT content FROM ideas WHERE file_id = (SELECT id FROM files WHERE path = ?)", (str(first),)
+        )
         assert offline and not any(c.startswith("LLM: ") for (c,) in offline)
         assert db_rows("SELECT count(*) FROM fallback_batches WHERE done_at IS NULL") == [(1,)]
 
         second = write_transcript(transcript_path(claude_dir, "sess-b"), CONVERSATION[4:6], cwd=PROJECT)
         cli("backfill", str(second), "--wait")  # the LLM answers again
         replaced = db_rows(
-            "SELECT content, source_line FROM ideas WHERE source_file = ? ORDER BY source_line", (str(first),)
+            "SELECT content, source_line FROM ideas WHERE file_id = (SELECT id FROM files WHERE "
+            "path = ?) ORDER BY source_line",
+            (str(first),),
         )
         assert [line for _, line in replaced] == [1, 2, 3, 4]
         assert all(c.startswith("LLM: ") for c, _ in replaced), replaced
         assert db_rows("SELECT count(*) FROM fallback_batches WHERE done_at IS NULL") == [(0,)]
-        assert db_rows("SELECT count(*) FROM messages WHERE source_file = ?", (str(first),)) == [(4,)]
+        assert db_rows(
+            "SELECT count(*) FROM messages WHERE file_id = (SELECT id FROM files WHERE path = ?)",
+            (str(first),),
+        ) == [(4,)]

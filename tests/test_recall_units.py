@@ -136,9 +136,11 @@ def test_forget_removes_the_lines_words_from_search(tmp_path):
     cli("forget", str(idea))
     hits = cli_json("search", "memcached evicts entries under memory pressure", "--project", "atlas")
     assert all((r["source_file"], r.get("source_line")) != (str(path), 3) for r in hits)
-    assert db_rows("SELECT count(*) FROM chunks WHERE source_file = ? AND source_line = 3", (str(path),)) == [
-        (0,)
-    ]
+    assert db_rows(
+        "SELECT count(*) FROM chunks WHERE file_id = (SELECT id FROM files WHERE path = ?) AND "
+        "source_line = 3",
+        (str(path),),
+    ) == [(0,)]
 
 
 def test_an_idea_that_is_its_whole_line_shares_the_lines_vector_and_a_part_has_its_own(tmp_path):

@@ -269,7 +269,9 @@ def damage_table(table: str) -> None:
 
 
 def ideas_now() -> set[tuple]:
-    return set(db_rows("SELECT source_file, source_line, content, intent FROM ideas"))
+    return set(
+        db_rows("SELECT (SELECT path FROM files WHERE id = file_id), source_line, content, intent FROM ideas")
+    )
 
 
 def test_damaged_database_doctor_reports_and_recover_rebuilds_everything(tmp_path, fake):

@@ -61,14 +61,17 @@ def test_the_sqlite_forms_the_storage_code_writes_answer_alike_on_both_stores(tm
 
     cli("init")  # the schema, on either store
     db_write(
+        ("INSERT INTO files (path) VALUES ('/t.jsonl')", ()),
         *(
             (
-                "INSERT INTO ideas (content, content_hash, intent, confidence, source_file, source_line, "
-                "project, created_at, updated_at) VALUES (?, ?, 'decision', 0.8, '/t.jsonl', ?, 'p', 0, 0)",
+                "INSERT INTO ideas (content, content_hash, intent, confidence, file_id, "
+                "source_line, project, "
+                "created_at, updated_at) VALUES (?, ?, 'decision', 0.8, (SELECT id FROM files), ?, "
+                "'p', 0, 0)",
                 (f"idea {n}", f"h{n}", n),
             )
             for n in (1, 2, 3)
-        )
+        ),
     )
     assert db_rows("SELECT count(*) FROM ideas WHERE id IN ()") == [(0,)]
     assert db_rows("SELECT count(*) FROM ideas WHERE content NOT IN ( )") == [(3,)]

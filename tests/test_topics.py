@@ -31,7 +31,8 @@ def test_fixture_topic_names_are_phrases_of_their_span_and_summaries_carry_no_sc
         said = " ".join(
             r[0]
             for r in db_rows(
-                "SELECT content FROM messages WHERE source_file = ? AND source_line BETWEEN ? AND ?",
+                "SELECT content FROM messages WHERE file_id = (SELECT id FROM files WHERE path = "
+                "?) AND source_line BETWEEN ? AND ?",
                 (source, start, end),
             )
         )

@@ -454,7 +454,9 @@ def test_hook_payloads_naming_files_outside_the_projects_folder_are_never_read(t
     age([real, outside])
     cli("maintain")
     assert db_rows("SELECT source_file FROM index_state") == [(str(real),)]
-    assert {r[0] for r in db_rows("SELECT DISTINCT source_file FROM messages")} == {str(real)}
+    assert {r[0] for r in db_rows("SELECT path FROM files WHERE id IN (SELECT file_id FROM messages)")} == {
+        str(real)
+    }
     assert local_rows("SELECT transcript_path, last_error FROM work_queue ORDER BY id") == [
         (str(real), None),
         (str(outside), "refused: outside the Claude projects folder (and [privacy] extra_roots)"),
@@ -765,7 +767,9 @@ def test_excluded_projects_are_never_read(tmp_path, fake, store):
         )
     cli("daemon", "--once")
     cli("backfill", "--all", "--wait")
-    assert {r[0] for r in db_rows("SELECT source_file FROM messages")} == {str(mine)}
+    assert {r[0] for r in db_rows("SELECT (SELECT path FROM files WHERE id = file_id) FROM messages")} == {
+        str(mine)
+    }
     assert found_in_home("Excludedcanary1") == []
     assert ("refused: excluded by /home/dev/clients/*",) in local_rows("SELECT last_error FROM work_queue")
 
@@ -789,17 +793,10 @@ def test_forget_removes_rows_of_every_listed_table_of_conversation_text(tmp_path
     database = dbmod.open_store(config.load())
     try:
         with database.write():
-            database.execute(
-                "CREATE TABLE IF NOT EXISTS chunks (id INTEGER PRIMARY KEY, source_file TEXT NOT NULL, "
-                "source_line INTEGER NOT NULL, message_line INTEGER NOT NULL, "
-                "seq INTEGER NOT NULL DEFAULT 0, session_id TEXT, project TEXT, role TEXT NOT NULL, "
-                "kind TEXT NOT NULL, timestamp TEXT, content TEXT NOT NULL, "
-                "context TEXT NOT NULL DEFAULT '', UNIQUE (source_file, source_line, seq))"
-            )
             database.execute(  # where the recall work already made chunks, these are the same rows
-                "INSERT OR IGNORE INTO chunks (source_file, source_line, message_line, seq, session_id, "
+                "INSERT OR IGNORE INTO chunks (file_id, source_line, message_line, seq, session_id, "
                 "project, role, kind, timestamp, content) "
-                "SELECT source_file, source_line, source_line, 0, session_id, "
+                "SELECT file_id, source_line, source_line, 0, session_id, "
                 "project, role, kind, timestamp, content FROM messages"
             )
             database.execute(  # the reply's chunk carries the end of the turn before it
@@ -914,7 +911,9 @@ def test_a_memory_also_said_in_another_session_stays_but_stops_citing_the_forgot
     assert mentions == 2
     cli_json("forget", "--session", "sess-b")
     assert db_rows("SELECT id, mention_count FROM ideas WHERE content LIKE '%5433%'") == [(idea_id, 1)]
-    assert db_rows("SELECT source_file FROM idea_sources WHERE idea_id = ?", (idea_id,)) == [(str(first),)]
+    assert db_rows(
+        "SELECT (SELECT path FROM files WHERE id = file_id) FROM idea_sources WHERE idea_id = ?", (idea_id,)
+    ) == [(str(first),)]
 
 
 def test_what_the_extractor_writes_is_redacted_too():

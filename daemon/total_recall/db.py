@@ -333,15 +333,28 @@ def migrate(db: Database, migrations_dir: Path | None = None) -> int:
         )
     for number, path in files[current:]:
         statements = _statements(path.read_text(encoding="utf-8"))
+        # Foreign keys are off while a migration runs (the pragma is a no-op inside a transaction):
+        # a migration that rebuilds a table (0009) drops the old one, which with them on would
+        # delete every row that references it. foreign_key_check stands in for them: a migration
+        # may not add a broken reference (one already there, from whatever made it, is not its own).
+        db.conn.execute("PRAGMA foreign_keys = OFF")
         db.conn.execute("BEGIN IMMEDIATE")
         try:
+            broken = len(db.conn.execute("PRAGMA foreign_key_check").fetchall())
             for stmt in statements:
                 db.conn.execute(stmt)
+            added = len(db.conn.execute("PRAGMA foreign_key_check").fetchall()) - broken
+            if added > 0:
+                raise MigrationError(f"migration {path.name} left {added} broken references; rolled back")
             db.conn.execute(f"PRAGMA user_version = {number}")
-        except db.dbapi.Error as exc:
+        except (db.dbapi.Error, MigrationError) as exc:
             db.conn.execute("ROLLBACK")
+            db.conn.execute("PRAGMA foreign_keys = ON")
+            if isinstance(exc, MigrationError):
+                raise
             raise MigrationError(f"migration {path.name} failed and was rolled back: {exc}") from None
         db.conn.execute("COMMIT")
+        db.conn.execute("PRAGMA foreign_keys = ON")
         log.info("migrated", version=number, file=path.name)
     return head
 

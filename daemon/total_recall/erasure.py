@@ -10,7 +10,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from total_recall import config, store, trust, vectors
+from total_recall import config, state, store, trust, vectors
 from total_recall.db import Database, table_exists
 from total_recall.errors import NotFound, TotalRecallError
 
@@ -19,16 +19,17 @@ from total_recall.errors import NotFound, TotalRecallError
 # a table added later that stores conversation text (for example an index of messages) belongs
 # here. Full-text tables follow their owner and are rebuilt after a forget (FTS_TABLES); vector
 # tables are keyed by their owner's id (vectors.TABLES). memory_events keeps its rows, not their text.
+# "file" is the column naming the transcript: `file_id` (a `files` row, 0009) or a path (spans).
 SOURCE_TABLES: dict[str, dict[str, str | None]] = {
     "ideas": {
-        "file": "source_file",
+        "file": "file_id",
         "line": "source_line",
         "session": "session_id",
         "project": "project",
         "time": "message_time",
     },
     "messages": {
-        "file": "source_file",
+        "file": "file_id",
         "line": "source_line",
         "session": "session_id",
         "project": "project",
@@ -44,7 +45,7 @@ SOURCE_TABLES: dict[str, dict[str, str | None]] = {
     # Search chunks of the conversation's own lines (the recall work); skipped while absent.
     # "quotes": a column holding the end of an earlier turn, blanked where it quotes what went.
     "chunks": {
-        "file": "source_file",
+        "file": "file_id",
         "line": "source_line",
         "also_line": "message_line",
         "session": "session_id",
@@ -53,12 +54,20 @@ SOURCE_TABLES: dict[str, dict[str, str | None]] = {
         "quotes": "context",
     },
 }
+SOURCE_OF = state.path_of("idea_sources")
 FTS_TABLES = ("ideas_fts", "spans_fts", "messages_fts", "chunks_fts")
 HANDLED_TABLES = ("ideas", "messages", "spans")  # own rules below; every other table by line and scope
 
 
 def _in(values) -> str:
     return ",".join("?" * len(values))
+
+
+def _file_is(cols: dict, param: str = "?") -> str:
+    """The clause picking a table's rows of the transcript whose path `param` binds."""
+    if cols["file"] == "file_id":
+        return f"file_id = (SELECT id FROM files WHERE path = {param})"
+    return f"{cols['file']} = {param}"
 
 
 def _lines(db: Database, sql: str, params) -> list[tuple[str, int]]:
@@ -82,17 +91,19 @@ def erase(db: Database, idea_id, session, projects, before, now) -> dict:
         if db.one("SELECT id FROM ideas WHERE id = ?", (idea_id,)) is None:
             raise NotFound(f"no memory with id {idea_id}")
         ids = [idea_id]
-        lines = _lines(db, "SELECT source_file, source_line FROM idea_sources WHERE idea_id = ?", (idea_id,))
+        lines = _lines(db, f"SELECT {SOURCE_OF}, source_line FROM idea_sources WHERE idea_id = ?", (idea_id,))
         scoped_spans: list[int] = []
         touched_projects = db.column("SELECT project FROM ideas WHERE id = ?", (idea_id,))
     else:
         where, params = _scope(session, projects, before, SOURCE_TABLES["ideas"])
         ids = db.column(f"SELECT id FROM ideas WHERE {where}", params)
         mwhere, mparams = _scope(session, projects, before, SOURCE_TABLES["messages"])
-        lines = _lines(db, f"SELECT source_file, source_line FROM messages WHERE {mwhere}", mparams)
+        lines = _lines(
+            db, f"SELECT {state.path_of('messages')}, source_line FROM messages WHERE {mwhere}", mparams
+        )
         if ids:
             lines += _lines(
-                db, f"SELECT source_file, source_line FROM idea_sources WHERE idea_id IN ({_in(ids)})", ids
+                db, f"SELECT {SOURCE_OF}, source_line FROM idea_sources WHERE idea_id IN ({_in(ids)})", ids
             )
         swhere, sparams = _scope(session, projects, before, SOURCE_TABLES["spans"])
         scoped_spans = db.column(f"SELECT id FROM spans WHERE {swhere}", sparams)
@@ -109,7 +120,7 @@ def erase(db: Database, idea_id, session, projects, before, now) -> dict:
                 set(
                     db.column(
                         f"SELECT source_file FROM index_state WHERE {fwhere} UNION "
-                        f"SELECT DISTINCT source_file FROM messages WHERE {fwhere}",
+                        f"SELECT path FROM files WHERE id IN (SELECT file_id FROM messages WHERE {fwhere})",
                         fparams * 2,
                     )
                 )
@@ -120,7 +131,8 @@ def erase(db: Database, idea_id, session, projects, before, now) -> dict:
         text
         for f, ln in (lines if idea_id is not None else [])
         for text in db.column(
-            "SELECT content FROM messages WHERE source_file = ? AND source_line = ? AND content != ''",
+            f"SELECT content FROM messages WHERE file_id = {state.FILE_ID} AND source_line = ? AND "
+            "content != ''",
             (f, ln),
         )
     ]
@@ -161,9 +173,12 @@ def erase(db: Database, idea_id, session, projects, before, now) -> dict:
     cited = set()
     for f, ln in lines:
         cited |= set(
-            db.column("SELECT idea_id FROM idea_sources WHERE source_file = ? AND source_line = ?", (f, ln))
+            db.column(
+                f"SELECT idea_id FROM idea_sources WHERE file_id = {state.FILE_ID} AND source_line = ?",
+                (f, ln),
+            )
         )
-        db.execute("DELETE FROM idea_sources WHERE source_file = ? AND source_line = ?", (f, ln))
+        db.execute(f"DELETE FROM idea_sources WHERE file_id = {state.FILE_ID} AND source_line = ?", (f, ln))
     db.executemany(
         "UPDATE ideas SET mention_count = max(1, (SELECT count(*) FROM idea_sources "
         "WHERE idea_id = ideas.id)) WHERE id = ?",
@@ -173,7 +188,9 @@ def erase(db: Database, idea_id, session, projects, before, now) -> dict:
     # Messages: a scope's rows go; one memory's source lines keep their place, not their text.
     message_ids = []
     for f, ln in lines:
-        message_ids += db.column("SELECT id FROM messages WHERE source_file = ? AND source_line = ?", (f, ln))
+        message_ids += db.column(
+            f"SELECT id FROM messages WHERE file_id = {state.FILE_ID} AND source_line = ?", (f, ln)
+        )
     vectors.delete(db, "messages", message_ids)
     if idea_id is not None:
         db.executemany(
@@ -193,7 +210,7 @@ def erase(db: Database, idea_id, session, projects, before, now) -> dict:
         for f, ln in lines:
             gone |= set(
                 db.column(
-                    f"SELECT id FROM {table} WHERE {cols['file']} = ?1 AND ({cols['line']} = ?2{also})",
+                    f"SELECT id FROM {table} WHERE {_file_is(cols, '?1')} AND ({cols['line']} = ?2{also})",
                     (f, ln),
                 )
             )
@@ -217,6 +234,7 @@ def erase(db: Database, idea_id, session, projects, before, now) -> dict:
     scrubbed = _scrub_events(db, ids, sorted(gone_spans | set(rederived)), texts)
     orphans = [e for e in entity_ids if not db.one("SELECT 1 FROM idea_entities WHERE entity_id = ?", (e,))]
     db.executemany("DELETE FROM entities WHERE id = ?", [(e,) for e in orphans])
+    state.drop_unused_files(db)
 
     for value, kind in ([(session, "session")] if session else []) + [(p, "project") for p in projects or []]:
         trust.tombstone_scope(db, kind, value, now)
@@ -248,7 +266,7 @@ def _blank_quotes(db: Database, table: str, cols: dict, files: set[str], texts: 
         needle = " ".join(words[-12:])
         for f in files:
             db.execute(
-                f"UPDATE {table} SET {cols['quotes']} = '' WHERE {cols['file']} = ? "
+                f"UPDATE {table} SET {cols['quotes']} = '' WHERE {_file_is(cols)} "
                 f"AND instr({cols['quotes']}, ?) > 0",
                 (f, needle),
             )

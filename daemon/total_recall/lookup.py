@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from total_recall import state
 from total_recall.db import Database
 
 # What BM25 ranks for each kind of unit: its FTS5 table, the table it indexes, and which rows.
@@ -184,7 +185,10 @@ def rows_by_id(db: Database, table: str, columns: tuple, ids: list[int]) -> dict
     """id -> {column: value} of these rows of ideas, spans or chunks (`columns` starts with id)."""
     if not ids:
         return {}
-    rows = db.all(f"SELECT {', '.join(columns)} FROM {table} WHERE id IN ({marks(ids)})", ids)
+    named = [
+        state.path_of(table) if c == "source_file" and table in state.FILE_TABLES else c for c in columns
+    ]
+    rows = db.all(f"SELECT {', '.join(named)} FROM {table} WHERE id IN ({marks(ids)})", ids)
     return {r["id"]: dict(r) for r in rows}
 
 
@@ -223,9 +227,9 @@ def chunk_texts(db: Database, places) -> list:
     context, role."""
     values, params = _pairs(places)
     return db.all(
-        f"WITH w (f, l) AS (VALUES {values}) SELECT c.source_file, c.source_line, "
-        "c.content, c.context, c.role FROM w "
-        "JOIN chunks c ON c.source_file = w.f AND c.source_line = w.l ORDER BY c.seq",
+        f"WITH w (f, l) AS (VALUES {values}) SELECT p.path AS source_file, c.source_line, "
+        "c.content, c.context, c.role FROM w JOIN files p ON p.path = w.f "
+        "JOIN chunks c ON c.file_id = p.id AND c.source_line = w.l ORDER BY c.seq",
         params,
     )
 
@@ -234,8 +238,8 @@ def ideas_on(db: Database, places) -> list:
     """The ideas said on these (file, line) places: id, source_file, source_line, content."""
     values, params = _pairs(places)
     return db.all(
-        f"WITH w (f, l) AS (VALUES {values}) SELECT i.id, s.source_file, s.source_line, i.content "
-        "FROM w JOIN idea_sources s ON s.source_file = w.f AND s.source_line = w.l "
+        f"WITH w (f, l) AS (VALUES {values}) SELECT i.id, p.path AS source_file, s.source_line, i.content "
+        "FROM w JOIN files p ON p.path = w.f JOIN idea_sources s ON s.file_id = p.id AND s.source_line = w.l "
         "JOIN ideas i ON i.id = s.idea_id",
         params,
     )
@@ -245,7 +249,8 @@ def sources(db: Database, ids: list[int]) -> list:
     """Every place these ideas were said, oldest first: idea_id, source_file, source_line,
     message_time, machine."""
     return db.all(
-        f"SELECT idea_id, source_file, source_line, message_time, machine FROM idea_sources "
+        f"SELECT idea_id, {state.path_of('idea_sources')}, source_line, message_time, machine FROM "
+        "idea_sources "
         f"WHERE idea_id IN ({marks(ids)}) ORDER BY message_time, source_line",
         ids,
     )

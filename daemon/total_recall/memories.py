@@ -12,6 +12,7 @@ from typing import Any
 
 from total_recall import projects as projects_mod
 from total_recall.db import Database
+from total_recall.state import FILE_ID, path_of
 
 
 def marks(values) -> str:
@@ -48,10 +49,10 @@ def words_count(db: Database) -> dict[str, int]:
 
 # The columns migrate-store reads of each table of the words index (its id aside).
 WORDS_COLUMNS = {
-    "messages": "source_file, source_line, session_id, project, git_branch, role, kind, content, "
+    "messages": f"{path_of('messages')}, source_line, session_id, project, git_branch, role, kind, content, "
     "content_hash, timestamp, skip_reason, indexed_at",
-    "chunks": "source_file, source_line, message_line, seq, session_id, project, role, kind, timestamp, "
-    "content, context, needs_embedding, machine",
+    "chunks": f"{path_of('chunks')}, source_line, message_line, seq, session_id, project, role, kind, "
+    "timestamp, content, context, needs_embedding, machine",
 }
 
 
@@ -132,7 +133,7 @@ def project_ideas(db: Database, projects: list[str], branch: str | None, kind: s
     message_time, source_file, source_line, intent. `projects`: the paths of that project."""
     where, params = _project_where(projects, branch)
     return db.all(
-        f"SELECT id, content, message_time, source_file, source_line, intent FROM ideas WHERE {where} "
+        f"SELECT id, content, message_time, {path_of('ideas')}, source_line, intent FROM ideas WHERE {where} "
         f"{IDEA_KINDS[kind]} ORDER BY message_time DESC, id DESC LIMIT ?",
         (*params, limit),
     )
@@ -151,7 +152,7 @@ def project_summary(db: Database, projects: list[str], branch: str | None) -> An
 def fixes_of(db: Database, problem_id: int) -> list:
     """The ideas that answer a problem: content, source_file, source_line."""
     return db.all(
-        "SELECT i.content, i.source_file, i.source_line FROM relations r JOIN ideas i "
+        f"SELECT i.content, {path_of('i')}, i.source_line FROM relations r JOIN ideas i "
         "ON i.id = r.from_id WHERE r.to_id = ? AND r.relation_type = 'answers'",
         (problem_id,),
     )
@@ -280,8 +281,8 @@ def duplicate_groups(db: Database) -> list[list[int]]:
 def merge_idea(db: Database, keep: int, dup: int) -> None:
     """Fold `dup` into `keep`: its sources, relations and pin; the row goes (its vector is the caller's)."""
     db.execute(
-        "INSERT OR IGNORE INTO idea_sources (idea_id, source_file, source_line, session_id, "
-        "message_time, machine) SELECT ?, source_file, source_line, session_id, message_time, machine "
+        "INSERT OR IGNORE INTO idea_sources (idea_id, file_id, source_line, session_id, "
+        "message_time, machine) SELECT ?, file_id, source_line, session_id, message_time, machine "
         "FROM idea_sources WHERE idea_id = ?",
         (keep, dup),
     )
@@ -439,8 +440,8 @@ def noted(db: Database, idea_id: int) -> Any:
     """What a note stored: content, intent, pinned, project, session_id, source_file, source_line,
     needs_embedding."""
     return db.one(
-        "SELECT content, intent, pinned, project, session_id, source_file, source_line, needs_embedding "
-        "FROM ideas WHERE id = ?",
+        f"SELECT content, intent, pinned, project, session_id, {path_of('ideas')}, source_line, "
+        "needs_embedding FROM ideas WHERE id = ?",
         (idea_id,),
     )
 
@@ -448,8 +449,8 @@ def noted(db: Database, idea_id: int) -> Any:
 def latest_branch(db: Database, source_file: str) -> str | None:
     """The git branch of a transcript's latest message that names one."""
     return db.scalar(
-        "SELECT git_branch FROM messages WHERE source_file = ? AND git_branch != '' ORDER BY source_line "
-        "DESC LIMIT 1",
+        f"SELECT git_branch FROM messages WHERE file_id = {FILE_ID} AND git_branch != '' "
+        "ORDER BY source_line DESC LIMIT 1",
         (source_file,),
     )
 
@@ -467,7 +468,9 @@ def next_line(db: Database, source_file: str) -> int:
     """One past the last line any idea of this (pseudo-)source cites."""
     return int(
         db.scalar(
-            "SELECT coalesce(max(source_line), 0) + 1 FROM ideas WHERE source_file = ?", (source_file,), 1
+            f"SELECT coalesce(max(source_line), 0) + 1 FROM ideas WHERE file_id = {FILE_ID}",
+            (source_file,),
+            1,
         )
     )
 
@@ -485,7 +488,8 @@ def export_ideas(db: Database, projects: list[str] | None, since: str | None) ->
         where.append("substr(coalesce(last_seen, message_time, ''), 1, 10) >= ?")
         params.append(since)
     return db.all(
-        "SELECT id, span_id, content, content_hash, intent, confidence, answered, source_file, source_line, "
+        "SELECT id, span_id, content, content_hash, intent, confidence, answered, "
+        f"{path_of('ideas')}, source_line, "
         "session_id, project, git_branch, message_time, last_seen, mention_count, pinned, closed_at, "
         f"closed_source_file, closed_source_line FROM ideas WHERE {' AND '.join(where)} ORDER BY id",
         params,
@@ -496,8 +500,8 @@ def sources_of(db: Database, idea_ids: list[int]) -> dict[int, list]:
     """Every place each idea was said: source_file, source_line, session_id, message_time, in order."""
     return _by_idea(
         db,
-        "SELECT idea_id, source_file, source_line, session_id, message_time, machine FROM idea_sources "
-        "WHERE idea_id IN ({}) ORDER BY idea_id, message_time, source_file, source_line",
+        f"SELECT idea_id, {path_of('idea_sources')}, source_line, session_id, message_time, machine "
+        "FROM idea_sources WHERE idea_id IN ({}) ORDER BY idea_id, message_time, source_file, source_line",
         idea_ids,
     )
 
@@ -632,13 +636,14 @@ IDEA_FIELDS = (
 
 def idea_fields(db: Database, idea_id: int) -> Any:
     """One idea's IDEA_FIELDS, or None."""
-    return db.one(f"SELECT {', '.join(IDEA_FIELDS)} FROM ideas WHERE id = ?", (idea_id,))
+    named = (path_of("ideas") if c == "source_file" else c for c in IDEA_FIELDS)
+    return db.one(f"SELECT {', '.join(named)} FROM ideas WHERE id = ?", (idea_id,))
 
 
 def idea_sources(db: Database, idea_id: int) -> list:
     """Every place an idea was said, oldest first: source_file, source_line, message_time."""
     return db.all(
-        "SELECT source_file, source_line, message_time FROM idea_sources WHERE idea_id = ? "
+        f"SELECT {path_of('idea_sources')}, source_line, message_time FROM idea_sources WHERE idea_id = ? "
         "ORDER BY message_time, source_line",
         (idea_id,),
     )
@@ -662,7 +667,7 @@ def messages_between(db: Database, source_file: str, first: int, last: int) -> l
     source_line, role, content, timestamp."""
     return db.all(
         "SELECT source_line, role, content, timestamp FROM messages "
-        "WHERE source_file = ? AND source_line BETWEEN ? "
+        f"WHERE file_id = {FILE_ID} AND source_line BETWEEN ? "
         "AND ? AND skip_reason IS NULL ORDER BY source_line",
         (source_file, first, last),
     )
@@ -770,7 +775,7 @@ def entity_ideas(db: Database, entity_id: int, limit: int) -> list:
 def last_turn_text(db: Database, source_file: str, before_line: int, kinds: list[str]) -> str | None:
     """The stored text of the last message of these kinds before a line (not empty), or None."""
     return db.scalar(
-        f"SELECT content FROM messages WHERE source_file = ? AND source_line < ? AND kind IN "
+        f"SELECT content FROM messages WHERE file_id = {FILE_ID} AND source_line < ? AND kind IN "
         f"({marks(kinds)}) AND content != '' ORDER BY source_line DESC LIMIT 1",
         (source_file, before_line, *kinds),
     )
@@ -779,8 +784,8 @@ def last_turn_text(db: Database, source_file: str, before_line: int, kinds: list
 def message_hashes(db: Database, source_file: str, first: int, last: int) -> set[tuple[int, str]]:
     """(source_line, content_hash) of the stored lines first..last of a transcript."""
     rows = db.all(
-        "SELECT source_line, content_hash FROM messages WHERE source_file = ? AND source_line BETWEEN ? AND "
-        "?",
+        f"SELECT source_line, content_hash FROM messages WHERE file_id = {FILE_ID} "
+        "AND source_line BETWEEN ? AND ?",
         (source_file, first, last),
     )
     return {(r["source_line"], r["content_hash"]) for r in rows}
@@ -789,7 +794,7 @@ def message_hashes(db: Database, source_file: str, first: int, last: int) -> set
 def messages_at(db: Database, source_file: str, lines: list[int]) -> list:
     """The stored messages on these lines, in line order: role, content, timestamp, source_line."""
     return db.all(
-        f"SELECT role, content, timestamp, source_line FROM messages WHERE source_file = ? "
+        f"SELECT role, content, timestamp, source_line FROM messages WHERE file_id = {FILE_ID} "
         f"AND source_line IN ({marks(lines)}) ORDER BY source_line",
         (source_file, *lines),
     )
@@ -799,7 +804,8 @@ def messages_before(db: Database, session: str, source_file: str, line: int, lim
     """The last `limit` conversational messages of a session's transcript before a line, newest
     first: role, content, timestamp, source_line."""
     return db.all(
-        "SELECT role, content, timestamp, source_line FROM messages WHERE session_id = ? AND source_file = ? "
+        "SELECT role, content, timestamp, source_line FROM messages WHERE session_id = ? AND "
+        f"file_id = {FILE_ID} "
         "AND skip_reason IS NULL AND source_line < ? ORDER BY source_line DESC LIMIT ?",
         (session, source_file, line, limit),
     )
@@ -808,7 +814,7 @@ def messages_before(db: Database, session: str, source_file: str, line: int, lim
 def chunk_keys(db: Database, source_file: str, first: int, last: int) -> set[tuple[int, int]]:
     """(source_line, seq) of the chunks stored for lines first..last of a transcript."""
     rows = db.all(
-        "SELECT source_line, seq FROM chunks WHERE source_file = ? AND source_line BETWEEN ? AND ?",
+        f"SELECT source_line, seq FROM chunks WHERE file_id = {FILE_ID} AND source_line BETWEEN ? AND ?",
         (source_file, first, last),
     )
     return {(r["source_line"], r["seq"]) for r in rows}
@@ -817,7 +823,7 @@ def chunk_keys(db: Database, source_file: str, first: int, last: int) -> set[tup
 def message_pieces(db: Database, source_file: str, message_line: int) -> list[tuple[int, str]]:
     """(source_line, content) of a message's chunks, in line order: its pieces as stored."""
     rows = db.all(
-        "SELECT source_line, content FROM chunks WHERE source_file = ? AND message_line = ? "
+        f"SELECT source_line, content FROM chunks WHERE file_id = {FILE_ID} AND message_line = ? "
         "ORDER BY source_line, seq",
         (source_file, message_line),
     )
@@ -827,8 +833,9 @@ def message_pieces(db: Database, source_file: str, message_line: int) -> list[tu
 def ideas_said_only_on(db: Database, source_file: str, lines: list[int]) -> list[int]:
     """Ideas of these (message) lines that nothing else holds: unpinned, said once."""
     return db.column(
-        f"SELECT id FROM ideas WHERE source_file = ? AND (source_line IN ({marks(lines)}) OR source_line IN "
-        f"(SELECT source_line FROM chunks WHERE source_file = ? AND message_line IN ({marks(lines)}))) "
+        f"SELECT id FROM ideas WHERE file_id = {FILE_ID} AND (source_line IN ({marks(lines)}) OR "
+        "source_line IN "
+        f"(SELECT source_line FROM chunks WHERE file_id = {FILE_ID} AND message_line IN ({marks(lines)}))) "
         f"AND pinned = 0 AND mention_count = 1",
         (source_file, *lines, source_file, *lines),
     )

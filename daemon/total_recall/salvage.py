@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from total_recall import state
 from total_recall.db import Database
 
 VECTOR_META = ("embed_model", "embed_dim", "embed_version", "embed_model_mismatch")
@@ -132,13 +133,17 @@ def copy_into(source: Path, target_db: Database) -> dict:
             if table not in new_tables:
                 continue
             try:
-                columns = [c for c in _columns(old, table) if c in set(_columns(target_db.conn, table))]
+                old_columns, new_columns = _columns(old, table), set(_columns(target_db.conn, table))
             except sqlite3.DatabaseError as exc:
                 stats["errors"].append(f"{table}: {exc}")
                 continue
+            # A database from before 0009 names the transcript by its path: stored as its file_id.
+            by_path = "source_file" in old_columns and "file_id" in new_columns - set(old_columns)
+            columns = [c for c in old_columns if c in new_columns or (by_path and c == "source_file")]
+            into = ["file_id" if by_path and c == "source_file" else c for c in columns]
             marks = ", ".join("?" * len(columns))
             sql = (
-                f'INSERT OR IGNORE INTO "{table}" ({", ".join(chr(34) + c + chr(34) for c in columns)}) '
+                f'INSERT OR IGNORE INTO "{table}" ({", ".join(chr(34) + c + chr(34) for c in into)}) '
                 f"VALUES ({marks})"
             )
             copied = 0
@@ -147,6 +152,10 @@ def copy_into(source: Path, target_db: Database) -> dict:
                     if table == "meta" and row[columns.index("key")] in VECTOR_META:
                         continue  # vectors are not copied; the repair pass rebuilds them
                     try:
+                        if by_path:
+                            at = columns.index("source_file")
+                            fid = None if row[at] is None else state.file_id(target_db, row[at])
+                            row = (*row[:at], fid, *row[at + 1 :])
                         copied += target_db.execute(sql, row).rowcount
                     except target_db.dbapi.Error as exc:  # a damaged value the schema refuses
                         stats["errors"].append(f"{table}: row refused ({exc})")
@@ -160,8 +169,8 @@ def copy_into(source: Path, target_db: Database) -> dict:
             # `messages` row the indexer extracts it anew (tombstones still apply).
             stats["lines_to_extract_again"] = target_db.execute(
                 "DELETE FROM messages WHERE skip_reason IS NULL AND NOT EXISTS (SELECT 1 FROM ideas i "
-                "WHERE i.source_file = messages.source_file AND i.source_line = messages.source_line) "
-                "AND NOT EXISTS (SELECT 1 FROM idea_sources s WHERE s.source_file = messages.source_file "
+                "WHERE i.file_id = messages.file_id AND i.source_line = messages.source_line) "
+                "AND NOT EXISTS (SELECT 1 FROM idea_sources s WHERE s.file_id = messages.file_id "
                 "AND s.source_line = messages.source_line)"
             ).rowcount
     finally:
@@ -196,9 +205,8 @@ def known_sources(db: Database) -> set[str]:
     found: set[str] = set()
     for sql in (
         "SELECT source_file FROM index_state",
-        "SELECT DISTINCT source_file FROM messages",
+        "SELECT path FROM files",  # every path a message, chunk or idea names
         "SELECT DISTINCT transcript_path FROM work_queue",
-        "SELECT DISTINCT source_file FROM ideas",
     ):
         found |= {path for path in db.column(sql) if path}
     return found

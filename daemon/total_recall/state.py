@@ -1,9 +1,9 @@
 """How far each transcript is indexed (index_state) and what extraction cost (llm_calls).
 
-The one owner of the SQL on these two tables and on `fallback_batches` (batches the offline
-extractor answered during an LLM outage); the indexer writes them in its batch transaction
-through `save`, `record_calls` and `add_fallback_batches`. Rows come back as sqlite3.Row (by
-column name).
+The one owner of the SQL on these two tables, on `fallback_batches` (batches the offline
+extractor answered during an LLM outage) and on `files` (each transcript path once, 0009); the
+indexer writes them in its batch transaction through `save`, `record_calls` and
+`add_fallback_batches`. Rows come back as sqlite3.Row (by column name).
 """
 
 from __future__ import annotations
@@ -12,6 +12,47 @@ import json
 from typing import Any
 
 from total_recall.db import Database
+
+# Messages, chunks, ideas and idea sources name their transcript by the id of its `files` row, not
+# by its path (~100 bytes, stored about ten times per message with the unique indexes). FILE_ID is
+# the id of the path a `?` names, for WHERE clauses (`file_id = {FILE_ID}`); readers join `files`
+# and select `path AS source_file`, so rows keep their shape above the storage code.
+FILE_ID = "(SELECT id FROM files WHERE path = ?)"
+FILE_TABLES = ("messages", "chunks", "ideas", "idea_sources")
+
+
+def path_of(table: str) -> str:
+    """The select-list item that gives a row of `table` (its name or alias) its path, as source_file."""
+    return f"(SELECT path FROM files WHERE id = {table}.file_id) AS source_file"
+
+
+def file_id(db: Database, path: str) -> int:
+    """The id of a transcript path's `files` row, added when new (in the caller's transaction:
+    never cached, so a rolled-back batch cannot leave an id that points nowhere)."""
+    # On PostgreSQL another machine's forget may delete a path no row names (drop_unused_files)
+    # between this read and the rows that will name it: the row is locked against deletion until
+    # this transaction ends. SQLite's writers are serialised by BEGIN IMMEDIATE already.
+    sql = "SELECT id FROM files WHERE path = ?" + (" FOR KEY SHARE" if db.dialect == "postgres" else "")
+    found = db.scalar(sql, (path,))
+    if found is None:
+        db.execute("INSERT OR IGNORE INTO files (path) VALUES (?)", (path,))
+        found = db.scalar(sql, (path,))
+    return int(found)
+
+
+def file_ids(db: Database, paths) -> dict[str, int]:
+    """file_id of each distinct path."""
+    return {p: file_id(db, p) for p in dict.fromkeys(paths)}
+
+
+def drop_unused_files(db: Database) -> int:
+    """Delete the paths no message, chunk, idea or idea source names any more (after a forget)."""
+    return db.execute(
+        "DELETE FROM files WHERE NOT EXISTS (SELECT 1 FROM messages WHERE file_id = files.id) "
+        "AND NOT EXISTS (SELECT 1 FROM chunks WHERE file_id = files.id) "
+        "AND NOT EXISTS (SELECT 1 FROM ideas WHERE file_id = files.id) "
+        "AND NOT EXISTS (SELECT 1 FROM idea_sources WHERE file_id = files.id)"
+    ).rowcount
 
 
 def of(db: Database, source_file: str) -> Any:

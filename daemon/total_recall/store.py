@@ -3,8 +3,10 @@ audit log (`event`, memory_events) and the content rules it keys on (normalise, 
 same_fact). Formerly executor.py.
 
 Runs inside the caller's write transaction, together with the transcript offset, so a batch is
-either wholly indexed or not at all. Idempotent: ideas are unique on (source_file, source_line,
-content_hash), relations and entity links on their natural keys.
+either wholly indexed or not at all. Idempotent: ideas are unique on (file_id, source_line,
+content_hash), relations and entity links on their natural keys. A row names its transcript by the
+id of the path's `files` row (state.file_id); the dicts and tuples these functions take carry the
+path (`source_file`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from total_recall import state
 from total_recall.db import Database, table_exists
 from total_recall.vectors import delete as delete_vectors
 from total_recall.vectors import similar_ideas
@@ -320,9 +323,16 @@ def tombstoned(db: Database, ctx: BatchContext, line: int, chash: str) -> bool:
 
 def _add_source(db: Database, ctx: BatchContext, idea_id: int, line: int) -> bool:
     cur = db.execute(
-        "INSERT OR IGNORE INTO idea_sources (idea_id, source_file, source_line, session_id, message_time, "
+        "INSERT OR IGNORE INTO idea_sources (idea_id, file_id, source_line, session_id, message_time, "
         "machine) VALUES (?, ?, ?, ?, ?, ?)",
-        (idea_id, ctx.source_file, line, ctx.session_id, ctx.line_times.get(line), ctx.machine),
+        (
+            idea_id,
+            state.file_id(db, ctx.source_file),
+            line,
+            ctx.session_id,
+            ctx.line_times.get(line),
+            ctx.machine,
+        ),
     )
     return bool(cur.rowcount)
 
@@ -396,7 +406,7 @@ def insert_idea(
     if tombstoned(db, ctx, line, chash):
         return None, False
     existing = db.scalar(
-        "SELECT id FROM ideas WHERE source_file = ? AND source_line = ? AND content_hash = ?",
+        f"SELECT id FROM ideas WHERE file_id = {state.FILE_ID} AND source_line = ? AND content_hash = ?",
         (ctx.source_file, line, chash),
     )
     if existing is not None:
@@ -406,7 +416,7 @@ def insert_idea(
         merge_mention(db, ctx, duplicate, item, line)
         return duplicate, False
     cur = db.execute(
-        "INSERT INTO ideas (span_id, content, content_hash, intent, confidence, answered, source_file, "
+        "INSERT INTO ideas (span_id, content, content_hash, intent, confidence, answered, file_id, "
         "source_line, session_id, project, git_branch, message_time, last_seen, created_at, updated_at, "
         "activation, machine) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1.0, ?)",
         (
@@ -416,7 +426,7 @@ def insert_idea(
             item["type"],
             float(item["confidence"]),
             int(bool(item.get("answered"))),
-            ctx.source_file,
+            state.file_id(db, ctx.source_file),
             line,
             ctx.session_id,
             ctx.project,
@@ -648,11 +658,11 @@ def insert_chunk(db: Database, row: dict, vector: bytes | None = None) -> int | 
     """Store one chunk (a window of one line's words; DESIGN.md "Search") and its vector when it has
     one (which clears needs_embedding); None when that (file, line, seq) is stored already."""
     cur = db.execute(
-        "INSERT OR IGNORE INTO chunks (source_file, source_line, message_line, seq, session_id, project, "
+        "INSERT OR IGNORE INTO chunks (file_id, source_line, message_line, seq, session_id, project, "
         "role, kind, timestamp, content, context, needs_embedding, machine) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
-            row["source_file"],
+            state.file_id(db, row["source_file"]),
             row["source_line"],
             row["message_line"],
             row["seq"],
@@ -719,7 +729,7 @@ def events_of(db: Database, kind: str, object_id: int) -> list:
     )
 
 
-# The columns of a messages row, in the order insert_messages takes them.
+# The columns of a messages row, in the order insert_messages takes them (the path, not its file_id).
 MESSAGE_COLUMNS = (
     "source_file",
     "source_line",
@@ -739,8 +749,9 @@ MESSAGE_COLUMNS = (
 def insert_messages(db: Database, rows: list[tuple]) -> None:
     """Every line of a batch (MESSAGE_COLUMNS order), with why it gave no memory; a line stored
     already keeps its row."""
+    ids = state.file_ids(db, (r[0] for r in rows))
     db.executemany(
-        f"INSERT OR IGNORE INTO messages ({', '.join(MESSAGE_COLUMNS)}) "
+        f"INSERT OR IGNORE INTO messages (file_id, {', '.join(MESSAGE_COLUMNS[1:])}) "
         f"VALUES ({', '.join('?' * len(MESSAGE_COLUMNS))})",
-        rows,
+        [(ids[r[0]], *r[1:]) for r in rows],
     )
