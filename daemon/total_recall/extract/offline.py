@@ -496,6 +496,9 @@ CUES: dict[str, Cue] = {
         r"keep (?:getting|seeing|hitting)",
         r"still (?:getting|seeing|experiencing|having|failing|broken)",
         r"(?:fails|failed|failing)(?! (?:attempts?|logins?|requests?|calls?))",
+        r"\b(?:\w+s|it|they|this|that) fail(?: to| on| with| in| when|$)",
+        "stopped working",
+        r"refuses? to (?:start|run|load|compile|build|connect|work)",
         "broken",
         "crash",
         "crashes",
@@ -511,10 +514,11 @@ CUES: dict[str, Cue] = {
         r"(?:is|are|was|were)n'?t (?:working|showing|displaying|loading|being|triggering|picked)",
         r"(?:is|are|was|were) not (?:working|showing|displaying|loading|being|triggering|picked)",
         r"(?:does|do|did)(?:n'?t| not) (?:seem to )?(?:work|start|run|load|compile|build|make a|trigger|"
-        r"display|show|change|fire|get picked|pick|apply|respond)",
+        r"display|show|change|fire|get picked|pick|apply|respond|pass|connect|open|save|install|match)",
         "not working",
         r"won'?t (?:start|work|run|load|compile|build)",
-        r"(?:can'?t|cannot) (?:seem to )?get",
+        r"(?:can'?t|cannot|couldn'?t|could not) (?:seem to )?(?:get|connect|reach|open|load|start|run|"
+        r"import|install|build|compile|log ?in|access|resolve)",
         r"having (?:some )?(?:trouble|issues?|problems?) "
         r"(?:with|getting|making|displaying|loading|implementing"
         r"|handling the|on)",
@@ -678,10 +682,13 @@ SHORT_NARRATION_WORDS = 22
 WEAK_DECISION = Cue(r"(?:switch|switched|switching) (?:from|over|to)", "instead of", "rather than")
 FIRST_PERSON = re.compile(r"\b(?:i|we|i'm|i've|i'll|we're|we've|we'll|let's|my|our|us)\b")
 INTENT_ORDER = ("solution", "problem", "decision", "conclusion", "todo")
+# A negative opener asks only with its subject ("doesn't it work?"); without one it is a report with
+# the subject dropped ("can't connect to the database", "doesn't start").
 INTERROGATIVE = re.compile(
-    r"^(?:what|why|how|when|where|who|whom|whose|which|can|could|should|would|will|shall|is|are|am|"
-    r"was|were|do|does|did|have|has|had|may|might|isn't|aren't|doesn't|don't|didn't|won't|wouldn't|"
-    r"anyone|any idea|any thoughts)\b"
+    r"^(?:(?:what|why|how|when|where|who|whom|whose|which|can|could|should|would|will|shall|is|are|am|"
+    r"was|were|do|does|did|have|has|had|may|might|anyone|any idea|any thoughts)\b(?!'t)"
+    r"|(?:isn't|aren't|doesn't|don't|didn't|won't|wouldn't|can't|couldn't|shouldn't)\s+(?:i|you|we|they|"
+    r"it|he|she|this|that|there|these|those|the|your|my|our)\b)"
 )
 WONDER = Cue(
     "i wonder",
