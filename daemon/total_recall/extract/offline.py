@@ -461,6 +461,7 @@ class Cue:
 
 CUES: dict[str, Cue] = {
     "solution": Cue(
+        r"(?:fix|solution|workaround)(?=\s*:)",  # a labelled line: "Fix: pin numpy below 2"
         r"fixed (?:it |this |that |the \w+ )?by",
         r"the fix (?:was|is)",
         r"the solution (?:was|is)",
@@ -484,6 +485,7 @@ CUES: dict[str, Cue] = {
         scan=True,
     ),
     "problem": Cue(
+        r"(?:problem|issue|bug)(?=\s*:)",  # "Issue: the login loops"
         r"the (?:issue|problem|bug|error) (?:is|was)",
         "raises",
         "raised",
@@ -533,6 +535,11 @@ CUES: dict[str, Cue] = {
         r"(?:blocked|missing or incorrect|not defined|undefined)\b(?! yet)",
     ),
     "decision": Cue(
+        r"(?:decision|decisions)(?=\s*:)",  # "Decision: JWT in httpOnly cookies"
+        r"(?:i|we) went with",
+        r"(?:stick|sticking) with",
+        r"from now on",
+        r"let'?s not(?! forget)",
         "we decided",
         "i decided",
         "we've decided",
@@ -614,6 +621,7 @@ CUES: dict[str, Cue] = {
         "follow up",
         "remember to",
         "don'?t forget",
+        "let'?s not forget",
         r"we (?:still )?(?:need|have|ought) to",
         r"we should(?! (?:have|'ve|be))",
         r"we must(?! (?:have|'ve|be))",
