@@ -174,6 +174,9 @@ def _remove_stale_socket(paths: config.Paths) -> bool:
         return False
 
 
+HOLDER_WAIT = 1.0  # seconds a refused daemon waits for the lock holder's pid
+
+
 class InstanceLock:
     """flock on daemon.lock; the kernel releases it when the process dies, even by SIGKILL."""
 
@@ -186,7 +189,7 @@ class InstanceLock:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
+            holder = self._holder(fd)
             os.close(fd)
             raise DaemonRunning(
                 f"another total-recall daemon (pid {holder}) is already running for {self.path.parent}"
@@ -194,6 +197,18 @@ class InstanceLock:
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
         self.fd = fd
+
+    @staticmethod
+    def _holder(fd: int) -> str:
+        """The pid the lock's holder wrote. It writes it just after taking the lock, so a daemon
+        started at the same instant may read the file empty, or still holding the pid of the
+        daemon before: wait a moment (HOLDER_WAIT) for a pid that is alive."""
+        deadline = time.monotonic() + HOLDER_WAIT
+        while True:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            if (holder.isdigit() and pid_alive(int(holder))) or time.monotonic() >= deadline:
+                return holder or "?"
+            time.sleep(0.01)
 
     def release(self) -> None:
         if self.fd is not None:
