@@ -89,6 +89,8 @@ def test_fact_stated_in_passing_becomes_an_item():
         ("The fix: pin numpy below 2.", "solution"),
         ("Issue: the login page loops after logout.", "problem"),
         ("Let's not forget the changelog.", "todo"),
+        ("Resolved by upgrading pydantic to 2.7.", "solution"),
+        ("Changed the timeout to 30 s, so the upload no longer fails.", "solution"),
         ("Search is broken after the upgrade.", "problem"),
         ("The retry loop doesn't work with streaming responses.", "problem"),
         ("It was fixed by pinning numpy below version two.", "solution"),

@@ -462,7 +462,8 @@ class Cue:
 CUES: dict[str, Cue] = {
     "solution": Cue(
         r"(?:fix|solution|workaround)(?=\s*:)",  # a labelled line: "Fix: pin numpy below 2"
-        r"fixed (?:it |this |that |the \w+ )?by",
+        r"(?:fixed|resolved|solved) (?:it |this |that |the \w+ )?by",
+        r"no longer (?:fails?|crash\w*|errors?|hangs?|times? out|breaks?|throws?|leaks?)",
         r"the fix (?:was|is)",
         r"the solution (?:was|is)",
         r"the trick (?:was|is)",
