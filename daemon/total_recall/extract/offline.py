@@ -552,7 +552,9 @@ CUES: dict[str, Cue] = {
         "decided against",
         "decide against",
         r"had to decide against",
-        r"let'?s (?:go with|use|stick with|switch to|keep|start with|do it)",
+        r"(?:let'?s|let us) (?:go with|use|stick with|switch to|keep|start with|do it)",
+        r"go ahead with",
+        r"(?:plan)(?=\s*:)",  # "The plan: migrate to Postgres next sprint"
         r"(?:we'll|i'll|we will|i will|i think i'll) (?:use|go with|stick with|switch "
         r"to|keep|try|definitely)",
         "going with",
