@@ -47,12 +47,8 @@ def file_ids(db: Database, paths) -> dict[str, int]:
 
 def drop_unused_files(db: Database) -> int:
     """Delete the paths no message, chunk, idea or idea source names any more (after a forget)."""
-    return db.execute(
-        "DELETE FROM files WHERE NOT EXISTS (SELECT 1 FROM messages WHERE file_id = files.id) "
-        "AND NOT EXISTS (SELECT 1 FROM chunks WHERE file_id = files.id) "
-        "AND NOT EXISTS (SELECT 1 FROM ideas WHERE file_id = files.id) "
-        "AND NOT EXISTS (SELECT 1 FROM idea_sources WHERE file_id = files.id)"
-    ).rowcount
+    unused = " AND ".join(f"NOT EXISTS (SELECT 1 FROM {t} WHERE file_id = files.id)" for t in FILE_TABLES)
+    return db.execute(f"DELETE FROM files WHERE {unused}").rowcount
 
 
 def of(db: Database, source_file: str) -> Any:
