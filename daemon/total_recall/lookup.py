@@ -185,10 +185,7 @@ def rows_by_id(db: Database, table: str, columns: tuple, ids: list[int]) -> dict
     """id -> {column: value} of these rows of ideas, spans or chunks (`columns` starts with id)."""
     if not ids:
         return {}
-    named = [
-        state.path_of(table) if c == "source_file" and table in state.FILE_TABLES else c for c in columns
-    ]
-    rows = db.all(f"SELECT {', '.join(named)} FROM {table} WHERE id IN ({marks(ids)})", ids)
+    rows = db.all(f"SELECT {state.select_list(table, columns)} FROM {table} WHERE id IN ({marks(ids)})", ids)
     return {r["id"]: dict(r) for r in rows}
 
 

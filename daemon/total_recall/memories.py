@@ -12,7 +12,7 @@ from typing import Any
 
 from total_recall import projects as projects_mod
 from total_recall.db import Database
-from total_recall.state import FILE_ID, path_of
+from total_recall.state import FILE_ID, path_of, select_list
 
 
 def marks(values) -> str:
@@ -636,8 +636,7 @@ IDEA_FIELDS = (
 
 def idea_fields(db: Database, idea_id: int) -> Any:
     """One idea's IDEA_FIELDS, or None."""
-    named = (path_of("ideas") if c == "source_file" else c for c in IDEA_FIELDS)
-    return db.one(f"SELECT {', '.join(named)} FROM ideas WHERE id = ?", (idea_id,))
+    return db.one(f"SELECT {select_list('ideas', IDEA_FIELDS)} FROM ideas WHERE id = ?", (idea_id,))
 
 
 def idea_sources(db: Database, idea_id: int) -> list:

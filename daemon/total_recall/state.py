@@ -26,6 +26,12 @@ def path_of(table: str) -> str:
     return f"(SELECT path FROM files WHERE id = {table}.file_id) AS source_file"
 
 
+def select_list(table: str, columns) -> str:
+    """These columns of `table` as a select list; a table of FILE_TABLES gives `source_file` by
+    path_of (spans keep the path itself)."""
+    return ", ".join(path_of(table) if c == "source_file" and table in FILE_TABLES else c for c in columns)
+
+
 def file_id(db: Database, path: str) -> int:
     """The id of a transcript path's `files` row, added when new (in the caller's transaction:
     never cached, so a rolled-back batch cannot leave an id that points nowhere)."""
