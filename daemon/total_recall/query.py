@@ -62,15 +62,17 @@ class Query:
 
     def fts(self) -> str | None:
         """An FTS5 expression in which every user word is a quoted literal: no syntax survives."""
-        if not self.terms:
-            return None
-        return " OR ".join('"' + t.replace('"', '""') + '"' for t in self.terms)
+        return any_of(self.terms)
 
     def expanded_fts(self, passage: str, limit: int = EXPANSION_TERMS) -> str | None:
         """The query's words and, after them, the words of a passage written to answer it (HyDE):
         the vocabulary the answer is likely said in, for BM25 (query expansion, as query2doc)."""
-        words = list(dict.fromkeys([*self.terms, *terms_of(clean(passage))]))[:limit]
-        return " OR ".join('"' + t.replace('"', '""') + '"' for t in words) if words else None
+        return any_of(list(dict.fromkeys([*self.terms, *terms_of(clean(passage))]))[:limit])
+
+
+def any_of(words) -> str | None:
+    """An FTS5 expression matching any of these words, each a quoted literal; None for none."""
+    return " OR ".join('"' + w.replace('"', '""') + '"' for w in words) or None
 
 
 def clean(text: str) -> str:

@@ -633,7 +633,7 @@ def participants(db: Database, text: str, projects: list[str] | None) -> dict[st
     names = {m.group(1) for m in NAME.finditer(text) if is_person_like(m.group(1))}
     if not names:
         return {}
-    match = " OR ".join(f'"{name}"' for name in sorted(names))
+    match = querymod.any_of(sorted(names))
     votes = {name: {"user": 0, "assistant": 0} for name in names}
     for row in lookup.lines_matching(db, match, projects, PARTICIPANT_LINES):
         role, words = row["role"], row["content"] or ""
