@@ -103,20 +103,27 @@ def bm25(
 PG_RANK_WEIGHTS = "'{0.3, 0.1, 0.1, 1.0}'"
 
 
+# An FTS5 OR query's words as a PostgreSQL tsquery `w.q` (one `?`: _pg_words of the query).
+# Punctuation splits words, as in the tsvector columns (postgres/0003) and FTS5's unicode61.
+PG_ANY_WORD = (
+    "(SELECT replace(plainto_tsquery('english', regexp_replace(?, '[[:punct:]]+', ' ', 'g'))::text, "
+    "'&', '|')::tsquery AS q) w"
+)
+
+
+def _pg_words(match: str) -> str:
+    """The words of an FTS5 OR of quoted literals (query.any_of), for PG_ANY_WORD."""
+    return " ".join(w.strip('"') for w in match.split(" OR "))
+
+
 def _ts_rank(
     db: Database, owner: str, match: str, where: str, params: tuple, limit: int
 ) -> list[tuple[int, float]]:
     """bm25()'s PostgreSQL form: (id, ts_rank_cd score), best first."""
-    words = " ".join(w.strip('"') for w in match.split(" OR "))
-    # Punctuation splits words, as in the tsvector columns (postgres/0003) and FTS5's unicode61.
-    query = (
-        "(SELECT replace(plainto_tsquery('english', regexp_replace(?, '[[:punct:]]+', ' ', 'g'))::text, "
-        "'&', '|')::tsquery AS q) w"
-    )
     rows = db.all(
-        f"SELECT o.id, ts_rank_cd({PG_RANK_WEIGHTS}, o.fts, w.q) AS r FROM {owner} o, {query} "
+        f"SELECT o.id, ts_rank_cd({PG_RANK_WEIGHTS}, o.fts, w.q) AS r FROM {owner} o, {PG_ANY_WORD} "
         f"WHERE o.fts @@ w.q{where} ORDER BY r DESC LIMIT ?",
-        (words, *params, limit),
+        (_pg_words(match), *params, limit),
     )
     return [(r["id"], float(r["r"])) for r in rows]
 
@@ -126,12 +133,9 @@ def lines_matching(db: Database, match: str, projects: list[str] | None, limit: 
     sample of the lines that say some words, without ranking every match (search.participants)."""
     psql, pparams = _project_sql(projects, "o.project")
     if db.dialect == "postgres":
-        words = " ".join(w.strip('"') for w in match.split(" OR "))
         return db.all(
-            "SELECT o.content, o.role, o.seq FROM chunks o, (SELECT replace(plainto_tsquery('english', "
-            "regexp_replace(?, '[[:punct:]]+', ' ', 'g'))::text, '&', '|')::tsquery AS q) w "
-            f"WHERE o.fts @@ w.q{psql} LIMIT ?",
-            (words, *pparams, limit),
+            f"SELECT o.content, o.role, o.seq FROM chunks o, {PG_ANY_WORD} WHERE o.fts @@ w.q{psql} LIMIT ?",
+            (_pg_words(match), *pparams, limit),
         )
     return db.all(
         "SELECT o.content, o.role, o.seq FROM chunks_fts f JOIN chunks o ON o.id = f.rowid "
