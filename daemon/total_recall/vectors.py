@@ -38,24 +38,18 @@ PENDING = (
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
-def meaning_of(text: str, *, opens_turn: bool = False) -> str:
+def embed_text(unit: dict) -> str:
     """What a chunk's vector is made from: its words without the names a speaker addresses
-    ("Thanks, Sam!") and, at the start of a turn, without a speaker tag ("Melanie: ..."). Either
-    would make a line match every question about that person, whatever it says; BM25 still searches
-    both. Only a turn's start can hold a speaker: inside a reply "Caching: ..." is a list item."""
+    ("Thanks, Sam!") and, in a line's first window (where a turn opens), without a speaker tag
+    ("Melanie: ..."). Either would make a line match every question about that person, whatever it
+    says; BM25 still searches both. Only a turn's start can hold a speaker: inside a reply
+    "Caching: ..." is a list item. The turn before is not part of it: prefixing it to short replies
+    moved recall by 0.00-0.01 on the tune split and cost a quarter of the chunks' embedding time
+    (BM25 searches it)."""
     from total_recall.extract.offline import speaker_tag, strip_vocative
 
-    if opens_turn:
-        text = speaker_tag(text)[1]
+    text = unit["content"] if unit.get("seq") else speaker_tag(unit["content"])[1]
     return " ".join(strip_vocative(s) for s in SENTENCE_END.split(text) if s.strip())
-
-
-def embed_text(unit: dict) -> str:
-    """What a chunk's vector is made from: the meaning_of its words (its first window opens the
-    turn). The turn before is not part of it: prefixing it to short replies moved recall by
-    0.00-0.01 on the tune split and cost a quarter of the chunks' embedding time; BM25 still
-    searches it."""
-    return meaning_of(unit["content"], opens_turn=not unit.get("seq"))
 
 
 # -- rows ------------------------------------------------------------------------------------
