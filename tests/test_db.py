@@ -55,10 +55,17 @@ def test_migration_numbers_are_unique_and_contiguous():
     assert len({p.name[:4] for _, p in files}) == len(files)
 
 
-def test_gap_in_migration_numbers_is_refused(tmp_path):
+def migrations_with(tmp_path, number: int, name: str, sql: str):
+    """A copy of the shipped migrations plus migration `number` (`name`, `sql`)."""
     folder = tmp_path / "migrations"
-    shutil.copytree(config.resource_dir("migrations"), folder)
-    (folder / f"{len(db.migration_files()) + 2:04d}_gap.sql").write_text("CREATE TABLE gap (x);\n")
+    if not folder.exists():
+        shutil.copytree(config.resource_dir("migrations"), folder)
+    (folder / f"{number:04d}_{name}.sql").write_text(sql)
+    return folder
+
+
+def test_gap_in_migration_numbers_is_refused(tmp_path):
+    folder = migrations_with(tmp_path, len(db.migration_files()) + 2, "gap", "CREATE TABLE gap (x);\n")
     with pytest.raises(SchemaError, match="without gaps"):
         db.migration_files(folder)
 
@@ -70,14 +77,14 @@ def test_failed_migration_leaves_database_unchanged(tmp_path):
     version = db.schema_version(database)
     before = dump(database)
 
-    folder = tmp_path / "migrations"
-    shutil.copytree(config.resource_dir("migrations"), folder)
-    broken = folder / f"{version + 1:04d}_broken.sql"
-    broken.write_text(
+    folder = migrations_with(
+        tmp_path,
+        version + 1,
+        "broken",
         "CREATE TABLE half_done (x INTEGER);\n"
         "INSERT INTO half_done VALUES (1);\n"
         "ALTER TABLE ideas ADD COLUMN doomed TEXT;\n"
-        "INSERT INTO no_such_table VALUES (1);\n"
+        "INSERT INTO no_such_table VALUES (1);\n",
     )
     with pytest.raises(MigrationError, match="rolled back"):
         db.connect(path, migrations_dir=folder)
@@ -102,21 +109,21 @@ def test_a_migration_runs_without_foreign_key_actions_but_may_not_break_a_refere
     database.execute("INSERT INTO idea_entities (idea_id, entity_id) VALUES (1, 1)")
     version = db.schema_version(database)
     database.close()
-    folder = tmp_path / "migrations"
-    shutil.copytree(config.resource_dir("migrations"), folder)
-    rebuild = folder / f"{version + 1:04d}_rebuild.sql"
-    rebuild.write_text(
+    folder = migrations_with(
+        tmp_path,
+        version + 1,
+        "rebuild",
         "CREATE TABLE entities_new (id INTEGER PRIMARY KEY, name TEXT NOT NULL COLLATE NOCASE UNIQUE, "
         "type TEXT NOT NULL);\n"
         "INSERT INTO entities_new SELECT id, name, type FROM entities;\n"
         "DROP TABLE entities;\n"
-        "ALTER TABLE entities_new RENAME TO entities;\n"
+        "ALTER TABLE entities_new RENAME TO entities;\n",
     )
     rebuilt = db.connect(path, migrations_dir=folder)
     assert [tuple(r) for r in rebuilt.all("SELECT idea_id, entity_id FROM idea_entities")] == [(1, 1)]
     assert rebuilt.scalar("PRAGMA foreign_keys") == 1
     rebuilt.close()
-    (folder / f"{version + 2:04d}_dangling.sql").write_text("DELETE FROM entities;\n")
+    migrations_with(tmp_path, version + 2, "dangling", "DELETE FROM entities;\n")
     with pytest.raises(MigrationError, match="broken references"):
         db.connect(path, migrations_dir=folder)
     kept = db.connect(path, migrate_to_head=False)
