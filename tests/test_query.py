@@ -66,3 +66,22 @@ def test_explicit_since_and_months_keep_their_meaning():
 )
 def test_a_question_names_the_side_of_the_conversation_by_its_pronouns(text, side):
     assert query.analyze(text, NOW).speaker == side
+
+
+@pytest.mark.parametrize(
+    "text, names_code",
+    [
+        ("What does `mix deps.audit` compare the dependencies against?", True),
+        ("Can mix_audit run without being in the deps?", True),
+        ("Which xterm.js release fixed scrolling?", True),
+        ("What does the --since flag skip?", True),
+        ("Why did preventDefault throw?", True),
+        ("Where is src/total_recall/search kept?", True),
+        ("How does Melanie prioritize self-care?", False),  # a hyphenated word
+        ("Which GitHub marketplace did I use?", False),  # a capitalised name
+        ("Any tools, e.g. linters, we dropped?", False),
+        ("How many project cards use Bootstrap 5.3.0?", False),
+    ],
+)
+def test_a_question_that_names_code_is_told_apart(text, names_code):
+    assert query.analyze(text, NOW).identifier is names_code

@@ -283,6 +283,26 @@ def test_the_reply_to_a_short_question_ranks_with_the_question(tmp_path):
     assert found.index(2) < found.index(3)
 
 
+def test_a_question_naming_code_ranks_the_line_with_that_code_first(tmp_path):
+    """A question that names code (here a flag) wants the line that says it: the meaning
+    strategies step back (IDENTIFIER_DENSE), and the answer outranks a question that is about the
+    same command in other words (at full weight the line about the command in general wins)."""
+    _conversation(
+        tmp_path,
+        [
+            ("user", "How do I reindex only the recent transcripts with the backfill command?"),
+            ("assistant", "Pass --since 2026-01-01 to skip transcripts older than that date."),
+            ("user", "And what does the backfill command do by default?"),
+            (
+                "assistant",
+                "By default backfill reads every transcript under the projects folder and indexes them all.",
+            ),
+        ],
+    )
+    found = cli_json("search", "what does --since do in backfill", "--project", "atlas")
+    assert [r["source_line"] for r in found if r["kind"] != "span"][0] == 2
+
+
 def test_a_speaker_tag_is_not_part_of_a_lines_meaning(tmp_path):
     """A chat written as "Name: text" gets the vector the same words get without the tag (the tag
     would make the line match any question about that person); a label ("Error: ...") stays."""

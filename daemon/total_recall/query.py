@@ -36,6 +36,17 @@ INTENT_PATTERNS = [
 ]
 
 
+# Code a question names; not hyphenated words, capitalised names or "e.g.".
+IDENTIFIER = re.compile(
+    r"`[^`\n]+`"  # anything in backticks
+    r"|\b\w*[A-Za-z]_\w+"  # snake_case
+    r"|\b[A-Za-z]\w+\.[A-Za-z]\w*|\b[A-Za-z]\w*\.[A-Za-z]\w+"  # dotted names: mix.exs, xterm.js
+    r"|\b[a-z]+[A-Z]\w*"  # camelCase
+    r"|(?<!\w)--?[a-z][\w-]+"  # --flags
+    r"|\b\w+\(\)|\w+/\w+/\w+"  # calls(), a/b/c paths
+)
+
+
 OPEN_WORK = re.compile(
     r"\b(?:left to do|still to do|(?:is|are|remains?|'s) left|remaining (?:work|tasks?|todos?)|"
     r"open (?:todos?|tasks?)|pending (?:todos?|tasks?)|not (?:yet )?done)\b",
@@ -59,6 +70,7 @@ class Query:
     # it happened, so the range ranks lines (search.OUTSIDE_DAY) instead of filtering them out.
     soft_window: bool = False
     participants: dict[str, str | None] = field(default_factory=dict)  # named people: side (search)
+    identifier: bool = False  # it names code (IDENTIFIER): its exact words matter more than its meaning
 
     def fts(self) -> str | None:
         """An FTS5 expression in which every user word is a quoted literal: no syntax survives."""
@@ -183,6 +195,7 @@ def analyze(text: str, now: datetime | None = None) -> Query:
     since, until = temporal(text, now)
     q = Query(text=text, terms=terms_of(text), since=since, until=until)
     q.speaker = speaker(text)
+    q.identifier = IDENTIFIER.search(text) is not None
     day = named_day(text.lower(), now)
     q.soft_window = day is not None and since == day - timedelta(days=1)
     q.time_sensitive = (
