@@ -248,6 +248,71 @@ def test_fts_triggers_follow_updates_and_deletes(tmp_path):
     assert database.scalar("SELECT count(*) FROM ideas_fts WHERE ideas_fts MATCH 'mysql'") == 0
 
 
+def _scoped_corpus(database: db.Database) -> dict[int, str]:
+    """Ideas and chunks over three projects, one a prefix of another's path; {idea id: project}."""
+    import random
+
+    rng = random.Random(7)
+    words = "redis cache expiry deploy docker helm caddy tls token login retry queue worker".split()
+    projects = {"/p/atlas": 30, "/p/atlas-web": 30, "/p/zephyr": 6}
+    database.execute("INSERT INTO files (id, path) VALUES (1, '/t.jsonl')")
+    owners = {}
+    line = 0
+    for project, count in projects.items():
+        for _ in range(count):
+            line += 1
+            text = " ".join(rng.choice(words) for _ in range(rng.randint(3, 12)))
+            cur = database.execute(
+                "INSERT INTO ideas (content, content_hash, intent, confidence, file_id, source_line, "
+                "project, created_at, updated_at) VALUES (?, ?, 'decision', 0.9, 1, ?, ?, 0, 0)",
+                (text, f"h{line}", line, project),
+            )
+            owners[cur.lastrowid] = project
+            database.execute(
+                "INSERT INTO chunks (file_id, source_line, message_line, role, kind, project, content, "
+                "context) VALUES (1, ?, ?, 'user', 'prompt', ?, ?, ?)",
+                (line, line, project, text, rng.choice(words)),
+            )
+    return owners
+
+
+def test_a_search_scoped_to_one_project_ranks_its_rows_as_a_search_of_every_project_does(tmp_path):
+    """Full-text search over one project ANDs the project's key inside FTS5 (0010): it returns
+    exactly that project's matches (not those of a project whose path it prefixes) with the scores
+    the same query gives them over every project; the key survives forget's index rebuild, and
+    with one project left the scoped search is the unscoped one (I92)."""
+    from total_recall import erasure, lookup
+
+    database = db.connect(tmp_path / "k.db")
+    owners = _scoped_corpus(database)
+    chunk_owner = dict(database.all("SELECT id, project FROM chunks"))
+
+    def check(project: str, kind: str, weights: str | None) -> None:
+        owner = owners if kind == "idea" else chunk_owner
+        for match in ('"redis" OR "tls"', '"deploy" OR "helm" OR "worker"', '"queue"'):
+            everywhere = lookup.bm25(database, kind, match, None, 1000, weights)
+            scoped = lookup.bm25(database, kind, match, [project], 1000, weights)
+            assert scoped, (project, kind, match)
+            assert {i for i, _ in scoped} == {i for i, _ in everywhere if owner[i] == project}
+            assert dict(scoped) == pytest.approx({i: s for i, s in everywhere if owner[i] == project})
+            assert [s for _, s in scoped] == sorted((s for _, s in scoped), reverse=True)
+
+    for project in ("/p/atlas", "/p/atlas-web", "/p/zephyr"):
+        check(project, "idea", None)
+        check(project, "chunk", "1.0, 0.3")
+    assert lookup.bm25(database, "idea", '"redis"', ["/p/nowhere"], 100) == []
+
+    erasure.rebuild_fts(database)  # forget rebuilds the indexes from the owner rows
+    check("/p/atlas-web", "idea", None)
+    check("/p/atlas-web", "chunk", "1.0, 0.3")
+
+    database.execute("DELETE FROM ideas WHERE project != '/p/zephyr'")
+    database.execute("DELETE FROM chunks WHERE project != '/p/zephyr'")
+    check("/p/zephyr", "idea", None)  # the only project: no filter at all
+    check("/p/zephyr", "chunk", "1.0, 0.3")
+    database.close()
+
+
 # --- one transaction rule: write() nests as a savepoint (issue 11) ------------------------------------
 def _meta(database: db.Database, key: str):
     return database.get_meta(key)
