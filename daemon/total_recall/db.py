@@ -205,7 +205,7 @@ def _configure(db: Database, busy_timeout: float, mmap_size: int = MMAP_SIZE) ->
     conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
     # Reads of the first 256 MB go through a memory map (no copy into SQLite's page cache). The
     # mapped pages count in the process's RSS; at 1 GB a 1M-idea database kept the daemon's
-    # VmRSS over 600 MB while it served searches (BENCHMARKS.md, issue 16, "1M ideas").
+    # VmRSS over 600 MB while it served searches (BENCHMARKS.md §3, "1M ideas").
     conn.execute(f"PRAGMA mmap_size = {int(mmap_size)}")
 
 
