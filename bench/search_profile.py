@@ -65,10 +65,9 @@ def keyed_floor(floor: query_latency.Floor, text: str, project: str) -> None:
         (int8_blob(floor.blobs[text]), project),
     ).fetchall()
     if match := floor.matches[text]:
-        keyed = f'{{content}} : ({match}) AND {{project_key}} : "{lookup.project_key(project)}"'
         floor.db.execute(
             "SELECT rowid FROM ideas_fts WHERE ideas_fts MATCH ? ORDER BY bm25(ideas_fts, 1.0, 0.0) LIMIT 10",
-            (keyed,),
+            (lookup.keyed_match("ideas_fts", match, project),),
         ).fetchall()
 
 

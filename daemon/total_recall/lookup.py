@@ -29,6 +29,13 @@ def project_key(project: str) -> str:
     return project.encode("utf-8").hex()
 
 
+def keyed_match(fts: str, match: str, project: str | None = None) -> str:
+    """An FTS5 query over a KEYED table: `match` in its text columns only, and with `project`, ANDed
+    with that project's key."""
+    out = f"{{{' '.join(KEYED[fts])}}} : ({match})"
+    return f'{out} AND {{project_key}} : "{project_key(project)}"' if project else out
+
+
 def _only_project(db: Database, owner: str, project: str) -> bool:
     """Whether every row of `owner` is of this project (three index seeks)."""
     return not db.one(
@@ -104,20 +111,17 @@ def bm25(
         return _ts_rank(db, owner, match, psql + extra, pparams, limit)
     rank = f"bm25({fts}, {weights})" if weights else "f.rank"
     if fts in KEYED:
-        text = KEYED[fts]
-        match = f"{{{' '.join(text)}}} : ({match})"
-        keyed = f"bm25({fts}, {weights or ', '.join('1.0' for _ in text)}, 0.0)"
-        if projects is None:
-            rank = keyed  # bm25() over every match costs less than FTS5's sorted `rank` (§3)
-        elif len(projects) == 1 and projects[0]:
-            # Trigger: a search scoped to one project. Why: FTS5 ranks every row a MATCH yields
-            # before SQL filters them, so the other projects' matches were ranked and each looked
-            # up in its owner row only to be dropped (at 1M ideas, 20 projects: 55 ms a query).
-            # Outcome: the project's key is ANDed inside the MATCH and only its rows are ranked
-            # (10 ms), the same scores; when it is the only project, no filter at all.
-            if not _only_project(db, owner, projects[0]):
-                match += f' AND {{project_key}} : "{project_key(projects[0])}"'
-            psql, pparams, rank = "", (), keyed
+        # Trigger: a search scoped to one project. Why: FTS5 ranks every row a MATCH yields before
+        # SQL filters them, so the other projects' matches were ranked and each looked up in its
+        # owner row only to be dropped (at 1M ideas, 20 projects: 55 ms a query). Outcome: the
+        # project's key is ANDed inside the MATCH and only its rows are ranked (10 ms), the same
+        # scores; when it is the only project, no filter at all. Several projects keep the join.
+        one = projects[0] if projects is not None and len(projects) == 1 and projects[0] else None
+        match = keyed_match(fts, match, one if one and not _only_project(db, owner, one) else None)
+        if projects is None or one:
+            # bm25() over the matches costs less than FTS5's sorted `rank` (§3); the key weighs 0
+            psql, pparams = "", ()
+            rank = f"bm25({fts}, {weights or ', '.join('1.0' for _ in KEYED[fts])}, 0.0)"
     if not psql and not extra:
         # Every project: the owner row filters nothing, and joining it for every match (before
         # the sort) cost more than the ranking; the triggers keep the index and owners in step.
@@ -173,7 +177,7 @@ def lines_matching(db: Database, match: str, projects: list[str] | None, limit: 
     return db.all(
         "SELECT o.content, o.role, o.seq FROM chunks_fts f JOIN chunks o ON o.id = f.rowid "
         f"WHERE chunks_fts MATCH ?{psql} LIMIT ?",
-        (f"{{{' '.join(KEYED['chunks_fts'])}}} : ({match})", *pparams, limit),
+        (keyed_match("chunks_fts", match), *pparams, limit),
     )
 
 
