@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import struct
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -47,6 +48,16 @@ def test_local_embedder_loads_and_embeds_without_any_network(monkeypatch, local)
     assert vecs.shape == (2, 384) and vecs.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
     np.testing.assert_allclose(vecs, local.embed([LISBON, PORTUGAL]), atol=1e-6)  # deterministic
+
+
+def test_the_model_leaves_the_cores_alone_between_calls(local):
+    # onnxruntime's worker threads spin-wait after each run by default (~35 ms of a core per
+    # call); in the daemon that took the second core from the search's parallel half.
+    local.embed([LISBON])
+    local.embed([PORTUGAL])
+    started = time.process_time()
+    time.sleep(0.2)
+    assert time.process_time() - started < 0.01
 
 
 def test_paraphrase_is_closer_than_unrelated_text(local):
