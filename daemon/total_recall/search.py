@@ -13,6 +13,7 @@ import json
 import math
 import os
 import re
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -153,9 +154,12 @@ def known_projects(db: Database) -> list[str]:
 
 # -- strategies -----------------------------------------------------------------------------
 def _knn(
-    ctx: SearchContext, table: str, key: str, blob: bytes, projects: list[str] | None
+    ctx: SearchContext, table: str, key: str, blob: bytes | None, projects: list[str] | None
 ) -> list[tuple[int, float]]:
-    """(id, cosine similarity), best first; vectors are L2-normalised, so cosine = 1 - d^2 / 2."""
+    """(id, cosine similarity), best first; vectors are L2-normalised, so cosine = 1 - d^2 / 2.
+    No hits without a query vector (its embedding failed)."""
+    if blob is None:
+        return []
     partitions: Iterable[str | None] = projects if projects is not None else [None]
     scored: list[tuple[float, int]] = []
     for part in partitions:
@@ -204,20 +208,20 @@ def gather(ctx: SearchContext, q: querymod.Query, projects: list[str] | None, hy
     match = q.fts()
     chunks = table_exists(ctx.db, "chunk_embeddings")
     if ctx.vectors_ready() and q.text:
-        if (blob := ctx.qvec(without_names(q.text, q.participants))) is not None:
-            jobs["idea_vec"] = ("idea", lambda c: _knn(c, "idea_embeddings", "idea_id", blob, projects))
-            jobs["span_vec"] = ("span", lambda c: _knn(c, "span_embeddings", "span_id", blob, projects))
-            if chunks:
-                jobs["chunk_vec"] = (
-                    "chunk",
-                    lambda c: _knn(c, "chunk_embeddings", "chunk_id", blob, projects),
-                )
-        if hyde_text and (hblob := ctx.qvec(hyde_text)) is not None:
-            jobs["hyde"] = ("idea", lambda c: _knn(c, "idea_embeddings", "idea_id", hblob, projects))
+        # Embedded by the first job that needs it, while the other connection runs the lexical
+        # jobs (_run_jobs); a failed embedding leaves these jobs without hits.
+        blob = Once(lambda: ctx.qvec(without_names(q.text, q.participants)))
+        jobs["idea_vec"] = ("idea", lambda c: _knn(c, "idea_embeddings", "idea_id", blob(), projects))
+        jobs["span_vec"] = ("span", lambda c: _knn(c, "span_embeddings", "span_id", blob(), projects))
+        if chunks:
+            jobs["chunk_vec"] = ("chunk", lambda c: _knn(c, "chunk_embeddings", "chunk_id", blob(), projects))
+        if hyde_text:
+            hblob = Once(lambda: ctx.qvec(hyde_text))
+            jobs["hyde"] = ("idea", lambda c: _knn(c, "idea_embeddings", "idea_id", hblob(), projects))
             if chunks:
                 jobs["hyde_chunk"] = (
                     "chunk",
-                    lambda c: _knn(c, "chunk_embeddings", "chunk_id", hblob, projects),
+                    lambda c: _knn(c, "chunk_embeddings", "chunk_id", hblob(), projects),
                 )
     if hyde_text and (expanded := q.expanded_fts(hyde_text)):
         # The answer's likely words (names, identifiers, error text the question does not say)
@@ -240,9 +244,23 @@ def weights_for(q: querymod.Query) -> dict[str, float]:
     return {s: w * IDENTIFIER_DENSE if s in DENSE else w for s, w in WEIGHTS.items()}
 
 
-# Strategies a second connection runs while this one runs the rest (idea and span tables here,
-# chunk tables there: about half the time each, over every project or one).
+# Strategies a second connection runs while this one runs the rest (idea and span tables there,
+# chunk tables here: about half the time each, over every project or one).
 SIDE_JOBS = {"idea_vec", "span_vec", "hyde", "idea_bm25", "span_bm25"}
+VECTOR_JOBS = {"idea_vec", "span_vec", "chunk_vec", "hyde", "hyde_chunk"}
+
+
+class Once:
+    """A value made by the first thread that asks for it; a thread asking meanwhile waits."""
+
+    def __init__(self, make: Callable[[], Any]):
+        self._make, self._lock, self._made, self._value = make, threading.Lock(), False, None
+
+    def __call__(self) -> Any:
+        with self._lock:
+            if not self._made:
+                self._value, self._made = self._make(), True
+        return self._value
 
 
 def _run_jobs(ctx: SearchContext, jobs: dict) -> dict[str, tuple[str, list[tuple[int, float]]]]:
@@ -250,16 +268,23 @@ def _run_jobs(ctx: SearchContext, jobs: dict) -> dict[str, tuple[str, list[tuple
 
     Trigger: the caller (the daemon's socket server) lends a spare connection and a thread. Why:
     the strategies are independent queries, and SQLite releases the GIL while it runs them, so on
-    two cores the idea/span half and the chunk half overlap. Outcome: the same hits, sooner; with
-    no spare connection free (or in-process) they run one after another on this connection.
+    two cores the idea/span half and the chunk half overlap; the spare connection runs its lexical
+    jobs first, while this thread embeds the query for the vector jobs. Outcome: the same hits,
+    sooner; with no spare connection free (or in-process) they run one after another on this
+    connection.
     """
     side = {name: job for name, job in jobs.items() if name in SIDE_JOBS}
     if ctx.spare is not None and ctx.executor is not None and side:
         with ctx.spare() as other:
             if other is not None:
                 twin = dataclasses.replace(ctx, db=other, spare=None)
-                future = ctx.executor.submit(lambda: {n: (kind, fn(twin)) for n, (kind, fn) in side.items()})
-                done = {n: (kind, fn(ctx)) for n, (kind, fn) in jobs.items() if n not in side}
+                lexical_first = sorted(side.items(), key=lambda item: item[0] in VECTOR_JOBS)
+                future = ctx.executor.submit(lambda: {n: (kind, fn(twin)) for n, (kind, fn) in lexical_first})
+                mine = sorted(
+                    ((n, job) for n, job in jobs.items() if n not in side),
+                    key=lambda item: item[0] not in VECTOR_JOBS,
+                )
+                done = {n: (kind, fn(ctx)) for n, (kind, fn) in mine}
                 done.update(future.result())
                 return {n: done[n] for n in jobs}
     return {n: (kind, fn(ctx)) for n, (kind, fn) in jobs.items()}
