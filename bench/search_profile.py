@@ -4,8 +4,8 @@
 
 On the cached synthetic database of each size (bench/query_latency.py builds it once under
 bench/out/), one process with the model loaded runs `search.run` for fresh queries in both scopes
-(every project, one project), one strategy after another on one connection (the socket server runs
-the idea/span half beside the chunk half: the sum below is what the two cores share). Each query
+(every project, one project), one strategy after another on one connection (the socket server's
+two threads share them on two connections: the sum below is what the two cores share). Each query
 times:
 
   embed      the query's vector (the floor has it precomputed)
@@ -79,7 +79,7 @@ def profile_size(n: int, queries_per_scope: int) -> dict[str, dict[str, list[flo
     parts: dict[str, list[float]] = defaultdict(list)
     run_jobs = search._run_jobs
 
-    def timed_jobs(ctx: Any, jobs: dict) -> dict:
+    def timed_jobs(ctx: Any, jobs: dict, vectors: Any = ()) -> dict:
         # The first vector job embeds the query (search.Once): that time is the "embed" part's.
         out = {}
         for name, (kind, fn) in jobs.items():

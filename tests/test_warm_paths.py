@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 from helpers import cli, cli_json, daemon_process, env, hook, wait_for, write_transcript
@@ -115,3 +116,67 @@ def test_the_socket_pool_serves_concurrent_searches_and_sees_new_writes(tmp_path
         assert server.ask(socket_path, {"op": "ping"})["connections"] <= server.POOL_SIZE
     assert proc.returncode == 0
     assert "socket_request_failed" not in (tmp_path / "daemon.log").read_text()
+
+
+def test_a_search_on_two_connections_runs_each_job_once_and_keeps_the_spare_until_its_job_ends(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    import pytest
+
+    from total_recall import search
+
+    cli("backfill", str(transcript(tmp_path, "first")), "--wait")
+    settings = config.load()
+    pool = server.ConnectionPool(lambda: server._open(config.paths().db, settings), 2)
+    log: list[tuple] = []
+    made_by: list[int] = []
+
+    def make() -> bytes:
+        before = [entry for entry in log if entry[2] == threading.get_ident()]
+        time.sleep(0.05)  # an embedding: the other thread meanwhile takes the full-text jobs
+        made_by.append((threading.get_ident(), len(before)))
+        return b"vector"
+
+    vector = search.Once(make)
+
+    def job(name: str, uses_vector: bool):
+        def run(ctx) -> list[tuple[int, float]]:
+            ready = vector.made
+            if uses_vector:
+                assert vector() == b"vector"
+            log.append((name, id(ctx.db), threading.get_ident(), ready))
+            time.sleep(0.01)
+            return [(len(name), 1.0)]
+
+        return run
+
+    names = ["idea_vec", "span_vec", "chunk_vec", "idea_bm25", "span_bm25", "chunk_bm25", "entity"]
+    jobs = {n: ("idea", job(n, n in search.VECTOR_JOBS)) for n in names}
+    with ThreadPoolExecutor(2) as executor, pool.connection() as first:
+        ctx = search.SearchContext(db=first, spare=pool.spare, executor=executor)
+        out = search._run_jobs(ctx, jobs, [vector])
+        assert list(out) == names  # fused in the jobs' order, whoever ran them
+        assert out["chunk_vec"] == ("idea", [(9, 1.0)])
+        assert sorted(entry[0] for entry in log) == sorted(names)  # each job once
+        assert made_by == [(threading.get_ident(), 0)]  # this thread embedded, once, before any job
+        assert len({entry[1] for entry in log}) == 2  # both connections searched
+        # the other thread took full-text jobs while this one embedded
+        assert [entry for entry in log if entry[0] not in search.VECTOR_JOBS and not entry[3]]
+
+        # A job that fails on this thread: the spare connection stays lent until the other
+        # thread's job has ended, then the error reaches the caller.
+        finished = threading.Event()
+
+        def slow(ctx) -> list:
+            time.sleep(0.2)
+            finished.set()
+            return []
+
+        def fails(ctx) -> list:
+            raise RuntimeError("the KNN failed")
+
+        vector = search.Once(make)
+        with pytest.raises(RuntimeError, match="the KNN failed"):
+            search._run_jobs(ctx, {"chunk_vec": ("chunk", fails), "idea_bm25": ("idea", slow)}, [vector])
+        assert finished.is_set()
+    pool.close()

@@ -7,6 +7,7 @@ its socket with a warm model; the CLI falls back to the same function in-process
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import functools
 import json
@@ -205,18 +206,22 @@ def _time_window_ideas(
 def gather(ctx: SearchContext, q: querymod.Query, projects: list[str] | None, hyde_text: str | None) -> dict:
     """Run every strategy; return {(kind, id): Candidate} with fused scores (fuse)."""
     jobs: dict[str, tuple[str, Callable[[SearchContext], list[tuple[int, float]]]]] = {}
+    vectors: list[Once] = []
     match = q.fts()
     chunks = table_exists(ctx.db, "chunk_embeddings")
     if ctx.vectors_ready() and q.text:
-        # Embedded by the first job that needs it, while the other connection runs the lexical
-        # jobs (_run_jobs); a failed embedding leaves these jobs without hits.
+        # Embedded once, by the first job that needs it or, on two threads, first of all while
+        # the other thread runs the full-text jobs (_two_threads); a failed embedding leaves
+        # these jobs without hits.
         blob = Once(lambda: ctx.qvec(without_names(q.text, q.participants)))
+        vectors.append(blob)
         jobs["idea_vec"] = ("idea", lambda c: _knn(c, "idea_embeddings", "idea_id", blob(), projects))
         jobs["span_vec"] = ("span", lambda c: _knn(c, "span_embeddings", "span_id", blob(), projects))
         if chunks:
             jobs["chunk_vec"] = ("chunk", lambda c: _knn(c, "chunk_embeddings", "chunk_id", blob(), projects))
         if hyde_text:
             hblob = Once(lambda: ctx.qvec(hyde_text))
+            vectors.append(hblob)
             jobs["hyde"] = ("idea", lambda c: _knn(c, "idea_embeddings", "idea_id", hblob(), projects))
             if chunks:
                 jobs["hyde_chunk"] = (
@@ -234,7 +239,7 @@ def gather(ctx: SearchContext, q: querymod.Query, projects: list[str] | None, hy
     jobs["entity"] = ("idea", lambda c: _entity_ideas(c, q, projects))
     if q.since or q.until:
         jobs["time"] = ("idea", lambda c: _time_window_ideas(c, q, projects))
-    return fuse(_run_jobs(ctx, jobs), weights_for(q))
+    return fuse(_run_jobs(ctx, jobs, vectors), weights_for(q))
 
 
 def weights_for(q: querymod.Query) -> dict[str, float]:
@@ -244,9 +249,21 @@ def weights_for(q: querymod.Query) -> dict[str, float]:
     return {s: w * IDENTIFIER_DENSE if s in DENSE else w for s, w in WEIGHTS.items()}
 
 
-# Strategies a second connection runs while this one runs the rest (idea and span tables there,
-# chunk tables here: about half the time each, over every project or one).
-SIDE_JOBS = {"idea_vec", "span_vec", "hyde", "idea_bm25", "span_bm25"}
+# The order in which two threads take a search's jobs: the long ones first, so that neither is left
+# with one at the end (over every project a KNN is a brute-force scan, ten full-text queries long).
+JOB_ORDER = (
+    "chunk_vec",
+    "idea_vec",
+    "hyde_chunk",
+    "hyde",
+    "span_vec",
+    "chunk_bm25",
+    "hyde_bm25",
+    "idea_bm25",
+    "span_bm25",
+    "entity",
+    "time",
+)
 VECTOR_JOBS = {"idea_vec", "span_vec", "chunk_vec", "hyde", "hyde_chunk"}
 
 
@@ -254,40 +271,59 @@ class Once:
     """A value made by the first thread that asks for it; a thread asking meanwhile waits."""
 
     def __init__(self, make: Callable[[], Any]):
-        self._make, self._lock, self._made, self._value = make, threading.Lock(), False, None
+        self._make, self._lock, self.made, self._value = make, threading.Lock(), False, None
 
     def __call__(self) -> Any:
         with self._lock:
-            if not self._made:
-                self._value, self._made = self._make(), True
+            if not self.made:
+                self._value, self.made = self._make(), True
         return self._value
 
 
-def _run_jobs(ctx: SearchContext, jobs: dict) -> dict[str, tuple[str, list[tuple[int, float]]]]:
+def _run_jobs(
+    ctx: SearchContext, jobs: dict, vectors: Iterable[Once] = ()
+) -> dict[str, tuple[str, list[tuple[int, float]]]]:
     """Every strategy's hits, in the order of `jobs` (fusion is order-sensitive on ties).
 
     Trigger: the caller (the daemon's socket server) lends a spare connection and a thread. Why:
     the strategies are independent queries, and SQLite releases the GIL while it runs them, so on
-    two cores the idea/span half and the chunk half overlap; the spare connection runs its lexical
-    jobs first, while this thread embeds the query for the vector jobs. Outcome: the same hits,
-    sooner; with no spare connection free (or in-process) they run one after another on this
-    connection.
+    two cores two of them run at once. Outcome: the same hits, sooner (_two_threads); with no
+    spare connection free (or in-process) they run one after another on this connection.
     """
-    side = {name: job for name, job in jobs.items() if name in SIDE_JOBS}
-    if ctx.spare is not None and ctx.executor is not None and side:
+    if ctx.spare is not None and ctx.executor is not None and len(jobs) > 1:
         with ctx.spare() as other:
             if other is not None:
-                twin = dataclasses.replace(ctx, db=other, spare=None)
-                lexical_first = sorted(side.items(), key=lambda item: item[0] in VECTOR_JOBS)
-                future = ctx.executor.submit(lambda: {n: (kind, fn(twin)) for n, (kind, fn) in lexical_first})
-                mine = sorted(
-                    ((n, job) for n, job in jobs.items() if n not in side),
-                    key=lambda item: item[0] not in VECTOR_JOBS,
-                )
-                done = {n: (kind, fn(ctx)) for n, (kind, fn) in mine}
-                done.update(future.result())
-                return {n: done[n] for n in jobs}
+                return _two_threads(ctx, dataclasses.replace(ctx, db=other, spare=None), jobs, list(vectors))
     return {n: (kind, fn(ctx)) for n, (kind, fn) in jobs.items()}
+
+
+def _two_threads(ctx: SearchContext, twin: SearchContext, jobs: dict, vectors: list[Once]) -> dict:
+    """This thread makes the query's vectors while the other takes the full-text jobs; then each
+    takes the next job in JOB_ORDER until none is left."""
+    waiting = sorted(jobs, key=lambda n: JOB_ORDER.index(n) if n in JOB_ORDER else len(JOB_ORDER))
+    lock = threading.Lock()
+    done: dict[str, tuple[str, list[tuple[int, float]]]] = {}
+
+    def work(c: SearchContext, first: list[Once]) -> None:
+        for make in first:
+            make()
+        while True:
+            with lock:
+                if not waiting:
+                    return
+                made = all(v.made for v in vectors)
+                name = next((n for n in waiting if made or n not in VECTOR_JOBS), waiting[0])
+                waiting.remove(name)
+            kind, fn = jobs[name]
+            done[name] = (kind, fn(c))
+
+    future = ctx.executor.submit(work, twin, [])
+    try:
+        work(ctx, vectors)
+    finally:
+        concurrent.futures.wait([future])  # the spare connection is lent until its thread is done
+    future.result()
+    return {n: done[n] for n in jobs}
 
 
 def fuse(ranked: dict[str, tuple[str, list[tuple[int, float]]]], weights: dict[str, float]) -> dict:
