@@ -52,7 +52,7 @@ def test_local_embedder_loads_and_embeds_without_any_network(monkeypatch, local)
 
 def test_the_model_leaves_the_cores_alone_between_calls(local):
     # onnxruntime's worker threads spin-wait after each run by default (~35 ms of a core per
-    # call); in the daemon that took the second core from the search's parallel half.
+    # call); in the daemon that took the second core from the search's second thread.
     local.embed([LISBON])
     local.embed([PORTUGAL])
     started = time.process_time()

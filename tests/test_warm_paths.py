@@ -11,10 +11,13 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
+
 from helpers import cli, cli_json, daemon_process, env, hook, wait_for, write_transcript
-from total_recall import config, server
+from total_recall import config, search, server
 
 PROJECT = "/home/dev/projects/warm"
 TALK = [
@@ -119,17 +122,11 @@ def test_the_socket_pool_serves_concurrent_searches_and_sees_new_writes(tmp_path
 
 
 def test_a_search_on_two_connections_runs_each_job_once_and_keeps_the_spare_until_its_job_ends(tmp_path):
-    from concurrent.futures import ThreadPoolExecutor
-
-    import pytest
-
-    from total_recall import search
-
     cli("backfill", str(transcript(tmp_path, "first")), "--wait")
     settings = config.load()
     pool = server.ConnectionPool(lambda: server._open(config.paths().db, settings), 2)
     log: list[tuple] = []
-    made_by: list[int] = []
+    made_by: list[tuple[int, int]] = []
 
     def make() -> bytes:
         before = [entry for entry in log if entry[2] == threading.get_ident()]

@@ -210,9 +210,9 @@ class LocalEmbedder:
         opts.enable_cpu_mem_arena = False
         opts.log_severity_level = 3
         # onnxruntime's worker threads spin-wait for more work after every run by default: ~35 ms
-        # of a core after each call. Spinning took the second core from the search's parallel
-        # half (100k ideas, every project: 93 -> 66 ms without it) and from whatever the user runs
-        # beside the daemon; indexing throughput moved within 4% (BENCHMARKS.md §2-3).
+        # of a core after each call. Spinning took the second core from the search's second
+        # thread (100k ideas, every project: 93 -> 66 ms without it) and from whatever the user
+        # runs beside the daemon; indexing throughput moved within 4% (BENCHMARKS.md §2-3).
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         try:
             return ort.InferenceSession(str(model), sess_options=opts, providers=["CPUExecutionProvider"])

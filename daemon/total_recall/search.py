@@ -321,6 +321,8 @@ def _two_threads(ctx: SearchContext, twin: SearchContext, jobs: dict, vectors: l
     try:
         work(ctx, vectors)
     finally:
+        with lock:  # after a failure here the other thread starts no further job
+            waiting.clear()
         concurrent.futures.wait([future])  # the spare connection is lent until its thread is done
     future.result()
     return {n: done[n] for n in jobs}
