@@ -106,10 +106,15 @@ def test_a_line_with_no_memory_is_found_by_its_words_as_a_message(tmp_path):
     message = next(r for r in hits if r["kind"] == "message")
     assert (message["source_file"], message["source_line"]) == (str(path), 5)
     assert "ECONNREFUSED" in message["content"] and message["role"] == "user"
+    assert message["message_kind"] == "tool_result"  # Claude Code keeps a tool's output in a user record
     assert message["intent"] is None and message["message_start_line"] == 5
     assert "chunk_bm25" in message["matched_by"]
     text = cli("search", "ECONNREFUSED 6379", "--project", "atlas").stdout
     assert f"{path}:5" in text  # the human rendering shows file:line too
+    # ... and says whose words they are: the tool's, not the user's
+    shown = next(line for line in text.splitlines() if "ECONNREFUSED" in line)
+    assert shown.startswith("- **tool output**")
+    assert "- **user said** ok, do it" in text  # the user's own prompt is still theirs
 
 
 def test_a_line_found_by_its_words_is_shown_as_its_idea_once(tmp_path):

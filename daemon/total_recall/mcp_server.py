@@ -93,8 +93,10 @@ def results_text(results: list[dict], notes: list[str]) -> str:
             continue
         if r["kind"] == "message":
             # A transcript line without an idea (DESIGN.md I44): no intent, confidence or memory id.
+            from total_recall.render import said
+
             lines.append(
-                f"[{r['role']} said] {_short(r['content'])} "
+                f"[{said(r)}] {_short(r['content'])} "
                 f"({_src(r['source_file'], r['source_line'])}, {(r['timestamp'] or '')[:10]})"
             )
             continue

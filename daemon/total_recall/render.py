@@ -16,6 +16,27 @@ def _source(r: dict) -> str:
     return f"{r['source_file']}:{r['start_line']}-{r['end_line']}"
 
 
+# Who a line found by its words is from, by what the transcript reader took it for (transcript.py's
+# kinds): Claude Code stores a tool's output, a skill's text or a slash command in a "user" record, and
+# a compaction summary in an "assistant" one; calling those "user said" puts words in the user's mouth.
+SAID = {
+    "prompt": "user said",
+    "response": "assistant said",
+    "tool_result": "tool output",
+    "compact_summary": "summary of an earlier part",
+    "subagent_prompt": "task given to a subagent",
+    "subagent_response": "subagent said",
+    "command": "user ran",
+    "meta": "added by Claude Code",
+    "interrupt": "user interrupted",
+}
+
+
+def said(r: dict) -> str:
+    """'user said', 'tool output', ...: how a message result is introduced."""
+    return SAID.get(r.get("message_kind") or "", f"{r.get('role') or 'someone'} said")
+
+
 def results_markdown(results: list[dict]) -> str:
     if not results:
         return "No memories found."
@@ -39,7 +60,7 @@ def _line(r: dict) -> str:
     if r["kind"] == "span":
         return f"- **topic** {r['name']}: {r['summary']}  \n  `{_source(r)}`"
     if r["kind"] == "message":
-        return f"- **{r['role']} said** {r['content']}  \n  `{_source(r)}` · {_date(r['timestamp'])}"
+        return f"- **{said(r)}** {r['content']}  \n  `{_source(r)}` · {_date(r['timestamp'])}"
     flags = []
     if r["superseded_by"]:
         flags.append(f"superseded by #{r['superseded_by'][0]}")
