@@ -366,3 +366,36 @@ def test_with_an_llm_the_hyde_passage_finds_a_line_by_words_the_question_does_no
     assert len(asked) == 1 and question in asked[0]["messages"][1]["content"]
     found = next(r for r in hits if (r.get("source_file"), r.get("source_line")) == (str(path), 5))
     assert found["kind"] == "message" and "hyde_bm25" in found["matched_by"]
+
+
+def test_lines_of_no_topic_are_headed_by_their_own_session():
+    from total_recall import render
+
+    def message(session: str, line: int, kind: str, role: str) -> dict:
+        return {
+            "kind": "message",
+            "content": f"line {line}",
+            "role": role,
+            "message_kind": kind,
+            "session": session,
+            "project": "/home/dev/projects/atlas",
+            "timestamp": "2026-03-02T10:00:00Z",
+            "source_file": f"/t/{session}.jsonl",
+            "source_line": line,
+            "span": None,
+        }
+
+    text = render.results_markdown(
+        [
+            message("aaaaaaaa-1", 4, "tool_result", "user"),
+            message("bbbbbbbb-2", 9, "compact_summary", "assistant"),
+            message("aaaaaaaa-1", 7, "prompt", "user"),
+        ]
+    )
+    blocks = text.split("## ")[1:]
+    assert len(blocks) == 2  # one heading per session, each naming the session of the lines under it
+    assert "session aaaaaaaa" in blocks[0] and "/t/aaaaaaaa-1.jsonl:4" in blocks[0]
+    assert "/t/aaaaaaaa-1.jsonl:7" in blocks[0] and "bbbbbbbb" not in blocks[0]
+    assert "session bbbbbbbb" in blocks[1] and "/t/bbbbbbbb-2.jsonl:9" in blocks[1]
+    assert "**tool output** line 4" in blocks[0] and "**user said** line 7" in blocks[0]
+    assert "**summary of an earlier part** line 9" in blocks[1]

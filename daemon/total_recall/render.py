@@ -40,12 +40,14 @@ def said(r: dict) -> str:
 def results_markdown(results: list[dict]) -> str:
     if not results:
         return "No memories found."
-    groups: OrderedDict[str, list[dict]] = OrderedDict()
+    # Grouped by topic within a session: a group's heading names the session, date and project of
+    # every line under it (lines of no topic, such as tool output, are grouped per session too).
+    groups: OrderedDict[tuple, list[dict]] = OrderedDict()
     for r in results:
-        key = r["span"]["name"] if r.get("span") else (r.get("name") if r["kind"] == "span" else "other")
-        groups.setdefault(key, []).append(r)
+        topic = r["span"]["name"] if r.get("span") else (r.get("name") if r["kind"] == "span" else "no topic")
+        groups.setdefault((topic, r.get("session")), []).append(r)
     out = []
-    for topic, items in groups.items():
+    for (topic, _), items in groups.items():
         first = items[0]
         out.append(
             f"## {topic}  \n_session {str(first['session'])[:8]} · {_date(first['timestamp'])} · "
