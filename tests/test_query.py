@@ -85,3 +85,23 @@ def test_a_question_names_the_side_of_the_conversation_by_its_pronouns(text, sid
 )
 def test_a_question_that_names_code_is_told_apart(text, names_code):
     assert query.analyze(text, NOW).identifier is names_code
+
+
+@pytest.mark.parametrize(
+    "text, filters, boosts, terms",
+    [
+        # a question about what happened: the kind only boosts, its frame is no subject word
+        ("what did we decide about tracing in tests?", set(), {"decision"}, ["tracing", "tests"]),
+        ("how did we fix the flaky upload test", set(), {"solution"}, ["flaky", "upload", "test"]),
+        # a kind of memory named at the start: only that kind
+        ("decisions about the deploy", {"decision"}, set(), ["decisions", "deploy"]),
+        ("open questions", {"question"}, set(), ["open", "questions"]),
+        # a kind named inside a question boosts, and stays a word to match
+        ("have I fixed any bugs in the parser", set(), {"problem"}, ["fixed", "bugs", "parser"]),
+    ],
+)
+def test_a_kind_named_first_filters_and_a_question_about_what_happened_only_boosts(
+    text, filters, boosts, terms
+):
+    q = query.analyze(text, NOW)
+    assert (q.intents, q.boost_intents, q.terms) == (filters, boosts, terms)

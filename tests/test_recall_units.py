@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from helpers import cli, cli_json, db_rows, memory_store, stored_vectors
+from helpers import cli, cli_json, db_rows, memory_store, stored_vectors, write_transcript
 from total_recall.search import participants
 
 pytestmark = pytest.mark.usefixtures("store")  # every test on SQLite and on PostgreSQL
@@ -399,3 +399,30 @@ def test_lines_of_no_topic_are_headed_by_their_own_session():
     assert "session bbbbbbbb" in blocks[1] and "/t/bbbbbbbb-2.jsonl:9" in blocks[1]
     assert "**tool output** line 4" in blocks[0] and "**user said** line 7" in blocks[0]
     assert "**summary of an earlier part** line 9" in blocks[1]
+
+
+def test_what_did_we_decide_about_a_subject_finds_the_subject_whatever_its_lines_were_taken_for(tmp_path):
+    # "What did we decide about X?" asks about X: the line that settles it may be no decision idea
+    # (here the offline extractor takes it for a fact), so the kind only boosts; a query that opens
+    # by naming the kind ("decisions about ...") still lists that kind only.
+    path = tmp_path / "claude" / "projects" / "-home-dev-projects-atlas" / "tracing.jsonl"
+    write_transcript(
+        path,
+        [
+            ("user", "The test suite is slow, can you look at how tracing runs in tests?"),
+            (
+                "assistant",
+                "Tracing in the test environment now uses the no-op exporter, so no spans leave the box.",
+            ),
+            ("user", "We decided to use Credo for linting the whole umbrella."),
+        ],
+        cwd="/home/dev/projects/atlas",
+    )
+    cli("backfill", str(path), "--wait")
+    hits = cli_json(
+        "search", "what did we decide about tracing in the test environment", "--project", "atlas"
+    )
+    assert hits and (hits[0]["source_file"], hits[0]["source_line"]) in {(str(path), 1), (str(path), 2)}
+    assert (str(path), 2) in {(r["source_file"], r["source_line"]) for r in hits[:3]}
+    listed = cli_json("search", "decisions about linting", "--project", "atlas")
+    assert listed and all(r["kind"] == "idea" and r["intent"] == "decision" for r in listed)

@@ -25,14 +25,22 @@ tell remember recall know anything something thing things ever
 )
 MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
 MONTHS.update({name.lower(): i for i, name in enumerate(calendar.month_abbr) if name})
+# (pattern, intent, open ones only, may filter). A query that opens by naming a kind of memory
+# ("decisions about the deploy", "open questions") asks for that kind only: a filter. A question
+# about what happened ("what did we decide about tracing?", "how did we fix the build?") asks about
+# its subject, whatever the extractor took the answer for: those words only boost the kind (as a
+# filter, real sessions' "what did we decide about X" questions found none of their evidence lines;
+# as a boost, 8 of 9: BENCHMARKS.md §4).
 INTENT_PATTERNS = [
-    (re.compile(r"\b(open|unanswered|unresolved|pending) questions?\b", re.I), "question", True),
-    (re.compile(r"\bdecisions?\b|\bwhat did we decide\b|\bdecided\b", re.I), "decision", False),
-    (re.compile(r"\bquestions\b", re.I), "question", False),
-    (re.compile(r"\b(problems?|issues|bugs|errors)\b( with| about| in)?", re.I), "problem", False),
-    (re.compile(r"\b(todos?|to-dos?|to do list|action items|next steps)\b", re.I), "todo", False),
-    (re.compile(r"\b(solutions?|fixes|how did we fix|workarounds?)\b", re.I), "solution", False),
-    (re.compile(r"\bconclusions?\b|\blearnings?\b|\binsights?\b", re.I), "conclusion", False),
+    (re.compile(r"\b(open|unanswered|unresolved|pending) questions?\b", re.I), "question", True, True),
+    (re.compile(r"\bdecisions?\b", re.I), "decision", False, True),
+    (re.compile(r"\bwhat did we decide\b|\bdecided\b", re.I), "decision", False, False),
+    (re.compile(r"\bquestions\b", re.I), "question", False, True),
+    (re.compile(r"\b(problems?|issues|bugs|errors)\b( with| about| in)?", re.I), "problem", False, True),
+    (re.compile(r"\b(todos?|to-dos?|to do list|action items|next steps)\b", re.I), "todo", False, True),
+    (re.compile(r"\b(solutions?|fixes|workarounds?)\b", re.I), "solution", False, True),
+    (re.compile(r"\bhow did we fix\b", re.I), "solution", False, False),
+    (re.compile(r"\bconclusions?\b|\blearnings?\b|\binsights?\b", re.I), "conclusion", False, True),
 ]
 
 
@@ -208,14 +216,20 @@ def analyze(text: str, now: datetime | None = None) -> Query:
         q.intents.add("todo")
         q.unanswered_only = True
         return q
-    for pattern, intent, unanswered in INTENT_PATTERNS:
+    for pattern, intent, unanswered, may_filter in INTENT_PATTERNS:
         m = pattern.search(text)
         if not m:
             continue
-        # An intent phrase that opens the query ("open questions", "decisions about X") is a
+        # A kind of memory named at the query's start ("open questions", "decisions about X") is a
         # filter; one inside a question ("what problems did she face") only boosts.
         lead = text[: m.start()].lower().split()
-        if all(w in FILTER_LEAD_WORDS for w in lead):
+        # A question's frame ("what did we decide", "how did we fix") is not its subject: "decide"
+        # would match every line that says "decided". A kind named as a noun ("bugs in the parser")
+        # stays a word to match (BEAM confirm recall@10 -0.005 without it).
+        subject = [t for t in q.terms if t not in terms_of(m.group(0))]
+        if not may_filter and subject:
+            q.terms = subject
+        if may_filter and all(w in FILTER_LEAD_WORDS for w in lead):
             q.intents.add(intent)
             q.unanswered_only = unanswered
         else:
