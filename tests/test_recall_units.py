@@ -426,3 +426,8 @@ def test_what_did_we_decide_about_a_subject_finds_the_subject_whatever_its_lines
     assert (str(path), 2) in {(r["source_file"], r["source_line"]) for r in hits[:3]}
     listed = cli_json("search", "decisions about linting", "--project", "atlas")
     assert listed and all(r["kind"] == "idea" and r["intent"] == "decision" for r in listed)
+    # ... unless no memory of that kind mentions the subject: then what was said about it, with a note
+    asked = "decisions about tracing in tests"
+    shown = cli_json("search", asked, "--project", "atlas")
+    assert (str(path), 2) in {(r["source_file"], r["source_line"]) for r in shown[:3]}
+    assert "no decision memory mentions tracing tests" in cli("search", asked, "--project", "atlas").stderr

@@ -78,6 +78,7 @@ class Query:
     # it happened, so the range ranks lines (search.OUTSIDE_DAY) instead of filtering them out.
     soft_window: bool = False
     participants: dict[str, str | None] = field(default_factory=dict)  # named people: side (search)
+    kind_words: list[str] = field(default_factory=list)  # the terms that named a kind ("decisions")
     identifier: bool = False  # it names code (IDENTIFIER): its exact words matter more than its meaning
 
     def fts(self) -> str | None:
@@ -211,8 +212,9 @@ def analyze(text: str, now: datetime | None = None) -> Query:
         or until is not None
         or bool(re.search(r"\b(latest|recent|last|current)\b", text, re.I))
     )
-    if OPEN_WORK.search(text):
+    if open_work := OPEN_WORK.search(text):
         # "what is left to do": open todos only, wherever the phrase stands; closed ones are done.
+        q.kind_words = terms_of(open_work.group(0))
         q.intents.add("todo")
         q.unanswered_only = True
         return q
@@ -226,7 +228,8 @@ def analyze(text: str, now: datetime | None = None) -> Query:
         # A question's frame ("what did we decide", "how did we fix") is not its subject: "decide"
         # would match every line that says "decided". A kind named as a noun ("bugs in the parser")
         # stays a word to match (BEAM confirm recall@10 -0.005 without it).
-        subject = [t for t in q.terms if t not in terms_of(m.group(0))]
+        q.kind_words = terms_of(m.group(0))
+        subject = [t for t in q.terms if t not in q.kind_words]
         if not may_filter and subject:
             q.terms = subject
         if may_filter and all(w in FILTER_LEAD_WORDS for w in lead):

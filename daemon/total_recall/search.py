@@ -577,6 +577,27 @@ def search(
         here = os.path.abspath(cwd or os.getcwd())
         ctx._note(f"{here} is not inside a known project: searched all projects")
     q.participants = participants(ctx.db, q.text, projects)
+    results = _search(ctx, q, projects, hyde_text, now, k)
+    if q.intents and (subject := unmentioned_subject(results, q)):
+        # "problems with dialyzer" when no problem memory mentions dialyzer: the filter would show
+        # problems about other things. What was said about the subject is shown instead, that kind
+        # of memory first.
+        kinds = " or ".join(sorted(q.intents))
+        q.boost_intents |= q.intents
+        q.intents, q.unanswered_only = set(), False
+        ctx._note(f"no {kinds} memory mentions {' '.join(subject)}: showing what was said about it")
+        results = _search(ctx, q, projects, hyde_text, now, k)
+    return results
+
+
+def _search(
+    ctx: SearchContext,
+    q: querymod.Query,
+    projects: list[str] | None,
+    hyde_text: str | None,
+    now: datetime,
+    k: int,
+) -> list[dict]:
     pool = gather(ctx, q, projects, hyde_text)
     ranked = rescore(ctx.db, _rank(ctx, pool, q, now), q)
     top = _select(ranked, k)
@@ -586,6 +607,18 @@ def search(
         extra = [c for c in extra if c.id in extra_rows and _passes(extra_rows[c.id], q, "message_time")]
         top = _select(sorted(top + extra, key=lambda c: -c.score), k)
     return build_results(ctx.db, order_chains(ctx.db, top), q.terms)
+
+
+def unmentioned_subject(results: list[dict], q: querymod.Query) -> list[str]:
+    """The query's subject words (its terms but those that named the kind) when no result says any
+    of them, else []."""
+    subject = [t for t in q.terms if t not in q.kind_words]
+    wanted = {_stem(t) for t in subject}
+    for r in results:
+        text = " ".join(str(r.get(f) or "") for f in ("content", "name", "summary"))
+        if wanted & {_stem(w) for w in querymod.WORD.findall(text.lower())}:
+            return []
+    return subject
 
 
 RERANK_N = (
@@ -1039,7 +1072,7 @@ def run(
     """One search request (CLI or socket): {query, k, project, all_projects, cwd, hyde}.
 
     The socket server also passes `spare` (a second connection when one is free) and `executor`
-    so the strategies run in two halves at once (_run_jobs)."""
+    so that two threads share the strategies (_run_jobs)."""
     ctx = SearchContext(db, embedder, settings, spare=spare, executor=executor)
     text = str(request.get("query") or "")
     k = int(request.get("k") or settings.search.k)
