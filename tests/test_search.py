@@ -73,6 +73,10 @@ def test_time_filter_excludes_older_sessions(two_sessions):
     }
     before = cli_json("search", f"deploy before {since}", "--project", "atlas")
     assert before and {r["source_file"] for r in before} == {str(old)}
+    # nothing in the window: the dates are named and matches from any time are shown
+    later = (NOW + timedelta(days=1)).strftime("%Y-%m-%d")
+    answer = cli("search", f"Docker Compose deploy since {later}", "--project", "atlas")
+    assert f"nothing said since {later} matches" in answer.stderr and "Docker Compose" in answer.stdout
 
 
 def test_session_spans_are_never_results(two_sessions):

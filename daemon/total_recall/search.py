@@ -587,7 +587,20 @@ def search(
         q.intents, q.unanswered_only = set(), False
         ctx._note(f"no {kinds} memory mentions {' '.join(subject)}: showing what was said about it")
         results = _search(ctx, q, projects, hyde_text, now, k)
+    if not results and (q.since or q.until) and not q.soft_window:
+        # "... last week" when it was said in February: an empty answer does not say whether the
+        # words or the dates missed. The dates are named, and matches from any time are shown.
+        ctx._note(f"nothing {_window(q)} matches: showing matches from any time")
+        q.since = q.until = None
+        results = _search(ctx, q, projects, hyde_text, now, k)
     return results
+
+
+def _window(q: querymod.Query) -> str:
+    day = "%Y-%m-%d"
+    if q.since and q.until:
+        return f"said from {q.since.strftime(day)} to before {q.until.strftime(day)}"
+    return f"said since {q.since.strftime(day)}" if q.since else f"said before {q.until.strftime(day)}"
 
 
 def _search(
