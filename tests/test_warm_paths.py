@@ -130,7 +130,7 @@ def test_a_search_on_two_connections_runs_each_job_once_and_keeps_the_spare_unti
 
     def make() -> bytes:
         before = [entry for entry in log if entry[2] == threading.get_ident()]
-        time.sleep(0.05)  # an embedding: the other thread meanwhile takes the full-text jobs
+        time.sleep(0.2)  # an embedding: the other thread meanwhile takes the full-text jobs
         made_by.append((threading.get_ident(), len(before)))
         return b"vector"
 
@@ -162,14 +162,16 @@ def test_a_search_on_two_connections_runs_each_job_once_and_keeps_the_spare_unti
 
         # A job that fails on this thread: the spare connection stays lent until the other
         # thread's job has ended, then the error reaches the caller.
-        finished = threading.Event()
+        started, finished = threading.Event(), threading.Event()
 
         def slow(ctx) -> list:
+            started.set()
             time.sleep(0.2)
             finished.set()
             return []
 
         def fails(ctx) -> list:
+            assert started.wait(30)  # fail while the other thread's job runs
             raise RuntimeError("the KNN failed")
 
         vector = search.Once(make)
