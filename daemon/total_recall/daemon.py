@@ -83,7 +83,7 @@ def running_pid(paths: config.Paths) -> int | None:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
             text = os.pread(fd, 32, 0).decode(errors="replace").strip()
-            return int(text) if text.isdigit() else 0
+            return int(text) if text.isdecimal() else 0
         fcntl.flock(fd, fcntl.LOCK_UN)
         return None
     finally:
@@ -206,7 +206,7 @@ class InstanceLock:
         deadline = time.monotonic() + HOLDER_WAIT
         while True:
             holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
-            if (holder.isdigit() and pid_alive(int(holder))) or time.monotonic() >= deadline:
+            if (holder.isdecimal() and pid_alive(int(holder))) or time.monotonic() >= deadline:
                 return holder or "?"
             time.sleep(0.01)
 
