@@ -90,6 +90,10 @@ class Query:
         the vocabulary the answer is likely said in, for BM25 (query expansion, as query2doc)."""
         return any_of(list(dict.fromkeys([*self.terms, *terms_of(clean(passage))]))[:limit])
 
+    def subject(self) -> list[str]:
+        """Its terms but those that named a kind of memory ("decisions", "what did we decide")."""
+        return [t for t in self.terms if t not in self.kind_words]
+
 
 def any_of(words) -> str | None:
     """An FTS5 expression matching any of these words, each a quoted literal; None for none."""
@@ -229,8 +233,7 @@ def analyze(text: str, now: datetime | None = None) -> Query:
         # would match every line that says "decided". A kind named as a noun ("bugs in the parser")
         # stays a word to match (BEAM confirm recall@10 -0.005 without it).
         q.kind_words = terms_of(m.group(0))
-        subject = [t for t in q.terms if t not in q.kind_words]
-        if not may_filter and subject:
+        if not may_filter and (subject := q.subject()):
             q.terms = subject
         if may_filter and all(w in FILTER_LEAD_WORDS for w in lead):
             q.intents.add(intent)

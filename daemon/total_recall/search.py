@@ -625,7 +625,7 @@ def _search(
 def unmentioned_subject(results: list[dict], q: querymod.Query) -> list[str]:
     """The query's subject words (its terms but those that named the kind) when no result says any
     of them, else []."""
-    subject = [t for t in q.terms if t not in q.kind_words]
+    subject = q.subject()
     wanted = {_stem(t) for t in subject}
     for r in results:
         text = " ".join(str(r.get(f) or "") for f in ("content", "name", "summary"))
