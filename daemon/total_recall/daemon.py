@@ -82,7 +82,7 @@ def running_pid(paths: config.Paths) -> int | None:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            text = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            text = _written_pid(fd)
             return int(text) if text.isdecimal() else 0
         fcntl.flock(fd, fcntl.LOCK_UN)
         return None
@@ -177,6 +177,11 @@ def _remove_stale_socket(paths: config.Paths) -> bool:
 HOLDER_WAIT = 1.0  # seconds a refused daemon waits for the lock holder's pid
 
 
+def _written_pid(fd: int) -> str:
+    """What the lock's holder wrote in daemon.lock (its pid), as text; '' when nothing yet."""
+    return os.pread(fd, 32, 0).decode(errors="replace").strip()
+
+
 class InstanceLock:
     """flock on daemon.lock; the kernel releases it when the process dies, even by SIGKILL."""
 
@@ -205,7 +210,7 @@ class InstanceLock:
         daemon before: wait a moment (HOLDER_WAIT) for a pid that is alive."""
         deadline = time.monotonic() + HOLDER_WAIT
         while True:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            holder = _written_pid(fd)
             if (holder.isdecimal() and pid_alive(int(holder))) or time.monotonic() >= deadline:
                 return holder or "?"
             time.sleep(0.01)
