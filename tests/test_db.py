@@ -249,7 +249,7 @@ def test_fts_triggers_follow_updates_and_deletes(tmp_path):
 
 
 def _scoped_corpus(database: db.Database) -> dict[int, str]:
-    """Ideas and chunks over three projects, one a prefix of another's path; {idea id: project}."""
+    """Ideas, chunks and topics over three projects, one a prefix of another's path; {idea id: project}."""
     import random
 
     rng = random.Random(7)
@@ -273,11 +273,17 @@ def _scoped_corpus(database: db.Database) -> dict[int, str]:
                 "context) VALUES (1, ?, ?, 'user', 'prompt', ?, ?, ?)",
                 (line, line, project, text, rng.choice(words)),
             )
+            # a topic (depth 1) on every line, the session itself (depth 0) on every fifth
+            database.execute(
+                "INSERT INTO spans (session_id, project, source_file, depth, name, summary, start_line, "
+                "end_line, created_at, updated_at) VALUES ('s', ?, '/t.jsonl', ?, ?, ?, ?, ?, 0, 0)",
+                (project, 0 if line % 5 == 0 else 1, rng.choice(words), text, line, line),
+            )
     return owners
 
 
 def test_a_search_scoped_to_one_project_ranks_its_rows_as_a_search_of_every_project_does(tmp_path):
-    """Full-text search over one project ANDs the project's key inside FTS5 (0010): it returns
+    """Full-text search over one project ANDs the project's key inside FTS5 (0010, 0011): it returns
     exactly that project's matches (not those of a project whose path it prefixes) with the scores
     the same query gives them over every project; the key survives forget's index rebuild, and
     with one project left the scoped search is the unscoped one (I92)."""
@@ -286,9 +292,10 @@ def test_a_search_scoped_to_one_project_ranks_its_rows_as_a_search_of_every_proj
     database = db.connect(tmp_path / "k.db")
     owners = _scoped_corpus(database)
     chunk_owner = dict(database.all("SELECT id, project FROM chunks"))
+    topic_owner = dict(database.all("SELECT id, project FROM spans WHERE depth > 0"))
 
     def check(project: str, kind: str, weights: str | None) -> None:
-        owner = owners if kind == "idea" else chunk_owner
+        owner = {"idea": owners, "chunk": chunk_owner, "span": topic_owner}[kind]
         for match in ('"redis" OR "tls"', '"deploy" OR "helm" OR "worker"', '"queue"'):
             everywhere = lookup.bm25(database, kind, match, None, 1000, weights)
             scoped = lookup.bm25(database, kind, match, [project], 1000, weights)
@@ -300,16 +307,20 @@ def test_a_search_scoped_to_one_project_ranks_its_rows_as_a_search_of_every_proj
     for project in ("/p/atlas", "/p/atlas-web", "/p/zephyr"):
         check(project, "idea", None)
         check(project, "chunk", "1.0, 0.3")
+        check(project, "span", None)
     assert lookup.bm25(database, "idea", '"redis"', ["/p/nowhere"], 100) == []
 
     erasure.rebuild_fts(database)  # forget rebuilds the indexes from the owner rows
     check("/p/atlas-web", "idea", None)
     check("/p/atlas-web", "chunk", "1.0, 0.3")
+    check("/p/atlas-web", "span", None)
 
     database.execute("DELETE FROM ideas WHERE project != '/p/zephyr'")
     database.execute("DELETE FROM chunks WHERE project != '/p/zephyr'")
+    database.execute("DELETE FROM spans WHERE project != '/p/zephyr'")
     check("/p/zephyr", "idea", None)  # the only project: no filter at all
     check("/p/zephyr", "chunk", "1.0, 0.3")
+    check("/p/zephyr", "span", None)
     database.close()
 
 
@@ -518,10 +529,10 @@ def _back_to_0008(path, tmp_path) -> None:
     idea_sources hold the path; no `files`; user_version 8), every id, vector and full-text row kept,
     as a database written by the code before 0009 would be."""
     scratch = db.connect(tmp_path / "v8.db", migrations_dir=_made_by(tmp_path, 8))
-    tables = ("messages", "chunks", "ideas", "idea_sources")
+    tables = ("messages", "chunks", "ideas", "idea_sources", "spans")  # spans: as 0011 found them
     schema = scratch.all(
         "SELECT type, name, tbl_name, sql FROM sqlite_master WHERE sql IS NOT NULL AND tbl_name IN "
-        "(?, ?, ?, ?)",
+        f"({', '.join('?' for _ in tables)})",
         tables,
     )
     scratch.close()
@@ -534,7 +545,8 @@ def _back_to_0008(path, tmp_path) -> None:
         conn.execute(create.replace(f"CREATE TABLE {table}", f"CREATE TABLE {table}_8", 1))
         columns = [r[1] for r in conn.execute(f"PRAGMA table_info({table}_8)")]
         values = ", ".join(
-            PATH_OF.format("t").split(" AS ")[0] if c == "source_file" else f"t.{c}" for c in columns
+            PATH_OF.format("t").split(" AS ")[0] if c == "source_file" and table != "spans" else f"t.{c}"
+            for c in columns
         )
         conn.execute(f"INSERT INTO {table}_8 ({', '.join(columns)}) SELECT {values} FROM {table} t")
         conn.execute(f"DROP TABLE {table}")
