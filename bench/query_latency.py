@@ -251,6 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cold", type=int, default=15, help="cold (fresh process) queries")
     args = parser.parse_args(argv)
     harness.quiet()
+    harness.compile_package()
     results = [measure_size(int(n), args.warm, args.cold) for n in args.sizes.split(",") if n.strip()]
     print(render(results))
     return 0

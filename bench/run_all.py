@@ -167,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     harness.quiet()
+    harness.compile_package()
     chosen = [name.strip() for name in args.only.split(",") if name.strip()]
     runners: dict[str, Callable[[], tuple[str, list[list[str]]]]] = {
         "hook": lambda: run_hook(args.quick),
