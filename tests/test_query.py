@@ -105,3 +105,34 @@ def test_a_kind_named_first_filters_and_a_question_about_what_happened_only_boos
 ):
     q = query.analyze(text, NOW)
     assert (q.intents, q.boost_intents, q.terms) == (filters, boosts, terms)
+
+
+@pytest.mark.parametrize(
+    "text, terms",
+    [
+        ("where did we leave off", []),
+        ("Where were we?", []),
+        ("what was I working on", []),
+        ("what were we in the middle of", []),
+        ("pick up where we left off on the OTEL tracing", ["otel", "tracing"]),
+        ("what did we do in the previous session about auth", ["auth"]),
+    ],
+)
+def test_asking_where_the_last_session_ended_is_not_a_subject(text, terms):
+    """ "Where did we leave off" asks for the previous session (search.search picks it); its words
+    are not words to match, what is settled or left open ranks before what was merely said, and
+    a subject it names ranks its latest mentions first."""
+    q = query.analyze(text, NOW)
+    assert q.last_session and q.time_sensitive
+    assert q.terms == terms
+    assert {"decision", "todo", "problem"} <= q.boost_intents and not q.intents
+
+
+@pytest.mark.parametrize("text", ["what did we decide last time about caching", "the session cookie expiry"])
+def test_last_time_or_a_session_word_alone_does_not_ask_for_the_last_session(text):
+    assert not query.analyze(text, NOW).last_session
+
+
+def test_what_is_still_left_to_do_is_open_todos_with_no_subject():
+    q = query.analyze("what's still left to do", NOW)
+    assert q.intents == {"todo"} and q.unanswered_only and q.subject() == []

@@ -79,6 +79,43 @@ def test_time_filter_excludes_older_sessions(two_sessions):
     assert f"nothing said since {later} matches" in answer.stderr and "Docker Compose" in answer.stdout
 
 
+def test_where_did_we_leave_off_recaps_the_session_before_this_one(store, tmp_path):
+    """ "Where did we leave off" (I98): the latest session other than the one asking (the /remember
+    skill passes it) is searched, its last lines newest first and what was settled or left open
+    before what was merely said, with a note naming it; with no asking session named, the latest
+    session; with a subject, every session, its latest mentions first."""
+    claude = tmp_path / "claude"
+    old = index(
+        claude,
+        "old",
+        [
+            ("user", "Let's look at the flaky login test first."),
+            ("assistant", "The login test waited on a fixed sleep; it now waits for the redirect."),
+            ("user", "Good. We decided to move the session cache from Memcached to Redis."),
+            ("assistant", "Next step: migrate the remaining cache keys to Redis tomorrow."),
+        ],
+        NOW - timedelta(days=3),
+    )
+    new = index(claude, "new", [("user", "where did we leave off")], NOW - timedelta(minutes=5))
+
+    asked = cli(
+        "search", "where did we leave off", "--project", "atlas", "--current-session", "new", "--json"
+    )
+    recap = json.loads(asked.stdout)
+    assert "searched the session before this one: old" in asked.stderr
+    assert recap and {r["source_file"] for r in recap} == {str(old)}
+    assert recap[0]["source_line"] == 4 and "migrate the remaining cache keys" in recap[0]["content"]
+    assert [r["source_line"] for r in recap[:2]] == [4, 3]  # the newest first
+
+    latest = cli("search", "where did we leave off", "--project", "atlas", "--json")
+    assert "searched the session: new" in latest.stderr
+    assert {r["source_file"] for r in json.loads(latest.stdout)} == {str(new)}
+
+    subject = cli("search", "where did we leave off with the login test", "--project", "atlas", "--json")
+    assert "searched the session" not in subject.stderr
+    assert "login test" in json.loads(subject.stdout)[0]["content"]
+
+
 def test_session_spans_are_never_results(two_sessions):
     for query in ("deploy", "atlas API", "session"):
         assert all(

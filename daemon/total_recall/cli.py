@@ -286,6 +286,7 @@ def cmd_search(args) -> int:
         all_projects=args.all_projects,
         hyde=args.hyde,
         session=args.session,
+        current_session=args.current_session,
     )
     try:
         answer = client.exchange(locations.paths().socket, request)
@@ -591,6 +592,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--all-projects", action="store_true", help="search every project")
     p.add_argument("--hyde", action="store_true", help="also search a hypothetical answer written by the LLM")
     p.add_argument("--session", help="only memories of this session (full id or the short id printed)")
+    p.add_argument(
+        "--current-session",
+        help="the session asking (the /remember skill passes it): "
+        '"where did we leave off" asks about the one before',
+    )
     p.add_argument("--queries", help="a JSONL file of {query, project, k}; prints one JSON line per query")
     p = add("pin", "pin a memory: core tier, never changed by the extractor, listed first at session start")
     p.add_argument("id", type=int)

@@ -27,6 +27,7 @@ def request(
     hyde: bool,
     session: str | None = None,
     cwd: str | None = None,
+    current_session: str | None = None,
 ) -> dict:
     """The search request as the socket and `in_process` take it."""
     return {
@@ -38,6 +39,7 @@ def request(
         "cwd": cwd or os.getcwd(),
         "hyde": hyde,
         "session": session,
+        "current_session": current_session,
     }
 
 

@@ -207,6 +207,34 @@ def ideas_naming(db: Database, entity_ids: list[int], projects: list[str] | None
     )
 
 
+# The lines a "where did we leave off" recap is made of: what the user and Claude said, and Claude
+# Code's summary of the turns before a compaction; not tool output or text Claude Code added.
+RECAP_KINDS = ("prompt", "response", "compact_summary")
+
+
+def latest_session(db: Database, projects: list[str] | None, excluding: str | None) -> Any:
+    """The session (other than `excluding`) with the newest line of these projects (None: of any):
+    session_id, project, ended; or None. One index seek per project."""
+    other, params = (" AND session_id != ?", (excluding,)) if excluding else ("", ())
+    sql = (
+        "SELECT session_id, project, timestamp AS ended FROM chunks WHERE session_id IS NOT NULL "
+        f"AND timestamp IS NOT NULL{other}{{project}} ORDER BY timestamp DESC LIMIT 1"
+    )
+    if projects is None:
+        return db.one(sql.format(project=""), params)
+    found = [db.one(sql.format(project=" AND project = ?"), (*params, p)) for p in projects]
+    return max((r for r in found if r is not None), key=lambda r: r["ended"], default=None)
+
+
+def latest_lines(db: Database, session: str, limit: int) -> list[int]:
+    """Ids of the chunks of a session's last RECAP_KINDS lines, the newest first."""
+    return db.column(
+        f"SELECT id FROM chunks WHERE session_id = ? AND kind IN ({marks(RECAP_KINDS)}) "
+        "ORDER BY timestamp DESC, source_line DESC, seq DESC LIMIT ?",
+        (session, *RECAP_KINDS, limit),
+    )
+
+
 def ideas_between(
     db: Database, projects: list[str] | None, since: str | None, until: str | None, limit: int
 ) -> list[int]:

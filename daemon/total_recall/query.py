@@ -56,8 +56,19 @@ IDENTIFIER = re.compile(
 
 
 OPEN_WORK = re.compile(
-    r"\b(?:left to do|still to do|(?:is|are|remains?|'s) left|remaining (?:work|tasks?|todos?)|"
-    r"open (?:todos?|tasks?)|pending (?:todos?|tasks?)|not (?:yet )?done)\b",
+    r"\b(?:(?:still )?left to do|still to do|(?:is|are|remains?|'s)(?: still)? left|"
+    r"remaining (?:work|tasks?|todos?)|open (?:todos?|tasks?)|pending (?:todos?|tasks?)|not (?:yet )?done)\b",
+    re.I,
+)
+
+
+# "Where did we leave off?", "what was I working on?": the session before this one is the subject
+# (search.search picks it); the words that ask so are not words to match.
+LAST_SESSION = re.compile(
+    r"\b(?:(?:pick(?:ing)? up )?where (?:did|do|had) (?:we|i) (?:leave|left) off|where were we|"
+    r"(?:pick(?:ing)? up where )?(?:we|i) left off|"
+    r"what (?:was|were|had) (?:we|i) (?:been )?(?:working on|doing|in the middle of)|"
+    r"(?:last|previous|prior) session)\b",
     re.I,
 )
 
@@ -80,6 +91,7 @@ class Query:
     participants: dict[str, str | None] = field(default_factory=dict)  # named people: side (search)
     kind_words: list[str] = field(default_factory=list)  # the terms that named a kind ("decisions")
     identifier: bool = False  # it names code (IDENTIFIER): its exact words matter more than its meaning
+    last_session: bool = False  # it asks where the previous session ended (LAST_SESSION)
 
     def fts(self) -> str | None:
         """An FTS5 expression in which every user word is a quoted literal: no syntax survives."""
@@ -216,6 +228,11 @@ def analyze(text: str, now: datetime | None = None) -> Query:
         or until is not None
         or bool(re.search(r"\b(latest|recent|last|current)\b", text, re.I))
     )
+    if last := LAST_SESSION.search(text):
+        q.last_session = q.time_sensitive = True  # with a subject: the latest said about it first
+        q.terms = [t for t in q.terms if t not in terms_of(last.group(0))]
+        # what was settled or left open, before what was merely said ("context")
+        q.boost_intents |= {"decision", "conclusion", "question", "problem", "solution", "todo"}
     if open_work := OPEN_WORK.search(text):
         # "what is left to do": open todos only, wherever the phrase stands; closed ones are done.
         q.kind_words = terms_of(open_work.group(0))

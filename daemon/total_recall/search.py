@@ -48,6 +48,7 @@ WEIGHTS = {
     "span_vec": 0.35,
     "span_bm25": 0.175,
     "time": 0.3,
+    "latest": 0.3,  # a "where did we leave off" question: the session's newest ideas first
 }
 DENSE = frozenset({"idea_vec", "span_vec", "chunk_vec", "hyde", "hyde_chunk"})
 # A question that names code (`mix deps.audit`, mix_audit, xterm.js) asks for those exact words:
@@ -209,7 +210,10 @@ def gather(ctx: SearchContext, q: querymod.Query, projects: list[str] | None, hy
     vectors: list[Once] = []
     match = q.fts()
     chunks = table_exists(ctx.db, "chunk_embeddings")
-    if ctx.vectors_ready() and q.text:
+    # "Where did we leave off?" names no subject: the session's newest ideas answer it, and the
+    # question's own vector would only find lines that sound like it.
+    recap_only = q.last_session and q.session is not None and not q.terms
+    if ctx.vectors_ready() and q.text and not recap_only:
         # Embedded once, by the first job that needs it or, on two threads, first of all while
         # the other thread runs the full-text jobs (_two_threads); a failed embedding leaves
         # these jobs without hits.
@@ -239,7 +243,17 @@ def gather(ctx: SearchContext, q: querymod.Query, projects: list[str] | None, hy
     jobs["entity"] = ("idea", lambda c: _entity_ideas(c, q, projects))
     if q.since or q.until:
         jobs["time"] = ("idea", lambda c: _time_window_ideas(c, q, projects))
+    if recap_only:
+        session = q.session
+        jobs["latest"] = ("chunk", lambda c: _latest_lines(c, session))
     return fuse(_run_jobs(ctx, jobs, vectors), weights_for(q))
+
+
+def _latest_lines(ctx: SearchContext, session: str) -> list[tuple[int, float]]:
+    """The session's last lines (lookup.RECAP_KINDS), scored by how late they were said (the last
+    1.0); each is shown as its idea when it has one (_add_line_ideas)."""
+    ids = lookup.latest_lines(ctx.db, session, POOL)
+    return [(i, 1.0 - n / len(ids)) for n, i in enumerate(ids)]
 
 
 def weights_for(q: querymod.Query) -> dict[str, float]:
@@ -263,6 +277,7 @@ JOB_ORDER = (
     "span_bm25",
     "entity",
     "time",
+    "latest",
 )
 VECTOR_JOBS = {"idea_vec", "span_vec", "chunk_vec", "hyde", "hyde_chunk"}
 
@@ -566,6 +581,7 @@ def search(
     hyde_text: str | None = None,
     now: datetime | None = None,
     session: str | None = None,
+    current_session: str | None = None,
 ) -> list[dict]:
     now = now or datetime.now(timezone.utc)
     q = querymod.analyze(text, now)
@@ -576,6 +592,8 @@ def search(
     if projects is None and not all_projects and not project:
         here = os.path.abspath(cwd or os.getcwd())
         ctx._note(f"{here} is not inside a known project: searched all projects")
+    if q.last_session and q.session is None and not q.terms:
+        projects = _previous_session(ctx, q, projects, current_session)
     q.participants = participants(ctx.db, q.text, projects)
     results = _search(ctx, q, projects, hyde_text, now, k)
     if q.intents and (subject := unmentioned_subject(results, q)):
@@ -594,6 +612,24 @@ def search(
         q.since = q.until = None
         results = _search(ctx, q, projects, hyde_text, now, k)
     return results
+
+
+def _previous_session(
+    ctx: SearchContext, q: querymod.Query, projects: list[str] | None, current: str | None
+) -> list[str] | None:
+    """For "where did we leave off": the latest session of the scope other than `current` (the
+    session asking, which the /remember skill names) becomes the query's session; returns the
+    scope narrowed to that session's project. A note names the session."""
+    last = lookup.latest_session(ctx.db, projects, current)
+    if last is None:
+        ctx._note("no earlier session in this scope: searched every session")
+        q.last_session = False
+        return projects
+    q.session = last["session_id"]
+    when = f", last active {last['ended'][:10]}" if last["ended"] else ""
+    other = " before this one" if current else ""
+    ctx._note(f"searched the session{other}: {q.session[:8]}{when}")
+    return [last["project"]] if last["project"] else projects
 
 
 def _window(q: querymod.Query) -> str:
@@ -1103,6 +1139,7 @@ def run(
         cwd=request.get("cwd"),
         hyde_text=hyde_text,
         session=request.get("session"),
+        current_session=request.get("current_session"),
     )
     return {"results": results, "notes": ctx.notes}
 
