@@ -116,6 +116,30 @@ def test_where_did_we_leave_off_recaps_the_session_before_this_one(store, tmp_pa
     assert "login test" in json.loads(subject.stdout)[0]["content"]
 
 
+def test_a_kind_filter_whose_memories_miss_the_topic_shows_what_was_said_about_it(store, tmp_path):
+    """A query that opens with a kind ("problems with dialyzer") filters to it; when no memory of
+    that kind mentions the topic, a note says so and what was said about the topic is shown, that
+    kind first. The verb that frames a question ("what errors did we hit") is not a topic."""
+    index(
+        tmp_path / "claude",
+        "s",
+        [
+            ("user", "The deploy fails with a TLS handshake error on the staging box."),
+            ("assistant", "Fixed by renewing the staging certificate with certbot."),
+            ("user", "We run Dialyzer in CI on every pull request."),
+        ],
+        NOW - timedelta(days=2),
+    )
+    missing = cli("search", "problems with dialyzer", "--project", "atlas", "--json")
+    assert "no problem memory mentions dialyzer: showing what was said about it" in missing.stderr
+    assert any("Dialyzer" in r["content"] for r in json.loads(missing.stdout))
+
+    framed = cli("search", "what errors did we hit", "--project", "atlas", "--json")
+    assert "mentions" not in framed.stderr
+    found = json.loads(framed.stdout)
+    assert found and {r["intent"] for r in found} == {"problem"} and "TLS handshake" in found[0]["content"]
+
+
 def test_session_spans_are_never_results(two_sessions):
     for query in ("deploy", "atlas API", "session"):
         assert all(

@@ -62,6 +62,11 @@ OPEN_WORK = re.compile(
 )
 
 
+# The verb of a question about what someone did ("what errors did we hit", "which bugs have you
+# seen"): how the question is put, not what it is about.
+FRAME_VERB = re.compile(r"\b(?:did|do|does|have|has|had) (?:we|i|you|they) (\w+)", re.I)
+
+
 # "Where did we leave off?", "what was I working on?": the session before this one is the subject
 # (search.search picks it); the words that ask so are not words to match.
 LAST_SESSION = re.compile(
@@ -105,6 +110,12 @@ class Query:
     def subject(self) -> list[str]:
         """Its terms but those that named a kind of memory ("decisions", "what did we decide")."""
         return [t for t in self.terms if t not in self.kind_words]
+
+    def topic(self) -> list[str]:
+        """What it is about: its subject without the verb that frames the question ("hit" in
+        "what errors did we hit")."""
+        framing = {m.group(1).lower() for m in FRAME_VERB.finditer(self.text)}
+        return [t for t in self.subject() if t not in framing]
 
 
 def any_of(words) -> str | None:

@@ -659,9 +659,9 @@ def _search(
 
 
 def unmentioned_subject(results: list[dict], q: querymod.Query) -> list[str]:
-    """The query's subject words (its terms but those that named the kind) when no result says any
-    of them, else []."""
-    subject = q.subject()
+    """The query's topic words (its terms but those that named the kind or frame the question)
+    when no result says any of them, else []."""
+    subject = q.topic()
     wanted = {_stem(t) for t in subject}
     for r in results:
         text = " ".join(str(r.get(f) or "") for f in ("content", "name", "summary"))
