@@ -69,7 +69,7 @@ QUESTION_FACTOR = 0.8
 OUTSIDE_DAY = 0.5  # a line said outside the day the question names keeps this share of its score
 
 
-@dataclass
+@dataclass(slots=True)
 class Candidate:
     kind: str  # idea | span | chunk (a chunk that wins its line is shown as a "message" result)
     id: int
@@ -352,17 +352,21 @@ def fuse(ranked: dict[str, tuple[str, list[tuple[int, float]]]], weights: dict[s
     weighted Reciprocal Rank Fusion.
     """
     pool: dict[tuple[str, int], Candidate] = {}
+    normalised = FUSION == "normalised"
     for strategy, (kind, hits) in ranked.items():
         if not hits:
             continue
         weight = weights[strategy]
         scores = [sc for _, sc in hits]
         top, floor = max(scores), (0.0 if "bm25" in strategy else min(scores))
-        for rank, (object_id, sc) in enumerate(hits):
-            cand = pool.setdefault((kind, object_id), Candidate(kind, object_id))
-            cand.strategies[strategy] = rank + 1
-            cand.norm[strategy] = (sc - floor) / (top - floor) if top > floor else 1.0
-            cand.score += weight * (cand.norm[strategy] if FUSION == "normalised" else 1 / (RRF_K + rank + 1))
+        span = top - floor
+        for rank, (object_id, sc) in enumerate(hits, 1):
+            cand = pool.get((kind, object_id))
+            if cand is None:
+                cand = pool[(kind, object_id)] = Candidate(kind, object_id)
+            cand.strategies[strategy] = rank
+            norm = cand.norm[strategy] = (sc - floor) / span if span > 0 else 1.0
+            cand.score += weight * (norm if normalised else 1 / (RRF_K + rank))
     return pool
 
 

@@ -120,8 +120,8 @@ def knn(
     params: tuple = (int8_blob(blob), k)
     if project is not None:
         sql, params = sql + " AND project = ?", params + (project,)
-    dim = len(blob) // 4
-    return [(int(r["id"]), int8_distance(float(r["distance"]), dim)) for r in db.execute(sql, params)]
+    unit = int8_distance(1.0, len(blob) // 4)
+    return [(int(i), float(d) * unit) for i, d in db.execute(sql, params)]
 
 
 def similar_topics(db: Database, blob: bytes, other_than_session: str, limit: int = 3, k: int = 20) -> list:
