@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from helpers import cli, write_transcript
 
@@ -50,3 +52,47 @@ def test_an_in_process_call_answers_as_the_process_does(indexed, args):
     )
     if "--json" in args:
         assert json.loads(inside.stdout)  # not an empty answer compared with another one
+
+
+# Tokens of a `search` command line: the options cli.plain_search reads, values, words, and what it
+# leaves to argparse (help, abbreviations, --opt=value, unknown options, words starting with "-").
+SEARCH_TOKENS = st.one_of(
+    st.sampled_from(
+        ["--json", "--all-projects", "--hyde", "-k", "--project", "--session", "--current-session"]
+    ),
+    st.sampled_from(["12", "0", "007", "-3", "+4", "1_0", "x", "atlas", "/home/dev/atlas", "", "-", "--"]),
+    st.sampled_from(["--help", "-h", "--proj", "--project=atlas", "-k5", "--queries", "--jso", "-x"]),
+    st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=8),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(SEARCH_TOKENS, max_size=8))
+@example(["--json", "-k", "12", "--current-session", "abc-123", "where did we leave off"])
+@example(["what", "did", "we", "decide", "--json", "-k", "12"])
+@example(["a", "--json", "b"])
+def test_the_plain_search_reading_is_argparses_for_every_command_line_it_takes(tokens):
+    """The warm search skips argparse (I58); whatever argv it reads, argparse reads the same way."""
+    from total_recall import cli as cli_module
+
+    argv = ["search", *tokens]
+    plain = cli_module.plain_search(argv)
+    if plain is None:
+        return
+    try:
+        parsed = cli_module.build_parser(only="search").parse_args(argv)
+    except SystemExit as exc:
+        raise AssertionError(f"argparse refused {argv} ({exc})") from None
+    assert vars(plain) == vars(parsed)
+
+
+def test_the_skills_search_command_line_is_read_without_argparse():
+    from total_recall import cli as cli_module
+
+    argv = ["search", "--json", "-k", "12", "--current-session", "s-1", "where did we leave off"]
+    assert vars(cli_module.plain_search(argv)) == {
+        **vars(cli_module.build_parser(only="search").parse_args(argv)),
+        "query": ["where did we leave off"],
+    }
+    assert cli_module.plain_search(["search", "--help"]) is None
+    assert cli_module.plain_search(["topics", "--json"]) is None

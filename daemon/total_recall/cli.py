@@ -5,15 +5,19 @@ Domain errors become one line on stderr and a non-zero exit; no tracebacks for u
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 from total_recall import __version__, locations
 from total_recall.errors import TotalRecallError
+
+TYPE_CHECKING = False  # typing itself is not imported on the warm search path (I58)
+if TYPE_CHECKING:
+    import argparse
 
 
 class _Config:
@@ -501,16 +505,19 @@ class _Unused:
         pass
 
 
-class _Formatter(argparse.HelpFormatter):
+def _formatter() -> type:
     """argparse's help formatter, the terminal's width found without `shutil`.
 
     argparse makes a formatter for every add_argument (to check its metavar), and the stock one
-    imports shutil, with zlib, bz2 and lzma, for the width: 1.6 ms of every command, `search`
-    (what /remember runs) included."""
+    imports shutil, with zlib, bz2 and lzma, for the width: 1.6 ms of every command."""
+    import argparse
 
-    def __init__(self, prog: str, **kwargs) -> None:
-        kwargs.setdefault("width", _columns() - 2)  # as the stock formatter narrows it
-        super().__init__(prog, **kwargs)
+    class Formatter(argparse.HelpFormatter):
+        def __init__(self, prog: str, **kwargs) -> None:
+            kwargs.setdefault("width", _columns() - 2)  # as the stock formatter narrows it
+            super().__init__(prog, **kwargs)
+
+    return Formatter
 
 
 def _columns() -> int:
@@ -532,8 +539,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     `main` passes the command named on the command line: `total-recall search` (what /remember
     runs) then builds one subparser instead of 35, a few milliseconds of every call.
     """
+    import argparse
+
+    formatter = _formatter()
     parser = argparse.ArgumentParser(
-        prog="total-recall", description="Long-term memory for Claude Code.", formatter_class=_Formatter
+        prog="total-recall", description="Long-term memory for Claude Code.", formatter_class=formatter
     )
     parser.add_argument("--version", action="version", version=f"total-recall {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -541,7 +551,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     def add(name: str, help_text: str) -> argparse.ArgumentParser:
         if only is not None and name != only:
             return _Unused()  # type: ignore[return-value]
-        p = sub.add_parser(name, help=help_text, description=help_text, formatter_class=_Formatter)
+        p = sub.add_parser(name, help=help_text, description=help_text, formatter_class=formatter)
         p.add_argument("--json", action="store_true", help="print JSON instead of text")
         return p
 
@@ -690,13 +700,54 @@ def _silence_stdout() -> None:
     os.close(devnull)
 
 
+# The search the /remember skill runs (`search --json -k 12 --current-session ID QUERY`), read
+# without argparse, whose import and parser are ~2.5 ms of a ~40 ms warm search (I58). Anything
+# else (--help, another or abbreviated option, --opt=value, a word starting with "-", words on
+# both sides of an option) is argparse's, which reads every argv this accepts the same way.
+SEARCH_SWITCHES = {"--json": "json", "--all-projects": "all_projects", "--hyde": "hyde"}
+SEARCH_VALUES = {
+    "-k": "k",
+    "--project": "project",
+    "--session": "session",
+    "--current-session": "current_session",
+}
+
+
+def plain_search(argv: list[str]) -> SimpleNamespace | None:
+    """The arguments of a plain `search` command line as argparse would give them, else None."""
+    if not argv or argv[0] != "search":
+        return None
+    args: dict = {"command": "search", "query": [], "queries": None}
+    args.update(dict.fromkeys(SEARCH_SWITCHES.values(), False))
+    args.update(dict.fromkeys(SEARCH_VALUES.values(), None))
+    runs, previous_was_word, tokens = 0, False, iter(argv[1:])
+    for token in tokens:
+        if token in SEARCH_SWITCHES:
+            args[SEARCH_SWITCHES[token]], previous_was_word = True, False
+        elif token in SEARCH_VALUES:
+            value = next(tokens, None)
+            if value is None or value.startswith("-") or (token == "-k" and not value.isdecimal()):
+                return None
+            args[SEARCH_VALUES[token]] = int(value) if token == "-k" else value
+            previous_was_word = False
+        elif token.startswith("-"):
+            return None
+        else:
+            runs += not previous_was_word
+            previous_was_word = True
+            args["query"].append(token)
+    return SimpleNamespace(**args) if runs <= 1 else None
+
+
 def main(argv: list[str] | None = None) -> int:
     given = sys.argv[1:] if argv is None else argv
-    parser = build_parser(only=given[0] if given and given[0] in COMMANDS else None)
-    args = parser.parse_args(given)
-    if not args.command:
-        parser.print_help()
-        return 2
+    args = plain_search(given)
+    if args is None:
+        parser = build_parser(only=given[0] if given and given[0] in COMMANDS else None)
+        args = parser.parse_args(given)
+        if not args.command:
+            parser.print_help()
+            return 2
     os.umask(0o077)  # whatever the user's umask, every file we create is private
     if args.command not in SELF_CONFIGURING:
         _configure_log()
