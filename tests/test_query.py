@@ -119,9 +119,9 @@ def test_a_kind_named_first_filters_and_a_question_about_what_happened_only_boos
     ],
 )
 def test_asking_where_the_last_session_ended_is_not_a_subject(text, terms):
-    """ "Where did we leave off" asks for the previous session (search.search picks it); its words
-    are not words to match, what is settled or left open ranks before what was merely said, and
-    a subject it names ranks its latest mentions first."""
+    """Asking "where did we leave off" asks for the previous session (search.search picks it): its
+    words are not words to match, what is settled or left open ranks before what was merely said,
+    and a subject it names ranks its latest mentions first."""
     q = query.analyze(text, NOW)
     assert q.last_session and q.time_sensitive
     assert q.terms == terms

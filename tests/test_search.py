@@ -80,7 +80,7 @@ def test_time_filter_excludes_older_sessions(two_sessions):
 
 
 def test_where_did_we_leave_off_recaps_the_session_before_this_one(store, tmp_path):
-    """ "Where did we leave off" (I98): the latest session other than the one asking (the /remember
+    """Asking "where did we leave off" (I98): the latest session other than the one asking (the /remember
     skill passes it) is searched, its last lines newest first and what was settled or left open
     before what was merely said, with a note naming it; with no asking session named, the latest
     session; with a subject, every session, its latest mentions first."""
