@@ -48,7 +48,7 @@ WEIGHTS = {
     "span_vec": 0.35,
     "span_bm25": 0.175,
     "time": 0.3,
-    "latest": 0.3,  # a "where did we leave off" question: the session's newest ideas first
+    "latest": 0.3,  # "where did we leave off" with no subject: the session's last lines, newest first
 }
 DENSE = frozenset({"idea_vec", "span_vec", "chunk_vec", "hyde", "hyde_chunk"})
 # A question that names code (`mix deps.audit`, mix_audit, xterm.js) asks for those exact words:
