@@ -466,3 +466,12 @@ def test_a_tool_call_from_the_model_reaches_our_mcp_server_and_its_answer_return
     text = json.dumps(answers[-1]["content"])
     assert not answers[-1].get("is_error"), text
     assert "PostgreSQL for the job queue" in text and decision.transcript.name in text
+
+
+def test_the_remember_skill_names_the_asking_session_to_the_search(cc):
+    """/remember tells the model to run the search with --current-session and Claude Code's own id of
+    the session asking, so "where did we leave off" searches the session before it (I98)."""
+    prefix = "total-recall:" if cc.route == "plugin" else ""
+    session = cc.session(f"/{prefix}remember where did we leave off", cc.project("shop"))
+    told = "\n".join(text for request in cc.fake.conversation_requests() for text in texts(request["json"]))
+    assert f'--current-session "{session.id}"' in told, told[-3000:]
