@@ -115,6 +115,16 @@ def test_where_did_we_leave_off_recaps_the_session_before_this_one(store, tmp_pa
     assert "searched the session" not in subject.stderr
     assert "login test" in json.loads(subject.stdout)[0]["content"]
 
+    # With an LLM endpoint, a recap asks it nothing: there is no answer for HyDE to imagine.
+    from fake_openai import FakeOpenAI
+
+    with FakeOpenAI(chat="We were migrating the cache.") as srv, pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TOTAL_RECALL_LLM_BASE_URL", srv.base_url)
+        mp.setenv("TOTAL_RECALL_LLM_MODEL", "hyde-test")
+        again = cli_json("search", "where did we leave off", "--project", "atlas", "--current-session", "new")
+        assert srv.requests_to("/chat/completions") == []
+    assert [r["source_line"] for r in again] == [r["source_line"] for r in recap]
+
 
 def test_a_kind_filter_whose_memories_miss_the_topic_shows_what_was_said_about_it(store, tmp_path):
     """A query that opens with a kind ("problems with dialyzer") filters to it; when no memory of

@@ -1097,6 +1097,9 @@ def _relations(db: Database, ids: list[int]) -> dict[int, list[dict]]:
 def wants_hyde(settings: config.Settings, text: str, forced: bool) -> bool:
     if not settings.llm_enabled():
         return False
+    q = querymod.analyze(text)
+    if q.last_session and not q.terms:
+        return False  # "where did we leave off": a recap of the last session, no answer to imagine
     mode = settings.search.hyde
     if forced or mode == "on":
         return True
