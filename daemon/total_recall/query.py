@@ -111,6 +111,10 @@ class Query:
         """Its terms but those that named a kind of memory ("decisions", "what did we decide")."""
         return [t for t in self.terms if t not in self.kind_words]
 
+    def asks_recap(self) -> bool:
+        """It asks where the last session ended and names nothing else ("where did we leave off")."""
+        return self.last_session and not self.terms
+
     def topic(self) -> list[str]:
         """What it is about: its subject without the verb that frames the question ("hit" in
         "what errors did we hit")."""

@@ -210,9 +210,9 @@ def gather(ctx: SearchContext, q: querymod.Query, projects: list[str] | None, hy
     vectors: list[Once] = []
     match = q.fts()
     chunks = table_exists(ctx.db, "chunk_embeddings")
-    # "Where did we leave off?" names no subject: the session's newest ideas answer it, and the
+    # "Where did we leave off?" names no subject: the session's last lines answer it, and the
     # question's own vector would only find lines that sound like it.
-    recap_only = q.last_session and q.session is not None and not q.terms
+    recap_only = q.asks_recap() and q.session is not None
     if ctx.vectors_ready() and q.text and not recap_only:
         # Embedded once, by the first job that needs it or, on two threads, first of all while
         # the other thread runs the full-text jobs (_two_threads); a failed embedding leaves
@@ -596,7 +596,7 @@ def search(
     if projects is None and not all_projects and not project:
         here = os.path.abspath(cwd or os.getcwd())
         ctx._note(f"{here} is not inside a known project: searched all projects")
-    if q.last_session and q.session is None and not q.terms:
+    if q.asks_recap() and q.session is None:
         projects = _previous_session(ctx, q, projects, current_session)
     q.participants = participants(ctx.db, q.text, projects)
     results = _search(ctx, q, projects, hyde_text, now, k)
@@ -1097,8 +1097,7 @@ def _relations(db: Database, ids: list[int]) -> dict[int, list[dict]]:
 def wants_hyde(settings: config.Settings, text: str, forced: bool) -> bool:
     if not settings.llm_enabled():
         return False
-    q = querymod.analyze(text)
-    if q.last_session and not q.terms:
+    if querymod.analyze(text).asks_recap():
         return False  # "where did we leave off": a recap of the last session, no answer to imagine
     mode = settings.search.hyde
     if forced or mode == "on":
