@@ -159,7 +159,9 @@ def sessions_set(root: Path):
             dia = f"{stem}:{int(line)}"
             corpus.turns[(sid, dia)] = locomo.Turn(sid, dia, str(dest), int(line), "", "", "")
             ids.append(dia)
-        qs.append(locomo.Question(sid, item["question"], item.get("kind", "fact"), tuple(ids)))
+        # The paraphrase batch is its own row: the questions asked without the evidence's words.
+        category = "paraphrase" if item.get("phrasing") == "paraphrase" else item.get("kind", "fact")
+        qs.append(locomo.Question(sid, item["question"], category, tuple(ids)))
     return corpus, qs, left
 
 
