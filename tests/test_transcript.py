@@ -45,12 +45,12 @@ def text(value):
     return {"type": "text", "text": value}
 
 
-def tool_use(name, **args):
-    return {"type": "tool_use", "id": "toolu_1", "name": name, "input": args}
+def tool_use(name, call="toolu_1", **args):
+    return {"type": "tool_use", "id": call, "name": name, "input": args}
 
 
-def tool_result(content, is_error=False):
-    return {"type": "tool_result", "tool_use_id": "toolu_1", "content": content, "is_error": is_error}
+def tool_result(content, is_error=False, call="toolu_1"):
+    return {"type": "tool_result", "tool_use_id": call, "content": content, "is_error": is_error}
 
 
 def encode(lines) -> bytes:
@@ -213,6 +213,12 @@ def test_session_with_task_call_reads_each_line_once(fixture):
     )
     assert (lines[5].kind, lines[5].skip_reason) == ("meta", "meta")  # the expanded skill body
     assert lines[35].text == ("Now let me draft the beads.\n[tool Task: Draft beads for linting setup]")
+    # The Plan subagent's report (line 56, 9,962 characters) is read whole, its usage counts left out.
+    report = lines[56].text
+    assert len(report) > 9000 and report.endswith(
+        "agentId: afb92ff (for resuming to continue this agent's work if needed)"
+    )
+    assert "<usage>" not in report and lines[26].kind == "tool_result" and len(lines[26].text) <= 500
     # A tool result arriving between two lines of one response ends the merged message there.
     assert (lines[17].last_line, lines[22].message_id) == (19, lines[17].message_id)
     assert (lines[71].kind, lines[71].skip_reason) == ("prompt", None)
@@ -504,6 +510,36 @@ def test_tool_descriptors_and_results_stay_short(tmp_path):
     assert (edit, todo) == ("[tool Edit: src/app.py]", "[tool TodoWrite]")
     assert lines[1].skip_reason == "tool_use_only"
     assert len(lines[2].text) <= 500 and lines[2].text.startswith("yyy")
+
+
+def test_a_subagents_report_is_kept_whole_and_other_tool_output_short(tmp_path):
+    report = "Findings: " + " ".join(["the parser drops the last field"] * 200)  # 6,409 characters
+    trailer = "agentId: a1b2c3d (for resuming to continue this agent's work if needed)"
+    usage = "<usage>total_tokens: 33894\ntool_uses: 9\nduration_ms: 38799</usage>"
+    body = [{"type": "text", "text": report}, {"type": "text", "text": f"{trailer}\n{usage}"}]
+    path = write(
+        tmp_path / "s.jsonl",
+        [
+            assistant([tool_use("Task", description="Review the parser", prompt="...")], "m1"),
+            user([tool_result(body)], toolUseResult={"status": "completed", "content": body}),
+            assistant([tool_use("Bash", "toolu_2", command="make test")], "m2"),
+            user([tool_result("z" * 5000, call="toolu_2")], toolUseResult={"stdout": "z"}),
+            assistant([tool_use("Agent", "toolu_3", description="Try again", prompt="...")], "m3"),
+            user([tool_result("The user doesn't want to proceed " + "w" * 900, True, "toolu_3")]),
+        ],
+    )
+    lines = by_line(read_new(path))
+    assert lines[2].text == f"{report}\n{trailer}"  # whole, with its resume id, no usage
+    assert (lines[2].kind, lines[2].role, lines[2].skip_reason) == ("tool_result", "user", "tool_output")
+    assert len(lines[4].text) <= 500 and lines[4].text.startswith("zzz")
+    assert lines[6].text.startswith("[error] The user doesn't want") and len(lines[6].text) <= 500
+
+    # The call in an earlier read: the result's structured data says an agent ran.
+    late = write(
+        tmp_path / "late.jsonl",
+        [user([tool_result(body)], toolUseResult={"agentId": "a1b2c3d", "totalDurationMs": 38799})],
+    )
+    assert by_line(read_new(late))[1].text == f"{report}\n{trailer}"
 
 
 def test_thinking_only_and_synthetic_responses(tmp_path):

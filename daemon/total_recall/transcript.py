@@ -48,6 +48,11 @@ CHUNK_BYTES = 1 << 20
 PROFILE_SCAN_BYTES = 4 << 20  # how far into the head we look for the session's first prompt
 TOOL_DESCRIPTOR_CHARS = 120
 TOOL_RESULT_CHARS = 500
+# A Task/Agent call's result is the subagent's final report (before Claude Code 2.1.198; later ones
+# launch subagents in the background and their answer is in the subagent's own file).
+REPORT_TOOLS = frozenset({"Task", "Agent"})
+REPORT_CHARS = 20_000
+_REPORT_USAGE = re.compile(r"\s*<usage>[^<]*</usage>\s*$")
 
 # Record types documented for Claude Code up to 2.1.x; anything else counts as "unknown:<type>".
 KNOWN_TYPES = frozenset(
@@ -408,6 +413,7 @@ class _Reader:
         self.plans: dict[str, str] = {}  # the latest plan file written in this read (ExitPlanMode shows it)
         self.tasks = _Tasks()  # the task list's ids and their todo texts (TaskCreate/TaskUpdate)
         self.tasks_scanned = False  # the lines before this read were searched for task ids
+        self.reports: set[str] = set()  # ids of this read's Task/Agent calls: their results are reports
 
     # -- driving -------------------------------------------------------------------------
 
@@ -503,13 +509,27 @@ class _Reader:
         is_result = any(b.get("type") == "tool_result" for b in blocks)
         if is_result or (isinstance(content, list) and "toolUseResult" in record):
             self.tasks.result(record, blocks)
-            text = _tool_result_text(record, blocks)
+            # A subagent's final report is what it found and proposed: kept whole, not cut to
+            # TOOL_RESULT_CHARS like other tool output (sessions tune split: recall@1 0.393 -> 0.431).
+            report = self._is_report(record, blocks)
+            text = _report_text(blocks) if report else _tool_result_text(record, blocks)
             return self._message(item, item, env, "user", "tool_result", text, "tool_output")
         text = "\n".join(
             b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str)
         ).strip()
         kind, skip, text = self._classify_prompt(record, text, env["is_sidechain"])
         return self._message(item, item, env, "user", kind, text, skip)
+
+    def _is_report(self, record: dict[str, Any], blocks: list[dict[str, Any]]) -> bool:
+        """A subagent's final report: the result of a Task/Agent call this read saw, or (the call
+        was in an earlier read) a result whose structured data names the agent that ran. A refused
+        or failed call is tool output like any other."""
+        if any(b.get("is_error") is True for b in blocks):
+            return False
+        if any(b.get("tool_use_id") in self.reports for b in blocks if b.get("type") == "tool_result"):
+            return True
+        result = record.get("toolUseResult")
+        return isinstance(result, dict) and "agentId" in result and "totalDurationMs" in result
 
     def _classify_prompt(
         self, record: dict[str, Any], text: str, sidechain: bool
@@ -574,6 +594,13 @@ class _Reader:
                 self.tasks_scanned = True
                 self.tasks.learn_before(self._tasks_before())
             before = len(pieces)
+            self.reports.update(
+                b["id"]
+                for b in blocks
+                if b.get("type") == "tool_use"
+                and b.get("name") in REPORT_TOOLS
+                and isinstance(b.get("id"), str)
+            )
             _response_pieces(blocks, env["cwd"], pieces, seen, self.plans, self.tasks)
             parts += [(item.number, _clean(p)) for p in pieces[before:]]
         if self._is_compaction(record):
@@ -898,6 +925,14 @@ def _tool_result_text(record: dict[str, Any], blocks: list[dict[str, Any]]) -> s
         text = record["toolUseResult"].strip()
     text = _strip_context(text[: TOOL_RESULT_CHARS * 2])[0]
     return text if len(text) <= TOOL_RESULT_CHARS else text[: TOOL_RESULT_CHARS - 1] + "…"
+
+
+def _report_text(blocks: list[dict[str, Any]]) -> str:
+    """A subagent's report, without the token and time counts Claude Code appends (the agent's
+    resume id stays: a developer may want it back)."""
+    body = "\n".join(_result_body(b.get("content")) for b in blocks if b.get("type") == "tool_result")
+    body = _REPORT_USAGE.sub("", _strip_context(body[: REPORT_CHARS * 2])[0]).strip()
+    return body if len(body) <= REPORT_CHARS else body[: REPORT_CHARS - 1] + "…"
 
 
 def _result_body(content: Any) -> str:
