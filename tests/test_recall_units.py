@@ -431,3 +431,38 @@ def test_what_did_we_decide_about_a_subject_finds_the_subject_whatever_its_lines
     shown = cli_json("search", asked, "--project", "atlas")
     assert (str(path), 2) in {(r["source_file"], r["source_line"]) for r in shown[:3]}
     assert "no decision memory mentions tracing tests" in cli("search", asked, "--project", "atlas").stderr
+
+
+def test_a_tool_calls_line_ranks_below_the_result_that_holds_the_same_words(tmp_path):
+    """A tool call's line ("[tool WebSearch: ...]") repeats words its result holds with their
+    answer; it keeps TOOL_CALL_FACTOR of its score, so the result line comes first although the
+    shorter call line is the better BM25 match (without the factor the call line wins on SQLite;
+    PostgreSQL's full-text rank puts the result first either way, and the factor keeps it there)."""
+    query = "xterm scroll events embedded page"
+    lines = [
+        _line("user", "Scrolling back in the terminal pane still does not work, look it up online.", 1),
+        _line(
+            "assistant",
+            [{"type": "tool_use", "id": "toolu_9", "name": "WebSearch", "input": {"query": query}}],
+            2,
+            "msg_w",
+        ),
+        _line(
+            "user",
+            [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_9",
+                    "content": f'Web search results for query: "{query}". Issue #1343: xterm captures all '
+                    "scroll events, so an embedded page cannot scroll; the fix lets wheel events bubble.",
+                }
+            ],
+            3,
+        ),
+    ]
+    path = tmp_path / "claude" / "projects" / "-home-dev-projects-atlas" / f"{SESSION}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+    cli("backfill", str(path), "--wait")
+    found = [r for r in cli_json("search", query, "--project", "atlas") if r["kind"] != "span"]
+    assert [r["source_line"] for r in found[:2]] == [3, 2]
