@@ -466,3 +466,28 @@ def test_a_tool_calls_line_ranks_below_the_result_that_holds_the_same_words(tmp_
     cli("backfill", str(path), "--wait")
     found = [r for r in cli_json("search", query, "--project", "atlas") if r["kind"] != "span"]
     assert [r["source_line"] for r in found[:2]] == [3, 2]
+
+
+def test_what_a_subagent_reported_past_its_first_lines_is_found(tmp_path):
+    """A Task call's result is the subagent's report; what it found deep in the report (here past
+    its first 2,000 characters; other tool output keeps its first 500) is searchable and points at
+    the result's line (I99)."""
+    filler = " ".join(["The parser module reads each record and validates the header fields."] * 30)
+    report = f"{filler}\n\nFinding: the flaky upload test fails because the S3 mock drops multipart ETags."
+    lines = [
+        _line("user", "Have a subagent look into why the upload test is flaky.", 1),
+        _line(
+            "assistant",
+            [{"type": "tool_use", "id": "toolu_7", "name": "Task", "input": {"description": "Investigate"}}],
+            2,
+            "msg_t",
+        ),
+        _line("user", [{"type": "tool_result", "tool_use_id": "toolu_7", "content": report}], 3),
+    ]
+    path = tmp_path / "claude" / "projects" / "-home-dev-projects-atlas" / f"{SESSION}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+    cli("backfill", str(path), "--wait")
+    found = cli_json("search", "multipart ETags dropped by the mock", "--project", "atlas")
+    top = found[0]
+    assert (top["source_line"], top["kind"]) == (3, "message") and "multipart ETags" in top["content"]
