@@ -542,6 +542,21 @@ def test_a_subagents_report_is_kept_whole_and_other_tool_output_short(tmp_path):
     assert by_line(read_new(late))[1].text == f"{report}\n{trailer}"
 
 
+def test_call_ids_of_any_json_shape_never_fail_a_read(tmp_path):
+    """A tool call's id and its result's `tool_use_id` are matched as strings only: a list, an
+    object or a number there (a hand-edited or foreign file) reads as plain tool output."""
+    odd_ids = [["toolu_1"], {"id": "toolu_1"}, 7, None]
+    lines = []
+    for n, odd in enumerate(odd_ids):
+        call = {"type": "tool_use", "id": odd, "name": "Task", "input": {}}
+        lines.append(assistant([call, tool_use("TaskCreate", subject="x")], f"m{n}"))
+        lines.append(user([tool_result("r" * 900, call=odd)], toolUseResult={"task": {"id": odd}}))
+    result = read_new(write(tmp_path / "s.jsonl", lines))
+    assert result.end_line == len(lines) and lines_consumed(result.counts) == len(lines)
+    outputs = [m for m in result.messages if m.kind == "tool_result"]
+    assert len(outputs) == len(odd_ids) and all(len(m.text) <= 500 for m in outputs)
+
+
 def test_thinking_only_and_synthetic_responses(tmp_path):
     path = write(
         tmp_path / "s.jsonl",
@@ -702,17 +717,30 @@ TEXTS = st.sampled_from(SAMPLE_TEXTS) | st.text(max_size=12)
 JUNK = st.none() | st.integers() | st.text(max_size=5) | st.lists(st.integers(), max_size=2)
 
 
-def block_of(kind: str, **fields):
-    return st.fixed_dictionaries({"type": st.just(kind), **fields})
+def block_of(kind: str, optional=None, **fields):
+    return st.fixed_dictionaries({"type": st.just(kind), **fields}, optional=optional or {})
 
 
 TOOL_INPUT = st.dictionaries(st.sampled_from(["command", "file_path", "q"]), TEXTS | JUNK, max_size=2)
+CALL_ID = st.sampled_from(["toolu_1", "toolu_2"]) | JUNK  # a call and its result meet by id
 BLOCKS = st.one_of(
     block_of("text", text=TEXTS | JUNK),
     block_of("thinking", thinking=st.text(max_size=5)),
-    block_of("tool_use", name=st.sampled_from(["Bash", "Edit"]) | JUNK, input=TOOL_INPUT | JUNK),
-    block_of("tool_result", content=TEXTS | st.lists(block_of("text", text=TEXTS), max_size=2) | JUNK),
+    block_of(
+        "tool_use",
+        {"id": CALL_ID},
+        name=st.sampled_from(["Bash", "Edit", "Task", "Agent", "TaskCreate"]) | JUNK,
+        input=TOOL_INPUT | JUNK,
+    ),
+    block_of(
+        "tool_result",
+        {"tool_use_id": CALL_ID, "is_error": st.booleans() | JUNK},
+        content=TEXTS | st.lists(block_of("text", text=TEXTS), max_size=2) | JUNK,
+    ),
     st.dictionaries(st.sampled_from(["type", "text", "x"]), JUNK, max_size=2),
+)
+TOOL_USE_RESULTS = st.fixed_dictionaries(
+    {}, optional={"agentId": TEXTS | JUNK, "totalDurationMs": JUNK, "task": JUNK | st.just({"id": "1"})}
 )
 BODIES = st.fixed_dictionaries(
     {"content": TEXTS | st.lists(BLOCKS, max_size=3) | JUNK},
@@ -729,7 +757,7 @@ RECORDS = st.fixed_dictionaries(
         "isApiErrorMessage": st.booleans(),
         "agentId": st.sampled_from(["a1", "acompact-1"]) | JUNK,
         "subtype": st.sampled_from(["compact_boundary"]) | JUNK,
-        "toolUseResult": TEXTS | JUNK,
+        "toolUseResult": TEXTS | JUNK | TOOL_USE_RESULTS,
         "sessionId": st.just(SESSION) | JUNK,
         "cwd": st.just("/repo") | JUNK,
     },

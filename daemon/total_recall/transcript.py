@@ -526,7 +526,8 @@ class _Reader:
         or failed call is tool output like any other."""
         if any(b.get("is_error") is True for b in blocks):
             return False
-        if any(b.get("tool_use_id") in self.reports for b in blocks if b.get("type") == "tool_result"):
+        calls = {b.get("tool_use_id") for b in blocks if isinstance(b.get("tool_use_id"), str)}
+        if calls & self.reports:
             return True
         result = record.get("toolUseResult")
         return isinstance(result, dict) and "agentId" in result and "totalDurationMs" in result
@@ -835,7 +836,7 @@ class _Tasks:
         task = task if isinstance(task, dict) and isinstance(task.get("id"), str) else {}
         for block in blocks:
             call = block.get("tool_use_id") if block.get("type") == "tool_result" else None
-            if call not in self.calls:
+            if not isinstance(call, str) or call not in self.calls:
                 continue
             said = _TASK_CREATED.match(_result_body(block.get("content")).strip())
             ident = task.get("id") or (said.group(1) if said else None)
