@@ -543,12 +543,12 @@ def test_a_subagents_report_is_kept_whole_and_other_tool_output_short(tmp_path):
 
 
 def test_call_ids_of_any_json_shape_never_fail_a_read(tmp_path):
-    """A tool call's id and its result's `tool_use_id` are matched as strings only: a list, an
-    object or a number there (a hand-edited or foreign file) reads as plain tool output."""
+    """A tool call's id, its name and its result's `tool_use_id` are compared as strings only: a
+    list, an object or a number there (a hand-edited or foreign file) reads as plain tool output."""
     odd_ids = [["toolu_1"], {"id": "toolu_1"}, 7, None]
     lines = []
     for n, odd in enumerate(odd_ids):
-        call = {"type": "tool_use", "id": odd, "name": "Task", "input": {}}
+        call = {"type": "tool_use", "id": odd, "name": "Task" if n % 2 else [odd], "input": {}}
         lines.append(assistant([call, tool_use("TaskCreate", subject="x")], f"m{n}"))
         lines.append(user([tool_result("r" * 900, call=odd)], toolUseResult={"task": {"id": odd}}))
     result = read_new(write(tmp_path / "s.jsonl", lines))

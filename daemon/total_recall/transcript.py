@@ -50,7 +50,7 @@ TOOL_DESCRIPTOR_CHARS = 120
 TOOL_RESULT_CHARS = 500
 # A Task/Agent call's result is the subagent's final report (before Claude Code 2.1.198; later ones
 # launch subagents in the background and their answer is in the subagent's own file).
-REPORT_TOOLS = frozenset({"Task", "Agent"})
+REPORT_TOOLS = ("Task", "Agent")  # a tuple: a name of any JSON shape is compared, never hashed
 REPORT_CHARS = 20_000
 _REPORT_USAGE = re.compile(r"\s*<usage>[^<]*</usage>\s*$")
 
