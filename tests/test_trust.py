@@ -409,6 +409,31 @@ def test_26_secret_kinds_reach_neither_the_home_folder_nor_the_endpoint(tmp_path
         assert not leaked(data), (file, leaked(data))
 
 
+def test_a_secret_in_a_records_metadata_is_not_stored(tmp_path):
+    """A record carries strings beside its text (sessionId, cwd, gitBranch, uuid) that are stored
+    too. Claude Code never writes a secret there; a hand-made or hostile file may, and it is not
+    kept: the session falls back to the file's, the cwd and branch keep their redacted form, an id
+    is dropped. A time that is not ISO-8601 is no time."""
+    token = "sk-ant-api03-" + "Qx7" * 14
+    project = f"/home/dev/projects/{token}"
+    path = folder(tmp_path, "/home/dev/projects/meta") / "sess-meta.jsonl"
+    first = record("user", "We decided to keep the ledger in Postgres.", session=token, cwd=project, when=DAY)
+    first.update(gitBranch=f"fix/{token}", uuid=token)
+    second = record("assistant", "Agreed, Postgres it is.", session="sess-meta", cwd=project, when=DAY)
+    second.update(gitBranch="main", timestamp=token)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(first) + "\n" + json.dumps(second) + "\n")
+    assert token.encode() in path.read_bytes()
+    cli("backfill", str(path), "--wait")
+    assert {r[0] for r in db_rows("SELECT session_id FROM messages")} == {"sess-meta"}
+    assert {r[0] for r in db_rows("SELECT git_branch FROM messages")} == {
+        "fix/[REDACTED:anthropic_key]",
+        "main",
+    }
+    assert db_rows("SELECT count(*) FROM messages WHERE timestamp IS NULL")[0][0] == 1
+    assert found_in_home(token) == []
+
+
 # === 3. only transcripts are read ==================================================================
 
 

@@ -688,7 +688,7 @@ class _Reader:
             agent = self.path.stem[len("agent-") :]
         session = _str(record.get("sessionId")) or _str(record.get("session_id"))
         return {
-            "timestamp": _str(record.get("timestamp")),
+            "timestamp": _timestamp(record.get("timestamp")),
             "session_id": session or self._session_fallback(),
             "cwd": _str(record.get("cwd")),
             "git_branch": _str(record.get("gitBranch")),
@@ -1006,6 +1006,15 @@ def _slim(item: _Line) -> _Line:
         return item
     kept = {k: item.record[k] for k in ("type", "subtype") if k in item.record}
     return _Line(item.number, item.end, kept, item.problems)
+
+
+_ISO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}")
+
+
+def _timestamp(value: Any) -> str | None:
+    """An ISO-8601 time as Claude Code writes it; anything else is no time at all (time filters,
+    ordering and the session-start digest compare these strings)."""
+    return _clean(value) if isinstance(value, str) and _ISO_TIME.match(value) and len(value) <= 40 else None
 
 
 def _str(value: Any) -> str | None:
