@@ -162,6 +162,35 @@ def _get(ui: dict, path: str) -> tuple[int, str]:
         return exc.code, exc.read().decode()
 
 
+def test_a_line_found_by_its_words_is_shown_as_what_it_is_in_the_search_page(tmp_path, isolated_home):
+    """A search result that is a line of the conversation, not a memory (here a tool's output),
+    is shown as "tool output" with its file:line and session, and links to no memory page: it once
+    broke the page (500) because the memory row wanted a confidence the line does not have."""
+    path = tmp_path / "claude" / "projects" / "-home-dev-projects-atlas" / "ui-tool.jsonl"
+    write_transcript(path, TURNS[:1], cwd=PROJECT, start=START, session="ui-tool")
+    call = {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "redis-cli ping"}}
+    result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "Could not connect: ECONNREFUSED"}
+    stamp = (START + timedelta(minutes=5)).isoformat().replace("+00:00", "Z")
+    base = {"sessionId": "ui-tool", "cwd": PROJECT, "timestamp": stamp}
+    with path.open("a") as fh:
+        fh.write(
+            json.dumps(
+                {**base, "type": "assistant", "message": {"id": "m9", "role": "assistant", "content": [call]}}
+            )
+            + "\n"
+        )
+        fh.write(
+            json.dumps({**base, "type": "user", "message": {"role": "user", "content": [result]}}) + "\n"
+        )
+    cli("backfill", str(path), "--wait")
+    with running_ui(isolated_home, path) as running:
+        status, page = _get(running, "/search?q=ECONNREFUSED")
+    assert status == 200, page[-2000:]
+    assert 'data-kind="message"' in page and 'badge i-message">tool output' in page
+    line = page.split('data-kind="message"', 1)[1].split("</li>", 1)[0]
+    assert f"{path}:3</code>" in line and "/session/ui-tool" in line and "/memory/" not in line
+
+
 def test_edit_review_topics_and_graph_through_the_library_functions(tmp_path, isolated_home, store):
     folder = tmp_path / "claude" / "projects" / "-home-dev-projects-atlas"
     first = write_transcript(
