@@ -162,10 +162,11 @@ def _get(ui: dict, path: str) -> tuple[int, str]:
         return exc.code, exc.read().decode()
 
 
-def test_a_line_found_by_its_words_is_shown_as_what_it_is_in_the_search_page(tmp_path, isolated_home):
+def test_a_line_found_by_its_words_is_shown_as_what_it_is_in_the_search_page(tmp_path, isolated_home, store):
     """A search result that is a line of the conversation, not a memory (here a tool's output),
     is shown as "tool output" with its file:line and session, and links to no memory page: it once
-    broke the page (500) because the memory row wanted a confidence the line does not have."""
+    broke the page (500) because the memory row wanted a confidence the line does not have. The
+    session page of a session with no topics lists its lines (it was a 404)."""
     path = tmp_path / "claude" / "projects" / "-home-dev-projects-atlas" / "ui-tool.jsonl"
     write_transcript(path, TURNS[:1], cwd=PROJECT, start=START, session="ui-tool")
     call = {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "redis-cli ping"}}
@@ -182,13 +183,21 @@ def test_a_line_found_by_its_words_is_shown_as_what_it_is_in_the_search_page(tmp
         fh.write(
             json.dumps({**base, "type": "user", "message": {"role": "user", "content": [result]}}) + "\n"
         )
+    # A session of tool output only: no memory and no topic is drawn from it.
+    bare = path.with_name("ui-bare.jsonl")
+    bare.write_text("".join(path.read_text().splitlines(keepends=True)[1:]).replace("ui-tool", "ui-bare"))
     cli("backfill", str(path), "--wait")
+    cli("backfill", str(bare), "--wait")
     with running_ui(isolated_home, path) as running:
         status, page = _get(running, "/search?q=ECONNREFUSED")
+        session_status, session_page = _get(running, "/session/ui-bare")
     assert status == 200, page[-2000:]
     assert 'data-kind="message"' in page and 'badge i-message">tool output' in page
     line = page.split('data-kind="message"', 1)[1].split("</li>", 1)[0]
     assert f"{path}:3</code>" in line and "/session/ui-tool" in line and "/memory/" not in line
+    # Its session page lists its lines, as what they are (it was a 404: no topics).
+    assert session_status == 200, session_page[-2000:]
+    assert 'badge i-message">tool output' in session_page and "ECONNREFUSED" in session_page
 
 
 def test_edit_review_topics_and_graph_through_the_library_functions(tmp_path, isolated_home, store):

@@ -433,6 +433,19 @@ def session_ideas(db: Database, session: str) -> list:
     )
 
 
+SESSION_LINES = 500
+
+
+def session_lines(db: Database, session: str) -> list:
+    """A session's lines in order, each by its first window (at most SESSION_LINES): source_line,
+    role, kind, content, timestamp. What a session with no topics shows (tool-only, summaries)."""
+    return db.all(
+        "SELECT source_line, role, kind, content, timestamp FROM chunks WHERE session_id = ? AND seq = 0 "
+        "ORDER BY file_id, source_line LIMIT ?",
+        (session, SESSION_LINES),
+    )
+
+
 # --- explicit notes -------------------------------------------------------------------------------
 
 

@@ -159,7 +159,11 @@ def session_page(view):
     def load(db, sid: str) -> dict:
         sessions = report.topics(db, sid)
         if not sessions:
-            raise NotFound(f"no topics for session {sid!r}")
+            # No topics (nothing was extracted: tool output, a compaction summary): its lines.
+            lines = [{**r, "message_kind": r["kind"]} for r in memories.session_lines(db, sid)]
+            if not lines:
+                raise NotFound(f"no session {sid!r}")
+            return {"session": {"session": sid, "spans": []}, "ideas": {}, "lines": lines}
         ideas: dict[int | None, list[dict]] = {}
         for row in memories.session_ideas(db, sid):
             ideas.setdefault(row["span_id"], []).append(
@@ -170,7 +174,7 @@ def session_page(view):
                     "line": row["source_line"],
                 }
             )
-        return {"session": sessions[0], "ideas": ideas}
+        return {"session": sessions[0], "ideas": ideas, "lines": []}
 
     async def handler(request: Request) -> Response:
         data = await run_in_threadpool(view.run, load, request.path_params["sid"])
