@@ -198,6 +198,7 @@ def test_a_line_found_by_its_words_is_shown_as_what_it_is_in_the_search_page(tmp
     # Its session page lists its lines, as what they are (it was a 404: no topics).
     assert session_status == 200, session_page[-2000:]
     assert 'badge i-message">tool output' in session_page and "ECONNREFUSED" in session_page
+    assert cli("topics", "ui-bare").stdout.startswith("No topics for session ui-bare: no memory was drawn")
 
 
 def test_edit_review_topics_and_graph_through_the_library_functions(tmp_path, isolated_home, store):

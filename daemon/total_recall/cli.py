@@ -146,7 +146,12 @@ def cmd_status(args) -> int:
 def cmd_topics(args) -> int:
     from total_recall import render, report
 
-    _print(report.topics(_store(), args.session), args.json, render.topics_markdown)
+    sessions = report.topics(_store(), args.session)
+    if args.session and not sessions and not args.json:
+        # A session of tool output or summaries only: not "nothing indexed yet".
+        print(f"No topics for session {args.session}: no memory was drawn from it; search finds its lines.")
+        return 0
+    _print(sessions, args.json, render.topics_markdown)
     return 0
 
 
