@@ -186,5 +186,11 @@ def test_a_line_found_as_a_message_is_rendered_with_its_source(tmp_path):
         kinds = [r["kind"] for r in found.structured_content["results"]]
         assert "message" in kinds
         assert f"[assistant said] OK ({path}:2" in _text(found)
+        # Its id is a line's, not a memory's: the `get` tool says so to the model that reads both.
+        tools = {t.name: t for t in (await session.list_tools()).tools}
+        assert (
+            "of kind `message` is a transcript line"
+            in tools["get"].input_schema["properties"]["id"]["description"]
+        )
 
     anyio.run(_session, str(tmp_path), steps)

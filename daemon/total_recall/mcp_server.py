@@ -321,7 +321,13 @@ def build_server(mem: Memory | None = None):
 
     @app.tool(annotations=read_only, structured_output=False)
     def get(
-        id: Annotated[int, Field(description="the memory id (#N in search results)")],
+        id: Annotated[
+            int,
+            Field(
+                description="the memory id (#N in search results); a result of kind `message` is a "
+                "transcript line, not a memory: its id is no memory id, and its file:line is its source"
+            ),
+        ],
         context_lines: Annotated[
             int, Field(description="conversation lines shown around each source", ge=0, le=20)
         ] = 3,
