@@ -778,7 +778,11 @@ def message_chunks(messages: list[transcript.Message], previous: str = "") -> li
         context = " ".join(previous.split()[-CONTEXT_WORDS:])
         seqs: dict[int, int] = {}
         for number, piece in m.parts:
-            tool = m.kind not in EMBEDDED_KINDS or m.skip_reason in NOT_EMBEDDED or piece.startswith("[tool ")
+            tool = (
+                m.kind not in EMBEDDED_KINDS
+                or m.skip_reason in NOT_EMBEDDED
+                or piece.startswith(transcript.TOOL_CALL)
+            )
             for window in windows(piece):
                 seq = seqs.get(number, 0)
                 seqs[number] = seq + 1

@@ -23,7 +23,7 @@ from typing import Any
 
 import structlog
 
-from total_recall import config, lookup, memories, vectors
+from total_recall import config, lookup, memories, transcript, vectors
 from total_recall import projects as projects_mod
 from total_recall import query as querymod
 from total_recall.db import VEC_FIX_HINT, Database, table_exists, vector_tables_exist
@@ -71,7 +71,6 @@ OUTSIDE_DAY = 0.5  # a line said outside the day the question names keeps this s
 # around it hold with their answer: it keeps this share of its score (sessions tune split: recall@1
 # 0.431 -> 0.440, MRR 0.617 -> 0.630; confirm MRR +0.003; 0.5: confirm recall@1 -0.021).
 TOOL_CALL_FACTOR = 0.7
-TOOL_CALL = "[tool "  # how transcript.py writes a tool call as text
 
 
 @dataclass(slots=True)
@@ -499,7 +498,7 @@ def weigh(
             cand.ok = not q.intents and not q.unanswered_only and _passes(row, q, "timestamp")
             stamp, time_key = row["timestamp"], "timestamp"
             cand.origin = (row["source_file"], row["source_line"])
-            if row["content"].startswith(TOOL_CALL):
+            if row["content"].startswith(transcript.TOOL_CALL):
                 cand.factor *= TOOL_CALL_FACTOR
         else:
             # Session spans (depth 0) are containers with no text of their own, never results.

@@ -47,6 +47,7 @@ HEAD_BYTES = 4096
 CHUNK_BYTES = 1 << 20
 PROFILE_SCAN_BYTES = 4 << 20  # how far into the head we look for the session's first prompt
 TOOL_DESCRIPTOR_CHARS = 120
+TOOL_CALL = "[tool "  # how a tool call reads as text: "[tool Bash: git status]" (indexer, search)
 TOOL_RESULT_CHARS = 500
 # A Task/Agent call's result is the subagent's final report (before Claude Code 2.1.198; later ones
 # launch subagents in the background and their answer is in the subagent's own file).
@@ -511,8 +512,7 @@ class _Reader:
             self.tasks.result(record, blocks)
             # A subagent's final report is what it found and proposed: kept whole, not cut to
             # TOOL_RESULT_CHARS like other tool output (sessions tune split: recall@1 0.393 -> 0.431).
-            report = self._is_report(record, blocks)
-            text = _report_text(blocks) if report else _tool_result_text(record, blocks)
+            text = _tool_result_text(record, blocks, report=self._is_report(record, blocks))
             return self._message(item, item, env, "user", "tool_result", text, "tool_output")
         text = "\n".join(
             b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str)
@@ -911,29 +911,27 @@ def _tool_descriptor(block: dict[str, Any], cwd: str | None) -> str:
     if cwd and arg.startswith(cwd.rstrip("/") + "/"):
         arg = arg[len(cwd.rstrip("/")) + 1 :]
     arg = " ".join(arg[: TOOL_DESCRIPTOR_CHARS * 2].split())
-    text = f"[tool {name}: {arg}]" if arg else f"[tool {name}]"
+    text = f"{TOOL_CALL}{name}: {arg}]" if arg else f"{TOOL_CALL}{name}]"
     return text if len(text) <= TOOL_DESCRIPTOR_CHARS else text[: TOOL_DESCRIPTOR_CHARS - 2] + "…]"
 
 
-def _tool_result_text(record: dict[str, Any], blocks: list[dict[str, Any]]) -> str:
+def _tool_result_text(record: dict[str, Any], blocks: list[dict[str, Any]], report: bool = False) -> str:
+    """A tool's output, cut to TOOL_RESULT_CHARS; a subagent's report (`report`) up to REPORT_CHARS,
+    without the token and time counts Claude Code appends (the resume id stays: a developer may
+    want it back)."""
+    limit = REPORT_CHARS if report else TOOL_RESULT_CHARS
     parts = []
     for block in blocks:
         if block.get("type") == "tool_result":
-            body = _result_body(block.get("content"))[: TOOL_RESULT_CHARS * 2]
+            body = _result_body(block.get("content"))[: limit * 2]
             parts.append(("[error] " if block.get("is_error") is True else "") + body)
     text = "\n".join(p for p in parts if p).strip()
     if not text and isinstance(record.get("toolUseResult"), str):
         text = record["toolUseResult"].strip()
-    text = _strip_context(text[: TOOL_RESULT_CHARS * 2])[0]
-    return text if len(text) <= TOOL_RESULT_CHARS else text[: TOOL_RESULT_CHARS - 1] + "…"
-
-
-def _report_text(blocks: list[dict[str, Any]]) -> str:
-    """A subagent's report, without the token and time counts Claude Code appends (the agent's
-    resume id stays: a developer may want it back)."""
-    body = "\n".join(_result_body(b.get("content")) for b in blocks if b.get("type") == "tool_result")
-    body = _REPORT_USAGE.sub("", _strip_context(body[: REPORT_CHARS * 2])[0]).strip()
-    return body if len(body) <= REPORT_CHARS else body[: REPORT_CHARS - 1] + "…"
+    text = _strip_context(text[: limit * 2])[0]
+    if report:
+        text = _REPORT_USAGE.sub("", text).strip()
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _result_body(content: Any) -> str:
