@@ -84,6 +84,11 @@ def transcript(claude_dir):
         ),
         _line("user", "ok, do it", 6),
     ]
+    return _backfill(claude_dir, lines)
+
+
+def _backfill(claude_dir, lines: list[str]):
+    """The session's JSONL lines written where Claude Code keeps the project's transcripts, indexed."""
     path = claude_dir / "projects" / "-home-dev-projects-atlas" / f"{SESSION}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
@@ -236,17 +241,13 @@ def test_a_question_about_what_i_said_or_what_you_said_ranks_that_sides_line_fir
 
 def _conversation(tmp_path, turns: list[tuple[str, str]]):
     """A transcript of (side, text) turns, indexed offline."""
-    path = tmp_path / "claude" / "projects" / "-home-dev-projects-atlas" / f"{SESSION}.jsonl"
-    path.parent.mkdir(parents=True, exist_ok=True)
     lines = [
         _line("user", text, n)
         if side == "user"
         else _line("assistant", [{"type": "text", "text": text}], n, f"m{n}")
         for n, (side, text) in enumerate(turns, 1)
     ]
-    path.write_text("\n".join(lines) + "\n")
-    cli("backfill", str(path), "--wait")
-    return path
+    return _backfill(tmp_path / "claude", lines)
 
 
 def test_a_question_naming_a_participant_ranks_their_line_first(tmp_path):
@@ -460,10 +461,7 @@ def test_a_tool_calls_line_ranks_below_the_result_that_holds_the_same_words(tmp_
             3,
         ),
     ]
-    path = tmp_path / "claude" / "projects" / "-home-dev-projects-atlas" / f"{SESSION}.jsonl"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n")
-    cli("backfill", str(path), "--wait")
+    _backfill(tmp_path / "claude", lines)
     found = [r for r in cli_json("search", query, "--project", "atlas") if r["kind"] != "span"]
     assert [r["source_line"] for r in found[:2]] == [3, 2]
 
@@ -484,10 +482,7 @@ def test_what_a_subagent_reported_past_its_first_lines_is_found(tmp_path):
         ),
         _line("user", [{"type": "tool_result", "tool_use_id": "toolu_7", "content": report}], 3),
     ]
-    path = tmp_path / "claude" / "projects" / "-home-dev-projects-atlas" / f"{SESSION}.jsonl"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n")
-    cli("backfill", str(path), "--wait")
+    _backfill(tmp_path / "claude", lines)
     found = cli_json("search", "multipart ETags dropped by the mock", "--project", "atlas")
     top = found[0]
     assert (top["source_line"], top["kind"]) == (3, "message") and "multipart ETags" in top["content"]
