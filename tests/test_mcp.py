@@ -194,3 +194,35 @@ def test_a_line_found_as_a_message_is_rendered_with_its_source(tmp_path):
         )
 
     anyio.run(_session, str(tmp_path), steps)
+
+
+def test_two_lines_saying_the_same_text_are_one_result_that_names_both(tmp_path):
+    """The same text at two lines (here an error pasted twice) is one result whose `sources` hold
+    both places, and the tool's text names the second one (search.DUPLICATE_SHARE, I103)."""
+    error = (
+        "ERROR 2026-03-02 worker-7 psycopg.OperationalError: connection to server at 10.0.4.12 port "
+        "5432 failed: FATAL remaining connection slots are reserved for roles with the SUPERUSER "
+        "attribute while the nightly ledger export was still holding its pool"
+    )
+    path = tmp_path / "claude" / "projects" / "-home-dev-projects-atlas" / "twin-sess.jsonl"
+    write_transcript(
+        path,
+        [("user", error), ("assistant", "Raise max_connections?"), ("user", error)],
+        cwd=PROJECT,
+        start=START,
+        session="twin-sess",
+    )
+    cli("backfill", str(path), "--wait")
+
+    async def steps(session: ClientSession, init):
+        found = await session.call_tool(
+            "search", {"query": "remaining connection slots reserved ledger export", "all_projects": True}
+        )
+        assert not found.is_error, _text(found)
+        lines = [r for r in found.structured_content["results"] if r["kind"] != "span"]
+        holding = [r for r in lines if "connection slots" in r["content"]]
+        assert len(holding) == 1
+        assert {s["source_line"] for s in holding[0]["sources"]} == {1, 3}
+        assert f"also at {path}:" in _text(found)
+
+    anyio.run(_session, str(tmp_path), steps)

@@ -486,3 +486,64 @@ def test_what_a_subagent_reported_past_its_first_lines_is_found(tmp_path):
     found = cli_json("search", "multipart ETags dropped by the mock", "--project", "atlas")
     top = found[0]
     assert (top["source_line"], top["kind"]) == (3, "message") and "multipart ETags" in top["content"]
+
+
+def test_a_subagents_report_in_its_own_file_and_in_the_task_result_is_one_result_with_both_places(tmp_path):
+    """Claude Code 2.x keeps a subagent's transcript in <session>/subagents/agent-<id>.jsonl; its
+    last reply is the report that the parent's Task result returns too. The same text at two places
+    is one result naming both (search.DUPLICATE_SHARE), not two results; a line that only shares some
+    of its words stays a result of its own (I103)."""
+    report = (
+        "Findings: the flaky upload test fails because the S3 mock clock drifts between the "
+        "multipart start and its completion. I propose freezing time with freezegun in conftest and "
+        "retrying the multipart completion twice; keep boto3 and drop the custom retry wrapper."
+    )
+    claude = tmp_path / "claude"
+    parent = _backfill(
+        claude,
+        [
+            _line("user", "Why is the upload test flaky? Investigate with a subagent.", 1),
+            _line(
+                "assistant",
+                [{"type": "tool_use", "id": "toolu_5", "name": "Task", "input": {"description": "Upload"}}],
+                2,
+                "msg_p",
+            ),
+            _line("user", [{"type": "tool_result", "tool_use_id": "toolu_5", "content": report}], 3),
+            _line(
+                "assistant",
+                [
+                    {
+                        "type": "text",
+                        "text": "The S3 mock clock drifts during the multipart upload; "
+                        "freezing time in conftest is the fix I would apply first, before any retry.",
+                    }
+                ],
+                4,
+                "msg_q",
+            ),
+        ],
+    )
+    agent = parent.parent / SESSION / "subagents" / "agent-a5f1.jsonl"
+    agent.parent.mkdir(parents=True)
+    agent.write_text(
+        "\n".join(
+            [
+                _line("user", "Find out why the upload test is flaky.", 1),
+                _line("assistant", [{"type": "text", "text": report}], 2, "msg_s"),
+            ]
+        )
+        + "\n"
+    )
+    cli("backfill", str(agent), "--wait")
+    found = cli_json("search", "why does the multipart upload test fail, S3 mock clock", "--project", "atlas")
+    lines = [r for r in found if r["kind"] != "span"]
+    places = [{(s["source_file"], s["source_line"]) for s in r["sources"]} for r in lines]
+    holding = [p for p in places if (str(parent), 3) in p or (str(agent), 2) in p]
+    assert holding == [{(str(parent), 3), (str(agent), 2)}]  # one result, both places
+    assert any((str(parent), 4) in p for p in places)  # the reply that shares some words stays
+    text = cli(
+        "search", "why does the multipart upload test fail, S3 mock clock", "--project", "atlas"
+    ).stdout
+    said = [line for line in text.splitlines() if "clock drifts between" in line and "**topic**" not in line]
+    assert len(said) == 1 and "also at `" in text

@@ -201,6 +201,29 @@ def test_a_line_found_by_its_words_is_shown_as_what_it_is_in_the_search_page(tmp
     assert cli("topics", "ui-bare").stdout.startswith("No topics for session ui-bare: no memory was drawn")
 
 
+def test_a_text_said_at_two_lines_is_one_result_naming_both_in_the_search_page(tmp_path, isolated_home):
+    """The same long text at two lines (an error pasted twice) is one result, and the page names
+    the second place after the first (search.DUPLICATE_SHARE, I103)."""
+    error = (
+        "ERROR worker-7 psycopg.OperationalError: connection to server at 10.0.4.12 port 5432 failed: "
+        "FATAL remaining connection slots are reserved for roles with the SUPERUSER attribute while "
+        "the nightly ledger export was still holding its pool"
+    )
+    path = tmp_path / "claude" / "projects" / "-home-dev-projects-atlas" / "ui-twin.jsonl"
+    turns = [("user", error), ("assistant", "Raise max_connections?"), ("user", error)]
+    write_transcript(path, turns, cwd=PROJECT, start=START, session="ui-twin")
+    cli("backfill", str(path), "--wait")
+    with running_ui(isolated_home, path) as running:
+        status, page = _get(running, "/search?q=remaining+connection+slots+ledger+export")
+    assert status == 200, page[-2000:]
+    items = [
+        item.split("</li>", 1)[0]
+        for item in page.split('<li class="result')[1:]
+        if "connection slots are" in item.split("</li>", 1)[0] and 'data-kind="span"' not in item[:80]
+    ]
+    assert len(items) == 1 and f"also at <code>{path}:" in items[0]
+
+
 def test_edit_review_topics_and_graph_through_the_library_functions(tmp_path, isolated_home, store):
     folder = tmp_path / "claude" / "projects" / "-home-dev-projects-atlas"
     first = write_transcript(

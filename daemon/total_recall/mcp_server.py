@@ -97,7 +97,7 @@ def results_text(results: list[dict], notes: list[str]) -> str:
 
             lines.append(
                 f"[{said(r)}] {_short(r['content'])} "
-                f"({_src(r['source_file'], r['source_line'])}, {(r['timestamp'] or '')[:10]})"
+                f"({_src(r['source_file'], r['source_line'])}, {(r['timestamp'] or '')[:10]}){_also(r)}"
             )
             continue
         flags = "".join(
@@ -108,9 +108,19 @@ def results_text(results: list[dict], notes: list[str]) -> str:
         )
         lines.append(
             f"#{r['id']} [{r['intent']} {r['confidence']:.2f}{flags}] {_short(r['content'])} "
-            f"({_src(r['source_file'], r['source_line'])}, {(r['timestamp'] or '')[:10]})"
+            f"({_src(r['source_file'], r['source_line'])}, {(r['timestamp'] or '')[:10]}){_also(r)}"
         )
     return "\n".join(lines + [f"note: {n}" for n in notes])
+
+
+def _also(r: dict) -> str:
+    """' also at file:line' for the other places a result's text was said, or ''."""
+    here = (r.get("source_file"), r.get("source_line"))
+    others = [s for s in r.get("sources") or [] if (s.get("source_file"), s.get("source_line")) != here]
+    if not others:
+        return ""
+    more = f" (+{len(others) - 1} more)" if len(others) > 1 else ""
+    return f" also at {_src(others[0]['source_file'], others[0]['source_line'])}{more}"
 
 
 def memory_text(m: dict) -> str:

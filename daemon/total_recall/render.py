@@ -16,6 +16,17 @@ def _source(r: dict) -> str:
     return f"{r['source_file']}:{r['start_line']}-{r['end_line']}"
 
 
+def _also(r: dict) -> str:
+    """' · also at `file:line`' for the other places a result's text was said (merged mentions,
+    lines saying the same text), or ''."""
+    here = (r.get("source_file"), r.get("source_line"))
+    others = [s for s in r.get("sources") or [] if (s.get("source_file"), s.get("source_line")) != here]
+    if not others:
+        return ""
+    shown = ", ".join(f"`{s['source_file']}:{s['source_line']}`" for s in others[:2])
+    return f" · also at {shown}" + (f" and {len(others) - 2} more" if len(others) > 2 else "")
+
+
 # Who a line found by its words is from, by what the transcript reader took it for (transcript.py's
 # kinds): Claude Code stores a tool's output, a skill's text or a slash command in a "user" record, and
 # a compaction summary in an "assistant" one; calling those "user said" puts words in the user's mouth.
@@ -62,7 +73,7 @@ def _line(r: dict) -> str:
     if r["kind"] == "span":
         return f"- **topic** {r['name']}: {r['summary']}  \n  `{_source(r)}`"
     if r["kind"] == "message":
-        return f"- **{said(r)}** {r['content']}  \n  `{_source(r)}` · {_date(r['timestamp'])}"
+        return f"- **{said(r)}** {r['content']}  \n  `{_source(r)}` · {_date(r['timestamp'])}{_also(r)}"
     flags = []
     if r["superseded_by"]:
         flags.append(f"superseded by #{r['superseded_by'][0]}")
@@ -73,7 +84,7 @@ def _line(r: dict) -> str:
     extra = f" ({', '.join(flags)})" if flags else ""
     text = (
         f"- **{r['intent']}** ({r['confidence']:.2f}) {r['content']}{extra}  \n"
-        f"  `{_source(r)}` · {_date(r['timestamp'])} · #{r['id']}"
+        f"  `{_source(r)}` · {_date(r['timestamp'])} · #{r['id']}{_also(r)}"
     )
     return ("  " + text.replace("\n", "\n  ")) if r["superseded_by"] else text
 

@@ -71,6 +71,11 @@ OUTSIDE_DAY = 0.5  # a line said outside the day the question names keeps this s
 # around it hold with their answer: it keeps this share of its score (sessions tune split: recall@1
 # 0.431 -> 0.440, MRR 0.617 -> 0.630; confirm MRR +0.003; 0.5: confirm recall@1 -0.021).
 TOOL_CALL_FACTOR = 0.7
+# Two lines that say the same text (a subagent's report in its own file and in the tool result
+# that returned it; a refusal or error repeated word for word) are one result that names both
+# places: lines whose words overlap this much (Jaccard of their word sets) ...
+DUPLICATE_SHARE = 0.8
+DUPLICATE_WORDS = 20  # ... when both hold at least this many distinct words ("Thanks!" repeats)
 
 
 @dataclass(slots=True)
@@ -83,6 +88,7 @@ class Candidate:
     factor: float = 1.0  # confidence, intent, pin, supersede and recency weighting
     norm: dict[str, float] = field(default_factory=dict)  # normalised score per strategy (fuse)
     ok: bool = True  # passes the query's filters
+    also: list = field(default_factory=list)  # lines saying the same text, shown as this one's places
 
 
 @dataclass
@@ -659,12 +665,13 @@ def _search(
 ) -> list[dict]:
     pool = gather(ctx, q, projects, hyde_text)
     ranked = rescore(ctx.db, _rank(ctx, pool, q, now), q)
-    top = _select(ranked, k)
+    words = _line_words(ctx.db, ranked, k)
+    top = _select(ranked, k, words)
     extra = expand(ctx.db, top, {c.id for c in ranked if c.kind == "idea"})
     if extra:
         extra_rows = _rows(ctx.db, "ideas", IDEA_COLUMNS, [c.id for c in extra])
         extra = [c for c in extra if c.id in extra_rows and _passes(extra_rows[c.id], q, "message_time")]
-        top = _select(sorted(top + extra, key=lambda c: -c.score), k)
+        top = _select(sorted(top + extra, key=lambda c: -c.score), k, words)
     return build_results(ctx.db, order_chains(ctx.db, top), q.terms)
 
 
@@ -866,12 +873,38 @@ def _add_line_ideas(db: Database, pool: dict, chunks: dict[int, dict], q: querym
         pool[("idea", idea_id)] = Candidate("idea", idea_id, score=overlap * 1e-6, origin=(file, line))
 
 
-def _select(ranked: list[Candidate], k: int) -> list[Candidate]:
-    """The top k, with at most MAX_SPAN_RESULTS spans and MAX_PER_MESSAGE ideas from one message.
+def _line_words(db: Database, ranked: list[Candidate], k: int) -> dict[tuple, frozenset]:
+    """The word sets of the lines that may be shown (the first 3k), for _select's duplicate test;
+    lines of fewer than DUPLICATE_WORDS distinct words are left out (never one another's twin)."""
+    places = list(dict.fromkeys(c.origin for c in ranked if c.origin is not None))[: 3 * k]
+    texts, _, own = _line_texts(db, places)
+    out = {}
+    for place in places:
+        bag = frozenset(querymod.WORD.findall((own.get(place) or texts.get(place) or "").lower()))
+        if len(bag) >= DUPLICATE_WORDS:
+            out[place] = bag
+    return out
+
+
+def _twin(bag: frozenset | None, chosen: list[tuple[Candidate, frozenset]]) -> Candidate | None:
+    """The chosen line that says the same text as `bag`, if any."""
+    if bag is None:
+        return None
+    for cand, other in chosen:
+        if len(bag & other) >= DUPLICATE_SHARE * len(bag | other):
+            return cand
+    return None
+
+
+def _select(ranked: list[Candidate], k: int, words: dict[tuple, frozenset] | None = None) -> list[Candidate]:
+    """The top k, with at most MAX_SPAN_RESULTS spans and MAX_PER_MESSAGE ideas from one message,
+    and a line saying the same text as a line above it (`words`, DUPLICATE_SHARE) kept as one of
+    that line's places instead of a result of its own.
 
     Several fragments of one message say one thing; showing distinct memories is more useful.
     """
-    out, spans, per_origin = [], 0, {}
+    words = words or {}
+    out, spans, per_origin, chosen = [], 0, {}, []
     for cand in ranked:
         if cand.kind == "span":
             if spans >= MAX_SPAN_RESULTS:
@@ -880,7 +913,14 @@ def _select(ranked: list[Candidate], k: int) -> list[Candidate]:
         elif cand.origin is not None:
             if per_origin.get(cand.origin, 0) >= MAX_PER_MESSAGE:
                 continue
+            bag = words.get(cand.origin)
+            if (twin := _twin(bag, chosen)) is not None:
+                if cand.origin != twin.origin and all(c.origin != cand.origin for c in twin.also):
+                    twin.also.append(cand)
+                continue
             per_origin[cand.origin] = per_origin.get(cand.origin, 0) + 1
+            if bag is not None:
+                chosen.append((cand, bag))
         out.append(cand)
         if len(out) >= k:
             break
@@ -932,16 +972,18 @@ def excerpt(text: str, terms: Iterable[str] = (), limit: int = EXCERPT_CHARS) ->
 
 
 def build_results(db: Database, cands: list[Candidate], terms: Iterable[str] = ()) -> list[dict]:
-    ideas = _rows(db, "ideas", IDEA_COLUMNS, [c.id for c in cands if c.kind == "idea"])
+    shown = [c.id for c in cands if c.kind == "idea"]
+    twins = [t for c in cands for t in c.also]
+    ideas = _rows(db, "ideas", IDEA_COLUMNS, shown + [t.id for t in twins if t.kind == "idea"])
     spans = _rows(db, "spans", SPAN_COLUMNS, [c.id for c in cands if c.kind == "span"])
-    chunks = _rows(db, "chunks", CHUNK_COLUMNS, [c.id for c in cands if c.kind == "chunk"])
+    chunks = _rows(db, "chunks", CHUNK_COLUMNS, [c.id for c in cands + twins if c.kind == "chunk"])
     terms = list(terms)
-    span_ids = {r["span_id"] for r in ideas.values() if r["span_id"]}
+    span_ids = {ideas[i]["span_id"] for i in shown if i in ideas and ideas[i]["span_id"]}
     parents = _rows(db, "spans", SPAN_COLUMNS, list(span_ids))
-    ents = _entities(db, list(ideas))
-    rels = _relations(db, list(ideas))
-    succ = superseded_by(db, list(ideas))
-    sources = _sources(db, list(ideas))
+    ents = _entities(db, shown)
+    rels = _relations(db, shown)
+    succ = superseded_by(db, shown)
+    sources = _sources(db, shown)
     results = []
     for c in cands:
         if c.kind == "idea":
@@ -977,15 +1019,21 @@ def build_results(db: Database, cands: list[Candidate], terms: Iterable[str] = (
                     "mention_count": r["mention_count"],
                     "pinned": bool(r["pinned"]),
                     "closed": r["closed_source_line"] is not None,
-                    "sources": sources.get(
-                        c.id,
-                        [
-                            {
-                                "source_file": r["source_file"],
-                                "source_line": r["source_line"],
-                                "machine": r["machine"],
-                            }
-                        ],
+                    "sources": _with_twins(
+                        sources.get(
+                            c.id,
+                            [
+                                {
+                                    "source_file": r["source_file"],
+                                    "source_line": r["source_line"],
+                                    "timestamp": r["message_time"],
+                                    "machine": r["machine"],
+                                }
+                            ],
+                        ),
+                        c.also,
+                        ideas,
+                        chunks,
                     ),
                 }
             )
@@ -1014,15 +1062,21 @@ def build_results(db: Database, cands: list[Candidate], terms: Iterable[str] = (
                     "relations": [],
                     "superseded_by": [],
                     "matched_by": sorted(c.strategies),
-                    "mention_count": 1,
+                    "mention_count": 1 + len(c.also),
                     "pinned": False,
-                    "sources": [
-                        {
-                            "source_file": r["source_file"],
-                            "source_line": r["source_line"],
-                            "machine": r["machine"],
-                        }
-                    ],
+                    "sources": _with_twins(
+                        [
+                            {
+                                "source_file": r["source_file"],
+                                "source_line": r["source_line"],
+                                "timestamp": r["timestamp"],
+                                "machine": r["machine"],
+                            }
+                        ],
+                        c.also,
+                        ideas,
+                        chunks,
+                    ),
                 }
             )
         else:
@@ -1052,6 +1106,26 @@ def build_results(db: Database, cands: list[Candidate], terms: Iterable[str] = (
                 }
             )
     return results
+
+
+def _with_twins(places: list[dict], twins: list[Candidate], ideas: dict, chunks: dict) -> list[dict]:
+    """A result's places and, after them, those of the lines that say the same text (_select)."""
+    seen = {(p["source_file"], p["source_line"]) for p in places}
+    out = list(places)
+    for twin in twins:
+        row = (ideas if twin.kind == "idea" else chunks).get(twin.id)
+        if row is None or twin.origin in seen:
+            continue
+        seen.add(twin.origin)
+        out.append(
+            {
+                "source_file": twin.origin[0],
+                "source_line": twin.origin[1],
+                "timestamp": row["message_time" if twin.kind == "idea" else "timestamp"],
+                "machine": row["machine"],
+            }
+        )
+    return out
 
 
 def _sources(db: Database, ids: list[int]) -> dict[int, list[dict]]:
