@@ -570,3 +570,57 @@ def test_a_reply_to_a_reported_problem_that_proposes_a_fix_is_a_solution():
         )
     )
     assert [i["type"] for i in out["items"]] == ["problem", "solution"]
+
+
+def _reply_decisions(assistant: str, reply: str, *, live: bool) -> list[str]:
+    said = {"line": 1, "role": "assistant", "content": assistant}
+    answer = {"line": 2, "role": "user", "content": reply}
+    batch = {"new_messages": [answer] if live else [said, answer], "recent_messages": [said] if live else []}
+    out = OfflineExtractor().extract(batch)
+    assert validate_output(out, {2} if live else {1, 2}).dropped == 0
+    return [i["content"] for i in out["items"] if i["source_line"] == 2 and i["type"] == "decision"]
+
+
+@pytest.mark.parametrize(
+    ("assistant", "reply", "decision"),
+    [
+        (
+            "The S3 mock's clock drifts; shall I freeze time with freezegun in the fixture?",
+            "yes do that",
+            "Freeze time with freezegun in the fixture.",
+        ),
+        (
+            "I'd recommend extracting the retry loop into a `with_retries` decorator.",
+            "sounds good",
+            "Extracting the retry loop into a with_retries decorator.",
+        ),
+        (
+            "I can also add a CI job that runs ruff on every PR if you want.",
+            "lgtm",
+            "Add a CI job that runs ruff on every PR.",
+        ),
+        (
+            "I'll rename the module to utils_v2 and update the imports. Shall I proceed?",
+            "👍",
+            "Rename the module to utils_v2 and update the imports.",
+        ),
+        ("Tests are green: want me to open the PR against main?", "yep go ahed", "Open the PR against main."),
+        # a yes that decides nothing: a question of fact, alternatives, a hesitation, no proposal,
+        # leave asked for nothing named
+        ("Is the server running locally?", "yes", None),
+        ("Should I pin boto3, or upgrade moto?", "ok", None),
+        ("Shall I drop the users_backup table?", "yes but wait until the export ran", None),
+        ("All tests pass and the branch is pushed.", "thanks", None),
+        ("Everything is committed. Shall I proceed?", "sure", None),
+        ("Want me to squash the fixups?", "do you think that's safe?", None),
+    ],
+)
+def test_a_short_yes_to_one_proposed_action_is_that_decision_in_one_batch_or_the_next(
+    assistant, reply, decision
+):
+    """Claude Code's usual way to decide: the assistant offers one action, the user says yes. The
+    yes's line gets a decision holding the action, whether the offer is in the same batch (a
+    backfill) or only in the batch's recent context (live capture); pinned by bench/approvals.py's
+    sets too (I104)."""
+    for live in (False, True):
+        assert _reply_decisions(assistant, reply, live=live) == ([decision] if decision else [])

@@ -20,6 +20,7 @@ from helpers import (
     wait_until_done,
     write_transcript,
 )
+from total_recall.extract.offline import APPROVAL_WORDS
 
 PROJECT = "/home/dev/projects/demo"
 
@@ -119,6 +120,57 @@ def test_hook_then_daemon_once_indexes_only_new_lines(claude_dir, store):
     assert counts()["ideas"] > n_ideas
     assert min(lines[n_ideas:]) >= 5  # the second run only extracted the appended lines
     assert local_rows("SELECT state, count(*) FROM work_queue GROUP BY state") == [("done", 2)]
+
+
+def test_a_yes_to_a_proposal_in_the_next_turn_is_a_decision_and_answers_it(claude_dir, store):
+    """Claude Code's usual way to decide: the assistant ends its turn proposing one action, the
+    user's next prompt is a short yes. The hook queues each turn, so the yes is read in a later
+    batch than the proposal: it becomes a decision holding the proposed action, at the yes's line,
+    and the proposal stops being an open question (I104)."""
+    turns = [
+        ("user", "The upload test is flaky again on CI, find out why."),
+        (
+            "assistant",
+            "The S3 mock's clock drifts between the multipart start and its completion. "
+            "Shall I freeze time with freezegun in the upload fixture?",
+        ),
+    ]
+    path = write_transcript(transcript_path(claude_dir), turns, cwd=PROJECT)
+    cli("init")
+    payload = {
+        "session_id": "sess-0001",
+        "transcript_path": str(path),
+        "cwd": PROJECT,
+        "hook_event_name": "Stop",
+    }
+    assert hook(payload).returncode == 0
+    cli("daemon", "--once")
+    assert db_rows("SELECT intent, answered FROM ideas WHERE content LIKE '%freezegun%'") == [("question", 0)]
+    later = __import__("datetime").datetime(2026, 3, 2, 10, 30, tzinfo=__import__("datetime").timezone.utc)
+    write_transcript(path, [("user", "yes do that")], cwd=PROJECT, append=True, start=later)
+    assert hook({**payload, "hook_event_name": "UserPromptSubmit"}).returncode == 0
+    cli("daemon", "--once")
+    decided = db_rows("SELECT content, source_line FROM ideas WHERE intent = 'decision'")
+    assert decided == [("Freeze time with freezegun in the upload fixture.", 3)]
+    assert db_rows("SELECT answered FROM ideas WHERE intent = 'question'") == [(1,)]
+    found = cli_json("search", "what did we decide about the S3 mock clock drift", "--project", PROJECT)
+    assert ("decision", 3) in [(r["intent"], r["source_line"]) for r in found[:2]]
+    # A yes to a question of fact, or to a choice between two things, decides nothing.
+    write_transcript(
+        path,
+        [
+            ("assistant", "Is the CI runner on Ubuntu 22.04?"),
+            ("user", "yes"),
+            ("assistant", "Should I pin boto3, or upgrade moto?"),
+            ("user", "ok"),
+        ],
+        cwd=PROJECT,
+        append=True,
+        start=later + __import__("datetime").timedelta(minutes=5),
+    )
+    assert hook(payload).returncode == 0
+    cli("daemon", "--once")
+    assert len(db_rows("SELECT id FROM ideas WHERE intent = 'decision'")) == 1
 
 
 def test_search_finds_by_paraphrase_identifier_and_entity(claude_dir, store):
@@ -310,6 +362,10 @@ def assert_ideas_point_at_their_words(folder) -> None:
         if tool_names(path, line) & {"ExitPlanMode", "TodoWrite"}:
             continue  # a plan or todo list points at the call that approved or updated it
         have = line_words(path, line)
+        if have and have <= APPROVAL_WORDS:
+            # A user's yes to a proposal makes the decision there; its words are the proposal's,
+            # on the lines before it (DESIGN.md I43).
+            have = have.union(*(line_words(path, n) for n in range(max(1, line - 5), line)))
         if words and len(words & have) / len(words) < 0.8:
             wrong.append((idea_id, content[:300], source_file.rsplit("/", 1)[1], line, sorted(words - have)))
     assert wrong == []

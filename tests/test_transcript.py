@@ -460,16 +460,10 @@ def test_our_injected_context_is_never_handed_on(tmp_path):
     assert not any("Postgres" in m.text for m in lines.values())
 
 
-ACKNOWLEDGEMENTS = [
-    "ok",
-    "Thanks!",
-    "yes please",
-    "go ahead",
-    "sounds good",
-    "👍",
-    "continue",
-    "OK, thank you.",
-]
+ACKNOWLEDGEMENTS = ["Thanks!", "thx", "great, thanks", "continue", "cool", "hi"]
+# A reply that assents may approve what was just proposed: it goes to extraction, which tells a
+# decision from a bare "ok" (I104; tests/test_offline.py).
+ASSENTS = ["ok", "yes please", "go ahead", "sounds good", "👍", "OK, thank you.", "lgtm"]
 
 
 @pytest.mark.parametrize("said", ACKNOWLEDGEMENTS)
@@ -478,7 +472,7 @@ def test_acknowledgements_are_skipped(tmp_path, said):
     assert [m.skip_reason for m in read_new(path).messages] == [None, "acknowledgement"]
 
 
-@pytest.mark.parametrize("said", ["use postgres", "continue with the migration", "2", "fix it"])
+@pytest.mark.parametrize("said", ["use postgres", "continue with the migration", "2", "fix it", *ASSENTS])
 def test_short_prompts_with_content_are_kept(tmp_path, said):
     path = write(tmp_path / "s.jsonl", [user("Add retries to the fetcher"), user(said)])
     assert [m.skip_reason for m in read_new(path).messages] == [None, None]

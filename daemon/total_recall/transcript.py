@@ -76,6 +76,29 @@ COMPACTION_PROMPT_PREFIXES = ("Your task is to create a detailed summary of the 
 COMPACT_SUMMARY_PREFIXES = ("This session is being continued from a previous conversation",)
 # `claude -p` runs made by memory tools (e.g. episodic-memory's summariser), not by a person.
 HEADLESS_PROMPT_PREFIXES = ("Summarize this part of a conversation",)
+# A reply that assents ("yes", "ok go ahead", "do it") may approve what the assistant just proposed:
+# it goes to extraction, which tells a decision from a bare "ok" (extract.offline.approved_proposal).
+ASSENT_WORDS = frozenset(
+    "yes yep yeah yup ya yea y sure ok okay k kk alright approved approve lgtm sgtm agreed agree proceed "
+    "ahead do go please pls plz".split()
+)
+ASSENT_PHRASES = re.compile(
+    r"\b(?:sounds (?:good|great|right|fine)|looks good|makes sense|go for it|that works|works for me"
+    r"|would be great|ship it)\b"
+)
+ASSENT_MARKS = frozenset("👍✅👌🚀")  # a reply of only a thumbs-up assents too
+
+
+def assents(text: str) -> bool:
+    """Whether a reply says yes in some way ("yes", "sounds good", "ship it", a thumbs-up)."""
+    lowered = text.lower()
+    return bool(
+        ASSENT_WORDS.intersection(_WORD.findall(lowered))
+        or ASSENT_MARKS.intersection(text)
+        or ASSENT_PHRASES.search(lowered)
+    )
+
+
 ACK_WORDS = frozenset(
     "ok okay k kk yes yep yeah yup y sure thanks thank thx ty you continue go ahead on proceed "
     "please pls sounds looks good great cool nice perfect awesome lgtm do it that s works fine "
@@ -964,6 +987,8 @@ def _command_text(text: str) -> str:
 
 def _is_acknowledgement(text: str) -> bool:
     if len(text) > 40:
+        return False
+    if assents(text):
         return False
     words = _WORD.findall(text.lower())
     return not words or (len(words) <= 4 and all(w in ACK_WORDS for w in words))

@@ -47,6 +47,7 @@ from typing import Any
 import structlog
 
 from total_recall.errors import TotalRecallError
+from total_recall.transcript import assents
 
 log = structlog.get_logger(__name__)
 
@@ -56,6 +57,7 @@ FALLBACK_WORDS = 8  # a message this long always leaves at least one item
 MAX_ITEMS_PER_MESSAGE = 60
 MAX_ENTITIES = 12
 BASE_CONFIDENCE = 0.7
+APPROVAL_CONFIDENCE = 0.8  # a proposal the user said yes to (approved_proposal)
 SHIFT_SIM = 0.20  # cosine between message windows below which the topic changed
 SPAN_SIM = 0.35  # below which a sub-span starts
 WINDOW_CHARS = 600  # a message's opening carries its topic; longer texts cost time, not accuracy
@@ -1314,6 +1316,128 @@ DONE_STATEMENT = re.compile(
 )
 
 
+# A user's short yes to a proposal is where a decision is made ("Shall I apply the freezegun fix?" -
+# "yes do that"). A yes: a short reply that assents (transcript.ASSENT_WORDS, a thumbs-up), says at
+# most one word of its own ("yeah nuke it", a typo), asks nothing and hesitates nowhere.
+APPROVAL_WORDS = frozenset(
+    """yes yep yeah yup ya yea y sure ok okay k kk alright sounds looks good great perfect fine cool nice
+    go ahead for it do that this please let's lets let us proceed continue approved approve lgtm sgtm
+    ship agreed agree correct right absolutely definitely of course makes sense thanks thank you works
+    me with plan both all pls plz thx ty would be will that's thats is lol""".split()
+)
+HESITANT = frozenset(
+    """no nope nah not don't dont wait hold later first instead but maybe hmm actually tomorrow never
+    stop rather unless except only check before until""".split()
+)
+APPROVAL_MAX_WORDS = 12
+# The proposal a yes settles: the message's closing clause, read from the end (over its last three
+# sentences): a question offering one action ("Shall I ...?", "Want me to ...?", "How about I ...?"),
+# an offer or recommendation ("I can ...", "I'd recommend ...", "The cleanest fix is to ..."), or,
+# when the closing question only asks leave ("Shall I proceed?", "Want me to do that?"), what the
+# message said it would do. A question offering alternatives ("X or Y?") is not settled by a yes.
+PROPOSAL_QUESTION = re.compile(
+    r"^(?:so,? |then,? |ok(?:ay)?,? |alright,? )?"
+    r"(?:(?:shall|should|can|may) (?:i|we)(?: go ahead and)?|(?:do you want|would you like|want) (?:me|us) to"
+    r"|ready (?:for me )?to|ok(?:ay)? (?:if i|to)|(?:how|what) about (?:if )?(?:i|we)|what if (?:i|we)"
+    r"|would it help if (?:i|we))"
+    r" (?P<act>.+?)(?: now| for you| next| then| instead)?\s*\?$"
+)
+PROPOSAL_STATEMENT = re.compile(
+    r"\b(?:i (?:propose|suggest|recommend)|i'd (?:propose|suggest|recommend|go with)"
+    r"|i would (?:propose|suggest|recommend|go with)"
+    r"|my (?:recommendation|suggestion|proposal|vote) (?:is|would be)"
+    r"|(?:recommendation|proposal|suggestion):"
+    r"|(?:(?:the|one|an?|my) (?:\w+ )?(?:fix|option|approach|way|solution|plan)|(?:the )?next step)"
+    r"\b[^.?!]{0,60}? (?:is|would be)"
+    r"|let me know if (?:you(?:'d)? (?:want|like) me to|i should)|(?:i'm |i am )?happy to)"
+    r"\s*(?:that we |that you |to |we )?(?P<act>.+?)(?:,? if you(?:'d)? (?:want|like)(?: me to)?"
+    r"|,? if (?:that|this) works(?: for you)?)?[.!]?$"
+)
+OFFER = re.compile(  # only as the message's closing words: "I can wire up Sentry in main.ts."
+    r"^(?:i can|i could|we can|we could|i'll|i will|i'd|next,? i'd|next,? i'll)(?: also)? (?P<act>.+?)"
+    r"(?:,? if you(?:'d)? (?:want|like)|,? if (?:that|this) works(?: for you)?)?[.!]?$"
+)
+INTENDED = re.compile(
+    r"^(?:(?:next|then|first),? )?(?:i'll|i will|i'm going to|i am going to|i plan to|i'd|i would|i can"
+    r"|i could|we can|we could|the plan is to|plan:|next step(?: would be| is)?:?(?: to)?)"
+    r"\s+(?P<act>.+?)[.!]?$"
+)
+LEAVE_QUESTION = re.compile(
+    r"^(?:ready|ok|okay|sound good|sounds good|good to go|ok with you|look good|looks good|proceed|continue"
+    r"|go ahead|shall i|should i|shall we|should we|want that|want me to"
+    r"|(?:shall|should) i (?:go ahead|proceed)|ok to (?:proceed|go ahead|go on|continue)"
+    r"|(?:want|would you like) me to (?:do that|go ahead|proceed))\s*\?$"
+)
+FILLER = re.compile(
+    r"^(?:let me know(?: what you think| if .*)?|just (?:say|let me know).*|thoughts|what do you think"
+    r"|up to you|your call|happy to help)\W*$"
+)
+CLAUSE_BREAK = re.compile(
+    r"; +| [-–—] +|: +(?=[A-Z]|(?:shall|should|want|would|do you|can|ready)\b)"
+    r"|, (?=(?:so|then|now|want|should|shall) )"
+)
+VAGUE_ACTS = frozenset(
+    "proceed continue go going keep on ahead do it do that start begin implement this it that".split()
+)
+LEAD_WORDS = re.compile(r"^(?:also|just|now|then|go ahead and) ", re.IGNORECASE)
+THUMBS = frozenset("👍✅👌🚀🙏")
+
+
+def is_approval(reply: str) -> bool:
+    """A short yes: assents, says at most one word of its own, asks nothing, hesitates nowhere."""
+    words = [re.sub(r"(.)\1+$", r"\1", w.lower().replace("’", "'")) for w in re.findall(r"[\w'’]+", reply)]
+    thumbs = bool(THUMBS.intersection(reply))
+    if "?" in reply or len(words) > APPROVAL_MAX_WORDS or HESITANT.intersection(words):
+        return False
+    if not assents(" ".join(words)) and not thumbs:
+        return False
+    own = [w for w in words if w not in APPROVAL_WORDS and w not in STOPWORDS]
+    return len(own) <= 1
+
+
+def approved_proposal(reply: str, previous: str) -> str | None:
+    """The decision a user's short yes makes: the action the assistant's message before it
+    proposed, as a statement ("Apply the freezegun fix."), or None when the reply is no plain yes
+    or the message proposed no single action."""
+    if not is_approval(reply):
+        return None
+    clauses = [
+        c.strip()
+        for sentence in sentences(previous)[-3:]
+        for c in CLAUSE_BREAK.split(" ".join(sentence.replace("’", "'").split()))
+        if c.strip()
+    ]
+    leave, closing = False, True  # the closing question asked leave only; the clause is the last
+    for clause in reversed(clauses):
+        lowered = clause.lower()
+        if FILLER.match(lowered) and not PROPOSAL_STATEMENT.search(lowered):
+            continue
+        if not leave and LEAVE_QUESTION.match(lowered):
+            leave = True
+            continue
+        match = (
+            (INTENDED.match(lowered) if leave else PROPOSAL_QUESTION.match(lowered))
+            or PROPOSAL_STATEMENT.search(lowered)
+            or (OFFER.match(lowered) if closing else None)
+        )
+        closing = False
+        if match is None:
+            if leave:
+                return None
+            continue
+        start, end = match.span("act")
+        act = LEAD_WORDS.sub("", clause[start:end].strip(" ,;:"))
+        if re.search(r"\bor\b", act, re.IGNORECASE):
+            return None  # alternatives: a yes does not say which
+        if len(content_words(act) - VAGUE_ACTS) < 2:  # "Shall I proceed?", "Want me to commit this?"
+            if leave:
+                return None
+            leave = True
+            continue
+        return act[:1].upper() + act[1:] + "."
+    return None
+
+
 def _structured_blocks(content: str) -> tuple[str, list[tuple[str, str, bool]]]:
     """Plans and todo lists (rendered by the transcript reader) -> (rest of content, pieces).
 
@@ -1468,8 +1592,13 @@ class OfflineExtractor:
         # Whether the user's last message reported a problem: then the reply's fixes are solutions.
         earlier = [m for m in input_obj.get("recent_messages") or () if m.get("role") == "user"][-1:]
         answering = bool(earlier) and _reports_problem(str(earlier[0].get("content") or ""))
+        before = [m for m in input_obj.get("recent_messages") or () if m.get("role") in ("user", "assistant")]
         for index, message in enumerate(new):
             found, reason = self._message_units(index, message, project, answering)
+            previous = new[index - 1] if index else (before[-1] if before else None)
+            if message.get("role") == "user" and previous and previous.get("role") == "assistant":
+                # A yes to the proposal before it is that decision, whatever else its words made.
+                found = self._approval(index, message, str(previous.get("content") or ""), project) or found
             if message.get("role") == "user":
                 answering = any(u.intent == "problem" for u in found)
             units.extend(found)
@@ -1495,6 +1624,27 @@ class OfflineExtractor:
             "relations": relations,
             "skip_lines": skips,
         }
+
+    def _approval(self, index: int, message: dict, previous: str, project: str) -> list[_Unit]:
+        """A decision unit on the line of a user's yes to the proposal before it (none otherwise):
+        the decision is made on that line; its words are the proposal's, one line up."""
+        act = approved_proposal(str(message.get("content") or ""), previous)
+        if act is None:
+            return []
+        text = BACKTICK.sub(r"\1", act)  # entities read the backticks; content drops them
+        return [
+            _Unit(
+                text=text,
+                line=message["line"],
+                role="user",
+                message=index,
+                intent="decision",
+                confidence=APPROVAL_CONFIDENCE,
+                entities=entities(act, project),
+                words=content_words(text),
+                normalised=normalise(text),
+            )
+        ]
 
     def _message_units(
         self, index: int, message: dict, project: str, answering: bool = False

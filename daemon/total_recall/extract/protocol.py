@@ -57,7 +57,11 @@ Output schema:
 
 Item types (intents), the same definitions the offline extractor is measured against:
 - decision: a choice the speaker made or announces. "We'll store vectors in sqlite-vec instead of
-  FAISS." "ok, let's use apple container instead of docker" (a user's "let's use X" decides).
+  FAISS." "ok, let's use apple container instead of docker" (a user's "let's use X" decides). A
+  user's short yes ("yes", "go ahead", "sounds good") to the assistant's offer of ONE action just
+  before it ("Shall I pin numpy<2 in pyproject?") decides that action: a decision item on the yes's
+  line, its content the action ("Pin numpy<2 in pyproject."); a yes to "X or Y?" or to a question
+  of fact decides nothing.
   Not: options still being weighed ("trying to decide between X and Y"), hearsay ("I've heard X
   could help"), a heading that only contains the word "decision".
 - conclusion: something learned or inferred. "The slowdown comes from the N+1 query in list_users."
