@@ -1,4 +1,4 @@
-"""Does the offline extractor take a user's yes to a proposal for the decision it is?
+"""Does the offline extractor take a user's reply that settles an offer for the decision it is?
 
     python bench/approvals.py [--split tune|confirm|both] [--show]
 

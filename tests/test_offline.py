@@ -613,14 +613,44 @@ def _reply_decisions(assistant: str, reply: str, *, live: bool) -> list[str]:
         ("All tests pass and the branch is pushed.", "thanks", None),
         ("Everything is committed. Shall I proceed?", "sure", None),
         ("Want me to squash the fixups?", "do you think that's safe?", None),
+        # a pick among alternatives is the option picked, by its words or its place
+        (
+            "Should I use zod or yup for the signup form validation?",
+            "zod",
+            "Use zod rather than yup for the signup form validation.",
+        ),
+        (
+            "I can either bump the HTTP timeout to 30s or add retries with backoff. Which do you prefer?",
+            "retries w backoff",
+            "Add retries with backoff rather than bump the HTTP timeout to 30s.",
+        ),
+        (
+            "We could store sessions in Redis, or just use signed cookies. Any preference?",
+            "the second one",
+            "Use signed cookies rather than store sessions in Redis.",
+        ),
+        ("Should I use zod or yup for the signup form validation?", "hmm, zod maybe", None),
+        ("Is the server running in docker or on the host?", "docker", None),
+        # a refusal naming another action is that action, rather than the offered one
+        (
+            "Want me to add caching to the `/search` endpoint?",
+            "no, let's profile it first",
+            "Let's profile it first, rather than add caching to the /search endpoint.",
+        ),
+        (
+            "Want me to skip the failing e2e test so CI goes green?",
+            "nah. fix the selector instead",
+            "Fix the selector instead, rather than skip the failing e2e test so CI goes green.",
+        ),
+        ("Shall I run black across the whole repo?", "no, the blame history matters", None),
+        ("Should I upgrade every dependency?", "nah, maybe later", None),
+        ("Should I upgrade every dependency?", "no thanks", None),
     ],
 )
-def test_a_short_yes_to_one_proposed_action_is_that_decision_in_one_batch_or_the_next(
-    assistant, reply, decision
-):
-    """Claude Code's usual way to decide: the assistant offers one action, the user says yes. The
-    yes's line gets a decision holding the action, whether the offer is in the same batch (a
-    backfill) or only in the batch's recent context (live capture); pinned by bench/approvals.py's
-    sets too (I104)."""
+def test_a_reply_that_settles_an_offer_is_that_decision_in_one_batch_or_the_next(assistant, reply, decision):
+    """Claude Code's usual way to decide: the assistant offers one action (or two), the user says
+    yes (or picks one, or names another). The reply's line gets a decision holding the action,
+    whether the offer is in the same batch (a backfill) or only in the batch's recent context (live
+    capture); pinned by bench/approvals.py's sets too (I104)."""
     for live in (False, True):
         assert _reply_decisions(assistant, reply, live=live) == ([decision] if decision else [])

@@ -77,7 +77,7 @@ COMPACT_SUMMARY_PREFIXES = ("This session is being continued from a previous con
 # `claude -p` runs made by memory tools (e.g. episodic-memory's summariser), not by a person.
 HEADLESS_PROMPT_PREFIXES = ("Summarize this part of a conversation",)
 # A reply that assents ("yes", "ok go ahead", "do it") may approve what the assistant just proposed:
-# it goes to extraction, which tells a decision from a bare "ok" (extract.offline.approved_proposal).
+# it goes to extraction, which tells a decision from a bare "ok" (extract.offline.reply_decision).
 ASSENT_WORDS = frozenset(
     "yes yep yeah yup ya yea y sure ok okay k kk alright approved approve lgtm sgtm agreed agree proceed "
     "ahead do go please pls plz".split()

@@ -57,7 +57,7 @@ FALLBACK_WORDS = 8  # a message this long always leaves at least one item
 MAX_ITEMS_PER_MESSAGE = 60
 MAX_ENTITIES = 12
 BASE_CONFIDENCE = 0.7
-APPROVAL_CONFIDENCE = 0.8  # a proposal the user said yes to (approved_proposal)
+APPROVAL_CONFIDENCE = 0.8  # an offer the user's reply settled (reply_decision)
 SHIFT_SIM = 0.20  # cosine between message windows below which the topic changed
 SPAN_SIM = 0.35  # below which a sub-span starts
 WINDOW_CHARS = 600  # a message's opening carries its topic; longer texts cost time, not accuracy
@@ -1379,7 +1379,42 @@ CLAUSE_BREAK = re.compile(
 VAGUE_ACTS = frozenset(
     "proceed continue go going keep on ahead do it do that start begin implement this it that".split()
 )
-LEAD_WORDS = re.compile(r"^(?:also|just|now|then|go ahead and) ", re.IGNORECASE)
+LEAD_WORDS = re.compile(r"^(?:also|just|now|then|go ahead and|either) ", re.IGNORECASE)
+# Alternatives a reply picks from: "Should I use zod or yup?", "Do you want it under /v1/, or should
+# we start /v2/?", or an offer of two ("I can either X or Y", "We could X or Y") before "Which do you
+# prefer?" / "Any preference?".
+OPTIONS_QUESTION = re.compile(
+    r"^(?:so,? )?(?:do you (?:want|prefer)|would you (?:like|prefer|rather)|should (?:i|we|it)|shall (?:i|we)"
+    r"|is it better to|want)\b (?P<act>.+\bor\b.+?)\s*\?$"
+)
+CHOICE_QUESTION = re.compile(
+    r"^(?:which (?:one |option )?(?:do you prefer|would you (?:like|prefer)"
+    r"|should (?:i|we) (?:do|use|go with|pick)|sounds better|do you want)|any preference|preference"
+    r"|what do you prefer|what would you prefer"
+    r"|your (?:call|pick|choice)|which is better)\s*\?$"
+)
+ALTERNATIVE = re.compile(r",? \bor\b (?:else )?", re.IGNORECASE)
+OPTION_LEAD = re.compile(
+    r"^(?:(?:shall|should|can|could|would|do) (?:i|we|you)"
+    r"(?: want(?: me| us)? to| like(?: me| us)? to| rather)?"
+    r"|(?:i|we) (?:can|could)(?: either)?|either|by|to|instead)\s+",
+    re.IGNORECASE,
+)
+ORDINALS = {
+    "first": 0,
+    "former": 0,
+    "1st": 0,
+    "second": 1,
+    "2nd": 1,
+    "third": 2,
+    "3rd": 2,
+    "latter": -1,
+    "last": -1,
+}
+# A refusal that names another action: "no, let's profile it first", "nah, fix the selector instead".
+REFUSAL = re.compile(r"^(?:no|nope|nah|actually|instead)\b[\s,.;:!–—-]*(?P<rest>.*)$", re.IGNORECASE)
+ACTION_LEAD = re.compile(r"^(?:let's|lets|let us|we should|you should|please|just|instead)\b", re.IGNORECASE)
+NOT_ACTIONS = frozenset("need worries worry problem idea way thx".split())
 THUMBS = frozenset("👍✅👌🚀🙏")
 
 
@@ -1395,47 +1430,136 @@ def is_approval(reply: str) -> bool:
     return len(own) <= 1
 
 
-def approved_proposal(reply: str, previous: str) -> str | None:
-    """The decision a user's short yes makes: the action the assistant's message before it
-    proposed, as a statement ("Apply the freezegun fix."), or None when the reply is no plain yes
-    or the message proposed no single action."""
-    if not is_approval(reply):
-        return None
+@dataclass(frozen=True)
+class Offer:
+    """What an assistant message put to the user: one action, or alternatives ("X or Y?")."""
+
+    act: str | None = None
+    options: tuple[str, ...] = ()
+
+    def named(self) -> str:
+        return self.act or " or ".join(self.options)
+
+
+def offer_in(previous: str) -> Offer | None:
+    """The action, or the alternatives, an assistant message offered in its closing clauses (read
+    from the end over its last three sentences); None when it offered nothing a reply can settle."""
     clauses = [
         c.strip()
         for sentence in sentences(previous)[-3:]
         for c in CLAUSE_BREAK.split(" ".join(sentence.replace("’", "'").split()))
         if c.strip()
     ]
-    leave, closing = False, True  # the closing question asked leave only; the clause is the last
+    leave, closing, choice = False, True, False  # a closing question asked leave / asked which
     for clause in reversed(clauses):
         lowered = clause.lower()
         if FILLER.match(lowered) and not PROPOSAL_STATEMENT.search(lowered):
             continue
-        if not leave and LEAVE_QUESTION.match(lowered):
+        if not (leave or choice) and LEAVE_QUESTION.match(lowered):
             leave = True
             continue
+        if closing and CHOICE_QUESTION.match(lowered):
+            choice = True
+            continue
         match = (
-            (INTENDED.match(lowered) if leave else PROPOSAL_QUESTION.match(lowered))
+            (INTENDED.match(lowered) if leave or choice else PROPOSAL_QUESTION.match(lowered))
+            or OPTIONS_QUESTION.match(lowered)
             or PROPOSAL_STATEMENT.search(lowered)
-            or (OFFER.match(lowered) if closing else None)
+            or (OFFER.match(lowered) if closing or choice else None)
         )
         closing = False
         if match is None:
-            if leave:
+            if leave or choice:
                 return None
             continue
         start, end = match.span("act")
         act = LEAD_WORDS.sub("", clause[start:end].strip(" ,;:"))
         if re.search(r"\bor\b", act, re.IGNORECASE):
-            return None  # alternatives: a yes does not say which
+            options = tuple(_option(o) for o in ALTERNATIVE.split(act))
+            return Offer(options=options) if len(options) > 1 and all(options) else None
+        if choice:
+            return None  # "which do you prefer?" after one action: nothing to choose between
         if len(content_words(act) - VAGUE_ACTS) < 2:  # "Shall I proceed?", "Want me to commit this?"
             if leave:
                 return None
             leave = True
             continue
-        return act[:1].upper() + act[1:] + "."
+        return Offer(act=act)
     return None
+
+
+def _option(text: str) -> str:
+    """One alternative as an action: "should we start a /v2/ namespace" -> "start a /v2/ namespace"."""
+    text = text.strip(" ,;:.")
+    while (lead := OPTION_LEAD.match(text)) is not None and lead.end() < len(text):
+        text = text[lead.end() :]
+    return LEAD_WORDS.sub("", text)
+
+
+def reply_decision(reply: str, previous: str) -> str | None:
+    """The decision a user's reply to an assistant's offer makes, as a statement: a short yes to
+    one action ("yes do that": the action), a pick among alternatives ("zod": "Use zod rather than
+    yup ..."), or a refusal that names another action ("no, let's profile it first": that action,
+    rather than the one offered). None when the reply settles nothing: a bare yes to alternatives, a
+    hesitation, thanks, or an offer of nothing in particular."""
+    offer = offer_in(previous)
+    if offer is None or "?" in reply:
+        return None
+    if offer.act and is_approval(reply):
+        return _statement(offer.act)
+    if offer.options and (chosen := picked_option(reply, offer.options)) is not None:
+        others = " or ".join(o for i, o in enumerate(offer.options) if i != chosen)
+        return _statement(f"{offer.options[chosen]} rather than {others}")
+    if (instead := redirected(reply)) is not None:
+        return _statement(f"{instead}, rather than {offer.named()}")
+    return None
+
+
+def picked_option(reply: str, options: tuple[str, ...]) -> int | None:
+    """Which of the alternatives a short reply names: by its words that only that option has
+    ("retries w backoff" of "bump the timeout" / "add retries with backoff"), or by position ("the
+    second one", "the latter"); None when it names none, several, or hesitates."""
+    words = re.findall(r"[\w'’]+", reply.lower())
+    if not words or len(words) > APPROVAL_MAX_WORDS:
+        return None
+    if len(words) <= 4 and (places := [ORDINALS[w] for w in words if w in ORDINALS]):
+        return places[0] % len(options) if len(set(places)) == 1 else None
+    if HESITANT.intersection(words):
+        return None
+    said = content_words(reply) - APPROVAL_WORDS
+    own = [content_words(o) for o in options]
+    scores = [
+        len(said & (mine - set().union(*(w for j, w in enumerate(own) if j != i))))
+        for i, mine in enumerate(own)
+    ]
+    best = max(scores)
+    return scores.index(best) if best and scores.count(best) == 1 else None
+
+
+def redirected(reply: str) -> str | None:
+    """The action a refusal names instead ("no, fix the selector instead": "fix the selector
+    instead"); None for a plain no, a deferral ("nah, maybe later"), or a reason alone ("no, the
+    tests are flaky")."""
+    refusal = REFUSAL.match(" ".join(reply.split()))
+    if refusal is None:
+        return None
+    rest = refusal["rest"].strip(" .!")
+    first = (re.findall(r"[\w'’]+", rest.lower()) or [""])[0].replace("’", "'")
+    if not ACTION_LEAD.match(rest) and (
+        not first
+        or first in STOPWORDS
+        or first in HESITANT
+        or first in APPROVAL_WORDS
+        or first in NOT_ACTIONS
+    ):
+        return None
+    if len(content_words(rest) - HESITANT - VAGUE_ACTS) < 2:
+        return None
+    return rest
+
+
+def _statement(act: str) -> str:
+    return act[:1].upper() + act[1:] + "."
 
 
 def _structured_blocks(content: str) -> tuple[str, list[tuple[str, str, bool]]]:
@@ -1597,8 +1721,10 @@ class OfflineExtractor:
             found, reason = self._message_units(index, message, project, answering)
             previous = new[index - 1] if index else (before[-1] if before else None)
             if message.get("role") == "user" and previous and previous.get("role") == "assistant":
-                # A yes to the proposal before it is that decision, whatever else its words made.
-                found = self._approval(index, message, str(previous.get("content") or ""), project) or found
+                # A reply that settles the offer before it is that decision; what else it says stays.
+                if decided := self._approval(index, message, str(previous.get("content") or ""), project):
+                    said = decided[0].words | APPROVAL_WORDS
+                    found = decided + [u for u in found if len(u.words - said) >= 2]
             if message.get("role") == "user":
                 answering = any(u.intent == "problem" for u in found)
             units.extend(found)
@@ -1628,7 +1754,7 @@ class OfflineExtractor:
     def _approval(self, index: int, message: dict, previous: str, project: str) -> list[_Unit]:
         """A decision unit on the line of a user's yes to the proposal before it (none otherwise):
         the decision is made on that line; its words are the proposal's, one line up."""
-        act = approved_proposal(str(message.get("content") or ""), previous)
+        act = reply_decision(str(message.get("content") or ""), previous)
         if act is None:
             return []
         text = BACKTICK.sub(r"\1", act)  # entities read the backticks; content drops them

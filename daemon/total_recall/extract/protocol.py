@@ -60,8 +60,10 @@ Item types (intents), the same definitions the offline extractor is measured aga
   FAISS." "ok, let's use apple container instead of docker" (a user's "let's use X" decides). A
   user's short yes ("yes", "go ahead", "sounds good") to the assistant's offer of ONE action just
   before it ("Shall I pin numpy<2 in pyproject?") decides that action: a decision item on the yes's
-  line, its content the action ("Pin numpy<2 in pyproject."); a yes to "X or Y?" or to a question
-  of fact decides nothing.
+  line, its content the action ("Pin numpy<2 in pyproject."); a reply naming one of offered
+  alternatives decides it ("zod" to "zod or yup?": "Use zod rather than yup."), and so does a
+  refusal naming another action ("no, let's profile it first"); a bare yes to "X or Y?", a yes to a
+  question of fact, a hesitation ("maybe later") decides nothing.
   Not: options still being weighed ("trying to decide between X and Y"), hearsay ("I've heard X
   could help"), a heading that only contains the word "decision".
 - conclusion: something learned or inferred. "The slowdown comes from the N+1 query in list_users."
