@@ -605,6 +605,11 @@ def _reply_decisions(assistant: str, reply: str, *, live: bool) -> list[str]:
             "Rename the module to utils_v2 and update the imports.",
         ),
         ("Tests are green: want me to open the PR against main?", "yep go ahed", "Open the PR against main."),
+        (  # what "it" is comes with the act
+            "The flaky retry came in with the connection-pool patch. Should I revert it?",
+            "yes",
+            "Revert it (The flaky retry came in with the connection-pool patch).",
+        ),
         # a yes that decides nothing: a question of fact, alternatives, a hesitation, no proposal,
         # leave asked for nothing named
         ("Is the server running locally?", "yes", None),
@@ -654,3 +659,41 @@ def test_a_reply_that_settles_an_offer_is_that_decision_in_one_batch_or_the_next
     capture); pinned by bench/approvals.py's sets too (I104)."""
     for live in (False, True):
         assert _reply_decisions(assistant, reply, live=live) == ([decision] if decision else [])
+
+
+@pytest.mark.parametrize(
+    ("text", "chose"),
+    [
+        # a choice for the project, said to the assistant: named over what it replaces, as a switch,
+        # a preference, scope, or a rule for what comes after this step
+        ("use uv instead of poetry for this repo", True),
+        ("ruff over flake8 from here", True),
+        ("httpx not requests", True),
+        ("switch the queue to rabbitmq", True),
+        ("move the docs off readthedocs onto github pages", True),
+        ("honestly I'd rather keep the parser in one module", True),
+        ("we'll skip the caching layer for the first release", True),
+        ("not doing dark mode in v1", True),
+        ("sqlite it is, we don't need a server", True),
+        ("we no longer support windows 7", True),
+        ("pin every github action by commit sha going forward", True),
+        ("you should never force-push to main", True),
+        # a task for now, a one-off, a state, a habit, a question, or how to answer
+        ("use the debugger to see what the handler gets", False),
+        ("switch to the logs tab and copy the trace", False),
+        ("use print statements instead of the logger for now", False),
+        ("the page shows a spinner instead of the table", False),
+        ("tests not passing after the merge", False),
+        ("I'd rather you explain the plan first", False),
+        ("I've never used celery before", False),
+        ("should we use uv instead of poetry?", False),
+        ("Always include the units when I ask about timings.", False),
+    ],
+)
+def test_a_users_choice_for_the_project_is_a_decision_and_a_task_for_now_is_not(text, chose):
+    """Most of a developer's decisions are said to the assistant as instructions; the same verbs
+    also ask for one-off work. Measured on blind sets in bench/choices.py (BENCHMARKS.md §7)."""
+    out = OfflineExtractor().extract({"new_messages": [{"line": 1, "role": "user", "content": text}]})
+    assert any(i["type"] == "decision" for i in out["items"]) is chose
+    said = OfflineExtractor().extract({"new_messages": [{"line": 1, "role": "assistant", "content": text}]})
+    assert not any(i["type"] == "decision" for i in said["items"])  # from the assistant: advice

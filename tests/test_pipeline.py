@@ -49,6 +49,11 @@ def transcript_path(claude_dir, session="sess-0001"):
     return claude_dir / "projects" / "-home-dev-projects-demo" / f"{session}.jsonl"
 
 
+def stop_payload(path, session: str = "sess-0001") -> dict:
+    """What Claude Code's Stop hook gets on stdin for a turn of this transcript."""
+    return {"session_id": session, "transcript_path": str(path), "cwd": PROJECT, "hook_event_name": "Stop"}
+
+
 @pytest.fixture
 def claude_dir(tmp_path):
     return tmp_path / "claude"
@@ -96,12 +101,7 @@ def test_backfill_indexes_every_line_once_and_is_idempotent(claude_dir, store):
 def test_hook_then_daemon_once_indexes_only_new_lines(claude_dir, store):
     path = write_transcript(transcript_path(claude_dir), CONVERSATION[:4], cwd=PROJECT)
     cli("init")
-    payload = {
-        "session_id": "sess-0001",
-        "transcript_path": str(path),
-        "cwd": PROJECT,
-        "hook_event_name": "Stop",
-    }
+    payload = stop_payload(path)
     assert hook(payload).returncode == 0
     cli("daemon", "--once")
     first = db_rows("SELECT max(source_line) FROM ideas")[0][0]
@@ -137,12 +137,7 @@ def test_a_yes_to_a_proposal_in_the_next_turn_is_a_decision_and_answers_it(claud
     ]
     path = write_transcript(transcript_path(claude_dir), turns, cwd=PROJECT)
     cli("init")
-    payload = {
-        "session_id": "sess-0001",
-        "transcript_path": str(path),
-        "cwd": PROJECT,
-        "hook_event_name": "Stop",
-    }
+    payload = stop_payload(path)
     assert hook(payload).returncode == 0
     cli("daemon", "--once")
     assert db_rows("SELECT intent, answered FROM ideas WHERE content LIKE '%freezegun%'") == [("question", 0)]
@@ -445,10 +440,7 @@ def test_200_concurrent_hooks_while_the_daemon_writes_lose_nothing(claude_dir, t
             timeout=60,
             interval=0.02,
         )  # the daemon is now writing the backfill
-        payloads = [
-            {"session_id": p.stem, "transcript_path": str(p), "cwd": PROJECT, "hook_event_name": "Stop"}
-            for p in small
-        ]
+        payloads = [stop_payload(p, p.stem) for p in small]
         with ThreadPoolExecutor(max_workers=16) as pool:
             results = list(pool.map(hook, payloads))
         assert [(r.returncode, r.stdout) for r in results] == [(0, "")] * 200

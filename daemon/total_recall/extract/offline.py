@@ -689,6 +689,69 @@ ASSISTANT_NOW = re.compile(
     r"will|"
     r"i'm going to|we're going to)\b|\bwe (?:need|have) to (?!still)"
 )
+# A user's choice said to the assistant, for the project beyond this step: an instruction that names
+# what it is chosen over ("use pnpm instead of npm", "switch the logger to structlog", "move CI off
+# Travis"), a bare choice ("polars over pandas", "pnpm not npm"), a preference ("I'd rather keep it in
+# one file"), scope ("we'll skip the refactor", "not doing i18n for v1"), or a rule for the future
+# ("always run ruff before committing", "pin base images by digest going forward"). A one-off ("for
+# now", "this time") chooses nothing lasting. Said by the assistant, the same words are advice.
+_OPENER = r"^(?:(?:ok(?:ay)?|so|yeah|yes|please|pls|just|then|and|but|actually|no|hmm|ok decided)[,.:]?\s+)*"
+_THING = r"[\w.+#/@-]+"
+_NOT_A_THING = (  # "tests not passing", "it's not found": a state, not an alternative
+    r"(?!\w+(?:ing|ed)\b)(?!(?:found|done|set|ready|there|here|yet|sure|true|needed|available|correct|right"
+    r"|good|enough|possible|supported|allowed|really|quite|so|too|very|the|a|an|this|that|it|only)\b)"
+)
+USER_CHOICE = re.compile(
+    _OPENER + r"(?:"
+    r"(?:use|pick|choose|prefer|go with|stick (?:with|to)|keep|switch to|move to|migrate to)\b[^.?!;]{1,80}?"
+    r"\b(?:instead of|rather than|over|not)\b"
+    r"|switch (?:(?:the|our|my|this|from) )?[\w.-]+(?: [\w.-]+){0,3} (?:over )?to \w"
+    r"|move (?:\w+ ){1,3}(?:off|away from) \w"
+    r"|(?:adopt|favou?r|prefer|default to|deprecate|sunset|standardi[sz]e on)\b"
+    r"|(?!(?:i|it|this|that|you|they|he|she|there|the|a|an|my|our|your|its)\b)(?!\w+ing\b)\w[^.?!;]{1,80}?"
+    r"\b(?:instead of|rather than)\b"
+    rf"|(?!(?:{'|'.join(sorted(map(re.escape, STOPWORDS)))}|tests?)\b)"  # "which is over 500ms": no choice
+    rf"{_THING}(?: {_THING}){{0,5}},? (?:instead of|rather than|over|not) {_NOT_A_THING}{_THING}"
+    r"(?:[.,;!]|\s*$|\s+(?:for|from|in|on|across|everywhere|going|as|now)\b)"
+    r")"
+)
+USER_SCOPE = re.compile(
+    r"\b(?:(?:we'?ll|we will|we'?re|we are|let'?s|lets|let us) (?:only )?(?:skip|drop|dropping|defer|postpone"
+    r"|leave out|support|supporting|standardi[sz]e)\b"
+    r"|^(?:we'?re |we are |i'?m |i am )?(?:postponing|deferring|dropping|skipping|sunsetting|deprecating"
+    r"|adopting|leaving|switching to|standardi[sz]ing on)\b"
+    r"|\b(?:let'?s|lets|let us) (?:adopt|standardi[sz]e|move to|migrate to|default to|drop|deprecate)\b"
+    r"|\bno longer (?:support|use|ship|maintain|allow|accept)\b"
+    r"|\b[\w.+#/-]+ it is\s*(?:[.!;,—-]|$)"
+    r"|^(?:ok |so )?(?:final (?:call|answer|decision)|decided|verdict)\b[^:]{0,30}:"
+    r"|^(?:we'?re )?not (?:doing|supporting|adding|building|shipping)\b|\bout of scope\b"
+    r"|\b(?:i'?d|i would|we'?d|we would) rather (?!you\b|not say))"
+)
+USER_RULE = re.compile(  # a rule for what comes after this step, not a habit ("I always forget")
+    r"^(?!(?:i|i'm|i've|it|it's|this|that|he|she|they)\b)[^?]*(?:\b(?:going forward|from here on|from now on"
+    r"|for (?:all|every) new|by default|everywhere|project[- ]wide|repo[- ]wide"
+    r"|across the (?:codebase|repo|project|board))\b"
+    r"|(?:^|\b(?:we|you|should|must|will|'ll|are|is|be|to) )(?:always|never)\b)"
+)
+# How the assistant should answer ("Always include version numbers when I ask about libraries") is a
+# preference of style, not a choice for the project.
+ANSWER_STYLE = re.compile(
+    r"\bwhen i ask\b|\b(?:in|for) (?:your |all |every )?(?:answers?|replies|explanations?)\b"
+    r"|^(?:(?:always|never|please) )?(?:provide|explain|answer|respond|reply|mention|tell me|give me)\b"
+)
+ONE_OFF = re.compile(
+    r"\b(?:for now|this time|this run|for this run|for the demo|temporarily|just for|for testing|for a sec"
+    r"|for the moment|until)\b"
+)
+
+
+def _user_choice(lowered: str) -> bool:
+    """Whether a user's sentence settles a choice for the project (see USER_CHOICE)."""
+    if ONE_OFF.search(lowered) or ANSWER_STYLE.search(lowered):
+        return False
+    return bool(USER_CHOICE.match(lowered) or USER_SCOPE.search(lowered) or USER_RULE.search(lowered))
+
+
 NARRATION_END = re.compile(r"(?:[:.…]|\.\.\.)\s*$")
 SHORT_NARRATION_WORDS = 22
 # Choices that are advice when nobody in the clause made them ("use X instead of Y" in a how-to).
@@ -1252,7 +1315,7 @@ def classify(
             continue  # the assistant says what it does now ("We'll add error handling ..."), not later
         if _cue(intent, lowered, tokens):
             return intent
-    return "context"
+    return "decision" if role == "user" and _user_choice(lowered) else "context"
 
 
 def classify_clauses(sentence: str, role: str = "user") -> list[tuple[str, str]]:
@@ -1400,6 +1463,7 @@ OPTION_LEAD = re.compile(
     r"|(?:i|we) (?:can|could)(?: either)?|either|by|to|instead)\s+",
     re.IGNORECASE,
 )
+REFERRING = re.compile(r"\b(?:it|them|this|that|these|those)$", re.IGNORECASE)  # an act's object said before
 ORDINALS = {
     "first": 0,
     "former": 0,
@@ -1451,7 +1515,7 @@ def offer_in(previous: str) -> Offer | None:
         if c.strip()
     ]
     leave, closing, choice = False, True, False  # a closing question asked leave / asked which
-    for clause in reversed(clauses):
+    for place, clause in reversed(list(enumerate(clauses))):
         lowered = clause.lower()
         if FILLER.match(lowered) and not PROPOSAL_STATEMENT.search(lowered):
             continue
@@ -1479,7 +1543,11 @@ def offer_in(previous: str) -> Offer | None:
             return Offer(options=options) if len(options) > 1 and all(options) else None
         if choice:
             return None  # "which do you prefer?" after one action: nothing to choose between
-        if len(content_words(act) - VAGUE_ACTS) < 2:  # "Shall I proceed?", "Want me to commit this?"
+        meant = content_words(act) - VAGUE_ACTS
+        if len(meant) == 1 and place and REFERRING.search(act) and not leave:
+            # "Commit a1b2c3d broke the import. Should I revert it?": the act with what "it" is
+            return Offer(act=f"{act} ({clauses[place - 1].rstrip(' .!:')})")
+        if len(meant) < 2:  # "Shall I proceed?", "Want me to commit this?"
             if leave:
                 return None
             leave = True

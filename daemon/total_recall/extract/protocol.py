@@ -57,7 +57,10 @@ Output schema:
 
 Item types (intents), the same definitions the offline extractor is measured against:
 - decision: a choice the speaker made or announces. "We'll store vectors in sqlite-vec instead of
-  FAISS." "ok, let's use apple container instead of docker" (a user's "let's use X" decides). A
+  FAISS." "ok, let's use apple container instead of docker" (a user's "let's use X" decides, and so
+  do a user's choices said as instructions for the project: "uv instead of poetry", "switch the
+  queue to rabbitmq", "we'll skip caching for v1", "never force-push to main"; a task for now, "use
+  the debugger to see what the handler gets", or how to answer, "always give units", does not). A
   user's short yes ("yes", "go ahead", "sounds good") to the assistant's offer of ONE action just
   before it ("Shall I pin numpy<2 in pyproject?") decides that action: a decision item on the yes's
   line, its content the action ("Pin numpy<2 in pyproject."); a reply naming one of offered
