@@ -87,6 +87,16 @@ def transcript(claude_dir):
     return _backfill(claude_dir, lines)
 
 
+def _task_exchange(prompt: str, report: str) -> list[str]:
+    """Lines 1-3 of a session: the user's prompt, the assistant's Task call, the subagent's report."""
+    call = {"type": "tool_use", "id": "toolu_1", "name": "Task", "input": {"description": "Investigate"}}
+    return [
+        _line("user", prompt, 1),
+        _line("assistant", [call], 2, "msg_task"),
+        _line("user", [{"type": "tool_result", "tool_use_id": "toolu_1", "content": report}], 3),
+    ]
+
+
 def _backfill(claude_dir, lines: list[str]):
     """The session's JSONL lines written where Claude Code keeps the project's transcripts, indexed."""
     path = claude_dir / "projects" / "-home-dev-projects-atlas" / f"{SESSION}.jsonl"
@@ -472,17 +482,9 @@ def test_what_a_subagent_reported_past_its_first_lines_is_found(tmp_path):
     the result's line (I99)."""
     filler = " ".join(["The parser module reads each record and validates the header fields."] * 30)
     report = f"{filler}\n\nFinding: the flaky upload test fails because the S3 mock drops multipart ETags."
-    lines = [
-        _line("user", "Have a subagent look into why the upload test is flaky.", 1),
-        _line(
-            "assistant",
-            [{"type": "tool_use", "id": "toolu_7", "name": "Task", "input": {"description": "Investigate"}}],
-            2,
-            "msg_t",
-        ),
-        _line("user", [{"type": "tool_result", "tool_use_id": "toolu_7", "content": report}], 3),
-    ]
-    _backfill(tmp_path / "claude", lines)
+    _backfill(
+        tmp_path / "claude", _task_exchange("Have a subagent look into why the upload test is flaky.", report)
+    )
     found = cli_json("search", "multipart ETags dropped by the mock", "--project", "atlas")
     top = found[0]
     assert (top["source_line"], top["kind"]) == (3, "message") and "multipart ETags" in top["content"]
@@ -502,14 +504,7 @@ def test_a_subagents_report_in_its_own_file_and_in_the_task_result_is_one_result
     parent = _backfill(
         claude,
         [
-            _line("user", "Why is the upload test flaky? Investigate with a subagent.", 1),
-            _line(
-                "assistant",
-                [{"type": "tool_use", "id": "toolu_5", "name": "Task", "input": {"description": "Upload"}}],
-                2,
-                "msg_p",
-            ),
-            _line("user", [{"type": "tool_result", "tool_use_id": "toolu_5", "content": report}], 3),
+            *_task_exchange("Why is the upload test flaky? Investigate with a subagent.", report),
             _line(
                 "assistant",
                 [
