@@ -115,8 +115,9 @@ def results_text(results: list[dict], notes: list[str]) -> str:
 
 def _also(r: dict) -> str:
     """' also at file:line' for the other places a result's text was said, or ''."""
-    here = (r.get("source_file"), r.get("source_line"))
-    others = [s for s in r.get("sources") or [] if (s.get("source_file"), s.get("source_line")) != here]
+    from total_recall.render import other_places
+
+    others = other_places(r)
     if not others:
         return ""
     more = f" (+{len(others) - 1} more)" if len(others) > 1 else ""

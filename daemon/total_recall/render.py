@@ -16,11 +16,16 @@ def _source(r: dict) -> str:
     return f"{r['source_file']}:{r['start_line']}-{r['end_line']}"
 
 
-def _also(r: dict) -> str:
-    """' · also at `file:line`' for the other places a result's text was said (merged mentions,
-    lines saying the same text), or ''."""
+def other_places(r: dict) -> list[dict]:
+    """The places of a result's `sources` other than its own line (merged mentions, lines saying the
+    same text), for the text, MCP and web renderings."""
     here = (r.get("source_file"), r.get("source_line"))
-    others = [s for s in r.get("sources") or [] if (s.get("source_file"), s.get("source_line")) != here]
+    return [s for s in r.get("sources") or [] if (s.get("source_file"), s.get("source_line")) != here]
+
+
+def _also(r: dict) -> str:
+    """' · also at `file:line`' for the other places a result's text was said, or ''."""
+    others = other_places(r)
     if not others:
         return ""
     shown = ", ".join(f"`{s['source_file']}:{s['source_line']}`" for s in others[:2])

@@ -116,6 +116,7 @@ class View:
         self.templates.env.globals.update(intents=INTENTS, csrf=self.csrf)
         self.templates.env.filters["day"] = lambda s: (s or "")[:10] or "undated"
         self.templates.env.filters["said"] = render.said  # "tool output", "user said", ...
+        self.templates.env.filters["other_places"] = render.other_places  # "also at file:line"
         self.templates.env.filters["when"] = lambda s: (s or "")[:16].replace("T", " ")
         self.templates.env.filters["stamp"] = lambda t: datetime.fromtimestamp(float(t)).strftime(
             "%Y-%m-%d %H:%M"
