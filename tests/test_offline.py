@@ -605,6 +605,11 @@ def _reply_decisions(assistant: str, reply: str, *, live: bool) -> list[str]:
             "Rename the module to utils_v2 and update the imports.",
         ),
         ("Tests are green: want me to open the PR against main?", "yep go ahed", "Open the PR against main."),
+        (  # "okk" is "ok"; "will" and "all" are known words, not the reply's own
+            "Want me to squash the fixups into one commit?",
+            "okk that will do it all",
+            "Squash the fixups into one commit.",
+        ),
         (  # what "it" is comes with the act
             "The flaky retry came in with the connection-pool patch. Should I revert it?",
             "yes",

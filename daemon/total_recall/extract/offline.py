@@ -47,7 +47,7 @@ from typing import Any
 import structlog
 
 from total_recall.errors import TotalRecallError
-from total_recall.transcript import assents
+from total_recall.transcript import ASSENT_MARKS, assents
 
 log = structlog.get_logger(__name__)
 
@@ -1479,12 +1479,19 @@ ORDINALS = {
 REFUSAL = re.compile(r"^(?:no|nope|nah|actually|instead)\b[\s,.;:!–—-]*(?P<rest>.*)$", re.IGNORECASE)
 ACTION_LEAD = re.compile(r"^(?:let's|lets|let us|we should|you should|please|just|instead)\b", re.IGNORECASE)
 NOT_ACTIONS = frozenset("need worries worry problem idea way thx".split())
-THUMBS = frozenset("👍✅👌🚀🙏")
+THUMBS = ASSENT_MARKS | {"🙏"}  # a reply of marks alone: the reader's assent marks, and thanks
+
+
+def _reply_words(text: str) -> list[str]:
+    """A reply's words, lowercased, "’" read as "'"; a word none of the lists knows loses a repeated
+    last letter ("yess", "okk"), a known one keeps it ("all", "will")."""
+    words = [w.replace("’", "'") for w in re.findall(r"[\w'’]+", text.lower())]
+    return [w if w in APPROVAL_WORDS or w in STOPWORDS else re.sub(r"(.)\1+$", r"\1", w) for w in words]
 
 
 def is_approval(reply: str) -> bool:
     """A short yes: assents, says at most one word of its own, asks nothing, hesitates nowhere."""
-    words = [re.sub(r"(.)\1+$", r"\1", w.lower().replace("’", "'")) for w in re.findall(r"[\w'’]+", reply)]
+    words = _reply_words(reply)
     thumbs = bool(THUMBS.intersection(reply))
     if "?" in reply or len(words) > APPROVAL_MAX_WORDS or HESITANT.intersection(words):
         return False
@@ -1587,7 +1594,7 @@ def picked_option(reply: str, options: tuple[str, ...]) -> int | None:
     """Which of the alternatives a short reply names: by its words that only that option has
     ("retries w backoff" of "bump the timeout" / "add retries with backoff"), or by position ("the
     second one", "the latter"); None when it names none, several, or hesitates."""
-    words = re.findall(r"[\w'’]+", reply.lower())
+    words = _reply_words(reply)
     if not words or len(words) > APPROVAL_MAX_WORDS:
         return None
     if len(words) <= 4 and (places := [ORDINALS[w] for w in words if w in ORDINALS]):
@@ -1612,7 +1619,7 @@ def redirected(reply: str) -> str | None:
     if refusal is None:
         return None
     rest = refusal["rest"].strip(" .!")
-    first = (re.findall(r"[\w'’]+", rest.lower()) or [""])[0].replace("’", "'")
+    first = (_reply_words(rest) or [""])[0]
     if not ACTION_LEAD.match(rest) and (
         not first
         or first in STOPWORDS
@@ -1820,8 +1827,8 @@ class OfflineExtractor:
         }
 
     def _approval(self, index: int, message: dict, previous: str, project: str) -> list[_Unit]:
-        """A decision unit on the line of a user's yes to the proposal before it (none otherwise):
-        the decision is made on that line; its words are the proposal's, one line up."""
+        """A decision unit on the line of a user's reply that settles the offer before it (none
+        otherwise, reply_decision): the decision is made on that line; the offer's words are one up."""
         act = reply_decision(str(message.get("content") or ""), previous)
         if act is None:
             return []
