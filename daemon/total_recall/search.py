@@ -664,15 +664,16 @@ def _search(
     k: int,
 ) -> list[dict]:
     pool = gather(ctx, q, projects, hyde_text)
-    ranked = rescore(ctx.db, _rank(ctx, pool, q, now), q)
-    words = _line_words(ctx.db, ranked, k)
+    seen = Seen(ctx.db)
+    ranked = rescore(seen, _rank(ctx, pool, q, now, seen), q)
+    words = _line_words(seen, ranked, k)
     top = _select(ranked, k, words)
     extra = expand(ctx.db, top, {c.id for c in ranked if c.kind == "idea"})
     if extra:
-        extra_rows = _rows(ctx.db, "ideas", IDEA_COLUMNS, [c.id for c in extra])
+        extra_rows = seen.rows("ideas", IDEA_COLUMNS, [c.id for c in extra])
         extra = [c for c in extra if c.id in extra_rows and _passes(extra_rows[c.id], q, "message_time")]
         top = _select(sorted(top + extra, key=lambda c: -c.score), k, words)
-    return build_results(ctx.db, order_chains(ctx.db, top), q.terms)
+    return build_results(seen, order_chains(ctx.db, top), q.terms)
 
 
 def unmentioned_subject(results: list[dict], q: querymod.Query) -> list[str]:
@@ -706,7 +707,7 @@ def _stem(word: str) -> str:
     return short if len(short) >= 3 else word
 
 
-def rescore(db: Database, ranked: list[Candidate], q: querymod.Query) -> list[Candidate]:
+def rescore(seen: Seen, ranked: list[Candidate], q: querymod.Query) -> list[Candidate]:
     """Second stage over the head of the list: a line holding more of the query's distinctive words
     (IDF among the head's lines, so a name on every line counts little) keeps more of its score,
     and a line next to a strong line gains a share of its score (NEIGHBOUR_WEIGHT).
@@ -722,11 +723,9 @@ def rescore(db: Database, ranked: list[Candidate], q: querymod.Query) -> list[Ca
     def key(cand: Candidate) -> tuple:
         return cand.origin if cand.origin is not None else ("span", cand.id)
 
-    texts, roles, own = _line_texts(db, [c.origin for c in head if c.origin is not None])
-    spans = [c.id for c in head if c.origin is None]
-    if spans:  # topics are held to the same measure, by their name and summary
-        for r in lookup.span_texts(db, spans):
-            texts[("span", r["id"])] = f"{r['name']} {r['summary']}"
+    seen.read(c.origin for c in head if c.origin is not None)
+    seen.read_topics(c.id for c in head if c.origin is None)  # held to the same measure
+    texts, roles, own = seen.text, seen.role, seen.own
     bags = {key(c): {_stem(w) for w in querymod.WORD.findall(texts.get(key(c), "").lower())} for c in head}
     n = len(bags)
     idf = {t: math.log(1 + n / (1 + sum(t in bag for bag in bags.values()))) for t in terms}
@@ -765,6 +764,43 @@ def _short_question(words: str) -> bool:
     """A turn that ends by asking, in few words: what it asks about is answered by the next line.
     A long request that ends with a question mark holds its own subject (coding chats)."""
     return words.rstrip().endswith("?") and len(words.split()) <= SHORT_QUESTION_WORDS
+
+
+@dataclass
+class Seen:
+    """What one search has read: rows by id, and the words of the lines and topics it ranks. The
+    ranking, the second stage, the duplicate test and the results ask for mostly the same rows and
+    lines (the second stage reads the head's lines, the duplicate test the first 3k after it, the
+    results their rows again); each is read once per search."""
+
+    db: Database
+    text: dict[tuple, str] = field(default_factory=dict)  # place (or ("span", id)) -> its words
+    role: dict[tuple, str] = field(default_factory=dict)
+    own: dict[tuple, str] = field(default_factory=dict)
+    done: set = field(default_factory=set)
+    by_id: dict[str, dict[int, dict]] = field(default_factory=dict)
+
+    def rows(self, table: str, columns: tuple, ids: Iterable[int]) -> dict[int, dict]:
+        """id -> row of these ideas, spans or chunks (one column tuple per table)."""
+        ids = list(ids)
+        have = self.by_id.setdefault(table, {})
+        if missing := [i for i in dict.fromkeys(ids) if i not in have]:
+            have.update(_rows(self.db, table, columns, missing))
+        return {i: have[i] for i in ids if i in have}
+
+    def read(self, places: Iterable[tuple]) -> None:
+        wanted = set(places) - self.done
+        if not wanted:
+            return
+        texts, roles, own = _line_texts(self.db, list(wanted))
+        self.text.update(texts)
+        self.role.update(roles)
+        self.own.update(own)
+        self.done |= wanted
+
+    def read_topics(self, ids: Iterable[int]) -> None:
+        for i, r in self.rows("spans", SPAN_COLUMNS, ids).items():
+            self.text[("span", i)] = f"{r['name']} {r['summary']}"
 
 
 def _line_texts(db: Database, origins: list[tuple]) -> tuple[dict, dict, dict]:
@@ -848,14 +884,12 @@ def _ideas_on_lines(db: Database, wanted: set[tuple]) -> list[tuple]:
     return [tuple(r) for r in lookup.ideas_on(db, wanted)]
 
 
-def _rank(ctx: SearchContext, pool: dict, q: querymod.Query, now: datetime) -> list[Candidate]:
-    chunk_ids = [c.id for c in pool.values() if c.kind == "chunk"]
-    chunks = _rows(ctx.db, "chunks", CHUNK_COLUMNS, chunk_ids)
+def _rank(ctx: SearchContext, pool: dict, q: querymod.Query, now: datetime, seen: Seen) -> list[Candidate]:
+    chunks = seen.rows("chunks", CHUNK_COLUMNS, [c.id for c in pool.values() if c.kind == "chunk"])
     _add_line_ideas(ctx.db, pool, chunks, q)
     idea_ids = [c.id for c in pool.values() if c.kind == "idea"]
-    span_ids = [c.id for c in pool.values() if c.kind == "span"]
-    ideas = _rows(ctx.db, "ideas", IDEA_COLUMNS, idea_ids)
-    spans = _rows(ctx.db, "spans", SPAN_COLUMNS, span_ids)
+    ideas = seen.rows("ideas", IDEA_COLUMNS, idea_ids)
+    spans = seen.rows("spans", SPAN_COLUMNS, [c.id for c in pool.values() if c.kind == "span"])
     return weigh(pool, ideas, spans, q, now, superseded_by(ctx.db, idea_ids), chunks)
 
 
@@ -873,11 +907,12 @@ def _add_line_ideas(db: Database, pool: dict, chunks: dict[int, dict], q: querym
         pool[("idea", idea_id)] = Candidate("idea", idea_id, score=overlap * 1e-6, origin=(file, line))
 
 
-def _line_words(db: Database, ranked: list[Candidate], k: int) -> dict[tuple, frozenset]:
+def _line_words(seen: Seen, ranked: list[Candidate], k: int) -> dict[tuple, frozenset]:
     """The word sets of the lines that may be shown (the first 3k), for _select's duplicate test;
     lines of fewer than DUPLICATE_WORDS distinct words are left out (never one another's twin)."""
     places = list(dict.fromkeys(c.origin for c in ranked if c.origin is not None))[: 3 * k]
-    texts, _, own = _line_texts(db, places)
+    seen.read(places)
+    texts, own = seen.text, seen.own
     out = {}
     for place in places:
         bag = frozenset(querymod.WORD.findall((own.get(place) or texts.get(place) or "").lower()))
@@ -971,15 +1006,16 @@ def excerpt(text: str, terms: Iterable[str] = (), limit: int = EXCERPT_CHARS) ->
     )
 
 
-def build_results(db: Database, cands: list[Candidate], terms: Iterable[str] = ()) -> list[dict]:
+def build_results(seen: Seen, cands: list[Candidate], terms: Iterable[str] = ()) -> list[dict]:
+    db = seen.db
     shown = [c.id for c in cands if c.kind == "idea"]
     twins = [t for c in cands for t in c.also]
-    ideas = _rows(db, "ideas", IDEA_COLUMNS, shown + [t.id for t in twins if t.kind == "idea"])
-    spans = _rows(db, "spans", SPAN_COLUMNS, [c.id for c in cands if c.kind == "span"])
-    chunks = _rows(db, "chunks", CHUNK_COLUMNS, [c.id for c in cands + twins if c.kind == "chunk"])
+    ideas = seen.rows("ideas", IDEA_COLUMNS, shown + [t.id for t in twins if t.kind == "idea"])
+    spans = seen.rows("spans", SPAN_COLUMNS, [c.id for c in cands if c.kind == "span"])
+    chunks = seen.rows("chunks", CHUNK_COLUMNS, [c.id for c in cands + twins if c.kind == "chunk"])
     terms = list(terms)
     span_ids = {ideas[i]["span_id"] for i in shown if i in ideas and ideas[i]["span_id"]}
-    parents = _rows(db, "spans", SPAN_COLUMNS, list(span_ids))
+    parents = seen.rows("spans", SPAN_COLUMNS, span_ids)
     ents = _entities(db, shown)
     rels = _relations(db, shown)
     succ = superseded_by(db, shown)
