@@ -683,6 +683,20 @@ def test_a_reply_that_settles_an_offer_is_that_decision_in_one_batch_or_the_next
         ("we no longer support windows 7", True),
         ("pin every github action by commit sha going forward", True),
         ("you should never force-push to main", True),
+        # a choice said as settled: a label, the team's stance, a replacement, a new default, a choice
+        # that retires what it replaces, a prohibition, a change across the project, deferred work
+        ("db naming convention: snake_case table names", True),
+        ("we're only supporting chrome and firefox at launch", True),
+        ("we won't support python 3.8 in the next release", True),
+        ("biome replaces eslint and prettier", True),
+        ("bun is the new default runtime", True),
+        ("the package manager is pnpm. delete package-lock.json", True),
+        ("queue: nats. remove the kafka compose file", True),
+        ("ditch the custom retry helper, just use tenacity", True),
+        ("no raw sql in the handlers, everything goes through the repository", True),
+        ("swap moment for date-fns across the frontend", True),
+        ("we're postponing the payments page until the pricing is settled", True),
+        ("every endpoint must return json errors, and never leak stack traces", True),
         # a task for now, a one-off, a state, a habit, a question, or how to answer
         ("use the debugger to see what the handler gets", False),
         ("switch to the logs tab and copy the trace", False),
@@ -693,6 +707,13 @@ def test_a_reply_that_settles_an_offer_is_that_decision_in_one_batch_or_the_next
         ("I've never used celery before", False),
         ("should we use uv instead of poetry?", False),
         ("Always include the units when I ask about timings.", False),
+        ("the deploy is done. delete the release branch", False),
+        ("no that's the wrong file, open the other one", False),
+        ("no errors in the log anymore", False),
+        ("we're keeping an eye on the flaky test", False),
+        ("rename fetchUser to loadUser across the codebase", False),
+        ("pause the sync job until I'm back", False),
+        ("I've always used black, and never liked yapf", False),
     ],
 )
 def test_a_users_choice_for_the_project_is_a_decision_and_a_task_for_now_is_not(text, chose):
@@ -702,3 +723,14 @@ def test_a_users_choice_for_the_project_is_a_decision_and_a_task_for_now_is_not(
     assert any(i["type"] == "decision" for i in out["items"]) is chose
     said = OfflineExtractor().extract({"new_messages": [{"line": 1, "role": "assistant", "content": text}]})
     assert not any(i["type"] == "decision" for i in said["items"])  # from the assistant: advice
+
+
+def test_a_decision_then_a_request_in_short_sentences_are_two_items():
+    """Short sentences are joined into one item; one that decides and one that asks are each kept
+    with their own intent instead of the whole group becoming a question (I106)."""
+    message = {"line": 1, "role": "user", "content": "ok let's go with nats over kafka. can you wire it up?"}
+    out = OfflineExtractor().extract({"new_messages": [message]})
+    assert [(i["type"], i["content"]) for i in out["items"]] == [
+        ("decision", "Ok let's go with nats over kafka."),
+        ("question", "Can you wire it up?"),
+    ]

@@ -695,7 +695,10 @@ ASSISTANT_NOW = re.compile(
 # one file"), scope ("we'll skip the refactor", "not doing i18n for v1"), or a rule for the future
 # ("always run ruff before committing", "pin base images by digest going forward"). A one-off ("for
 # now", "this time") chooses nothing lasting. Said by the assistant, the same words are advice.
-_OPENER = r"^(?:(?:ok(?:ay)?|so|yeah|yes|please|pls|just|then|and|but|actually|no|hmm|ok decided)[,.:]?\s+)*"
+_OPENER = (
+    r"^(?:(?:ok(?:ay)?|so|yeah|yes|please|pls|just|then|and|but|actually|no|nah|hmm|fyi|ok decided"
+    r"|let'?s|lets|let us)[,.:]?\s+)*"
+)
 _THING = r"[\w.+#/@-]+"
 _NOT_A_THING = (  # "tests not passing", "it's not found": a state, not an alternative
     r"(?!\w+(?:ing|ed)\b)(?!(?:found|done|set|ready|there|here|yet|sure|true|needed|available|correct|right"
@@ -705,7 +708,7 @@ USER_CHOICE = re.compile(
     _OPENER + r"(?:"
     r"(?:use|pick|choose|prefer|go with|stick (?:with|to)|keep|switch to|move to|migrate to)\b[^.?!;]{1,80}?"
     r"\b(?:instead of|rather than|over|not)\b"
-    r"|switch (?:(?:the|our|my|this|from) )?[\w.-]+(?: [\w.-]+){0,3} (?:over )?to \w"
+    r"|switch(?:ing)? (?:(?:the|our|my|this|from) )?[\w.-]+(?: [\w.-]+){0,3} (?:over )?to \w"
     r"|move (?:\w+ ){1,3}(?:off|away from) \w"
     r"|(?:adopt|favou?r|prefer|default to|deprecate|sunset|standardi[sz]e on)\b"
     r"|(?!(?:i|it|this|that|you|they|he|she|there|the|a|an|my|our|your|its)\b)(?!\w+ing\b)\w[^.?!;]{1,80}?"
@@ -722,16 +725,61 @@ USER_SCOPE = re.compile(
     r"|adopting|leaving|switching to|standardi[sz]ing on)\b"
     r"|\b(?:let'?s|lets|let us) (?:adopt|standardi[sz]e|move to|migrate to|default to|drop|deprecate)\b"
     r"|\bno longer (?:support|use|ship|maintain|allow|accept)\b"
-    r"|\b[\w.+#/-]+ it is\s*(?:[.!;,—-]|$)"
+    r"|\b[\w.+#/-]+ it is(?: for\b[^.!;,]{0,40})?\s*(?:[.!;,—-]|$)"
     r"|^(?:ok |so )?(?:final (?:call|answer|decision)|decided|verdict)\b[^:]{0,30}:"
-    r"|^(?:we'?re )?not (?:doing|supporting|adding|building|shipping)\b|\bout of scope\b"
+    r"|(?:^|[,;:.—]\s*)(?:we'?re )?not (?:doing|supporting|adding|building|shipping)\b|\bout of scope\b"
     r"|\b(?:i'?d|i would|we'?d|we would) rather (?!you\b|not say))"
 )
 USER_RULE = re.compile(  # a rule for what comes after this step, not a habit ("I always forget")
-    r"^(?!(?:i|i'm|i've|it|it's|this|that|he|she|they)\b)[^?]*(?:\b(?:going forward|from here on|from now on"
-    r"|for (?:all|every) new|by default|everywhere|project[- ]wide|repo[- ]wide"
-    r"|across the (?:codebase|repo|project|board))\b"
-    r"|(?:^|\b(?:we|you|should|must|will|'ll|are|is|be|to) )(?:always|never)\b)"
+    r"^(?!(?:(?:and|but|so) )?(?:i|i'm|i've|it|it's|this|that|he|she|they)\b)[^?]*"
+    r"(?:\b(?:going forward|from here on|from now on|for (?:all|every) new|by default)\b"
+    r"|\b(?:on|for|in) (?:all |every |any )?new \w+s\b"  # "uuid v7 for primary keys on new tables"
+    r"|(?:^|[,;:.—]\s*(?:and |but )?|\b(?:we|you|should|must|will|'ll|are|is|be|to) )(?:always|never)\b"
+    r"(?! \w+ing\b)"
+    r"|,\s*ever\s*[.!]?\s*$)"  # "nothing secret goes in the repo, ever"
+    # "every migration has to be reversible", "all handlers must be idempotent"
+    r"|^(?:every|all|each) [\w-]+(?: [\w-]+)? (?:has to|have to|must|should always|needs? to be)\b"
+    # "don't add dependencies without asking me first", "dont roll our own"
+    r"|^(?:don'?t|dont|do not|never) \w+ [^?]{0,50}\bwithout\b|\b(?:don'?t|dont|do not|never) (?:roll|build"
+    r"|write|reinvent) (?:our|your|my) own\b"
+)
+# A choice said as settled rather than asked for: a label that names it ("Decision on logging: ...",
+# "error handling convention: ..."), the team's stance ("we're keeping the monorepo", "we won't ship an
+# arm build"), a replacement ("ruff replaces flake8"), a new default ("AdamW is the default now"), or a
+# choice followed by retiring what it replaces ("the config format is toml. drop the yaml loader",
+# "hosting on vercel, delete the netlify.toml"). A removal alone is a task ("delete the netlify.toml").
+_WE_ARE = r"\bwe(?:'re| are)\b"
+USER_SETTLED = re.compile(
+    r"^(?:[\w&/+ -]{1,40} )?(?:decisions?|conventions?|polic(?:y|ies)|rules?|standards?)"
+    r"(?: (?:on|about|for) [\w&/+ -]{1,30})?(?: going forward| from now on)?\s*(?::|->|→)"
+    rf"|{_WE_ARE} (?:keeping|sticking with|going with|moving to|migrating to|switching to|converting"
+    r"|standardi[sz]ing on|only (?:doing|supporting|shipping|targeting|building|offering)"
+    r"|not (?:moving|switching|migrating|going|doing|supporting|shipping|adding|building|offering|using) )"
+    r"(?!\s*(?:on|forward|ahead|through|back|along|the next|to the next|onto the next|an eye|track|tabs)\b)"
+    r"|\bwe (?:won'?t|wont|will not|are not going to|aren'?t going to) (?:ship|support|build|do|use|add"
+    r"|allow|target|offer|maintain|adopt)\b"
+    r"|^[\w.+#/-]+(?: [\w.+#/-]+){0,4} (?:replaces|supersedes) [\w.+#/-]"
+    r"|\bis (?:the|our) (?:new default|new standard|default now|standard now|default going forward)\b"
+)
+_RETIRE = (
+    r"(?:drop|delete|remove|rip out|rip (?:it|them|those|that) out|kill|forget|scrap|ditch|retire|get rid of"
+    r"|mark [^.;,]{1,30} (?:as )?deprecated)\b"
+)
+_VALUE = r"[\w.+#/&-]+(?: [\w.+#/&-]+){0,3}"
+CHOICE_THEN_RETIRE = re.compile(
+    r"^(?:(?:fyi|so|ok|okay|note)[,:]? )?"
+    # a setting given a value ("the config format is toml", "minSdk is now 26"), not a state ("the
+    # build is green. delete the branch" is a task after a status)
+    rf"(?:(?:the |our )?[\w.+#/-]+(?: [\w.+#/-]+){{0,3}} (?:(?:is|are|=) now|->|→|:) {_VALUE}"
+    r"|(?:the |our )?(?:[\w.+#/-]+ ){0,3}(?:format|target|default|standard|stack|provider|host|hosting"
+    r"|backend|database|db|language|runtime|framework|engine|orm|library|registry|store|queue|broker|bundler"
+    rf"|linter|formatter|package manager|ci|platform|license|licence|style) (?:is|are|=) {_VALUE}"
+    r"|[\w.+#/&-]+(?: [\w.+#/&-]+){0,3} (?:for|on|as) (?:the |our |all |every )?[\w.+#/ -]{1,40}"
+    rf"|[\w&/ -]{{1,30}}(?::|->|→) ?{_VALUE})"
+    rf"\s*[.,;:—-]+\s+(?:so |and |just |please |you can |we can )?{_RETIRE}"
+    # "scrap the graphql layer, just REST", "drop jest, use vitest"
+    rf"|^(?:(?:nah|no|ok|okay|so)[,.]? )?{_RETIRE}[^.,;—]{{1,40}}[.,;—]+\s*"
+    r"(?:just|only|use|go with|stick with|switch to|move to) \w"
 )
 # How the assistant should answer ("Always include version numbers when I ask about libraries") is a
 # preference of style, not a choice for the project.
@@ -741,7 +789,34 @@ ANSWER_STYLE = re.compile(
 )
 ONE_OFF = re.compile(
     r"\b(?:for now|this time|this run|for this run|for the demo|temporarily|just for|for testing|for a sec"
-    r"|for the moment|until)\b"
+    r"|for the moment|tonight|right now)\b"
+    # "until I'm back", "until the fix lands": a pause, unless what waits is deferred work ("postponing
+    # the stripe integration until after beta" is scope)
+    r"|^(?!.*\b(?:postpon|defer|hold(?:ing)? off|wait(?:ing)? (?:on|with))).*\buntil\b"
+)
+# A prohibition for the project ("no panics in library code", "kotlin for the android side, no new java
+# files", "no mocking the db layer"); "no errors", "no luck" report a state.
+_NO_STATE = (
+    r"(?:errors?|warnings?|issues?|problems?|luck|idea|clue|worries|rush|hurry|change|changes|difference"
+    r"|output|response|results?|matches|hits|failures?|regressions?|crash(?:es)?|leaks?|effect|improvement"
+    r"|success|need|way|longer|one|doubt|problem|sign|trace|data|tests? (?:fail|failed|failing))\b"
+)
+USER_FORBIDS = re.compile(
+    rf"(?!.*\bfor me\b)(?:^|[,;:.—]\s*|\s-\s)no (?:more |new )?(?!{_NO_STATE})"
+    r"(?!(?:the|this|that|these|those|it|i|you|we|they|not|a|an|my|your|wait|thanks|thank|sorry|need)\b)"
+    r"(?:\w+ing (?:the|our|a|an|any|it|them|[\w.+#/-]+ (?:in|on|for|at))\b"
+    r"|[\w.+#/-]+(?: [\w.+#/-]+){0,3} (?:in|on|for|at|inside|outside|anymore|at all|ever|allowed)\b"
+    r"|[\w.+#/-]+(?: [\w.+#/-]+){0,3}\s*[.!]?\s*$)"
+)
+# A change across the project ("replace winston with pino across the backend") is a choice; an edit
+# across it ("rename UserDTO across the codebase") is a task.
+USER_EVERYWHERE = re.compile(
+    r"^(?!(?:rename|fix|reformat|format|update|bump|clean up|run|lint|refactor|add|check|search|grep|find"
+    r"|replace (?:this|that|these|those|the \w+ (?:call|loop|line|variable|function)s?)\b)\b)"
+    r"[^?]*\b(?:everywhere|project[- ]wide|repo[- ]wide"
+    r"|(?:across|throughout|to every|to all|for every|in every|in all|on every|on all) (?:the |our )?"
+    r"(?:[\w-]+ )?(?:backend|frontend|services?|codebase|repo|project|app|apps|stack|monorepo|packages?"
+    r"|modules?|endpoints?|board|copy|code|apis?|clients?|handlers?|routes?|screens?|pages?|tables?))\b"
 )
 
 
@@ -749,7 +824,15 @@ def _user_choice(lowered: str) -> bool:
     """Whether a user's sentence settles a choice for the project (see USER_CHOICE)."""
     if ONE_OFF.search(lowered) or ANSWER_STYLE.search(lowered):
         return False
-    return bool(USER_CHOICE.match(lowered) or USER_SCOPE.search(lowered) or USER_RULE.search(lowered))
+    return bool(
+        USER_CHOICE.match(lowered)
+        or USER_SCOPE.search(lowered)
+        or USER_RULE.search(lowered)
+        or USER_SETTLED.search(lowered)
+        or CHOICE_THEN_RETIRE.match(lowered)
+        or USER_FORBIDS.search(lowered)
+        or USER_EVERYWHERE.search(lowered)
+    )
 
 
 NARRATION_END = re.compile(r"(?:[:.…]|\.\.\.)\s*$")
@@ -1258,8 +1341,9 @@ QUESTION_CLAUSE = Cue(
     r"(?:does|do) (?:this|that|it) (?:work|look)",
 )
 CLAUSE_CUT = re.compile(
-    r"(?:;\s+|,\s+(?=(?:but|and|so|however|although|though|because|since|which|can you|could you|maybe|also|"
-    r"then|as|considering|now|i'?ve|i'?m|i have|i am|i'?d|i want|i need|i think|i'?ll|we'?ll|we'?ve)\b)"
+    r"(?:(?<=[.!])\s+(?=\w)|;\s+|,\s+(?=(?:but|and|so|however|although|though|because|since|which|can you"
+    r"|could you|maybe|also|then|as|considering|now|i'?ve|i'?m|i have|i am|i'?d|i want|i need|i think|i'?ll"
+    r"|we'?ll|we'?ve)\b)"
     r"|\s+(?=but\s))"
 )
 
