@@ -136,3 +136,20 @@ def test_last_time_or_a_session_word_alone_does_not_ask_for_the_last_session(tex
 def test_what_is_still_left_to_do_is_open_todos_with_no_subject():
     q = query.analyze("what's still left to do", NOW)
     assert q.intents == {"todo"} and q.unanswered_only and q.subject() == []
+
+
+@pytest.mark.parametrize(
+    "text, terms",
+    [
+        ("What kind of art does Caroline make?", ["art", "caroline", "make"]),
+        ("what types of tests do we run in CI", ["tests", "run", "ci"]),
+        ("In what ways did we speed up the build?", ["speed", "build"]),
+        ("Would the cache be likely to go stale?", ["cache", "go", "stale"]),
+        ("How many times did the deploy fail?", ["deploy", "fail"]),
+        ("the kind words in the changelog", ["kind", "words", "changelog"]),  # not a frame: a subject
+        ("what kind of", ["kind"]),  # nothing else to match: the frame word stays
+    ],
+)
+def test_the_words_that_frame_a_question_are_not_its_subject(text, terms):
+    """ "What kind of art" asks about art; "kind" matched every line saying "your kind words"."""
+    assert query.analyze(text, NOW).terms == terms
