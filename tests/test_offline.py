@@ -114,6 +114,8 @@ def test_fact_stated_in_passing_becomes_an_item():
         ("In conclusion, the offline extractor is good enough for recall.", "conclusion"),
         ("The reason is that macOS throttles background processes.", "conclusion"),
         ("My sister has two cats called Pixel and Byte.", "context"),
+        ("Our commit types are feat:, fix: and chore: in the changelog.", "context"),  # named, not a label
+        ("The tracker knows two prefixes (bug:, plan:) for its titles.", "context"),
     ],
 )
 def test_intent_from_cue_phrases(text, intent):

@@ -461,9 +461,12 @@ class Cue:
         return len(self.pattern.findall(lowered))
 
 
+# A labelled line ("Fix: ...", "Decision: ..."); a label named in a list ("feat:, fix: and chore:") is
+# not one.
+_LABEL = r"(?=\s*:(?!\s*(?:[,;)]|and\b|or\b)))"
 CUES: dict[str, Cue] = {
     "solution": Cue(
-        r"(?:fix|solution|workaround)(?=\s*:)",  # a labelled line: "Fix: pin numpy below 2"
+        rf"(?:fix|solution|workaround){_LABEL}",  # a labelled line: "Fix: pin numpy below 2"
         r"(?:fixed|resolved|solved) (?:it |this |that |the \w+ )?by",
         r"no longer (?:fails?|crash\w*|errors?|hangs?|times? out|breaks?|throws?|leaks?)",
         r"the fix (?:was|is)",
@@ -488,7 +491,7 @@ CUES: dict[str, Cue] = {
         scan=True,
     ),
     "problem": Cue(
-        r"(?:problem|issue|bug)(?=\s*:)",  # "Issue: the login loops"
+        rf"(?:problem|issue|bug){_LABEL}",  # "Issue: the login loops"
         r"the (?:issue|problem|bug|error) (?:is|was)",
         "raises",
         "raised",
@@ -538,7 +541,7 @@ CUES: dict[str, Cue] = {
         r"(?:blocked|missing or incorrect|not defined|undefined)\b(?! yet)",
     ),
     "decision": Cue(
-        r"(?:decision|decisions)(?=\s*:)",  # "Decision: JWT in httpOnly cookies"
+        rf"(?:decision|decisions){_LABEL}",  # "Decision: JWT in httpOnly cookies"
         r"(?:i|we) went with",
         r"(?:stick|sticking) with",
         r"from now on",
@@ -556,7 +559,7 @@ CUES: dict[str, Cue] = {
         r"had to decide against",
         r"(?:let'?s|let us) (?:go with|use|stick with|switch to|keep|start with|do it)",
         r"go ahead with",
-        r"(?:plan)(?=\s*:)",  # "The plan: migrate to Postgres next sprint"
+        rf"(?:plan){_LABEL}",  # "The plan: migrate to Postgres next sprint"
         r"(?:we'll|i'll|we will|i will|i think i'll) (?:use|go with|stick with|switch "
         r"to|keep|try|definitely)",
         "going with",
