@@ -736,3 +736,42 @@ def test_a_decision_then_a_request_in_short_sentences_are_two_items():
         ("decision", "Ok let's go with nats over kafka."),
         ("question", "Can you wire it up?"),
     ]
+
+
+PLAN_WITH_SECTIONS = """Here is the plan.
+
+### Task 1: Add the export command
+Depends on: Task 2
+
+**Description:**
+> Add an `export` subcommand that writes JSON lines.
+>
+> **Output files:**
+> - `cli.py` — the new subcommand
+> - `export.py` — new module
+>
+> **Steps:**
+> 1. Write the serializer for ideas
+> 2. Wire the subcommand into the parser
+>
+> **Edge cases:**
+> - Empty databases print nothing
+>
+> **Definition of Done:**
+> - The command round-trips with import
+"""
+
+
+def test_a_plans_steps_are_todos_and_its_files_edge_cases_and_fields_are_not():
+    """Claude Code writes plans whose tasks carry sub-lists: the steps (and what the task is) are
+    work left to do; the files it touches, its edge cases, its definition of done and a field such as
+    "Depends on: Task 2" are not, and filled the digest's open todos."""
+    out = OfflineExtractor().extract(
+        {"new_messages": [{"line": 1, "role": "assistant", "content": PLAN_WITH_SECTIONS}]}
+    )
+    todos = [i["content"] for i in out["items"] if i["type"] == "todo"]
+    assert todos == [
+        "Description: Add an export subcommand that writes JSON lines.",
+        "Write the serializer for ideas",
+        "Wire the subcommand into the parser",
+    ]

@@ -955,6 +955,11 @@ PLAN_LEAD = re.compile(
     r"before (?:the )?(?:public )?(?:launch|release|deploy\w*))\b"
 )
 HEADING_WORDS = 8
+LEAD_IN_WORDS = 6  # "**Definition of Done:**", "Steps:": a line that only introduces the list below it
+TASK_ABOUT = re.compile(r"^(?:description|summary|goal|objective|what|why)\b")
+STEP_LEAD = re.compile(
+    r"\b(?:steps?|tasks?|todos?|to-dos?|action items?|work items?|next|plan|phases?|milestones?)\b"
+)
 FENCE = re.compile(r"```[^\n]*\n?(.*?)(?:```|\Z)", re.DOTALL)
 URL = re.compile(r"https?://\S+")
 HEADING = re.compile(r"^#{1,6}\s+")
@@ -993,6 +998,7 @@ def _blocks(content: str) -> list[str]:
     blocks: list[str] = []
     plan = False  # inside a list introduced as tasks, milestones, next steps or a plan
     plan_level = 7  # heading level that opened it (7: a "...:" lead-in line, ended by a paragraph)
+    steps: bool | None = None  # inside it, whether the last sub-lead-in ("Steps:", "Edge cases:") lists work
     for raw in content.splitlines():
         line = raw.strip()
         if not line or RULE.match(line) or TABLE_SEPARATOR.match(line):
@@ -1004,10 +1010,19 @@ def _blocks(content: str) -> list[str]:
         line = LIST_MARK.sub("", HEADING.sub("", line))
         if line.startswith("|"):
             line = "; ".join(cell.strip() for cell in line.strip("|").split("|") if cell.strip())
+        bare = BOLD.sub(r"\2", line).strip()
+        lead_in = bare.endswith(":") and len(bare.split()) <= LEAD_IN_WORDS
         if is_heading:
             level = len(raw.strip()) - len(raw.strip().lstrip("#"))
             if not (plan and level > plan_level):  # a sub-heading of a plan section stays in it
                 plan, plan_level = bool(PLAN_LEAD.search(line.lower())), level
+            steps = None
+        elif plan and lead_in:
+            # Inside a task, "**Steps:**" lists work; "**Output files:**", "**Edge cases:**" or
+            # "**Definition of Done:**" list what the work touches or must meet, not more work.
+            lowered = bare.lower()
+            if not TASK_ABOUT.search(lowered):  # "Description:" tells what the task is: it stays one
+                steps = bool(STEP_LEAD.search(lowered))
         elif not listed and line.endswith(":"):
             if not plan:
                 plan, plan_level = bool(PLAN_LEAD.search(line.lower())), 7
@@ -1015,7 +1030,7 @@ def _blocks(content: str) -> list[str]:
             plan = False
         if is_heading and len(line.split()) < HEADING_WORDS:
             continue  # section titles like "## Summary" or "The Key Decision" say nothing on their own
-        if listed and plan:
+        if listed and plan and steps is not False and not lead_in:
             line = PLAN_MARK + line
         open_line = bool(blocks and blocks[-1]) and blocks[-1][-1] not in ".!?:"
         soft_wrap = open_line and not listed and line[:1].islower()
@@ -1994,7 +2009,9 @@ class OfflineExtractor:
                     continue
                 seen.add(text.lower())
                 normalised = normalise(text)
-                if planned and intent in ("context", "decision"):
+                if is_field(text) and intent == "todo":
+                    intent = "context"  # "Depends on: Task 1" names a task, it is not one
+                elif planned and intent in ("context", "decision") and not is_field(text):
                     intent = "todo"  # a step of a plan, task list or milestone list
                 if (
                     answering
@@ -2057,12 +2074,37 @@ def _merge_context(units: list[_Unit]) -> list[_Unit]:
     return out
 
 
+# A field of a structured document ("Depends on: Task 1", "Appetite: small.", "Priority: high"): said
+# under a plan it is not a step. It stays a memory of its own (not joined to the next line): "Database:
+# Postgres" may be a choice.
+FIELD = re.compile(r"^(?P<key>[\w()/ -]{1,30}):\s+(?P<value>[^:]{1,40}?)\s*[.;]?$")
+# ... but a label that names what the line is ("TODO: docs", "Fix: pin numpy") makes it a statement
+INTENT_LABEL = re.compile(
+    r"^(?:(?:the )?(?:fix|solution|workaround|problem|issue|bug|decisions?|plan|todo|to-do|next steps?"
+    r"|conclusion|question|conventions?|polic(?:y|ies)|rules?|standards?))$"
+)
+
+
+def is_field(text: str) -> bool:
+    match = FIELD.match(BOLD.sub(r"\2", text.replace(PLAN_MARK, "")).strip())
+    if not match or len(match.group("key").split()) > 3 or len(match.group("value").split()) > 3:
+        return False
+    return not INTENT_LABEL.match(match.group("key").strip().lower())
+
+
 def _group(parts: list[str]) -> list[str]:
-    """Drop small talk; join fragments under SHORT_WORDS words to the next sentence."""
+    """Drop small talk; join fragments under SHORT_WORDS words to the next sentence (a field, and a
+    fragment before one, stays apart)."""
     out: list[str] = []
     pending = ""
     for part in parts:
         if is_smalltalk(part):
+            continue
+        if is_field(part):
+            if pending and (content_words(pending) or entities(pending)):
+                out.append(pending)
+            out.append(part)
+            pending = ""
             continue
         text = f"{pending} {part}".strip() if pending else part
         if len(words_of(text)) < SHORT_WORDS:
