@@ -775,3 +775,16 @@ def test_a_plans_steps_are_todos_and_its_files_edge_cases_and_fields_are_not():
         "Write the serializer for ideas",
         "Wire the subcommand into the parser",
     ]
+
+
+def test_a_heading_inside_a_quoted_section_is_a_heading_not_words_of_the_next_line():
+    """Plans quote whole sections ("> ## Problem"); the heading's marks were kept and glued to the
+    line after it ("## Problem Spotter has no ...")."""
+    content = (
+        "Proposed epic:\n\n> ## Problem\n> The sync job drops events when the queue is full.\n>\n"
+        "> ## Rabbit holes\n> - Retrying forever hides the loss"
+    )
+    out = OfflineExtractor().extract({"new_messages": [{"line": 1, "role": "assistant", "content": content}]})
+    texts = [i["content"] for i in out["items"]]
+    assert any(t.endswith("The sync job drops events when the queue is full.") for t in texts)
+    assert not any("#" in t or "Problem" in t or "Rabbit" in t for t in texts)

@@ -963,6 +963,7 @@ STEP_LEAD = re.compile(
 FENCE = re.compile(r"```[^\n]*\n?(.*?)(?:```|\Z)", re.DOTALL)
 URL = re.compile(r"https?://\S+")
 HEADING = re.compile(r"^#{1,6}\s+")
+QUOTE = re.compile(r"^(?:>\s*)+")
 LIST_MARK = re.compile(r"^(?:[-*+•◦▪]\s+|\d{1,3}[.)]\s+|>\s*)+(?:\[[ xX]\]\s*)?")
 RULE = re.compile(r"^[-*_=]{3,}$")
 TABLE_SEPARATOR = re.compile(r"^\|?[\s:|-]+\|?$")
@@ -1005,15 +1006,17 @@ def _blocks(content: str) -> list[str]:
             if line == "" and blocks and blocks[-1] != "":
                 blocks.append("")
             continue
-        is_heading = bool(HEADING.match(line))
-        listed = bool(LIST_MARK.match(line))
-        line = LIST_MARK.sub("", HEADING.sub("", line))
+        quote = QUOTE.match(line)  # a quoted section ("> ## Problem") keeps its heading a heading
+        inner = line[quote.end() :] if quote else line
+        is_heading = bool(HEADING.match(inner))
+        listed = bool(LIST_MARK.match(line)) and not is_heading
+        line = LIST_MARK.sub("", HEADING.sub("", inner if is_heading else line))
         if line.startswith("|"):
             line = "; ".join(cell.strip() for cell in line.strip("|").split("|") if cell.strip())
         bare = BOLD.sub(r"\2", line).strip()
         lead_in = bare.endswith(":") and len(bare.split()) <= LEAD_IN_WORDS
         if is_heading:
-            level = len(raw.strip()) - len(raw.strip().lstrip("#"))
+            level = len(inner) - len(inner.lstrip("#"))
             if not (plan and level > plan_level):  # a sub-heading of a plan section stays in it
                 plan, plan_level = bool(PLAN_LEAD.search(line.lower())), level
             steps = None
