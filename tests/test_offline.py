@@ -86,6 +86,8 @@ def test_fact_stated_in_passing_becomes_an_item():
         ("We should stick with SQLite for now.", "decision"),
         ("Let's not add Redis yet.", "decision"),
         ("I went with a debounce of 300 ms.", "decision"),
+        ("I switched the cache from Redis to an in-process LRU.", "decision"),
+        ("The app switches the theme to dark at night.", "context"),
         ("The fix: pin numpy below 2.", "solution"),
         ("Issue: the login page loops after logout.", "problem"),
         ("Let's not forget the changelog.", "todo"),

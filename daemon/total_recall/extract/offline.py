@@ -841,7 +841,11 @@ def _user_choice(lowered: str) -> bool:
 NARRATION_END = re.compile(r"(?:[:.…]|\.\.\.)\s*$")
 SHORT_NARRATION_WORDS = 22
 # Choices that are advice when nobody in the clause made them ("use X instead of Y" in a how-to).
-WEAK_DECISION = Cue(r"(?:switch|switched|switching) (?:from|over|to)", "instead of", "rather than")
+WEAK_DECISION = Cue(
+    r"(?:switch|switched|switching) (?:(?:the|our|its|this) \w+(?: \w+)? )?(?:from|over|to)",
+    "instead of",
+    "rather than",
+)
 FIRST_PERSON = re.compile(r"\b(?:i|we|i'm|i've|i'll|we're|we've|we'll|let's|my|our|us)\b")
 INTENT_ORDER = ("solution", "problem", "decision", "conclusion", "todo")
 # A negative opener asks only with its subject ("doesn't it work?"); without one it is a report with
