@@ -279,11 +279,6 @@ def relations_onto(db: Database, ids: list[int], types: tuple[str, ...]) -> list
     )
 
 
-def span_texts(db: Database, ids: list[int]) -> list:
-    """id, name, summary of these spans."""
-    return db.all(f"SELECT id, name, summary FROM spans WHERE id IN ({marks(ids)})", ids)
-
-
 def _pairs(places) -> tuple[str, list]:
     """A VALUES list of (file, line) places and its parameters: one index probe per place (an IN
     list of files times an IN list of lines probed every combination, ~40x more at 60 places)."""
