@@ -802,7 +802,7 @@ ONE_OFF = re.compile(
 _NO_STATE = (
     r"(?:errors?|warnings?|issues?|problems?|luck|idea|clue|worries|rush|hurry|change|changes|difference"
     r"|output|response|results?|matches|hits|failures?|regressions?|crash(?:es)?|leaks?|effect|improvement"
-    r"|success|need|way|longer|one|doubt|problem|sign|trace|data|tests? (?:fail|failed|failing))\b"
+    r"|success|need|way|longer|one|doubt|sign|trace|data|tests? (?:fail|failed|failing))\b"
 )
 USER_FORBIDS = re.compile(
     rf"(?!.*\bfor me\b)(?:^|[,;:.—]\s*|\s-\s)no (?:more |new )?(?!{_NO_STATE})"
