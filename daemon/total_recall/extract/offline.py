@@ -798,19 +798,21 @@ ONE_OFF = re.compile(
     r"|^(?!.*\b(?:postpon|defer|hold(?:ing)? off|wait(?:ing)? (?:on|with))).*\buntil\b"
 )
 # A prohibition for the project ("no panics in library code", "kotlin for the android side, no new java
-# files", "no mocking the db layer"); "no errors", "no luck" report a state.
+# files", "no mocking the db layer"); "no errors", "no luck" report a state, "no more coffee for me" a
+# person's (PERSONAL).
 _NO_STATE = (
     r"(?:errors?|warnings?|issues?|problems?|luck|idea|clue|worries|rush|hurry|change|changes|difference"
     r"|output|response|results?|matches|hits|failures?|regressions?|crash(?:es)?|leaks?|effect|improvement"
     r"|success|need|way|longer|one|doubt|sign|trace|data|tests? (?:fail|failed|failing))\b"
 )
 USER_FORBIDS = re.compile(
-    rf"(?!.*\bfor me\b)(?:^|[,;:.—]\s*|\s-\s)no (?:more |new )?(?!{_NO_STATE})"
+    rf"(?:^|[,;:.—]\s*|\s-\s)no (?:more |new )?(?!{_NO_STATE})"
     r"(?!(?:the|this|that|these|those|it|i|you|we|they|not|a|an|my|your|wait|thanks|thank|sorry|need)\b)"
     r"(?:\w+ing (?:the|our|a|an|any|it|them|[\w.+#/-]+ (?:in|on|for|at))\b"
     r"|[\w.+#/-]+(?: [\w.+#/-]+){0,3} (?:in|on|for|at|inside|outside|anymore|at all|ever|allowed)\b"
     r"|[\w.+#/-]+(?: [\w.+#/-]+){0,3}\s*[.!]?\s*$)"
 )
+PERSONAL = re.compile(r"\bfor me\b")
 # A change across the project ("replace winston with pino across the backend") is a choice; an edit
 # across it ("rename UserDTO across the codebase") is a task.
 USER_EVERYWHERE = re.compile(
@@ -833,7 +835,7 @@ def _user_choice(lowered: str) -> bool:
         or USER_RULE.search(lowered)
         or USER_SETTLED.search(lowered)
         or CHOICE_THEN_RETIRE.match(lowered)
-        or USER_FORBIDS.search(lowered)
+        or (USER_FORBIDS.search(lowered) and not PERSONAL.search(lowered))
         or USER_EVERYWHERE.search(lowered)
     )
 
