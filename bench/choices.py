@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
-SPLITS = {split: BENCH / f"choices_{split}.jsonl" for split in ("tune", "confirm", "holdout", "holdout2")}
+SPLITS = {split: BENCH / f"choices_{split}.jsonl" for split in ("tune", "confirm", "holdout", "holdout2", "holdout3")}
 
 
 def main() -> int:

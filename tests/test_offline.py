@@ -701,6 +701,11 @@ def test_a_reply_that_settles_an_offer_is_that_decision_in_one_batch_or_the_next
         ("swap moment for date-fns across the frontend", True),
         ("we're postponing the payments page until the pricing is settled", True),
         ("every endpoint must return json errors, and never leak stack traces", True),
+        (
+            "go with duckdb for the analytics tables, sqlite is far too slow there",
+            True,
+        ),  # a reason, not a problem
+        ("keep the settings in ~/.config/app/settings.toml, not in the home folder", True),
         # a task for now, a one-off, a state, a habit, a question, or how to answer
         ("use the debugger to see what the handler gets", False),
         ("switch to the logs tab and copy the trace", False),

@@ -709,7 +709,8 @@ _NOT_A_THING = (  # "tests not passing", "it's not found": a state, not an alter
 )
 USER_CHOICE = re.compile(
     _OPENER + r"(?:"
-    r"(?:use|pick|choose|prefer|go with|stick (?:with|to)|keep|switch to|move to|migrate to)\b[^.?!;]{1,80}?"
+    r"(?:use|pick|choose|prefer|go with|stick (?:with|to)|keep|switch to|move to|migrate to)\b"
+    r"(?:[^.?!;]|\.(?=\S)){1,80}?"  # a dot inside a path or version ("/v1/...", "20.x") ends nothing
     r"\b(?:instead of|rather than|over|not)\b"
     r"|switch(?:ing)? (?:(?:the|our|my|this|from) )?[\w.-]+(?: [\w.-]+){0,3} (?:over )?to \w"
     r"|move (?:\w+ ){1,3}(?:off|away from) \w"
@@ -823,6 +824,20 @@ USER_EVERYWHERE = re.compile(
     r"(?:[\w-]+ )?(?:backend|frontend|services?|codebase|repo|project|app|apps|stack|monorepo|packages?"
     r"|modules?|endpoints?|board|copy|code|apis?|clients?|handlers?|routes?|screens?|pages?|tables?))\b"
 )
+
+
+# "go with parquet for the intermediate files": a pick by name (not "go with your second suggestion",
+# a pick for this step among the assistant's offers, which bench/approvals.py covers)
+GO_WITH = re.compile(
+    _OPENER + r"go with (?!(?:your|the|that|this|these|those|it|option|whatever|whichever|what|a|an|my)\b)\w"
+)
+
+
+def _opens_with_choice(lowered: str) -> bool:
+    """A user's sentence that opens by choosing; what follows is its reason, whatever words it uses."""
+    if ONE_OFF.search(lowered) or ANSWER_STYLE.search(lowered):
+        return False
+    return bool(USER_CHOICE.match(lowered) or GO_WITH.match(lowered))
 
 
 def _user_choice(lowered: str) -> bool:
@@ -1421,6 +1436,8 @@ def classify(
     lowered, tokens = normalised or normalise(sentence)
     if _is_question(sentence, lowered, tokens, clause):
         return "question"
+    if role == "user" and _opens_with_choice(lowered):
+        return "decision"  # "go with parquet, csv is way too slow": the reason is not a problem report
     for intent in INTENT_ORDER:
         if intent == "todo" and role == "assistant" and ASSISTANT_NOW.search(lowered):
             continue  # the assistant says what it does now ("We'll add error handling ..."), not later
