@@ -723,6 +723,8 @@ def test_a_reply_that_settles_an_offer_is_that_decision_in_one_batch_or_the_next
         ("rename fetchUser to loadUser across the codebase", False),
         ("pause the sync job until I'm back", False),
         ("I've always used black, and never liked yapf", False),
+        ("Never been to one of those conferences.", False),
+        ("It shows up everywhere in the dashboard now", False),
     ],
 )
 def test_a_users_choice_for_the_project_is_a_decision_and_a_task_for_now_is_not(text, chose):

@@ -739,7 +739,7 @@ USER_RULE = re.compile(  # a rule for what comes after this step, not a habit ("
     r"(?:\b(?:going forward|from here on|from now on|for (?:all|every) new|by default)\b"
     r"|\b(?:on|for|in) (?:all |every |any )?new \w+s\b"  # "uuid v7 for primary keys on new tables"
     r"|(?:^|[,;:.—]\s*(?:and |but )?|\b(?:we|you|should|must|will|'ll|are|is|be|to) )(?:always|never)\b"
-    r"(?! \w+ing\b)"
+    r"(?! \w+ing\b| (?:been|had|was|were|here|there)\b)"  # a habit or an experience, not a rule
     r"|,\s*ever\s*[.!]?\s*$)"  # "nothing secret goes in the repo, ever"
     # "every migration has to be reversible", "all handlers must be idempotent"
     r"|^(?:every|all|each) [\w-]+(?: [\w-]+)? (?:has to|have to|must|should always|needs? to be)\b"
@@ -817,7 +817,8 @@ PERSONAL = re.compile(r"\bfor me\b")
 # A change across the project ("replace winston with pino across the backend") is a choice; an edit
 # across it ("rename UserDTO across the codebase") is a task.
 USER_EVERYWHERE = re.compile(
-    r"^(?!(?:rename|fix|reformat|format|update|bump|clean up|run|lint|refactor|add|check|search|grep|find"
+    r"^(?!(?:(?:and|but|so) )?(?:i|i'm|i've|it|it's|this|that|he|she|they|there)\b)"
+    r"(?!(?:rename|fix|reformat|format|update|bump|clean up|run|lint|refactor|add|check|search|grep|find"
     r"|replace (?:this|that|these|those|the \w+ (?:call|loop|line|variable|function)s?)\b)\b)"
     r"[^?]*\b(?:everywhere|project[- ]wide|repo[- ]wide"
     r"|(?:across|throughout|to every|to all|for every|in every|in all|on every|on all) (?:the |our )?"
