@@ -730,17 +730,16 @@ def test_a_reply_that_settles_an_offer_is_that_decision_in_one_batch_or_the_next
 def test_a_users_choice_for_the_project_is_a_decision_and_a_task_for_now_is_not(text, chose):
     """Most of a developer's decisions are said to the assistant as instructions; the same verbs
     also ask for one-off work. Measured on blind sets in bench/choices.py (BENCHMARKS.md §7)."""
-    out = OfflineExtractor().extract({"new_messages": [{"line": 1, "role": "user", "content": text}]})
+    out = extract(conversation(("user", text)))
     assert any(i["type"] == "decision" for i in out["items"]) is chose
-    said = OfflineExtractor().extract({"new_messages": [{"line": 1, "role": "assistant", "content": text}]})
+    said = extract(conversation(("assistant", text)))
     assert not any(i["type"] == "decision" for i in said["items"])  # from the assistant: advice
 
 
 def test_a_decision_then_a_request_in_short_sentences_are_two_items():
     """Short sentences are joined into one item; one that decides and one that asks are each kept
     with their own intent instead of the whole group becoming a question (I106)."""
-    message = {"line": 1, "role": "user", "content": "ok let's go with nats over kafka. can you wire it up?"}
-    out = OfflineExtractor().extract({"new_messages": [message]})
+    out = extract(conversation(("user", "ok let's go with nats over kafka. can you wire it up?")))
     assert [(i["type"], i["content"]) for i in out["items"]] == [
         ("decision", "Ok let's go with nats over kafka."),
         ("question", "Can you wire it up?"),
@@ -775,9 +774,7 @@ def test_a_plans_steps_are_todos_and_its_files_edge_cases_and_fields_are_not():
     """Claude Code writes plans whose tasks carry sub-lists: the steps (and what the task is) are
     work left to do; the files it touches, its edge cases, its definition of done and a field such as
     "Depends on: Task 2" are not, and filled the digest's open todos."""
-    out = OfflineExtractor().extract(
-        {"new_messages": [{"line": 1, "role": "assistant", "content": PLAN_WITH_SECTIONS}]}
-    )
+    out = extract(conversation(("assistant", PLAN_WITH_SECTIONS)))
     todos = [i["content"] for i in out["items"] if i["type"] == "todo"]
     assert todos == [
         "Description: Add an export subcommand that writes JSON lines.",
@@ -793,7 +790,7 @@ def test_a_heading_inside_a_quoted_section_is_a_heading_not_words_of_the_next_li
         "Proposed epic:\n\n> ## Problem\n> The sync job drops events when the queue is full.\n>\n"
         "> ## Rabbit holes\n> - Retrying forever hides the loss"
     )
-    out = OfflineExtractor().extract({"new_messages": [{"line": 1, "role": "assistant", "content": content}]})
+    out = extract(conversation(("assistant", content)))
     texts = [i["content"] for i in out["items"]]
     assert any(t.endswith("The sync job drops events when the queue is full.") for t in texts)
     assert not any("#" in t or "Problem" in t or "Rabbit" in t for t in texts)
