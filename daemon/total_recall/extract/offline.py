@@ -834,20 +834,21 @@ GO_WITH = re.compile(
 )
 
 
+def _chooses_nothing(lowered: str) -> bool:
+    """A one-off ("for now", "until I'm back") or how to answer: no choice for the project."""
+    return bool(ONE_OFF.search(lowered) or ANSWER_STYLE.search(lowered))
+
+
 def _opens_with_choice(lowered: str) -> bool:
     """A user's sentence that opens by choosing; what follows is its reason, whatever words it uses."""
-    if ONE_OFF.search(lowered) or ANSWER_STYLE.search(lowered):
-        return False
     return bool(USER_CHOICE.match(lowered) or GO_WITH.match(lowered))
 
 
 def _user_choice(lowered: str) -> bool:
-    """Whether a user's sentence settles a choice for the project (see USER_CHOICE)."""
-    if ONE_OFF.search(lowered) or ANSWER_STYLE.search(lowered):
-        return False
+    """Whether a user's sentence that does not open by choosing settles a choice for the project:
+    scope, a rule, a choice said as settled, a prohibition, a change across the project."""
     return bool(
-        USER_CHOICE.match(lowered)
-        or USER_SCOPE.search(lowered)
+        USER_SCOPE.search(lowered)
         or USER_RULE.search(lowered)
         or USER_SETTLED.search(lowered)
         or CHOICE_THEN_RETIRE.match(lowered)
@@ -1035,7 +1036,7 @@ def _blocks(content: str) -> list[str]:
         line = LIST_MARK.sub("", HEADING.sub("", inner if is_heading else line))
         if line.startswith("|"):
             line = "; ".join(cell.strip() for cell in line.strip("|").split("|") if cell.strip())
-        bare = BOLD.sub(r"\2", line).strip()
+        bare = BOLD.sub(r"\2", line).strip() if plan and not is_heading else ""  # only read inside a plan
         lead_in = bare.endswith(":") and len(bare.split()) <= LEAD_IN_WORDS
         if is_heading:
             level = len(inner) - len(inner.lstrip("#"))
@@ -1437,14 +1438,15 @@ def classify(
     lowered, tokens = normalised or normalise(sentence)
     if _is_question(sentence, lowered, tokens, clause):
         return "question"
-    if role == "user" and _opens_with_choice(lowered):
+    chooses = role == "user" and not _chooses_nothing(lowered)
+    if chooses and _opens_with_choice(lowered):
         return "decision"  # "go with parquet, csv is way too slow": the reason is not a problem report
     for intent in INTENT_ORDER:
         if intent == "todo" and role == "assistant" and ASSISTANT_NOW.search(lowered):
             continue  # the assistant says what it does now ("We'll add error handling ..."), not later
         if _cue(intent, lowered, tokens):
             return intent
-    return "decision" if role == "user" and _user_choice(lowered) else "context"
+    return "decision" if chooses and _user_choice(lowered) else "context"
 
 
 def classify_clauses(sentence: str, role: str = "user") -> list[tuple[str, str]]:
@@ -2036,9 +2038,10 @@ class OfflineExtractor:
                     continue
                 seen.add(text.lower())
                 normalised = normalise(text)
-                if is_field(text) and intent == "todo":
+                field = is_field(text)
+                if field and intent == "todo":
                     intent = "context"  # "Depends on: Task 1" names a task, it is not one
-                elif planned and intent in ("context", "decision") and not is_field(text):
+                elif planned and intent in ("context", "decision") and not field:
                     intent = "todo"  # a step of a plan, task list or milestone list
                 if (
                     answering
