@@ -62,8 +62,6 @@ OPEN_WORK = re.compile(
 )
 
 
-# The verb of a question about what someone did ("what errors did we hit", "which bugs have you
-# seen"): how the question is put, not what it is about.
 # Words that frame a question rather than name its subject: "what kind of art" asks about art, and
 # "kind" matched every line saying "your kind words" (LoCoMo tune recall@10 +0.009 / +0.006, every other
 # figure identical: BENCHMARKS.md §4).
@@ -72,6 +70,8 @@ QUESTION_FRAME = re.compile(
     r"|\bhow (many|much)(?: (times))?\b|\b(?:be|is|are) (likely) to\b",
     re.I,
 )
+# The verb of a question about what someone did ("what errors did we hit", "which bugs have you
+# seen"): how the question is put, not what it is about.
 FRAME_VERB = re.compile(r"\b(?:did|do|does|have|has|had) (?:we|i|you|they) (\w+)", re.I)
 
 
@@ -242,8 +242,8 @@ def analyze(text: str, now: datetime | None = None) -> Query:
     text = clean(text)
     since, until = temporal(text, now)
     framing = {g.lower() for m in QUESTION_FRAME.finditer(text) for g in m.groups() if g}
-    terms = [t for t in terms_of(text) if t not in framing]
-    q = Query(text=text, terms=terms or terms_of(text), since=since, until=until)
+    words = terms_of(text)
+    q = Query(text=text, terms=[t for t in words if t not in framing] or words, since=since, until=until)
     q.speaker = speaker(text)
     q.identifier = IDENTIFIER.search(text) is not None
     day = named_day(text.lower(), now)
