@@ -136,6 +136,21 @@ class Sandbox:
             time.sleep(0.1)
         raise RuntimeError("daemon socket did not answer in time")
 
+    def wait_for_vector_cache(self, proc: subprocess.Popen, timeout: float = 600) -> tuple[str, float]:
+        """Until the daemon's vectors in memory are loaded, or it decided not to hold them
+        (vector_cache.py); returns its state and the seconds waited."""
+        from total_recall import server
+
+        started = time.monotonic()
+        while time.monotonic() - started < timeout:
+            if proc.poll() is not None:
+                raise RuntimeError(f"daemon exited with {proc.returncode}; see {self.root / 'daemon.out'}")
+            state = (server.ask(self.home / "daemon.sock", {"op": "ping"}) or {}).get("vector_cache", "off")
+            if state not in ("empty", "loading", "reloading"):
+                return state, time.monotonic() - started
+            time.sleep(0.1)
+        raise RuntimeError("the daemon's vectors were not loaded in time")
+
 
 def stop(proc: subprocess.Popen, timeout: float = 60) -> None:
     """SIGTERM one process we started and wait for it (the daemon finishes its batch first)."""

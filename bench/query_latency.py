@@ -150,6 +150,7 @@ def measure_size(n: int, warm_runs: int, cold_runs: int) -> dict[str, Any]:
             }
             result["warm"] = _warm(box, floor, queries[:-cold_runs] if cold_runs else queries, warm_runs)
             result["rss_kb"] = result["warm"].pop("_rss_kb")
+            result["vector_cache"] = result["warm"].pop("_vector_cache")
             result["cold"] = _cold(box, floor, queries[len(queries) - cold_runs :] if cold_runs else [])
         finally:
             floor.close()
@@ -162,10 +163,10 @@ def _warm(
     daemon = box.start_daemon()
     try:
         box.wait_for_socket(daemon)
+        out: dict[str, Any] = {"_vector_cache": box.wait_for_vector_cache(daemon)}
         for q in queries[:WARM_UP]:  # model load and page cache, not counted
             ask_socket(box, q, None)
         fresh = iter(queries[WARM_UP:])
-        out: dict[str, Any] = {}
         rss: list[int] = []
         for label, scope in SCOPES.items():
             project = synthetic.project_path(scope) if scope else None
@@ -220,6 +221,9 @@ def render(results: list[dict[str, Any]]) -> str:
                 _row("cold: fresh CLI process (all projects)", c["cli"], f50),
             ]
         out.append(harness.table(["measurement", "runs", "p50", "p95", "p50 / floor p50"], rows))
+        if r.get("vector_cache"):
+            state, seconds = r["vector_cache"]
+            out.append(f"the daemon's vectors in memory: {state} {seconds:.1f} s after its start")
         if r.get("rss_kb"):
             out.append(
                 f"daemon RSS while serving searches (after each warm round): VmRSS max "

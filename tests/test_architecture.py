@@ -227,7 +227,7 @@ LAYERS: list[tuple[str, set[str]]] = [
         },
     ),
     ("models", {"extract.protocol", "extract.offline", "extract.llm", "embed"}),
-    ("storage", {"db", "queue", "trust", "state", "pg", "transactions"}),
+    ("storage", {"db", "queue", "trust", "state", "pg", "transactions", "vector_cache"}),
     ("storage owners", {"store", "vectors", "memories", "erasure", "salvage", "lookup"}),
     ("engine", {"indexer", "search"}),
     ("memory", {"digest", "curate", "maintain", "note", "exchange"}),
@@ -353,6 +353,7 @@ SQL_OWNERS = {
     "lookup",
     "pg",
     "transactions",
+    "vector_cache",
 }
 # A statement start: the keyword and what must follow it in SQL, so prose ("Create the home
 # folder", "Drop a name ...", "replace") is not taken for a query.

@@ -555,6 +555,7 @@ def _back_to_0008(path, tmp_path) -> None:
             if r["tbl_name"] == table and r["type"] in ("index", "trigger"):
                 conn.execute(r["sql"])
     conn.execute("DROP TABLE files")
+    conn.execute("DROP TABLE vector_changes")  # made by 0012
     conn.execute("PRAGMA user_version = 8")
     conn.execute("COMMIT")
     database.close()

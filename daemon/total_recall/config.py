@@ -62,6 +62,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "search": {
         "k": 10,
         "hyde": "auto",  # auto | on | off
+        # the daemon holds the vectors in memory for searches up to this size (vector_cache.py);
+        # 0 = sqlite-vec scans them on every search
+        "vector_cache_mb": 256,
     },
     "context": {
         "enabled": True,  # SessionStart digest injection
@@ -100,6 +103,7 @@ RANGES: dict[str, tuple[float, bool]] = {
     "daemon.file_timeout": (0, True),
     "db.busy_timeout": (0, True),
     "search.k": (1, True),
+    "search.vector_cache_mb": (0, True),
     "context.budget_chars": (0, True),
 }
 CHOICES: dict[str, set[str]] = {

@@ -44,6 +44,8 @@ class Database:
     vec_error: str | None = None
     _depth: int = field(default=0, repr=False)  # write() blocks open on this connection
     dialect: str = "sqlite"  # pg.PgDatabase says "postgres"; the storage owners branch on it
+    # The search server's connections only: the store's vectors in memory (vector_cache.py).
+    vectors_in_memory: Any = field(default=None, repr=False)
 
     def lock(self, *parts: Any) -> None:
         """Serialise writers of one key until the transaction ends: BEGIN IMMEDIATE already holds
@@ -442,6 +444,8 @@ def _create_or_rebuild_vec(db: Database, table: str, key: str, dim: int) -> None
         )
         last = rows[-1]["k"]
     db.execute("DROP TABLE temp._tr_vec_copy")
+    if table_exists(db, "vector_changes"):
+        db.execute("INSERT INTO vector_changes (vec_table, key) VALUES (?, -1)", (table,))
     log.info("vector_table_rebuilt", table=table, chunk_size=CHUNK_SIZES[table], int8_from_float=was_float)
 
 
@@ -500,6 +504,8 @@ def drop_vector_tables(db: Database) -> None:
             db.lock("vector tables")
         for table in VECTOR_TABLES:
             db.execute(f"DROP TABLE IF EXISTS {table}")
+            if db.dialect != "postgres" and table_exists(db, "vector_changes"):
+                db.execute("INSERT INTO vector_changes (vec_table, key) VALUES (?, -1)", (table,))
         db.execute("UPDATE ideas SET needs_embedding = 1")
         db.execute("UPDATE spans SET needs_embedding = 1")
         db.execute(

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from total_recall import config
+from total_recall import config, vector_cache
 from total_recall.client import ANSWER_TIMEOUT, CONNECT_TIMEOUT, ask, exchange, log_timeout, request, result
 from total_recall.errors import TotalRecallError
 
@@ -111,10 +111,8 @@ class SearchServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
 
     def __init__(self, path: Path, daemon: Any, pool_size: int = POOL_SIZE):
         self.daemon_ref = daemon
-        self.pool = ConnectionPool(
-            lambda: _open(daemon.db.path, daemon.settings),
-            pool_size,
-        )
+        self.vectors = _vector_cache(daemon)
+        self.pool = ConnectionPool(lambda: _pooled(daemon, self.vectors), pool_size)
         self.executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=pool_size, thread_name_prefix="search"
         )
@@ -131,7 +129,8 @@ class SearchServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
 
         op = request.get("op")
         if op == "ping":
-            return {"ok": True, "pid": os.getpid(), "connections": self.pool.opened}
+            cache = self.vectors.state if self.vectors is not None else "off"
+            return {"ok": True, "pid": os.getpid(), "connections": self.pool.opened, "vector_cache": cache}
         if op == "search":
             d = self.daemon_ref
             # The daemon's warm embedder; whether vectors are usable is checked by the search on
@@ -145,6 +144,25 @@ class SearchServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
                     database, d.settings, embedder, request, spare=self.pool.spare, executor=self.executor
                 )
         return {"error": f"unknown op {op!r}"}
+
+
+def _vector_cache(daemon: Any) -> vector_cache.VectorCache | None:
+    """The store's vectors in memory (vector_cache.py), loaded on a thread of its own; none for
+    PostgreSQL or when search.vector_cache_mb is 0."""
+    budget = int(daemon.settings.search.vector_cache_mb) << 20
+    if budget <= 0 or daemon.settings.store.url:
+        return None
+    cache = vector_cache.VectorCache(budget, lambda: _open(daemon.db.path, daemon.settings))
+    cache.load_in_background()
+    return cache
+
+
+def _pooled(daemon: Any, cache: vector_cache.VectorCache | None) -> Any:
+    """A connection of the pool: searches through it use the vectors in memory."""
+    database = _open(daemon.db.path, daemon.settings)
+    if cache is not None and getattr(database, "dialect", "sqlite") == "sqlite":
+        database.vectors_in_memory = cache
+    return database
 
 
 def _open(path: Path, settings: config.Settings) -> Any:

@@ -13,7 +13,7 @@ from typing import Any
 
 import structlog
 
-from total_recall import config
+from total_recall import config, vector_cache
 from total_recall.db import Database, float_blob, int8_blob, int8_distance, table_exists
 from total_recall.errors import EmbeddingError, TransientError
 
@@ -36,6 +36,9 @@ PENDING = (
 )
 
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+# vector_changes keeps this many of its newest rows (migration 0012): enough for the daemon's
+# in-memory vectors (vector_cache.py) to catch up after hours of indexing between two searches.
+CHANGES_KEPT = 20_000
 
 
 def embed_text(unit: dict) -> str:
@@ -66,6 +69,19 @@ def store(db: Database, table: str, key: str, rows: list[tuple[int, str, bytes]]
             (object_id, project or "", _pg_vector(blob) if postgres else int8_blob(blob)),
         )
         db.execute(f"UPDATE {owner} SET needs_embedding = 0 WHERE id = ?", (object_id,))
+    log_changes(db, table, [object_id for object_id, _, _ in rows])
+
+
+def log_changes(db: Database, table: str, keys: list[int]) -> None:
+    """Record in vector_changes that these vectors changed (-1: the whole table), in the caller's
+    transaction, and keep only the newest CHANGES_KEPT rows. SQLite only: PostgreSQL keeps no
+    vectors in memory (pgvector's index serves every search)."""
+    if db.dialect == "postgres" or not keys or not table_exists(db, "vector_changes"):
+        return
+    db.executemany("INSERT INTO vector_changes (vec_table, key) VALUES (?, ?)", [(table, k) for k in keys])
+    db.execute(
+        "DELETE FROM vector_changes WHERE seq <= (SELECT max(seq) FROM vector_changes) - ?", (CHANGES_KEPT,)
+    )
 
 
 def _pg_vector(blob: bytes) -> str:
@@ -79,6 +95,7 @@ def delete(db: Database, owner: str, ids: list[int]) -> None:
     table, key = TABLES[owner]
     if ids and table_exists(db, table):
         db.executemany(f"DELETE FROM {table} WHERE {key} = ?", [(i,) for i in ids])
+        log_changes(db, table, list(ids))
 
 
 def vectors_of(db: Database, owner: str, ids: list[int]) -> dict[int, bytes]:
@@ -116,11 +133,16 @@ def knn(
             "ORDER BY distance LIMIT ?"
         )
         return [(int(r["id"]), float(r["distance"])) for r in db.execute(sql, (_pg_vector(blob), *params, k))]
+    unit = int8_distance(1.0, len(blob) // 4)
+    cache = vector_cache.for_db(db)
+    if cache is not None and cache.current(db):
+        hits = cache.knn(table, int8_blob(blob), k, project)
+        if hits is not None:
+            return [(i, d * unit) for i, d in hits]
     sql = f"SELECT {key} AS id, distance FROM {table} WHERE embedding MATCH vec_int8(?) AND k = ?"
     params: tuple = (int8_blob(blob), k)
     if project is not None:
         sql, params = sql + " AND project = ?", params + (project,)
-    unit = int8_distance(1.0, len(blob) // 4)
     return [(int(i), float(d) * unit) for i, d in db.execute(sql, params)]
 
 
