@@ -72,7 +72,7 @@ def keyed_floor(floor: query_latency.Floor, text: str, project: str) -> None:
 
 
 def profile_size(n: int, queries_per_scope: int) -> dict[str, dict[str, list[float]]]:
-    from total_recall import config, search
+    from total_recall import config, search, vector_cache
     from total_recall import db as dbmod
     from total_recall.embed import LocalEmbedder
 
@@ -98,6 +98,14 @@ def profile_size(n: int, queries_per_scope: int) -> dict[str, dict[str, list[flo
         floor = query_latency.Floor(box, texts)
         settings = config.load()
         db = dbmod.open_store(settings)
+        # As the daemon's search server runs it: with the store's vectors in memory (unless they
+        # exceed search.vector_cache_mb, as at 1M ideas, when sqlite-vec scans them).
+        cache = vector_cache.VectorCache(
+            settings.search.vector_cache_mb << 20, lambda: dbmod.open_store(settings)
+        )
+        cache.load(db)
+        db.vectors_in_memory = cache
+        result["_vector_cache"] = cache.state  # type: ignore[assignment]
         embedder = TimedEmbedder(LocalEmbedder())
         embedder.embed(["warm up"])
         search._run_jobs = timed_jobs
@@ -133,7 +141,11 @@ def profile_size(n: int, queries_per_scope: int) -> dict[str, dict[str, list[flo
 
 
 def render(n: int, result: dict[str, dict[str, list[float]]]) -> str:
-    out = [f"## where a search's time goes, {n:,} ideas (in-process, one connection, medians)"]
+    state = result.pop("_vector_cache", "off")
+    out = [
+        f"## where a search's time goes, {n:,} ideas (in-process, one connection, medians; "
+        f"the daemon's vectors in memory: {state})"
+    ]
     for label, times in result.items():
         search50 = statistics.median(times["search"])
         floor50 = statistics.median(times["floor"])

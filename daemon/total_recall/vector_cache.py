@@ -13,7 +13,7 @@ Staying current: every write of a vector appends (table, key) to vector_changes 
 transaction (vectors.log_changes; migration 0012). Before each KNN the cache reads the log's last
 sequence number (one indexed seek); when it moved, it reads the changed keys, drops their old
 vectors and fetches their current ones by key. A whole-table change (key -1: a new model), a log
-trimmed past the cache's position, or more changes than CATCH_UP_MAX: everything is loaded again,
+trimmed past the cache's position (more than vectors.CHANGES_KEPT changes): everything is loaded again,
 in the background, and searches use sqlite-vec meanwhile. Loading reads every vector through
 vec0 (~1 s per 100,000 vectors), so it happens on the server's own thread at start, never in a
 search.
@@ -35,7 +35,6 @@ from total_recall.db import VECTOR_TABLES, Database, table_exists
 
 log = structlog.get_logger(__name__)
 
-CATCH_UP_MAX = 5_000  # more changed keys than this since the last look: load everything again
 DEAD_SHARE = 0.25  # a project's block is rewritten without its dropped vectors past this share
 _INT8, _INT32 = 3, 6  # ONNX TensorProto data types
 
@@ -199,14 +198,12 @@ class VectorCache:
                 return True
             first = int(db.scalar("SELECT coalesce(min(seq), 0) FROM vector_changes", default=0))
             changes = db.all(
-                "SELECT vec_table, key FROM vector_changes WHERE seq > ? AND seq <= ? LIMIT ?",
-                (self.seq, last, CATCH_UP_MAX + 1),
+                "SELECT vec_table, key FROM vector_changes WHERE seq > ? AND seq <= ?", (self.seq, last)
             )
             if (
                 last < self.seq
                 or not self.dim  # loaded before there was any vector table
                 or first > self.seq + 1
-                or len(changes) > CATCH_UP_MAX
                 or any(int(r[1]) < 0 for r in changes)
             ):
                 self.tables, self.state = None, "reloading"

@@ -36,9 +36,9 @@ PENDING = (
 )
 
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-# vector_changes keeps this many of its newest rows (migration 0012): enough for the daemon's
-# in-memory vectors (vector_cache.py) to catch up after hours of indexing between two searches.
-CHANGES_KEPT = 20_000
+# vector_changes keeps this many of its newest rows (migration 0012): the daemon's vectors in memory
+# (vector_cache.py) catch up from them; further behind, reading every vector again costs less.
+CHANGES_KEPT = 5_000
 
 
 def embed_text(unit: dict) -> str:
