@@ -144,6 +144,19 @@ def test_a_transaction_reads_its_own_vectors_and_the_cache_never_takes_them_in(s
     assert 5000 not in {i for i, _ in ranked(database, v, "/p/a", "idea_embeddings")}
 
 
+def test_a_cache_that_cannot_read_its_log_leaves_every_search_to_sqlite_vec(store):
+    database, rng = store
+    cache = loaded(database)
+    q = unit(rng)
+    with database.write():
+        database.execute("DROP TABLE vector_changes")  # nothing tells it what changed any more
+    got = ranked(database, q, "/p/b")
+    assert wait_for(lambda: cache.state == "failed", timeout=30, interval=0.05)
+    assert cache.tables is None and not cache.current(database)
+    database.vectors_in_memory = None
+    assert got == ranked(database, q, "/p/b")
+
+
 def test_vectors_beyond_the_budget_are_left_to_sqlite_vec(store):
     database, rng = store
     cache = vector_cache.VectorCache(100 * DIM, lambda: db.connect(database.path))  # room for 100

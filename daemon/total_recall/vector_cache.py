@@ -182,13 +182,16 @@ class VectorCache:
         loaded again in the background)."""
         if self.tables is None:
             return False
-        last = int(db.scalar("SELECT coalesce(max(seq), 0) FROM vector_changes", default=0))
-        if last == self.seq:
-            return True
-        if not self._catch_up(db, last):
-            self.load_in_background()
-            return False
-        return True
+        try:
+            last = int(db.scalar("SELECT coalesce(max(seq), 0) FROM vector_changes", default=0))
+            if last == self.seq or self._catch_up(db, last):
+                return True
+        except Exception as exc:  # whatever went wrong, sqlite-vec answers this search
+            log.warning("vector_cache_behind", error=str(exc))
+            with self._lock:
+                self.tables, self.state = None, "reloading"
+        self.load_in_background()
+        return False
 
     def _catch_up(self, db: Database, last: int) -> bool:
         with self._lock:
