@@ -188,6 +188,7 @@ def test_the_daemon_serves_from_memory_and_forgets_what_is_forgotten(tmp_path):
             timeout=60,
             interval=0.2,
         )
+        assert cli_json("doctor", "--fast")["daemon"]["vectors_in_memory"] == "ready"
         hits = cli_json("search", "which search engine for the catalogue", "--all-projects")
         idea = next(r for r in hits if r["kind"] == "idea" and "Meilisearch" in r["content"])
         cli("forget", str(idea["id"]))

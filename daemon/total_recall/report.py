@@ -76,7 +76,7 @@ def doctor(
         {
             "embedder": _embedder_info(settings, load_embedder),
             "llm": llm_check(settings),
-            "daemon": {"running": state["running"], "pid": state["pid"]},
+            "daemon": _daemon_info(paths, state),
         }
     )
     if db is not None:
@@ -89,6 +89,18 @@ def doctor(
     if paths.db.exists():
         out["permissions"]["database"] = oct(os.stat(paths.db).st_mode & 0o777)
     return out
+
+
+def _daemon_info(paths: Any, state: dict) -> dict:
+    """Whether the daemon runs, and, when it answers on its socket, whether it holds the vectors in
+    memory (vector_cache.py: ready, loading, too large for search.vector_cache_mb, off, failed)."""
+    from total_recall import client
+
+    info = {"running": state["running"], "pid": state["pid"]}
+    if state["running"]:
+        answer = client.ask(paths.socket, {"op": "ping"}) or {}
+        info["vectors_in_memory"] = answer.get("vector_cache", "not answering")
+    return info
 
 
 def _database_checks(db: Database) -> dict:
