@@ -169,6 +169,22 @@ def test_vectors_beyond_the_budget_are_left_to_sqlite_vec(store):
     assert got == ranked(database, q, "/p/b")
 
 
+def test_a_store_that_grows_past_the_budget_is_left_to_sqlite_vec(store):
+    database, rng = store
+    cache = vector_cache.VectorCache(700 * DIM, lambda: db.connect(database.path))  # 600 held, room for 700
+    cache.load(database)
+    assert cache.state == "ready"
+    database.vectors_in_memory = cache
+    with database.write():
+        for n in range(2000, 2200):
+            vectors.store(database, "chunk_embeddings", "chunk_id", [(n, "/p/a", unit(rng))])
+    q = unit(rng)
+    got = ranked(database, q, "/p/a")
+    assert cache.state == "too large" and cache.tables is None
+    database.vectors_in_memory = None
+    assert got == ranked(database, q, "/p/a")
+
+
 def test_the_log_keeps_only_its_newest_rows(store):
     database, _ = store
     assert database.scalar("SELECT count(*) FROM vector_changes") == 600  # 300 ideas, 300 chunks

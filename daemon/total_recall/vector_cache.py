@@ -186,6 +186,8 @@ class VectorCache:
             last = int(db.scalar("SELECT coalesce(max(seq), 0) FROM vector_changes", default=0))
             if last == self.seq or self._catch_up(db, last):
                 return True
+            if self.state == "too large":
+                return False
         except Exception as exc:  # whatever went wrong, sqlite-vec answers this search
             log.warning("vector_cache_behind", error=str(exc))
             with self._lock:
@@ -217,6 +219,11 @@ class VectorCache:
             for table, keys in by_table.items():
                 self._apply(db, table, keys)
             self.seq = last
+            held = sum(len(b.keys) for blocks in (self.tables or {}).values() for b in blocks.values())
+            if held * self.dim > self.budget:  # the store grew past the budget: let sqlite-vec serve
+                self.tables, self.state = None, "too large"
+                log.info("vector_cache_off", vectors=held, budget_mb=self.budget >> 20)
+                return False
             return True
 
     def _apply(self, db: Database, table: str, keys: set[int]) -> None:
