@@ -189,8 +189,8 @@ def test_the_log_keeps_only_its_newest_rows(store):
     database, _ = store
     assert database.scalar("SELECT count(*) FROM vector_changes") == 600  # 300 ideas, 300 chunks
     with database.write():
-        vectors.log_changes(database, "chunk_embeddings", list(range(vectors.CHANGES_KEPT + 50)))
-    assert database.scalar("SELECT count(*) FROM vector_changes") == vectors.CHANGES_KEPT
+        db.log_vector_changes(database, "chunk_embeddings", list(range(db.VECTOR_CHANGES_KEPT + 50)))
+    assert database.scalar("SELECT count(*) FROM vector_changes") == db.VECTOR_CHANGES_KEPT
 
 
 def test_the_daemon_serves_from_memory_and_forgets_what_is_forgotten(tmp_path):

@@ -444,9 +444,27 @@ def _create_or_rebuild_vec(db: Database, table: str, key: str, dim: int) -> None
         )
         last = rows[-1]["k"]
     db.execute("DROP TABLE temp._tr_vec_copy")
-    if table_exists(db, "vector_changes"):
-        db.execute("INSERT INTO vector_changes (vec_table, key) VALUES (?, -1)", (table,))
+    log_vector_changes(db, table, [WHOLE_TABLE])
     log.info("vector_table_rebuilt", table=table, chunk_size=CHUNK_SIZES[table], int8_from_float=was_float)
+
+
+# vector_changes keeps this many of its newest rows (migration 0012): the daemon's vectors in memory
+# (vector_cache.py) catch up from them; further behind, reading every vector again costs less.
+VECTOR_CHANGES_KEPT = 5_000
+WHOLE_TABLE = -1  # the key of a change to every vector of a table (dropped, rebuilt)
+
+
+def log_vector_changes(db: Database, table: str, keys: list[int]) -> None:
+    """Record in vector_changes that these vectors changed (WHOLE_TABLE: all of them), in the
+    caller's transaction, and keep only the newest VECTOR_CHANGES_KEPT rows. SQLite only:
+    PostgreSQL keeps no vectors in memory (pgvector's index serves every search)."""
+    if db.dialect == "postgres" or not keys or not table_exists(db, "vector_changes"):
+        return
+    db.executemany("INSERT INTO vector_changes (vec_table, key) VALUES (?, ?)", [(table, k) for k in keys])
+    db.execute(
+        "DELETE FROM vector_changes WHERE seq <= (SELECT max(seq) FROM vector_changes) - ?",
+        (VECTOR_CHANGES_KEPT,),
+    )
 
 
 def vacuum_if_sparse(db: Database, share: float = 0.25) -> bool:
@@ -504,8 +522,7 @@ def drop_vector_tables(db: Database) -> None:
             db.lock("vector tables")
         for table in VECTOR_TABLES:
             db.execute(f"DROP TABLE IF EXISTS {table}")
-            if db.dialect != "postgres" and table_exists(db, "vector_changes"):
-                db.execute("INSERT INTO vector_changes (vec_table, key) VALUES (?, -1)", (table,))
+            log_vector_changes(db, table, [WHOLE_TABLE])
         db.execute("UPDATE ideas SET needs_embedding = 1")
         db.execute("UPDATE spans SET needs_embedding = 1")
         db.execute(

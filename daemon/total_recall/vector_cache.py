@@ -10,10 +10,10 @@ vectors, from the dot product and each vector's squared norm), so a search ranks
 does without the cache.
 
 Staying current: every write of a vector appends (table, key) to vector_changes in the same
-transaction (vectors.log_changes; migration 0012). Before each KNN the cache reads the log's last
+transaction (db.log_vector_changes; migration 0012). Before each KNN the cache reads the log's last
 sequence number (one indexed seek); when it moved, it reads the changed keys, drops their old
 vectors and fetches their current ones by key. A whole-table change (key -1: a new model), a log
-trimmed past the cache's position (more than vectors.CHANGES_KEPT changes): everything is loaded again,
+trimmed past the cache's position (more than db.VECTOR_CHANGES_KEPT changes): everything is loaded again,
 in the background, and searches use sqlite-vec meanwhile. Loading reads every vector through
 vec0 (~1 s per 100,000 vectors), so it happens on the server's own thread at start, never in a
 search.
@@ -31,7 +31,7 @@ from typing import Any
 
 import structlog
 
-from total_recall.db import VECTOR_TABLES, Database, table_exists
+from total_recall.db import VECTOR_TABLES, WHOLE_TABLE, Database, table_exists
 
 log = structlog.get_logger(__name__)
 
@@ -75,17 +75,57 @@ def matmul_model(dim: int) -> bytes:
 
 
 class _Block:
-    """One project's vectors of one table: keys, int8 matrix, squared norms, live mask."""
+    """One project's vectors of one table: keys, int8 matrix, squared norms, live mask. Never
+    changed once made (a scan on another thread may be reading it): changes make a new block."""
 
     __slots__ = ("keys", "matrix", "norms", "live", "dead")
 
-    def __init__(self, keys: Any, matrix: Any):
+    def __init__(self, keys: Any, matrix: Any, norms: Any = None, live: Any = None):
         import numpy as np
 
         self.keys, self.matrix = keys, matrix
-        self.norms = np.einsum("ij,ij->i", matrix.astype(np.int32), matrix.astype(np.int32)).astype(np.int64)
-        self.live = np.ones(len(keys), dtype=bool)
-        self.dead = 0
+        if norms is None:
+            wide = matrix.astype(np.int32)
+            norms = np.einsum("ij,ij->i", wide, wide).astype(np.int64)
+        self.norms = norms
+        self.live = np.ones(len(keys), dtype=bool) if live is None else live
+        self.dead = len(keys) - int(self.live.sum())
+
+    def without(self, gone: Any) -> _Block:
+        """The same vectors with those where `gone` is true dropped: marked, or left out once
+        they are more than DEAD_SHARE of the block."""
+        live = self.live & ~gone
+        if len(self.keys) - int(live.sum()) > DEAD_SHARE * len(self.keys):
+            return _Block(self.keys[live], self.matrix[live], self.norms[live])
+        return _Block(self.keys, self.matrix, self.norms, live)
+
+    def plus(self, other: _Block) -> _Block:
+        import numpy as np
+
+        return _Block(
+            np.concatenate([self.keys, other.keys]),
+            np.concatenate([self.matrix, other.matrix]),
+            np.concatenate([self.norms, other.norms]),
+            np.concatenate([self.live, other.live]),
+        )
+
+
+def _blocks(rows: Any, dim: int) -> dict[str, _Block]:
+    """(key, project, int8 blob) rows as one block per project ('' for rows without one)."""
+    import numpy as np
+
+    grouped: dict[str, tuple[list[int], list[bytes]]] = {}
+    for k, project, blob in rows:
+        keys, blobs = grouped.setdefault(project or "", ([], []))
+        keys.append(int(k))
+        blobs.append(bytes(blob))
+    return {
+        project: _Block(
+            np.asarray(keys, dtype=np.int64),
+            np.frombuffer(b"".join(blobs), dtype=np.int8).reshape(len(keys), dim),
+        )
+        for project, (keys, blobs) in grouped.items()
+    }
 
 
 class VectorCache:
@@ -104,8 +144,6 @@ class VectorCache:
     # -- loading -----------------------------------------------------------------------------
     def load(self, db: Database) -> None:
         """Read every vector (the server's own thread, not a search); sets state."""
-        import numpy as np
-
         started = time.perf_counter()
         try:
             seq = int(db.scalar("SELECT coalesce(max(seq), 0) FROM vector_changes", default=0))
@@ -124,21 +162,12 @@ class VectorCache:
                 self._set(None, seq, dim, "too large")
                 log.info("vector_cache_off", vectors=count, budget_mb=self.budget >> 20)
                 return
-            tables: dict[str, dict[str, _Block]] = {}
-            for table in present:
-                key = VECTOR_TABLES[table]
-                grouped: dict[str, tuple[list[int], list[bytes]]] = {}
-                for k, project, blob in db.execute(f"SELECT {key}, project, embedding FROM {table}"):
-                    keys, blobs = grouped.setdefault(project or "", ([], []))
-                    keys.append(int(k))
-                    blobs.append(bytes(blob))
-                tables[table] = {
-                    project: _Block(
-                        np.asarray(keys, dtype=np.int64),
-                        np.frombuffer(b"".join(blobs), dtype=np.int8).reshape(len(keys), dim),
-                    )
-                    for project, (keys, blobs) in grouped.items()
-                }
+            tables = {
+                table: _blocks(
+                    db.execute(f"SELECT {VECTOR_TABLES[table]}, project, embedding FROM {table}"), dim
+                )
+                for table in present
+            }
             self._set(tables, seq, dim, "ready")
             log.info("vector_cache_loaded", vectors=count, seconds=round(time.perf_counter() - started, 2))
         except Exception as exc:  # a cache that cannot load leaves every search to sqlite-vec
@@ -209,7 +238,7 @@ class VectorCache:
                 last < self.seq
                 or not self.dim  # loaded before there was any vector table
                 or first > self.seq + 1
-                or any(int(r[1]) < 0 for r in changes)
+                or any(int(r[1]) == WHOLE_TABLE for r in changes)
             ):
                 self.tables, self.state = None, "reloading"
                 return False
@@ -236,47 +265,18 @@ class VectorCache:
         blocks = dict(self.tables.get(table, {}))
         wanted = np.fromiter(keys, dtype=np.int64, count=len(keys))
         for project, block in list(blocks.items()):
-            hit = np.isin(block.keys, wanted) & block.live
-            if hit.any():
-                fresh = _Block.__new__(_Block)
-                fresh.keys, fresh.matrix, fresh.norms = block.keys, block.matrix, block.norms
-                fresh.live = block.live & ~hit
-                fresh.dead = block.dead + int(hit.sum())
-                blocks[project] = fresh
+            gone = np.isin(block.keys, wanted) & block.live
+            if gone.any():
+                blocks[project] = block.without(gone)
         if table_exists(db, table):
             key = VECTOR_TABLES[table]
             marks = ",".join("?" * len(keys))
-            added: dict[str, tuple[list[int], list[bytes]]] = {}
-            for k, project, blob in db.execute(
+            rows = db.execute(
                 f"SELECT {key}, project, embedding FROM {table} WHERE {key} IN ({marks})", tuple(keys)
-            ):
-                ks, bs = added.setdefault(project or "", ([], []))
-                ks.append(int(k))
-                bs.append(bytes(blob))
-            for project, (ks, bs) in added.items():
-                new = np.frombuffer(b"".join(bs), dtype=np.int8).reshape(len(ks), self.dim)
-                old = blocks.get(project)
-                if old is None:
-                    blocks[project] = _Block(np.asarray(ks, dtype=np.int64), new)
-                    continue
-                keep = old.live if old.dead > DEAD_SHARE * len(old.keys) else slice(None)
-                merged = _Block(
-                    np.concatenate([old.keys[keep], np.asarray(ks, dtype=np.int64)]),
-                    np.concatenate([old.matrix[keep], new]),
-                )
-                if not isinstance(keep, slice):
-                    blocks[project] = merged
-                    continue
-                merged.live[: len(old.keys)] = old.live
-                merged.dead = old.dead
-                blocks[project] = merged
-        for project, block in list(blocks.items()):
-            if block.dead and block.dead > DEAD_SHARE * len(block.keys):
-                live = block.live
-                blocks[project] = _Block(block.keys[live], block.matrix[live])
-            if not len(blocks[project].keys):
-                del blocks[project]
-        self.tables = {**self.tables, table: blocks}
+            )
+            for project, new in _blocks(rows, self.dim).items():
+                blocks[project] = blocks[project].plus(new) if project in blocks else new
+        self.tables = {**self.tables, table: {p: b for p, b in blocks.items() if len(b.keys)}}
 
     # -- nearest neighbours ----------------------------------------------------------------------
     def knn(self, table: str, q8: bytes, k: int, project: str | None) -> list[tuple[int, float]] | None:
@@ -288,9 +288,7 @@ class VectorCache:
         if tables is None or table not in tables or len(q8) != self.dim:
             return None
         blocks = tables[table]
-        chosen = [blocks[project]] if project is not None and project in blocks else []
-        if project is None:
-            chosen = list(blocks.values())
+        chosen = list(blocks.values()) if project is None else [blocks[project]] if project in blocks else []
         q = np.frombuffer(q8, dtype=np.int8)
         qcol = q.reshape(self.dim, 1)
         qnorm = int(np.dot(q.astype(np.int64), q.astype(np.int64)))

@@ -14,7 +14,7 @@ from typing import Any
 import structlog
 
 from total_recall import config, vector_cache
-from total_recall.db import Database, float_blob, int8_blob, int8_distance, table_exists
+from total_recall.db import Database, float_blob, int8_blob, int8_distance, log_vector_changes, table_exists
 from total_recall.errors import EmbeddingError, TransientError
 
 log = structlog.get_logger(__name__)
@@ -36,9 +36,6 @@ PENDING = (
 )
 
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-# vector_changes keeps this many of its newest rows (migration 0012): the daemon's vectors in memory
-# (vector_cache.py) catch up from them; further behind, reading every vector again costs less.
-CHANGES_KEPT = 5_000
 
 
 def embed_text(unit: dict) -> str:
@@ -69,19 +66,7 @@ def store(db: Database, table: str, key: str, rows: list[tuple[int, str, bytes]]
             (object_id, project or "", _pg_vector(blob) if postgres else int8_blob(blob)),
         )
         db.execute(f"UPDATE {owner} SET needs_embedding = 0 WHERE id = ?", (object_id,))
-    log_changes(db, table, [object_id for object_id, _, _ in rows])
-
-
-def log_changes(db: Database, table: str, keys: list[int]) -> None:
-    """Record in vector_changes that these vectors changed (-1: the whole table), in the caller's
-    transaction, and keep only the newest CHANGES_KEPT rows. SQLite only: PostgreSQL keeps no
-    vectors in memory (pgvector's index serves every search)."""
-    if db.dialect == "postgres" or not keys or not table_exists(db, "vector_changes"):
-        return
-    db.executemany("INSERT INTO vector_changes (vec_table, key) VALUES (?, ?)", [(table, k) for k in keys])
-    db.execute(
-        "DELETE FROM vector_changes WHERE seq <= (SELECT max(seq) FROM vector_changes) - ?", (CHANGES_KEPT,)
-    )
+    log_vector_changes(db, table, [object_id for object_id, _, _ in rows])
 
 
 def _pg_vector(blob: bytes) -> str:
@@ -95,7 +80,7 @@ def delete(db: Database, owner: str, ids: list[int]) -> None:
     table, key = TABLES[owner]
     if ids and table_exists(db, table):
         db.executemany(f"DELETE FROM {table} WHERE {key} = ?", [(i,) for i in ids])
-        log_changes(db, table, list(ids))
+        log_vector_changes(db, table, list(ids))
 
 
 def vectors_of(db: Database, owner: str, ids: list[int]) -> dict[int, bytes]:
