@@ -542,3 +542,23 @@ def test_a_subagents_report_in_its_own_file_and_in_the_task_result_is_one_result
     ).stdout
     said = [line for line in text.splitlines() if "clock drifts between" in line and "**topic**" not in line]
     assert len(said) == 1 and "also at `" in text
+
+
+def test_when_the_question_names_a_side_the_other_sides_reply_gains_nothing_from_its_neighbour(tmp_path):
+    """ "What did I say about X": the assistant's reply to the user's line about X is not what the
+    user said, so it does not ride on that line's score (the neighbour share); the user's other
+    line about X comes before it (with the share the reply comes first)."""
+    _conversation(
+        tmp_path,
+        [
+            ("user", "The staging database should be restored from the nightly snapshot before the demo."),
+            ("assistant", "Sure, I will take care of it tonight."),
+            ("user", "Thanks. Unrelated: the logo colours look off on dark backgrounds."),
+            ("assistant", "I will darken the logo outline for dark mode."),
+            ("user", "Keep the staging snapshot small, the demo laptop has little disk."),
+        ],
+    )
+    found = cli_json("search", "what did I say about the staging database snapshot", "--project", "atlas")
+    lines = [r["source_line"] for r in found if r["kind"] != "span"]
+    assert lines[0] == 1
+    assert lines.index(5) < lines.index(2)

@@ -747,11 +747,14 @@ def rescore(seen: Seen, ranked: list[Candidate], q: querymod.Query) -> list[Cand
         # A turn and its neighbours answer together (a question and its reply, a claim and its
         # reason): a line next to a strong line in the head takes a share of that line's score,
         # a larger one after a short question, whose subject is in its reply ("Got any fave
-        # styles?" - "Contemporary dance is so expressive").
+        # styles?" - "Contemporary dance is so expressive"). When the question names the side that
+        # holds its answer ("what did I say about X"), the other side's lines gain nothing from
+        # their neighbours: the reply to the user's line about X is not what the user said (tune
+        # split: recall@10 +0.016-0.018 on LoCoMo, BEAM MRR +0.065 and recall@10 -0.014).
         score_of = {c.origin: c.score for c in head if c.origin is not None}
         asked = {place for place, words in own.items() if _short_question(words)}
         for cand in head:
-            if cand.origin is None:
+            if cand.origin is None or (side and roles.get(cand.origin) != side):
                 continue
             f, n = cand.origin
             share = ANSWER_WEIGHT if (f, n - 1) in asked else NEIGHBOUR_WEIGHT
