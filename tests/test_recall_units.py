@@ -562,3 +562,26 @@ def test_when_the_question_names_a_side_the_other_sides_reply_gains_nothing_from
     lines = [r["source_line"] for r in found if r["kind"] != "span"]
     assert lines[0] == 1
     assert lines.index(5) < lines.index(2)
+
+
+def test_an_idea_added_by_its_relation_is_not_a_second_result_for_a_line_already_shown(tmp_path):
+    """Graph expansion adds the ideas that answer, build on or supersede a top result; one that sits
+    on a line already shown (as another of its ideas) is not a second result for that line."""
+    _conversation(
+        tmp_path,
+        [
+            ("user", "Should the ledger service store money in Postgres or in MySQL?"),
+            (
+                "assistant",
+                "We will use Postgres for the ledger service, because it has exact numeric types. "
+                "The nightly ledger backups still need a restore drill.",
+            ),
+            ("user", "Fine, and the invoices service keeps its own MySQL database for now."),
+        ],
+    )
+    with memory_store() as database:  # the reply's second idea answers the question
+        relations = database.execute("SELECT relation_type FROM relations").fetchall()
+    assert [r[0] for r in relations] == ["answers"]
+    found = cli_json("search", "which database for the ledger service", "--project", "atlas")
+    places = [(r["source_file"], r["source_line"]) for r in found if r["kind"] != "span"]
+    assert len(places) == len(set(places))

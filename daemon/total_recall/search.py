@@ -672,6 +672,8 @@ def _search(
     if extra:
         extra_rows = seen.rows("ideas", IDEA_COLUMNS, [c.id for c in extra])
         extra = [c for c in extra if c.id in extra_rows and _passes(extra_rows[c.id], q, "message_time")]
+        for c in extra:  # one result per line holds for them too (_select)
+            c.origin = (extra_rows[c.id]["source_file"], extra_rows[c.id]["source_line"])
         top = _select(sorted(top + extra, key=lambda c: -c.score), k, words)
     return build_results(seen, order_chains(ctx.db, top), q.terms)
 
