@@ -307,10 +307,14 @@ def render(report: dict[str, Any]) -> str:
         out += ["", f"## {report['set']} / {split}", harness.table(["category", "ranking", "n", *keys], rows)]
         top = f"recall@{max(ks)}"
         ours, bm25 = figs["total-recall"]["overall"], figs["BM25 raw turns"]["overall"]
+        lines_only = figs["ideas only"]["overall"][top]
+        # A topic result counts for every evidence line of its range: say what single lines found.
+        alone = f"; {top} by single lines (no topic ranges) {lines_only:.3f}"
+        alone = alone if lines_only != ours[top] else ""
         out.append(
             f"{split}: {top} {ours[top]:.3f} vs BM25 {bm25[top]:.3f} ({ours[top] - bm25[top]:+.3f}); "
             f"recall@1 {ours['recall@1']:.3f} vs {bm25['recall@1']:.3f}; "
-            f"MRR {ours['mrr']:.3f} vs {bm25['mrr']:.3f}"
+            f"MRR {ours['mrr']:.3f} vs {bm25['mrr']:.3f}{alone}"
         )
     return "\n".join(out)
 

@@ -14,6 +14,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 
 import locomo  # noqa: E402
+import recall  # noqa: E402
 
 TINY = [
     {
@@ -355,3 +356,31 @@ def test_intents_bench_scores_per_message_and_skips_without_the_shared_data(tmp_
     assert result["filler_given_an_intent"] == 1
     assert intents.run("confirm", "offline", tmp_path / "absent") is None
     assert "skipped" in capsys.readouterr().err
+
+
+def test_a_recall_report_says_what_single_lines_found_when_topic_ranges_added_to_it():
+    """A topic result counts for every evidence line of its range; when that moved recall@k, the
+    split's line also gives the figure by single lines (the `ideas only` variant)."""
+
+    def figures(ours: float, alone: float) -> dict:
+        cell = {"n": 2, "recall@1": 0.5, "recall@10": ours, "hit@10": 1.0, "mrr": 0.5}
+        return {
+            "total-recall": {"overall": cell, "fact": cell},
+            "ideas only": {"overall": {**cell, "recall@10": alone}},
+            "BM25 raw turns": {"overall": cell, "fact": cell},
+        }
+
+    report = {
+        "set": "sessions",
+        "ks": [1, 10],
+        "questions": 2,
+        "left_out": {},
+        "index": {},
+        "spans": {},
+        "figures": {"tune": figures(0.9, 0.9), "confirm": figures(1.0, 0.5)},
+    }
+    text = recall.render(report)
+    tune = next(line for line in text.splitlines() if line.startswith("tune:"))
+    confirm = next(line for line in text.splitlines() if line.startswith("confirm:"))
+    assert "single lines" not in tune
+    assert confirm.endswith("recall@10 by single lines (no topic ranges) 0.500")
