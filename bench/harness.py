@@ -125,31 +125,32 @@ class Sandbox:
 
     def wait_for_socket(self, proc: subprocess.Popen, timeout: float = 120) -> None:
         """Until the daemon answers a ping on its socket (model not necessarily loaded yet)."""
-        from total_recall import server
-
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise RuntimeError(f"daemon exited with {proc.returncode}; see {self.root / 'daemon.out'}")
-            if server.ask(self.home / "daemon.sock", {"op": "ping"}):
-                return
-            time.sleep(0.1)
-        raise RuntimeError("daemon socket did not answer in time")
+        self._ping_until(proc, timeout, lambda answer: True, "daemon socket did not answer in time")
 
     def wait_for_vector_cache(self, proc: subprocess.Popen, timeout: float = 600) -> tuple[str, float]:
         """Until the daemon's vectors in memory are loaded, or it decided not to hold them
         (vector_cache.py); returns its state and the seconds waited."""
+        answer, seconds = self._ping_until(
+            proc,
+            timeout,
+            lambda answer: answer.get("vector_cache", "off") not in ("empty", "loading", "reloading"),
+            "the daemon's vectors were not loaded in time",
+        )
+        return answer.get("vector_cache", "off"), seconds
+
+    def _ping_until(self, proc: subprocess.Popen, timeout: float, done, late: str) -> tuple[dict, float]:
+        """Ping the daemon every 0.1 s until an answer satisfies `done`: (that answer, seconds)."""
         from total_recall import server
 
         started = time.monotonic()
         while time.monotonic() - started < timeout:
             if proc.poll() is not None:
                 raise RuntimeError(f"daemon exited with {proc.returncode}; see {self.root / 'daemon.out'}")
-            state = (server.ask(self.home / "daemon.sock", {"op": "ping"}) or {}).get("vector_cache", "off")
-            if state not in ("empty", "loading", "reloading"):
-                return state, time.monotonic() - started
+            answer = server.ask(self.home / "daemon.sock", {"op": "ping"})
+            if answer and done(answer):
+                return answer, time.monotonic() - started
             time.sleep(0.1)
-        raise RuntimeError("the daemon's vectors were not loaded in time")
+        raise RuntimeError(late)
 
 
 def stop(proc: subprocess.Popen, timeout: float = 60) -> None:
