@@ -160,7 +160,7 @@ def _vector_cache(daemon: Any) -> vector_cache.VectorCache | None:
 def _pooled(daemon: Any, cache: vector_cache.VectorCache | None) -> Any:
     """A connection of the pool: searches through it use the vectors in memory."""
     database = _open(daemon.db.path, daemon.settings)
-    if cache is not None and getattr(database, "dialect", "sqlite") == "sqlite":
+    if cache is not None:  # only for a SQLite store (_vector_cache); vector_cache.for_db checks again
         database.vectors_in_memory = cache
     return database
 
