@@ -15,6 +15,9 @@ per category, split (tune / confirm) and overall, for three rankings:
   total-recall       every result's pointers count (ideas' and messages' source lines, spans' ranges);
   ideas only         the same result lists, only idea results give credit;
   BM25 raw turns     FTS5 over one document per turn, the query's stopword-free terms OR-ed.
+The same questions are asked again as keywords (their matched terms only: no pronoun, no question
+frame), as a user types `/remember dashboard api response time`; overall figures only, with the
+BM25 ranking of the same keywords.
 Splits: tuning decisions are made on the tune split only; the confirm split checks they carry over.
 Runs in throw-away homes; asserts nothing.
 """
@@ -22,6 +25,7 @@ Runs in throw-away homes; asserts nothing.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shutil
 import statistics
@@ -38,6 +42,7 @@ import harness  # noqa: E402
 import locomo  # noqa: E402
 
 VARIANTS = ("total-recall", "ideas only", "BM25 raw turns")
+KEYWORD_VARIANTS = ("total-recall, keywords", "BM25 raw turns, keywords")
 SETS = ("locomo-roles", "locomo-names", "beam", "sessions")
 DEFAULT_BEAM = harness.DEFAULT_LOCOMO.parent / "beam-dev"
 FIXTURES = harness.DEFAULT_LOCOMO.parent.parent / "fixtures" / "transcripts"
@@ -105,17 +110,30 @@ def score_all(
     ranked: Sequence[list[dict]],
     baseline: Sequence[list[dict]],
     ks: Sequence[int],
+    keywords: tuple[Sequence[list[dict]], Sequence[list[dict]]] | None = None,
 ) -> dict[str, dict[str, dict]]:
-    """{split: {variant: {category: {figure: value}}}} for the three rankings; split "all" too."""
+    """{split: {variant: {category: {figure: value}}}} for the three rankings (and, given the
+    rankings of the questions asked as keywords, ours and BM25's: KEYWORD_VARIANTS); split "all" too."""
     rows: dict[str, dict[str, list]] = {}
-    for q, ours, bm25 in zip(qs, ranked, baseline):
+    for n, (q, ours, bm25) in enumerate(zip(qs, ranked, baseline)):
         ev = locomo.evidence_locations(q, corpus)
         for split in ("all", split_of(q)):
-            r = rows.setdefault(split, {v: [] for v in VARIANTS})
+            r = rows.setdefault(split, {v: [] for v in VARIANTS + (KEYWORD_VARIANTS if keywords else ())})
             r["total-recall"].append((q.category, locomo.score_question(ours, ev, ks)))
             r["ideas only"].append((q.category, locomo.score_question(ours, ev, ks, ideas_only=True)))
             r["BM25 raw turns"].append((q.category, locomo.score_question(bm25, ev, ks)))
+            if keywords:
+                for variant, results in zip(KEYWORD_VARIANTS, keywords):
+                    r[variant].append((q.category, locomo.score_question(results[n], ev, ks)))
     return {split: {v: locomo.aggregate(r) for v, r in per.items()} for split, per in rows.items()}
+
+
+def as_keywords(q: locomo.Question) -> locomo.Question:
+    """The question as a user types it into a search box: its matched terms only."""
+    from total_recall import query as querymod
+
+    terms = querymod.analyze(q.text).terms
+    return dataclasses.replace(q, text=" ".join(terms)) if terms else q
 
 
 # -- datasets: (corpus, questions, left out), written under root ----------------------------
@@ -267,10 +285,13 @@ def evaluate_set(name: str, ks: Sequence[int], locomo_path: Path, beam_root: Pat
         started = time.perf_counter()
         ranked = ask(box, corpus, qs, k) if qs else []
         stats["search_seconds"] = round(time.perf_counter() - started, 1)
+        typed = [as_keywords(q) for q in qs]
+        ranked_typed = ask(box, corpus, typed, k) if qs else []
         texts = baseline_texts(corpus)
         turns = locomo.TurnIndex(texts)
         try:
             baseline = [turns.search(q.sample_id, q.text, k) for q in qs]
+            baseline_typed = [turns.search(q.sample_id, q.text, k) for q in typed]
         finally:
             turns.close()
     return {
@@ -280,7 +301,7 @@ def evaluate_set(name: str, ks: Sequence[int], locomo_path: Path, beam_root: Pat
         "left_out": left_out,
         "index": stats,
         "spans": span_widths(ranked),
-        "figures": score_all(corpus, qs, ranked, baseline, ks),
+        "figures": score_all(corpus, qs, ranked, baseline, ks, (ranked_typed, baseline_typed)),
     }
 
 
@@ -300,8 +321,10 @@ def render(report: dict[str, Any]) -> str:
         cats = sorted({c for v in figs.values() for c in v if c != "overall"}) + ["overall"]
         rows = []
         for name in cats:
-            for variant in VARIANTS:
-                if name in figs[variant] and (variant != "ideas only" or name == "overall"):
+            for variant in [v for v in VARIANTS + KEYWORD_VARIANTS if v in figs]:
+                # per category: ours and BM25's; the other rankings overall only
+                per_category = variant in ("total-recall", "BM25 raw turns")
+                if name in figs[variant] and (per_category or name == "overall"):
                     f = figs[variant][name]
                     rows.append([name, variant, int(f["n"]), *(f[key] for key in keys)])
         out += ["", f"## {report['set']} / {split}", harness.table(["category", "ranking", "n", *keys], rows)]
@@ -311,12 +334,19 @@ def render(report: dict[str, Any]) -> str:
         # A topic result counts for every evidence line of its range: say what single lines found.
         alone = f"; {top} by single lines (no topic ranges) {lines_only:.3f}"
         alone = alone if lines_only != ours[top] else ""
-        out.append(
-            f"{split}: {top} {ours[top]:.3f} vs BM25 {bm25[top]:.3f} ({ours[top] - bm25[top]:+.3f}); "
-            f"recall@1 {ours['recall@1']:.3f} vs {bm25['recall@1']:.3f}; "
-            f"MRR {ours['mrr']:.3f} vs {bm25['mrr']:.3f}{alone}"
-        )
+        out.append(f"{split}: {_versus(ours, bm25, top)}{alone}")
+        if KEYWORD_VARIANTS[0] in figs:
+            typed = [figs[v]["overall"] for v in KEYWORD_VARIANTS]
+            out.append(f"{split}, asked as keywords: {_versus(*typed, top)}")
     return "\n".join(out)
+
+
+def _versus(ours: dict, bm25: dict, top: str) -> str:
+    return (
+        f"{top} {ours[top]:.3f} vs BM25 {bm25[top]:.3f} ({ours[top] - bm25[top]:+.3f}); "
+        f"recall@1 {ours['recall@1']:.3f} vs {bm25['recall@1']:.3f}; "
+        f"MRR {ours['mrr']:.3f} vs {bm25['mrr']:.3f}"
+    )
 
 
 def summary(reports: list[dict[str, Any]], ks: Sequence[int]) -> str:

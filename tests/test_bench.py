@@ -254,6 +254,8 @@ def test_recall_tool_runs_end_to_end_on_the_tiny_file(tiny_file, tmp_path):
         "| total-recall",
         "| ideas only",
         "| BM25 raw turns",
+        "| total-recall, keywords",
+        "confirm, asked as keywords: recall@5",
         "# summary",
     ):
         assert heading in proc.stdout
@@ -266,6 +268,8 @@ def test_recall_tool_runs_end_to_end_on_the_tiny_file(tiny_file, tmp_path):
         assert bm25["n"] == 3 and 0.0 <= bm25["recall@5"] <= 1.0
         ours = figures["total-recall"]["overall"]
         assert ours["n"] == 3 and report["index"]["ideas"] > 0
+        typed = figures["total-recall, keywords"]["overall"]
+        assert typed["n"] == 3 and 0.0 <= typed["recall@5"] <= 1.0
 
 
 def test_names_rendering_writes_speaker_names_into_the_turns(tiny_file, tmp_path):
@@ -384,3 +388,13 @@ def test_a_recall_report_says_what_single_lines_found_when_topic_ranges_added_to
     confirm = next(line for line in text.splitlines() if line.startswith("confirm:"))
     assert "single lines" not in tune
     assert confirm.endswith("recall@10 by single lines (no topic ranges) 0.500")
+
+
+def test_a_question_asked_as_keywords_keeps_only_its_matched_terms():
+    """The keyword variant is what a user types: no pronoun, no question frame; a question with no
+    term left is asked as it was."""
+    q = locomo.Question("s", "What kind of art did I say Caroline makes?", 1, ("D1:1",))
+    typed = recall.as_keywords(q)
+    assert typed.text == "art say caroline makes"
+    assert (typed.sample_id, typed.category, typed.evidence) == (q.sample_id, q.category, q.evidence)
+    assert recall.as_keywords(locomo.Question("s", "What did I do?", 1, ())).text == "What did I do?"
