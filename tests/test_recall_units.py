@@ -585,3 +585,33 @@ def test_an_idea_added_by_its_relation_is_not_a_second_result_for_a_line_already
     found = cli_json("search", "which database for the ledger service", "--project", "atlas")
     places = [(r["source_file"], r["source_line"]) for r in found if r["kind"] != "span"]
     assert len(places) == len(set(places))
+
+
+def test_a_long_reply_does_not_outrank_the_line_it_echoes_by_its_number_of_windows(tmp_path, store):
+    """A reply cut into many windows has as many chances that one of them repeats the query's
+    words, and a line keeps its best window: the window strategies' share of its score is divided
+    by 1 + WINDOW_DISCOUNT * ln(windows). Typed as keywords (no side named), the user's line that
+    states the figure comes before the long reply that keeps repeating it; with WINDOW_DISCOUNT = 0
+    the reply comes first in both stores. PostgreSQL's ts_rank_cd does not weigh a window by its
+    length as BM25 does, so there the reply says the echo less often to be level without it."""
+    filler = (
+        "Keep the handlers small, log the slow paths, measure again after every change, and "
+        "write down what moved so the next person can repeat the run without guessing. "
+    )
+    echo = "The dashboard API response time can be cut by caching the monthly totals. "
+    fillers, repeats = (2, 16) if store == "sqlite" else (6, 8)  # 9 and 12 windows
+    reply = " ".join(echo + filler * fillers for _ in range(repeats))
+    _conversation(
+        tmp_path,
+        [
+            (
+                "user",
+                "Our dashboard API response time is 450 ms on average since the new index; the "
+                "budget page and the login form are fine.",
+            ),
+            ("assistant", reply),
+        ],
+    )
+    found = cli_json("search", "dashboard api response time", "--project", "atlas")
+    lines = [r["source_line"] for r in found if r["kind"] != "span"]
+    assert lines[:2] == [1, 2]
