@@ -615,3 +615,23 @@ def test_a_long_reply_does_not_outrank_the_line_it_echoes_by_its_number_of_windo
     found = cli_json("search", "dashboard api response time", "--project", "atlas")
     lines = [r["source_line"] for r in found if r["kind"] != "span"]
     assert lines[:2] == [1, 2]
+
+
+def test_a_rare_word_outranks_a_common_word_said_many_times_in_either_store(tmp_path):
+    """Full text ranks as BM25 does in both stores: a word most lines say tells them apart by little,
+    so the one line holding the query's rare word comes first, not the line that repeats the common
+    one. (PostgreSQL's ts_rank_cd counts every query word alike; the store now weighs each word by its
+    inverse document frequency, lookup._ts_rank.)"""
+    _conversation(
+        tmp_path,
+        [
+            ("user", "The deploy script runs after the tests; deploy the staging build, then deploy prod."),
+            ("assistant", "The deploy step failed once on staging, so the deploy now retries the deploy twice."),
+            ("user", "We renewed the kerberos ticket on the build agent yesterday."),
+            ("assistant", "Each deploy writes its log under logs/deploy, one file per deploy."),
+            ("user", "Keep the deploy notes short."),
+        ],
+    )
+    found = cli_json("search", "kerberos deploy", "--project", "atlas")
+    lines = [r["source_line"] for r in found if r["kind"] != "span"]
+    assert lines[0] == 3
