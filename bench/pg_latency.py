@@ -31,7 +31,7 @@ import synthetic  # noqa: E402
 from query_latency import floor_query  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "out"
-TABLES = ("spans", "ideas", "idea_sources", "entities", "idea_entities", "relations", "chunks")
+TABLES = ("files", "spans", "ideas", "idea_sources", "entities", "idea_entities", "relations", "chunks")
 VECTORS = (("idea_embeddings", "idea_id"), ("span_embeddings", "span_id"), ("chunk_embeddings", "chunk_id"))
 
 

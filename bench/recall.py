@@ -1,6 +1,7 @@
 """Recall on the dev data: total-recall's search against BM25 over the raw turns, same run.
 
     python bench/recall.py [--sets locomo-roles,locomo-names,beam,sessions] [-k 1,5,10] [--save F.json]
+                           [--store postgres]
 
 Datasets (each indexed in its own throw-away home with the normal pipeline, `total-recall backfill
 DIR --wait`, embedded default: offline extractor + local MiniLM):
@@ -19,19 +20,25 @@ The same questions are asked again as keywords (their matched terms only: no pro
 frame), as a user types `/remember dashboard api response time`; overall figures only, with the
 BM25 ranking of the same keywords.
 Splits: tuning decisions are made on the tune split only; the confirm split checks they carry over.
-Runs in throw-away homes; asserts nothing.
+`--store postgres` keeps each set's memories in a fresh database of a throw-away PostgreSQL server
+(the pgserver wheel of the test extra), as a team's shared store would: the same pipeline and search
+over pgvector and PostgreSQL full text. Runs in throw-away homes; asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
+import re
 import shutil
 import statistics
 import sys
+import tempfile
 import time
-from collections.abc import Sequence
+import uuid
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -73,16 +80,21 @@ def index(
         "index_seconds": round(seconds, 1),
         "backfill": json.loads(proc.stdout),
     }
+    from total_recall import config
     from total_recall import db as dbmod
 
-    database = dbmod.connect(box.db_path)
+    queue = dbmod.connect(box.db_path)  # the work queue is always the local file
+    try:
+        stats["parked"] = queue.scalar("SELECT count(*) FROM work_queue WHERE state = 'parked'", default=0)
+    finally:
+        queue.close()
+    database = dbmod.open_store(config.load())  # the memories: memory.db, or the PostgreSQL store
     try:
         stats["ideas"] = database.scalar("SELECT count(*) FROM ideas", default=0)
         stats["spans"] = database.scalar("SELECT count(*) FROM spans WHERE depth > 0", default=0)
-        stats["parked"] = database.scalar("SELECT count(*) FROM work_queue WHERE state = 'parked'", default=0)
         path = "(SELECT path FROM files WHERE id = file_id)"  # each transcript path is stored once
-        sources = {(r[0], int(r[1])) for r in database.execute(f"SELECT {path}, source_line FROM ideas")}
-        rows = database.execute(f"SELECT {path}, source_line FROM idea_sources")
+        sources = {(r[0], int(r[1])) for r in database.all(f"SELECT {path}, source_line FROM ideas")}
+        rows = database.all(f"SELECT {path}, source_line FROM idea_sources")
         sources |= {(r[0], int(r[1])) for r in rows}
     finally:
         database.close()
@@ -274,10 +286,13 @@ def span_widths(ranked: Sequence[list[dict]]) -> dict[str, float]:
     }
 
 
-def evaluate_set(name: str, ks: Sequence[int], locomo_path: Path, beam_root: Path) -> dict[str, Any]:
-    """One dataset in its own throw-away home; returns every figure."""
+def evaluate_set(
+    name: str, ks: Sequence[int], locomo_path: Path, beam_root: Path, store_url: str | None = None
+) -> dict[str, Any]:
+    """One dataset in its own throw-away home (its memories in `store_url` when given); returns
+    every figure."""
     k = max(ks)
-    with harness.Sandbox() as box:
+    with harness.Sandbox(extra_env={"TOTAL_RECALL_STORE_URL": store_url} if store_url else None) as box:
         root = box.claude / "projects"  # only transcripts under it are read
         corpus, qs, left_out = load_set(name, root, locomo_path, beam_root)
         stats, sources = index(box, corpus, root)
@@ -309,7 +324,7 @@ def render(report: dict[str, Any]) -> str:
     ks = report["ks"]
     keys = [f"recall@{k}" for k in ks] + [f"hit@{max(ks)}", "mrr"]
     out = [
-        f"# {report['set']}",
+        f"# {report['set']}" + (" (PostgreSQL store)" if report.get("store") == "postgres" else ""),
         f"questions scored: {report['questions']} (left out: {report['left_out']})",
         f"index: {json.dumps(report['index'])}",
         f"span results: {json.dumps(report['spans'])}",
@@ -403,6 +418,23 @@ def parse_ks(text: str) -> list[int]:
     return ks
 
 
+def postgres_databases(stack: contextlib.ExitStack) -> Callable[[], str]:
+    """A throw-away PostgreSQL server with pgvector (the pgserver wheel), stopped and deleted when
+    `stack` closes; returns a maker of fresh, empty databases on it (their postgresql:// URLs)."""
+    import pgserver
+
+    folder = Path(tempfile.mkdtemp(prefix="tr-bench-pg-"))
+    server = pgserver.get_server(folder, cleanup_mode="delete")
+    stack.callback(server.cleanup)
+
+    def new_database() -> str:
+        name = "recall_" + uuid.uuid4().hex[:12]
+        server.psql(f"CREATE DATABASE {name};")
+        return re.sub(r"/postgres\?", f"/{name}?", server.get_uri(), count=1)
+
+    return new_database
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sets", default=",".join(SETS), help=f"comma-separated, from {', '.join(SETS)}")
@@ -412,14 +444,23 @@ def main(argv: list[str] | None = None) -> int:
         "-k", type=parse_ks, default=[1, 5, 10], help="cut-offs, comma-separated (default 1,5,10)"
     )
     parser.add_argument("--save", type=Path, help="also write the figures to this JSON file")
+    parser.add_argument(
+        "--store",
+        choices=("sqlite", "postgres"),
+        default="sqlite",
+        help="where the memories live: the local file, or a throw-away PostgreSQL server (test extra)",
+    )
     args = parser.parse_args(argv)
     harness.quiet()
     reports = []
-    for name in [s.strip() for s in args.sets.split(",") if s.strip()]:
-        report = evaluate_set(name, args.k, args.data, args.beam)
-        print(render(report), flush=True)
-        print(flush=True)
-        reports.append(report)
+    with contextlib.ExitStack() as stack:
+        new_database = postgres_databases(stack) if args.store == "postgres" else lambda: None
+        for name in [s.strip() for s in args.sets.split(",") if s.strip()]:
+            report = evaluate_set(name, args.k, args.data, args.beam, new_database())
+            report["store"] = args.store
+            print(render(report), flush=True)
+            print(flush=True)
+            reports.append(report)
     print("# summary")
     print(summary(reports, args.k))
     if args.save:
