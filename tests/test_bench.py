@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import subprocess
 import sys
 from datetime import datetime, timezone
@@ -398,3 +400,40 @@ def test_a_question_asked_as_keywords_keeps_only_its_matched_terms():
     assert typed.text == "art say caroline makes"
     assert (typed.sample_id, typed.category, typed.evidence) == (q.sample_id, q.category, q.evidence)
     assert recall.as_keywords(locomo.Question("s", "What did I do?", 1, ())).text == "What did I do?"
+
+
+@pytest.mark.slow
+def test_recall_tool_measures_the_postgresql_store_when_asked(tiny_file, tmp_path):
+    """`--store postgres`: the set's memories go to a fresh database of a throw-away PostgreSQL
+    server (the pgserver wheel), and the figures come from searching it."""
+    if importlib.util.find_spec("pgserver") is None:
+        if os.environ.get("TOTAL_RECALL_REQUIRE_POSTGRES"):
+            raise AssertionError("pgserver is not installed")
+        pytest.skip("pgserver is not installed (pip install '.[test]')")
+    save = tmp_path / "figures.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "bench" / "recall.py"),
+            "--sets",
+            "locomo-roles",
+            "--data",
+            str(tiny_file),
+            "-k",
+            "1,5",
+            "--store",
+            "postgres",
+            "--save",
+            str(save),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "# locomo-roles (PostgreSQL store)" in proc.stdout
+    (report,) = json.loads(save.read_text())
+    assert report["store"] == "postgres" and report["questions"] == 3
+    assert report["index"]["ideas"] > 0  # counted in the PostgreSQL store: memory.db holds none
+    ours = report["figures"]["confirm"]["total-recall"]["overall"]
+    assert ours["n"] == 3 and ours["hit@5"] > 0

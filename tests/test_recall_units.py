@@ -626,7 +626,7 @@ def test_a_rare_word_outranks_a_common_word_said_many_times_in_either_store(tmp_
         tmp_path,
         [
             ("user", "The deploy script runs after the tests; deploy the staging build, then deploy prod."),
-            ("assistant", "The deploy step failed once on staging, so the deploy now retries the deploy twice."),
+            ("assistant", "The deploy step failed once on staging, so the deploy retries the deploy twice."),
             ("user", "We renewed the kerberos ticket on the build agent yesterday."),
             ("assistant", "Each deploy writes its log under logs/deploy, one file per deploy."),
             ("user", "Keep the deploy notes short."),
