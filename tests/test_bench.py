@@ -230,26 +230,19 @@ def test_variant_copies_change_every_sentence_but_keep_their_shape():
     assert copy.count(" ") == text.count(" ")
 
 
-def test_recall_tool_runs_end_to_end_on_the_tiny_file(tiny_file, tmp_path):
-    save = tmp_path / "figures.json"
+def _recall_tool(tiny_file, save, sets: str, *more: str) -> subprocess.CompletedProcess:
+    """bench/recall.py on the tiny file at recall@1 and @5, its figures saved to `save`."""
+    argv = [sys.executable, str(REPO / "bench" / "recall.py"), "--sets", sets, "--data", str(tiny_file)]
     proc = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "bench" / "recall.py"),
-            "--sets",
-            "locomo-roles,locomo-names",
-            "--data",
-            str(tiny_file),
-            "-k",
-            "1,5",
-            "--save",
-            str(save),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
+        [*argv, "-k", "1,5", *more, "--save", str(save)], capture_output=True, text=True, timeout=300
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def test_recall_tool_runs_end_to_end_on_the_tiny_file(tiny_file, tmp_path):
+    save = tmp_path / "figures.json"
+    proc = _recall_tool(tiny_file, save, "locomo-roles,locomo-names")
     for heading in (
         "## locomo-roles / confirm",
         "## locomo-names / all",
@@ -411,26 +404,7 @@ def test_recall_tool_measures_the_postgresql_store_when_asked(tiny_file, tmp_pat
             raise AssertionError("pgserver is not installed")
         pytest.skip("pgserver is not installed (pip install '.[test]')")
     save = tmp_path / "figures.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "bench" / "recall.py"),
-            "--sets",
-            "locomo-roles",
-            "--data",
-            str(tiny_file),
-            "-k",
-            "1,5",
-            "--store",
-            "postgres",
-            "--save",
-            str(save),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = _recall_tool(tiny_file, save, "locomo-roles", "--store", "postgres")
     assert "# locomo-roles (PostgreSQL store)" in proc.stdout
     (report,) = json.loads(save.read_text())
     assert report["store"] == "postgres" and report["questions"] == 3
