@@ -360,3 +360,37 @@ def test_a_store_made_by_0001_merges_entity_case_twins_and_splits_paths_into_wor
             )
     finally:
         database.close()
+
+
+def test_a_vector_search_fills_its_pool_through_the_hnsw_index(pg_url):
+    """pgvector's HNSW search keeps hnsw.ef_search candidates (40 by default) and returns no more,
+    whatever the LIMIT: a strategy's pool of 60 held 40 vectors. The store's connections search
+    with pg.PG_EF_SEARCH candidates, within one project as over all of them."""
+    import random
+
+    from total_recall import pg, vectors
+    from total_recall.embed import to_blob
+
+    database = pg.connect(pg_url)
+    try:
+        pg.ensure_vector_tables(database, "test-model", 16)
+        database.execute("INSERT INTO files (id, path) VALUES (1, '/t.jsonl')")
+        rng = random.Random(7)
+        rows = []
+        for n in range(1, 1201):
+            project = ("atlas", "borealis")[n % 2]
+            database.execute(
+                "INSERT INTO chunks (id, file_id, source_line, message_line, role, kind, content, project) "
+                "VALUES (?, 1, ?, ?, 'user', 'prompt', 'x', ?)",
+                (n, n, n, project),
+            )
+            rows.append((n, project, to_blob([rng.gauss(0, 1) for _ in range(16)])))
+        vectors.store(database, "chunk_embeddings", "chunk_id", rows)
+        database.conn.execute("SET enable_seqscan = off")  # the index, as on a store of 100k vectors
+        probe = to_blob([rng.gauss(0, 1) for _ in range(16)])
+        assert len(vectors.knn(database, "chunk_embeddings", "chunk_id", probe, 60)) == 60
+        assert len(vectors.knn(database, "chunk_embeddings", "chunk_id", probe, 60, "atlas")) == 60
+        database.conn.execute("SET hnsw.ef_search = 40")  # pgvector's default, as before
+        assert len(vectors.knn(database, "chunk_embeddings", "chunk_id", probe, 60)) == 40
+    finally:
+        database.close()
