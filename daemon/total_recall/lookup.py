@@ -145,11 +145,9 @@ PG_RANK_NORMALISATION = 1  # ts_rank's: divide by 1 + log(the text's length in w
 
 # An FTS5 OR query's words as a PostgreSQL tsquery `w.q` (one `?`: _pg_words of the query).
 # Punctuation splits words, as in the tsvector columns (postgres/0003) and FTS5's unicode61.
-PG_ANY_WORD = (
-    "(SELECT replace(plainto_tsquery('english', regexp_replace(?, '[[:punct:]]+', ' ', 'g'))::text, "
-    "'&', '|')::tsquery AS q) w"
-)
+# PG_ONE_WORD: the words of one `?` as a tsquery of their lexemes (AND-ed: a word such as mix_audit).
 PG_ONE_WORD = "plainto_tsquery('english', regexp_replace(?, '[[:punct:]]+', ' ', 'g'))"
+PG_ANY_WORD = f"(SELECT replace({PG_ONE_WORD}::text, '&', '|')::tsquery AS q) w"
 
 
 def _pg_words(match: str) -> str:
