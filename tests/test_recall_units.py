@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from helpers import cli, cli_json, db_rows, memory_store, stored_vectors, write_transcript
+from helpers import cli, cli_json, daemon_process, db_rows, memory_store, stored_vectors, write_transcript
 from total_recall.search import participants
 
 pytestmark = pytest.mark.usefixtures("store")  # every test on SQLite and on PostgreSQL
@@ -277,6 +277,39 @@ def test_a_question_naming_a_participant_ranks_their_line_first(tmp_path):
     assert [r["source_line"] for r in found if r["kind"] != "span"][0] == 2
     with memory_store() as database:  # a place no line addresses is not a participant
         assert participants(database, "Did Sam and Ana meet in Lisbon?", None) == {
+            "Ana": "assistant",
+            "Sam": "user",
+        }
+
+
+def test_a_participant_typed_in_lower_case_is_one_in_the_cli_and_through_the_daemon(tmp_path):
+    """/remember is typed in lower case: "where did ana book a trip" names Ana as the question with a
+    capital does, whether the CLI searches in its own process or the daemon does, where the vote on
+    who is who runs beside the other jobs on its second connection. Without the vote Sam's line,
+    which addresses Ana and holds the question's words, comes first."""
+    _conversation(
+        tmp_path,
+        [
+            ("user", "Hi Ana! How was the week?"),
+            ("assistant", "Busy, thanks, Sam! I booked a trip to Porto for the design workshop."),
+            ("user", "Ana, I am off on a trip too: Lisbon, I booked it for the conference!"),
+            ("assistant", "Lisbon is lovely in spring, Sam."),
+        ],
+    )
+
+    def first_line(query: str) -> int:
+        return [
+            r["source_line"] for r in cli_json("search", query, "--project", "atlas") if r["kind"] != "span"
+        ][0]
+
+    assert first_line("where did ana book a trip to") == 2
+    assert first_line("where did sam book a trip to") == 3
+    with daemon_process(tmp_path / "daemon.log", serving=True) as proc:
+        assert first_line("where did ana book a trip to") == 2
+        assert first_line("where did sam book a trip to") == 3
+    assert proc.returncode == 0
+    with memory_store() as database:  # every word is a candidate; only the people are placed
+        assert participants(database, "did sam and ana meet in lisbon", None, typed=True) == {
             "Ana": "assistant",
             "Sam": "user",
         }

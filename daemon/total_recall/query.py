@@ -101,7 +101,8 @@ class Query:
     # The range comes from a day the question names ("on 8 May"): an event is often told days after
     # it happened, so the range ranks lines (search.OUTSIDE_DAY) instead of filtering them out.
     soft_window: bool = False
-    participants: dict[str, str | None] = field(default_factory=dict)  # named people: side (search)
+    # named people: their side (search); None until a lower-case query's vote runs (search.gather)
+    participants: dict[str, str | None] | None = field(default_factory=dict)
     kind_words: list[str] = field(default_factory=list)  # the terms that named a kind ("decisions")
     identifier: bool = False  # it names code (IDENTIFIER): its exact words matter more than its meaning
     last_session: bool = False  # it asks where the previous session ended (LAST_SESSION)

@@ -256,7 +256,12 @@ def gather(ctx: SearchContext, q: querymod.Query, projects: list[str] | None, hy
     if recap_only:
         session = q.session
         jobs["latest"] = ("chunk", lambda c: _latest_lines(c, session))
-    return fuse(_run_jobs(ctx, jobs, vectors), weights_for(q))
+    if q.participants is None:
+        jobs["participants"] = ("", lambda c: list(participants(c.db, q.text, projects, typed=True).items()))
+    done = _run_jobs(ctx, jobs, vectors)
+    if "participants" in done:
+        q.participants = dict(done.pop("participants")[1])
+    return fuse(done, weights_for(q))
 
 
 def _latest_lines(ctx: SearchContext, session: str) -> list[tuple[int, float]]:
@@ -288,6 +293,7 @@ JOB_ORDER = (
     "entity",
     "time",
     "latest",
+    "participants",
 )
 VECTOR_JOBS = {"idea_vec", "span_vec", "chunk_vec", "hyde", "hyde_chunk"}
 
@@ -616,7 +622,10 @@ def search(
         ctx._note(f"{here} is not inside a known project: searched all projects")
     if q.asks_recap() and q.session is None:
         projects = _previous_session(ctx, q, projects, current_session)
-    q.participants = participants(ctx.db, q.text, projects)
+    # A question typed in lower case ("what did caroline paint") names its people in lower case:
+    # each of its words is a candidate, voted on beside the other jobs (gather), since the vote
+    # reads lines and a lower-case name does not change the query's vector (without_names).
+    q.participants = None if typed_in_lower_case(q.text) else participants(ctx.db, q.text, projects)
     results = _search(ctx, q, projects, hyde_text, now, k)
     if q.intents and (subject := unmentioned_subject(results, q)):
         # "problems with dialyzer" when no problem memory mentions dialyzer: the filter would show
@@ -756,7 +765,7 @@ def rescore(seen: Seen, ranked: list[Candidate], q: querymod.Query) -> list[Cand
         bag = bags[key(cand)]
         coverage = sum(w for t, w in idf.items() if t in bag) / total
         cand.score *= 1 - COVERAGE_WEIGHT + COVERAGE_WEIGHT * coverage
-    sides = set(q.participants.values())
+    sides = set((q.participants or {}).values())
     side = q.speaker or (sides.pop() if len(sides) == 1 else None)
     if side and ROLE_BOOST > 0:
         # "What did I ask about X", "what did you suggest for Y", "what did Melanie paint": the
@@ -881,24 +890,36 @@ PARTICIPANT_SHARE = 0.75  # of them on that side
 OTHER_SIDE = {"user": "assistant", "assistant": "user"}
 
 
-def participants(db: Database, text: str, projects: list[str] | None) -> dict[str, str | None]:
+def typed_in_lower_case(text: str) -> bool:
+    """A query with letters and no capital: as typed into /remember, names and all."""
+    return text == text.lower() and any(ch.isalpha() for ch in text)
+
+
+def participants(
+    db: Database, text: str, projects: list[str] | None, typed: bool = False
+) -> dict[str, str | None]:
     """The people of the conversation a question names, each with their side (None when both
     sides are called by it), as the lines that name them tell: a line that opens with the name as
     its speaker tag ("Melanie: ...") is that side's, a line that addresses the name ("Thanks,
     Melanie!") is the other side's. Capitalised words no line uses that way (places, products)
-    are not participants. A sample of the lines is read, unranked: ranking every line that says a
-    common name cost 8-19 ms at 100k ideas."""
+    are not participants; with `typed` (a query in lower case) every word is a candidate, as
+    capitalised, and the lines vote the same way. A sample of the lines is read, unranked:
+    ranking every line that says a common name cost 8-19 ms at 100k ideas."""
     from total_recall.extract.offline import is_person_like, speaker_tag, vocatives
 
-    names = {m.group(1) for m in NAME.finditer(text) if is_person_like(m.group(1))}
+    if typed:
+        written = {w.capitalize() for w in querymod.WORD.findall(text) if w.isalpha() and len(w) > 1}
+    else:
+        written = {m.group(1) for m in NAME.finditer(text)}
+    names = {name for name in written if is_person_like(name)}
     if not names:
         return {}
     match = querymod.any_of(sorted(names))
     votes = {name: {"user": 0, "assistant": 0} for name in names}
     for row in lookup.lines_matching(db, match, projects, PARTICIPANT_LINES):
         role, words = row["role"], row["content"] or ""
-        if role not in OTHER_SIDE:
-            continue
+        if role not in OTHER_SIDE or (typed and not any(name in words for name in names)):
+            continue  # (a line that says none of the words as a name cannot place one)
         if not row["seq"]:
             speaker, words = speaker_tag(words)
             if speaker in votes:
