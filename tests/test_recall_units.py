@@ -283,10 +283,10 @@ def test_a_question_naming_a_participant_ranks_their_line_first(tmp_path):
 
 
 def test_a_participant_typed_in_lower_case_is_one_in_the_cli_and_through_the_daemon(tmp_path):
-    """/remember is typed in lower case: "where did ana book a trip" names Ana as the question with a
-    capital does, whether the CLI searches in its own process or the daemon does, where the vote on
-    who is who runs beside the other jobs on its second connection. Without the vote Sam's line,
-    which addresses Ana and holds the question's words, comes first."""
+    """/remember is typed in lower case: "where did ana book a trip" (or "Where did sam ...?") names
+    Ana as the question with a capital does, whether the CLI searches in its own process or the
+    daemon does, where the vote on who is who runs beside the other jobs on its second connection.
+    Without the vote Sam's line, which addresses Ana and holds the question's words, comes first."""
     _conversation(
         tmp_path,
         [
@@ -303,7 +303,7 @@ def test_a_participant_typed_in_lower_case_is_one_in_the_cli_and_through_the_dae
         ][0]
 
     assert first_line("where did ana book a trip to") == 2
-    assert first_line("where did sam book a trip to") == 3
+    assert first_line("Where did sam book a trip to?") == 3  # typed in sentence case
     with daemon_process(tmp_path / "daemon.log", serving=True) as proc:
         assert first_line("where did ana book a trip to") == 2
         assert first_line("where did sam book a trip to") == 3

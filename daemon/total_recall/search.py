@@ -622,7 +622,8 @@ def search(
         ctx._note(f"{here} is not inside a known project: searched all projects")
     if q.asks_recap() and q.session is None:
         projects = _previous_session(ctx, q, projects, current_session)
-    # A question typed in lower case ("what did caroline paint") names its people in lower case:
+    # A question typed in lower case ("what did caroline paint", "What did caroline paint?") names its
+    # people in lower case:
     # each of its words is a candidate, voted on beside the other jobs (gather), since the vote
     # reads lines and a lower-case name does not change the query's vector (without_names).
     q.participants = None if typed_in_lower_case(q.text) else participants(ctx.db, q.text, projects)
@@ -891,8 +892,12 @@ OTHER_SIDE = {"user": "assistant", "assistant": "user"}
 
 
 def typed_in_lower_case(text: str) -> bool:
-    """A query with letters and no capital: as typed into /remember, names and all."""
-    return text == text.lower() and any(ch.isalpha() for ch in text)
+    """A query with letters and no capital but its first letter's and the pronoun I's: as typed
+    into /remember ("what did caroline say about the move"), names and all."""
+    words = querymod.WORD.findall(text)
+    return any(ch.isalpha() for ch in text) and all(
+        w == w.lower() or (n == 0 and w[1:] == w[1:].lower()) or w == "I" for n, w in enumerate(words)
+    )
 
 
 def participants(
