@@ -623,9 +623,9 @@ def search(
     if q.asks_recap() and q.session is None:
         projects = _previous_session(ctx, q, projects, current_session)
     # A question typed in lower case ("what did caroline paint", "What did caroline paint?") names its
-    # people in lower case:
-    # each of its words is a candidate, voted on beside the other jobs (gather), since the vote
-    # reads lines and a lower-case name does not change the query's vector (without_names).
+    # people in lower case: each of its words is a candidate, voted on beside the other jobs
+    # (gather), since the vote reads lines and a lower-case name leaves the query vector as it is
+    # (without_names takes capitalised names only).
     q.participants = None if typed_in_lower_case(q.text) else participants(ctx.db, q.text, projects)
     results = _search(ctx, q, projects, hyde_text, now, k)
     if q.intents and (subject := unmentioned_subject(results, q)):
@@ -892,8 +892,8 @@ OTHER_SIDE = {"user": "assistant", "assistant": "user"}
 
 
 def typed_in_lower_case(text: str) -> bool:
-    """A query with letters and no capital but its first letter's and the pronoun I's: as typed
-    into /remember ("what did caroline say about the move"), names and all."""
+    """A query whose only capitals are its first letter and the pronoun I, as /remember is typed
+    ("what did caroline say about the move", "What did I tell ana?"): its names are in lower case."""
     words = querymod.WORD.findall(text)
     return any(ch.isalpha() for ch in text) and all(
         w == w.lower() or (n == 0 and w[1:] == w[1:].lower()) or w == "I" for n, w in enumerate(words)
