@@ -315,6 +315,51 @@ def test_a_participant_typed_in_lower_case_is_one_in_the_cli_and_through_the_dae
         }
 
 
+def test_what_the_user_picked_among_claudes_options_is_found_as_their_decision(tmp_path):
+    """Claude asks with AskUserQuestion and the user picks an option: the result names the pick by its
+    label, its description says what it means ("Skip Sobelow"). Asked weeks later what was decided
+    about Sobelow, the search finds that line first, as the user's decision, though only the option's
+    description names Sobelow (the assistant's later line about Sobelow came first before)."""
+    asked = [
+        {
+            "question": "Which tools should we set up?",
+            "header": "Tools",
+            "options": [
+                {"label": "All four (Recommended)", "description": "Credo + Dialyxir + mix_audit + Sobelow"},
+                {"label": "Credo + Dialyxir + mix_audit", "description": "Skip Sobelow (security scanner)"},
+            ],
+            "multiSelect": False,
+        }
+    ]
+    call = {"type": "tool_use", "id": "toolu_q", "name": "AskUserQuestion", "input": {"questions": asked}}
+    said = 'User has answered your questions: "Which tools should we set up?"="Credo + Dialyxir + mix_audit".'
+    answer = json.loads(
+        _line("user", [{"type": "tool_result", "tool_use_id": "toolu_q", "content": said}], 3)
+    )
+    answer["toolUseResult"] = {
+        "questions": asked,
+        "answers": {asked[0]["question"]: "Credo + Dialyxir + mix_audit"},
+    }
+    path = _backfill(
+        tmp_path / "claude",
+        [
+            _line("user", "Set up the Elixir code quality checks for this project.", 1),
+            _line("assistant", [call], 2, "m2"),
+            json.dumps(answer),
+            _line(
+                "assistant",
+                [{"type": "text", "text": "Sobelow scans Phoenix apps for security issues."}],
+                4,
+                "m4",
+            ),
+        ],
+    )
+    found = cli_json("search", "what did we decide about sobelow?", "--project", "atlas")
+    top = [r for r in found if r["kind"] != "span"][0]
+    assert (top["source_file"], top["source_line"], top.get("intent")) == (str(path), 3, "decision")
+    assert "Skip Sobelow" in top["content"]
+
+
 def test_the_reply_to_a_short_question_ranks_with_the_question(tmp_path):
     """A short question's subject is in its reply: "Got any favourite editors?" - "Neovim, with a
     minimal config." The reply, which shares no word with the search, outranks a later line that

@@ -536,6 +536,70 @@ def test_a_subagents_report_is_kept_whole_and_other_tool_output_short(tmp_path):
     assert by_line(read_new(late))[1].text == f"{report}\n{trailer}"
 
 
+ASKED = [
+    {
+        "question": "Which tools should we set up?",
+        "header": "Tools",
+        "options": [
+            {"label": "All four (Recommended)", "description": "Credo + Dialyxir + mix_audit + Sobelow"},
+            {
+                "label": "Credo + Dialyxir + mix_audit",
+                "description": "Skip Sobelow (Phoenix security scanner)",
+            },
+        ],
+        "multiSelect": False,
+    },
+    {
+        "question": "Which checks run in CI?",
+        "header": "CI",
+        "options": [
+            {"label": "Credo", "description": "Style"},
+            {"label": "Dialyzer", "description": "Types"},
+        ],
+        "multiSelect": True,
+    },
+    {
+        "question": "Which rig prefix?",
+        "header": "Rig",
+        "options": [{"label": "spotter"}],
+        "multiSelect": False,
+    },
+]
+
+
+def test_the_users_answers_to_claudes_questions_are_the_users_choices(tmp_path):
+    """AskUserQuestion's result names each picked option by its label only; what the pick means is
+    in the option's description. The line is the user's, with both, one sentence per question (no
+    question mark: the user asked nothing), handed to extraction like a prompt; a dismissed question
+    stays tool output."""
+    answers = {
+        "Which tools should we set up?": "Credo + Dialyxir + mix_audit",
+        "Which checks run in CI?": "Credo, Dialyzer",
+        "Which rig prefix?": "none, we have one app",
+    }
+    said = 'User has answered your questions: "Which tools should we set up?"="Credo + Dialyxir + mix_audit".'
+    path = write(
+        tmp_path / "s.jsonl",
+        [
+            assistant([tool_use("AskUserQuestion", questions=ASKED)], "m1"),
+            user([tool_result(said)], toolUseResult={"questions": ASKED, "answers": answers}),
+            assistant([tool_use("AskUserQuestion", "toolu_2", questions=ASKED)], "m2"),
+            user([tool_result("The user doesn't want to proceed", True, "toolu_2")], toolUseResult="Error"),
+            user([tool_result("ok", call="toolu_3")], toolUseResult={"questions": "?", "answers": {}}),
+        ],
+    )
+    lines = by_line(read_new(path))
+    assert lines[2].text.split("\n") == [
+        'For "Which tools should we set up" I chose Credo + Dialyxir + mix_audit: '
+        "Skip Sobelow (Phoenix security scanner).",
+        'For "Which checks run in CI" I chose Credo: Style; Dialyzer: Types.',
+        'For "Which rig prefix" I answered: none, we have one app',
+    ]
+    assert (lines[2].role, lines[2].kind, lines[2].skip_reason) == ("user", "prompt", None)
+    assert (lines[4].kind, lines[4].skip_reason) == ("tool_result", "tool_output")
+    assert (lines[5].kind, lines[5].text) == ("tool_result", "ok")
+
+
 def test_call_ids_of_any_json_shape_never_fail_a_read(tmp_path):
     """A tool call's id, its name and its result's `tool_use_id` are compared as strings only: a
     list, an object or a number there (a hand-edited or foreign file) reads as plain tool output."""

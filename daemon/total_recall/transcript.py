@@ -533,6 +533,13 @@ class _Reader:
         is_result = any(b.get("type") == "tool_result" for b in blocks)
         if is_result or (isinstance(content, list) and "toolUseResult" in record):
             self.tasks.result(record, blocks)
+            if choices := _answered_questions(record, blocks):
+                # The user's picks among the options Claude offered (AskUserQuestion) are the user's
+                # choices, not tool output: the result's text names only each picked option's label
+                # ("Credo + Dialyxir + mix_audit"), its description says what it means ("Skip
+                # Sobelow"), so both are the line's text, said by the user.
+                kind = "subagent_prompt" if env["is_sidechain"] else "prompt"
+                return self._message(item, item, env, "user", kind, choices, None)
             # A subagent's final report is what it found and proposed: kept whole, not cut to
             # TOOL_RESULT_CHARS like other tool output (sessions tune split: recall@1 0.393 -> 0.431).
             text = _tool_result_text(record, blocks, report=self._is_report(record, blocks))
@@ -955,6 +962,41 @@ def _tool_result_text(record: dict[str, Any], blocks: list[dict[str, Any]], repo
     if report:
         text = _REPORT_USAGE.sub("", text).strip()
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _answered_questions(record: dict[str, Any], blocks: list[dict[str, Any]]) -> str:
+    """The user's answers to an AskUserQuestion call, one sentence per question: 'For "Which tools
+    should we set up" I chose Credo + Dialyxir + mix_audit: Skip Sobelow.' (each picked option with
+    its description; a multi-select's picks come comma-separated), or 'I answered: ...' for words the
+    user typed instead of an option. "" for any other tool result, or a dismissed question."""
+    result = record.get("toolUseResult")
+    if not isinstance(result, dict) or any(b.get("is_error") is True for b in blocks):
+        return ""
+    questions, answers = result.get("questions"), result.get("answers")
+    if not isinstance(questions, list) or not isinstance(answers, dict):
+        return ""
+    said = []
+    for asked in questions:
+        if not isinstance(asked, dict) or not isinstance(asked.get("question"), str):
+            continue
+        answer = answers.get(asked["question"])
+        if not isinstance(answer, str) or not answer.strip():
+            continue
+        options = {
+            o["label"]: o.get("description") if isinstance(o.get("description"), str) else ""
+            for o in asked.get("options") or []
+            if isinstance(o, dict) and isinstance(o.get("label"), str)
+        }
+        picked = [answer] if answer in options else [part.strip() for part in answer.split(",")]
+        # The question without its question marks: one sentence per answer, not a question the
+        # user asked (the extractor reads sentences).
+        question = " ".join(asked["question"].replace("?", "").split())
+        if all(p in options for p in picked):
+            chosen = "; ".join(f"{p}: {options[p]}" if options[p] else p for p in picked)
+            said.append(f'For "{question}" I chose {chosen}.')
+        else:
+            said.append(f'For "{question}" I answered: {answer.strip()}')
+    return "\n".join(said)[:REPORT_CHARS]
 
 
 def _result_body(content: Any) -> str:
