@@ -360,6 +360,32 @@ def test_what_the_user_picked_among_claudes_options_is_found_as_their_decision(t
     assert "Skip Sobelow" in top["content"]
 
 
+def test_what_the_user_typed_when_refusing_a_tool_call_is_found_as_their_decision(tmp_path):
+    """The user refuses `npm install` and types "no, use pnpm instead of npm": Claude Code stores it as
+    the call's error result, after its own boilerplate. It is found as the user's decision, on its
+    line, with the user's words only."""
+    call = {"type": "tool_use", "id": "toolu_n", "name": "Bash", "input": {"command": "npm install"}}
+    refused = (
+        "The user doesn't want to proceed with this tool use. The tool use was rejected (eg. if it was a "
+        "file edit, the new_string was NOT written to the file). To tell you how to proceed, the user "
+        "said:\nno, use pnpm instead of npm"
+    )
+    result = {"type": "tool_result", "tool_use_id": "toolu_n", "content": refused, "is_error": True}
+    path = _backfill(
+        tmp_path / "claude",
+        [
+            _line("user", "Install the frontend dependencies and start the dev server.", 1),
+            _line("assistant", [call], 2, "m2"),
+            _line("user", [result], 3),
+            _line("assistant", [{"type": "text", "text": "Switching to pnpm for the install."}], 4, "m4"),
+        ],
+    )
+    found = cli_json("search", "what did we decide about npm?", "--project", "atlas")
+    top = [r for r in found if r["kind"] != "span"][0]
+    assert (top["source_file"], top["source_line"], top.get("intent")) == (str(path), 3, "decision")
+    assert top["content"] == "no, use pnpm instead of npm"
+
+
 def test_the_reply_to_a_short_question_ranks_with_the_question(tmp_path):
     """A short question's subject is in its reply: "Got any favourite editors?" - "Neovim, with a
     minimal config." The reply, which shares no word with the search, outranks a later line that

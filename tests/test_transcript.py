@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from total_recall.errors import TranscriptError
 from total_recall.transcript import (
     CONTEXT_MARKER,
+    REFUSAL_SAID,
     Message,
     ReadResult,
     discover,
@@ -598,6 +599,47 @@ def test_the_users_answers_to_claudes_questions_are_the_users_choices(tmp_path):
     assert (lines[2].role, lines[2].kind, lines[2].skip_reason) == ("user", "prompt", None)
     assert (lines[4].kind, lines[4].skip_reason) == ("tool_result", "tool_output")
     assert (lines[5].kind, lines[5].text) == ("tool_result", "ok")
+
+
+REFUSED = (
+    "The user doesn't want to proceed with this tool use. The tool use was rejected (eg. if it was a file "
+    "edit, the new_string was NOT written to the file). "
+)
+
+
+def test_what_the_user_typed_when_refusing_a_tool_call_is_their_prompt(tmp_path):
+    """Refusing a tool call, the user may type why ("no, use pnpm instead of npm"): Claude Code puts
+    those words after its own boilerplate in the call's error result. They are the user's prompt, without
+    the boilerplate or the note Claude Code appends; a refusal without words, the "clarify" choice of a
+    refused AskUserQuestion and a bare "thanks" stay what they were."""
+    note = "\n\nNote: The user's next message may contain a correction or preference. Pay close attention."
+    clarify = (
+        "The user wants to clarify these questions.\n    This means they may have additional information"
+    )
+    path = write(
+        tmp_path / "s.jsonl",
+        [
+            assistant([tool_use("Bash", command="npm install")], "m1"),
+            user([tool_result(REFUSED + REFUSAL_SAID + "\nno, use pnpm instead of npm" + note, True)]),
+            assistant([tool_use("Bash", "toolu_2", command="rm -rf build")], "m2"),
+            user([tool_result(REFUSED + "STOP what you are doing and wait for the user.", True, "toolu_2")]),
+            assistant([tool_use("AskUserQuestion", "toolu_3", questions=ASKED)], "m3"),
+            user([tool_result(REFUSED + REFUSAL_SAID + "\n" + clarify, True, "toolu_3")]),
+            assistant([tool_use("Bash", "toolu_4", command="make")], "m4"),
+            user([tool_result(REFUSED + REFUSAL_SAID + "\nthanks", True, "toolu_4")]),
+        ],
+    )
+    lines = by_line(read_new(path))
+    assert (lines[2].role, lines[2].kind, lines[2].text, lines[2].skip_reason) == (
+        "user",
+        "prompt",
+        "no, use pnpm instead of npm",
+        None,
+    )
+    for n in (4, 6):
+        assert (lines[n].kind, lines[n].skip_reason) == ("tool_result", "tool_output")
+        assert lines[n].text.startswith("[error] The user doesn't want to proceed")
+    assert (lines[8].kind, lines[8].skip_reason) == ("prompt", "acknowledgement")
 
 
 def test_call_ids_of_any_json_shape_never_fail_a_read(tmp_path):

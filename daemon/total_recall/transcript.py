@@ -540,6 +540,12 @@ class _Reader:
                 # Sobelow"), so both are the line's text, said by the user.
                 kind = "subagent_prompt" if env["is_sidechain"] else "prompt"
                 return self._message(item, item, env, "user", kind, choices, None)
+            if feedback := _refusal_feedback(blocks):
+                # What the user typed when refusing a tool call ("no, use pnpm") is the user's own
+                # words, often a correction or a choice: a prompt, without Claude Code's boilerplate.
+                kind = "subagent_prompt" if env["is_sidechain"] else "prompt"
+                skip = "acknowledgement" if _is_acknowledgement(feedback) else None
+                return self._message(item, item, env, "user", kind, feedback, skip)
             # A subagent's final report is what it found and proposed: kept whole, not cut to
             # TOOL_RESULT_CHARS like other tool output (sessions tune split: recall@1 0.393 -> 0.431).
             text = _tool_result_text(record, blocks, report=self._is_report(record, blocks))
@@ -996,6 +1002,28 @@ def _answered_questions(record: dict[str, Any], blocks: list[dict[str, Any]]) ->
             said.append(f'For "{question}" I chose {chosen}.')
         else:
             said.append(f'For "{question}" I answered: {answer.strip()}')
+    return "\n".join(said)[:REPORT_CHARS]
+
+
+# Claude Code's result for a refused tool call, when the user typed why; the note after the user's words
+# is Claude Code's too (2.1 on), and so is the text of a refused AskUserQuestion's "clarify" choice.
+REFUSAL_SAID = "To tell you how to proceed, the user said:"
+_REFUSAL_NOTE = re.compile(r"\n\s*Note: The user's next message may contain\b.*\Z", re.S)
+REFUSAL_NOT_SAID = ("The user wants to clarify these questions.",)
+
+
+def _refusal_feedback(blocks: list[dict[str, Any]]) -> str:
+    """The words the user typed when refusing a tool call, from its error result ("" when none)."""
+    said: list[str] = []
+    for block in blocks:
+        if block.get("type") != "tool_result" or block.get("is_error") is not True:
+            continue
+        body = _result_body(block.get("content"))
+        if REFUSAL_SAID not in body:
+            continue
+        words = _REFUSAL_NOTE.sub("", body.split(REFUSAL_SAID, 1)[1]).strip()
+        if words and not words.startswith(REFUSAL_NOT_SAID) and words not in said:
+            said.append(words)
     return "\n".join(said)[:REPORT_CHARS]
 
 
