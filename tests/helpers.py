@@ -320,3 +320,16 @@ def stored_vectors(owner: str, ids: list[int]) -> dict[int, bytes]:
 
     with memory_store() as database:
         return vectors.vectors_of(database, owner, ids)
+
+
+# An AskUserQuestion question as Claude Code records it (in the call's input and again in the answer's
+# `toolUseResult`): the picked option's label is all its answer names; its description says what it means.
+ASKED_TOOLS = {
+    "question": "Which tools should we set up?",
+    "header": "Tools",
+    "options": [
+        {"label": "All four (Recommended)", "description": "Credo + Dialyxir + mix_audit + Sobelow"},
+        {"label": "Credo + Dialyxir + mix_audit", "description": "Skip Sobelow (Phoenix security scanner)"},
+    ],
+    "multiSelect": False,
+}

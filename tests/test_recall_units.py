@@ -6,7 +6,16 @@ import json
 
 import pytest
 
-from helpers import cli, cli_json, daemon_process, db_rows, memory_store, stored_vectors, write_transcript
+from helpers import (
+    ASKED_TOOLS,
+    cli,
+    cli_json,
+    daemon_process,
+    db_rows,
+    memory_store,
+    stored_vectors,
+    write_transcript,
+)
 from total_recall.search import participants
 
 pytestmark = pytest.mark.usefixtures("store")  # every test on SQLite and on PostgreSQL
@@ -320,17 +329,7 @@ def test_what_the_user_picked_among_claudes_options_is_found_as_their_decision(t
     label, its description says what it means ("Skip Sobelow"). Asked weeks later what was decided
     about Sobelow, the search finds that line first, as the user's decision, though only the option's
     description names Sobelow (the assistant's later line about Sobelow came first before)."""
-    asked = [
-        {
-            "question": "Which tools should we set up?",
-            "header": "Tools",
-            "options": [
-                {"label": "All four (Recommended)", "description": "Credo + Dialyxir + mix_audit + Sobelow"},
-                {"label": "Credo + Dialyxir + mix_audit", "description": "Skip Sobelow (security scanner)"},
-            ],
-            "multiSelect": False,
-        }
-    ]
+    asked = [ASKED_TOOLS]
     call = {"type": "tool_use", "id": "toolu_q", "name": "AskUserQuestion", "input": {"questions": asked}}
     said = 'User has answered your questions: "Which tools should we set up?"="Credo + Dialyxir + mix_audit".'
     answer = json.loads(

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from helpers import ASKED_TOOLS
 from total_recall.errors import TranscriptError
 from total_recall.transcript import (
     CONTEXT_MARKER,
@@ -538,18 +539,7 @@ def test_a_subagents_report_is_kept_whole_and_other_tool_output_short(tmp_path):
 
 
 ASKED = [
-    {
-        "question": "Which tools should we set up?",
-        "header": "Tools",
-        "options": [
-            {"label": "All four (Recommended)", "description": "Credo + Dialyxir + mix_audit + Sobelow"},
-            {
-                "label": "Credo + Dialyxir + mix_audit",
-                "description": "Skip Sobelow (Phoenix security scanner)",
-            },
-        ],
-        "multiSelect": False,
-    },
+    ASKED_TOOLS,
     {
         "question": "Which checks run in CI?",
         "header": "CI",
