@@ -1005,8 +1005,8 @@ def _answered_questions(record: dict[str, Any], blocks: list[dict[str, Any]]) ->
     return "\n".join(said)[:REPORT_CHARS]
 
 
-# Claude Code's result for a refused tool call, when the user typed why; the note after the user's words
-# is Claude Code's too (2.1 on), and so is the text of a refused AskUserQuestion's "clarify" choice.
+# Claude Code's result for a refused tool call, when the user typed why; the note some versions append
+# after the user's words is Claude Code's, and so is the text of a refused AskUserQuestion's "clarify".
 REFUSAL_SAID = "To tell you how to proceed, the user said:"
 _REFUSAL_NOTE = re.compile(r"\n\s*Note: The user's next message may contain\b.*\Z", re.S)
 REFUSAL_NOT_SAID = ("The user wants to clarify these questions.",)
