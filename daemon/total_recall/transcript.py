@@ -16,7 +16,8 @@ command, interrupt, compaction_prompt, compact_summary, warmup, headless_summari
 thinking_only, tool_use_only (tool calls and no prose: the text is then only tool descriptors
 like "[tool Bash: git status]"), synthetic (API errors Claude Code wrote itself). Text our own
 hooks injected (inside CONTEXT_MARKER tags) is removed everywhere, so memories are never
-re-indexed as conversation.
+re-indexed as conversation. Two tool results are the user's words, so prompts: the answers to an
+AskUserQuestion (each pick with its option's description) and what the user typed when refusing a call.
 
 `counts` has one key per physical line: its record type, "unknown:<type>", "invalid_json",
 "invalid_record" (JSON, but not an object with a string type), "blank" or "oversized_line";
