@@ -568,7 +568,11 @@ def test_the_users_answers_to_claudes_questions_are_the_users_choices(tmp_path):
         "Which checks run in CI?": "Credo, Dialyzer",
         "Which rig prefix?": "none, we have one app",
     }
-    said = 'User has answered your questions: "Which tools should we set up?"="Credo + Dialyxir + mix_audit".'
+    said = (
+        'User has answered your questions: "Which tools should we set up?"="Credo + Dialyxir + mix_audit" '
+        "user notes: sobelow can wait for the security pass. "
+        "You can now continue with the user's answers in mind."
+    )
     path = write(
         tmp_path / "s.jsonl",
         [
@@ -585,6 +589,7 @@ def test_the_users_answers_to_claudes_questions_are_the_users_choices(tmp_path):
         "Skip Sobelow (Phoenix security scanner).",
         'For "Which checks run in CI" I chose Credo: Style; Dialyzer: Types.',
         'For "Which rig prefix" I answered: none, we have one app',
+        "sobelow can wait for the security pass",
     ]
     assert (lines[2].role, lines[2].kind, lines[2].skip_reason) == ("user", "prompt", None)
     assert (lines[4].kind, lines[4].skip_reason) == ("tool_result", "tool_output")

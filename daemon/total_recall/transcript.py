@@ -971,11 +971,18 @@ def _tool_result_text(record: dict[str, Any], blocks: list[dict[str, Any]], repo
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+# The notes a user may add to an AskUserQuestion's picks, as the result's text gives them.
+ANSWER_NOTES = re.compile(
+    r"\buser notes: (.*?)(?:\.? You can now continue with the user's answers in mind\.|\Z)", re.S
+)
+
+
 def _answered_questions(record: dict[str, Any], blocks: list[dict[str, Any]]) -> str:
     """The user's answers to an AskUserQuestion call, one sentence per question: 'For "Which tools
     should we set up" I chose Credo + Dialyxir + mix_audit: Skip Sobelow.' (each picked option with
     its description; a multi-select's picks come comma-separated), or 'I answered: ...' for words the
-    user typed instead of an option. "" for any other tool result, or a dismissed question."""
+    user typed instead of an option, then any notes the user added. "" for any other tool result, or a
+    dismissed question."""
     result = record.get("toolUseResult")
     if not isinstance(result, dict) or any(b.get("is_error") is True for b in blocks):
         return ""
@@ -1003,6 +1010,11 @@ def _answered_questions(record: dict[str, Any], blocks: list[dict[str, Any]]) ->
             said.append(f'For "{question}" I chose {chosen}.')
         else:
             said.append(f'For "{question}" I answered: {answer.strip()}')
+    if said:
+        # Words the user added to the picks ("... user notes: go with sorted keys.") are theirs too.
+        notes = ANSWER_NOTES.search("\n".join(_result_body(b.get("content")) for b in blocks))
+        if notes and notes.group(1).strip():
+            said.append(notes.group(1).strip())
     return "\n".join(said)[:REPORT_CHARS]
 
 
