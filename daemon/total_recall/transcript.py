@@ -534,19 +534,14 @@ class _Reader:
         is_result = any(b.get("type") == "tool_result" for b in blocks)
         if is_result or (isinstance(content, list) and "toolUseResult" in record):
             self.tasks.result(record, blocks)
-            if choices := _answered_questions(record, blocks):
-                # The user's picks among the options Claude offered (AskUserQuestion) are the user's
-                # choices, not tool output: the result's text names only each picked option's label
-                # ("Credo + Dialyxir + mix_audit"), its description says what it means ("Skip
-                # Sobelow"), so both are the line's text, said by the user.
+            # Two results are the user's own words, often a choice, so a prompt: the picks among the
+            # options Claude offered (AskUserQuestion; the result's text names only each pick's label,
+            # "Credo + Dialyxir + mix_audit", its description says what it means, "Skip Sobelow"), and
+            # what the user typed when refusing a call ("no, use pnpm"), without Claude Code's boilerplate.
+            if said := _answered_questions(record, blocks) or _refusal_feedback(blocks):
                 kind = "subagent_prompt" if env["is_sidechain"] else "prompt"
-                return self._message(item, item, env, "user", kind, choices, None)
-            if feedback := _refusal_feedback(blocks):
-                # What the user typed when refusing a tool call ("no, use pnpm") is the user's own
-                # words, often a correction or a choice: a prompt, without Claude Code's boilerplate.
-                kind = "subagent_prompt" if env["is_sidechain"] else "prompt"
-                skip = "acknowledgement" if _is_acknowledgement(feedback) else None
-                return self._message(item, item, env, "user", kind, feedback, skip)
+                skip = "acknowledgement" if _is_acknowledgement(said) else None
+                return self._message(item, item, env, "user", kind, said, skip)
             # A subagent's final report is what it found and proposed: kept whole, not cut to
             # TOOL_RESULT_CHARS like other tool output (sessions tune split: recall@1 0.393 -> 0.431).
             text = _tool_result_text(record, blocks, report=self._is_report(record, blocks))
