@@ -59,6 +59,27 @@ PLANTED = [
     ("access_key", "MINIO_ACCESS_KEY=minio123key", "minio123key"),
     ("private_key", "SSH_PRIVATE_KEY=abc123", "abc123"),
     ("credentials", "GOOGLE_CREDENTIALS='{json}'", "{json}"),
+    # Said in prose, or pasted from a config file or a shell.
+    ("password", "my passphrase is correct-horse-battery-staple", "correct-horse-battery-staple"),
+    ("password", "The passphrase for the vault is 'blue-elephant-42-sunrise'", "blue-elephant-42-sunrise"),
+    ("password", "my login is bob and pw is Summer2024!", "Summer2024"),
+    ("api_key", "api key: abc123def456ghi789", "abc123def456ghi789"),
+    ("api_key", "the API key for the staging project is AbC123xyz789", "AbC123xyz789"),
+    (
+        "secret",
+        "use the client secret 8f3e9a1b2c4d5e6f7a8b9c0d1e2f3a4b here",
+        "8f3e9a1b2c4d5e6f7a8b9c0d1e2f3a4b",
+    ),
+    (
+        "token",
+        "the token 123e4567-e89b-12d3-a456-426614174000 expired",
+        "123e4567-e89b-12d3-a456-426614174000",
+    ),
+    ("password", "sshpass -p 'N0tS3cure' ssh ops@host", "N0tS3cure"),
+    ("password", "mysql -u root -p'My5qlR00t' acme", "My5qlR00t"),
+    ("password", "cache at redis://:myredispass@localhost:6379/0", "myredispass"),
+    ("password", "db:\n  password: letmein\n  host: db", "letmein"),
+    ("password", "- passphrase: swordfish", "swordfish"),
 ]
 
 
@@ -118,6 +139,15 @@ def test_several_secrets_in_one_text():
         "Authorization header: see docs at https://example.com/auth",
         "visit http://localhost:8080/path and mail me@example.com",
         "I moved to Lisbon in May and the secret sauce was patience.",
+        # A secret word inside another name, the shell's folder names, markup and form specs.
+        "PWD=/home/dev/project\nOLDPWD=/tmp\nMONKEY=banana",
+        "META_KEYWORDS = 'portfolio, projects'",
+        '<label for="password">Password:</label>',
+        "email: required\npassword: required",
+        "pwd: /srv/app",
+        "Token: expired",
+        "a token bucket rate limiter; the password is one-time-use",
+        "the rotation policy for the api key rotation_2024_policy_doc",
     ],
 )
 def test_ordinary_text_is_unchanged(text):

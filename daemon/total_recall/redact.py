@@ -10,7 +10,8 @@ Runs over every message before it is stored or sent to an extraction endpoint. T
    around it, so 1 MB of text costs a few milliseconds.
 
 Prose survives: "the password policy is weak" has no assignment, and a lowercase one-word key
-followed by a colon and a plain word ("the token: it expires") is read as prose, not config.
+followed by a colon and a plain word ("the token: it expires") is read as prose, not config,
+unless the two are a line of their own (``password: letmein`` in YAML).
 
 Before both passes, ``<private>...</private>`` is cut out whole (``[private]``). Between them,
 the token shapes that Yelp's detect-secrets publishes (Stripe, SendGrid, Twilio, GitLab, npm,
@@ -59,7 +60,8 @@ _TOKEN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ),
     # scheme://user:pass@host -> keep the user, hide the password (which may itself hold "@":
     # the last "@" before the host ends it).
-    ("password", re.compile(r"://[^\s:/@\[\]]+:(?P<secret>[^\s/\[\]]+)@(?=[\w.\-]+(?:[:/?#\s]|\Z))")),
+    # The user may be empty (redis://:PASS@host).
+    ("password", re.compile(r"://[^\s:/@\[\]]*:(?P<secret>[^\s/\[\]]+)@(?=[\w.\-]+(?:[:/?#\s]|\Z))")),
     ("huggingface_token", re.compile(r"hf_[A-Za-z0-9]{30,}")),
     ("npm_token", re.compile(r"npm_[A-Za-z0-9]{30,}")),
     ("npm_token", re.compile(r":_authToken=\s*(?P<secret>[^\s\"']+)")),
@@ -70,8 +72,8 @@ _TOKEN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("azure_key", re.compile(r"(?:AccountKey|SharedAccessKey|sig)=(?P<secret>[A-Za-z0-9+/%]{16,}=*)")),
     # Command-line passwords: curl -u user:PASS, mysql -pPASS, sshpass -p PASS.
     ("password", re.compile(r"(?:-u|--user)[ =][\"']?[^\s:\"']+:(?P<secret>[^\s\"']+)")),
-    ("password", re.compile(r"mysql(?:dump|admin)?\b[^\n]{0,200}?\s-p(?P<secret>[^\s\"']+)")),
-    ("password", re.compile(r"sshpass\s+-p\s*(?P<secret>[^\s\"']+)")),
+    ("password", re.compile(r"mysql(?:dump|admin)?\b[^\n]{0,200}?\s-p[\"']?(?P<secret>[^\s\"']+)")),
+    ("password", re.compile(r"sshpass\s+-p\s*[\"']?(?P<secret>[^\s\"']+)")),
 ]
 
 _LEAD = {"bearer_token": "Bb", "authorization": "Aa"}  # header names as written in practice
@@ -97,7 +99,7 @@ _WORD_START = {
 # A word that makes a key name sensitive. TOKEN is not sensitive in "max_tokens", "tokenizer".
 # Matched against the lowercased text: a case-insensitive regex is several times slower.
 _KEY_WORD_SOURCE = (
-    r"passw(?:or)?d|secret|token(?!s|iz|_?count|_?limit|_?usage)|api[_\-]?key"
+    r"passw(?:or)?d|passphrase|secret|token(?!s|iz|_?count|_?limit|_?usage)|api[_\-]?key"
     r"|access[_\-]?key|private[_\-]?key|credentials"
 )
 _KEY_WORD = re.compile(_KEY_WORD_SOURCE)
@@ -115,6 +117,7 @@ _NOT_A_SECRET = re.compile(
     r"|None|null|nil|True|False|true|false",
 )
 _KIND_OF_WORD = {
+    "passphrase": "password",
     "passwd": "password",
     "password": "password",
     "secret": "secret",
@@ -131,16 +134,36 @@ PRIVATE_MARK = "[private]"
 # Found like the assignments: the word first (a literal scan), then the name around it and the tail.
 _ENV_WORD = re.compile(r"PASS|PWD|SECRET|TOKEN|KEY|CREDENTIAL|AUTH")
 _ENV_NAME_CHAR = re.compile(r"[A-Z0-9_]")
+# A part of the name (between underscores) that names a secret: DB_PASS, PGPASS, STRIPE_APIKEY,
+# HF_TOKEN; KEY, PWD and AUTH only alone or after a word that makes them one (APIKEY, not MONKEY,
+# KEYBOARD, AUTHOR or the shell's OLDPWD).
+_ENV_SECRET_PART = re.compile(
+    r"[A-Z0-9]*(?:PASS(?:WORD|WD|PHRASE)?|SECRETS?|TOKENS?|CREDENTIALS?)"
+    r"|(?:API|ACCESS|SECRET|PRIVATE|MASTER|CLIENT|APP|AUTH|DB|SIGNING|ENCRYPTION|SERVICE|LICEN[CS]E"
+    r"|SESSION|BOT|DEPLOY|REFRESH|ROOT|ADMIN|USER)?(?:PWD|KEYS?|AUTH)"
+)
+# Values a schema or form spec gives a field ("password: required"), not a password.
+_SCHEMA_WORDS = frozenset(
+    "required optional string str text none empty hidden masked redacted blank unset omitted".split()
+)
+# The shell's own names for folders: PWD=/home/me/app is a path, not a password.
+_SHELL_NAMES = frozenset({"PWD", "OLDPWD"})
 _ENV_TAIL = re.compile(r"""[ \t]*(?:=|:(?!:))[ \t]*(?P<value>"[^"\n]*"|'[^'\n]*'|[^\s"'#,;)}\]]+)""")
 # Prose: "the DB password is X", "my token was X", "the api key for staging is X"; matched on
 # the lowercased text (a case-insensitive regex is several times slower), the value taken from
 # the text itself.
-_PROSE_WORD = re.compile(r"passw(?:or)?d|passphrase|secret|token|api[ _\-]?key|pin code")
+_PROSE_WORD = re.compile(r"passw(?:or)?d|passphrase|secret|token|api[ _\-]?key|pin code|pwd?(?![a-z])")
+# "is"/"was", or a colon or "=" ("api key: X"), after the word or after a short "for the staging db".
 _PROSE_TAIL = re.compile(
-    r"\b(?:[ \t]+(?:for|of|on|to|at)[ \t]+[\w.\-]+)?[ \t]+(?:is|was)[ \t]+(?:now[ \t]+|still[ \t]+)?"
+    r"\b(?:[ \t]+(?:for|of|on|to|at|in)(?:[ \t]+[\w.\-]+){1,3}?)?"
+    r"(?:[ \t]+(?:is|was)[ \t]+(?:now[ \t]+|still[ \t]+)?|[ \t]*[:=][ \t]*)"
     r"""["'`]?(?P<secret>[^\s"'`,;]+)"""
 )
+# Or the value right after the word with nothing between ("the client secret 8f3e9a1b..."): only
+# a key-shaped value is taken then (see _key_shaped), so "secret sauce" stays.
+_PROSE_DIRECT = re.compile(r"\b[ \t]+(?P<secret>[A-Za-z0-9_\-+/=]{16,})(?![\w/.])")
 _TRAILING = ".!?)]}>:"
+_PATH = re.compile(r"(?:/|~/|\.{1,2}/|[A-Za-z]:\\)")  # "pwd: /home/me/app" names a folder
 _MIN_RECUR = 6  # shorter values ("abc") recur in ordinary text by chance
 
 
@@ -315,6 +338,8 @@ def _secret_like(value: str) -> bool:
         return True
     if any(not c.isalnum() and c not in "-._'" for c in core):
         return True
+    if len(core) >= 15 and core.count("-") >= 2:
+        return True  # a passphrase of words: "correct-horse-battery"
     return any(c.isupper() for c in core[1:]) and any(c.islower() for c in core)
 
 
@@ -328,9 +353,17 @@ def _env_assignments(text: str) -> Iterator[tuple[str, re.Match[str]]]:
             end += 1
         if not text[start].isalpha() or (start and (text[start - 1].isalnum() or text[start - 1] in "_$")):
             continue
+        if not _env_secret_name(text[start:end]):
+            continue
         tail = _ENV_TAIL.match(text, end)
         if tail:
             yield text[start:end], tail
+
+
+def _env_secret_name(name: str) -> bool:
+    if name in _SHELL_NAMES:
+        return False
+    return any(_ENV_SECRET_PART.fullmatch(part) for part in name.split("_"))
 
 
 def _redact_env(text: str, values: set[str]) -> tuple[str, int]:
@@ -386,29 +419,55 @@ def _env_kind(key: str) -> str:
     return "secret"
 
 
-def _prose_values(text: str) -> Iterator[tuple[int, int]]:
+def _prose_values(text: str) -> Iterator[tuple[int, int, bool, str]]:
+    """(start, end, right after the word, kind) of each value that prose names a secret."""
     lowered = text.lower()
     if len(lowered) != len(text):  # rare letters whose lowercase is longer: offsets would not line up
         lowered = "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
     for word in _PROSE_WORD.finditer(lowered):
+        if word.group(0).startswith("pw") and word.start() and lowered[word.start() - 1].isalpha():
+            continue  # "pw" inside a word
         tail = _PROSE_TAIL.match(lowered, word.end())
+        kind = _prose_kind(word.group(0))
         if tail:
-            yield tail.span("secret")
+            yield (*tail.span("secret"), False, kind)
+            continue
+        direct = _PROSE_DIRECT.match(lowered, word.end())
+        if direct:
+            yield (*direct.span("secret"), True, kind)
+
+
+def _prose_kind(word: str) -> str:
+    if word.startswith("api"):
+        return "api_key"
+    return word if word in ("secret", "token") else "password"
+
+
+def _key_shaped(value: str) -> bool:
+    """Trigger: a value right after "secret"/"token"/"api key" with no "is" or ":" between.
+    Why: "secret sauce", "token bucket" are prose; a generated key is long and mixes letters and
+    digits many times over ("8f3e9a1b2c4d...", a UUID), which names and identifiers do not.
+    Outcome: only such a value is hidden."""
+    core = value.rstrip("=")
+    if len(core) < 16 or sum(c.isdigit() for c in core) < 2 or sum(c.isalpha() for c in core) < 2:
+        return False
+    digit = [c.isdigit() for c in core if c.isalnum()]
+    return sum(a != b for a, b in zip(digit, digit[1:])) >= 4
 
 
 def _redact_prose(text: str, values: set[str]) -> tuple[str, int]:
     out: list[str] = []
     done = count = 0
-    for start, end in _prose_values(text):
+    for start, end, direct, kind in _prose_values(text):
         value = text[start:end]
-        if start < done or not _secret_like(value):
+        if start < done or not (_key_shaped(value) if direct else _secret_like(value)):
             continue
-        if _NOT_A_SECRET.fullmatch(value.rstrip(_TRAILING)):
+        if _PATH.match(value) or any(_NOT_A_SECRET.fullmatch(v) for v in (value, value.rstrip(_TRAILING))):
             continue
         while end > start and text[end - 1] in _TRAILING:
             end -= 1
         _remember(values, text[start:end])
-        out += [text[done:start], MARK.format("password")]
+        out += [text[done:start], MARK.format(kind)]
         done = end
         count += 1
     if not count:
@@ -526,13 +585,27 @@ def _looks_like_prose(key: str, match: re.Match[str], text: str, key_start: int)
     """Trigger: "word: value" with a lowercase one-word key and a purely alphabetic value.
     Why: that is how sentences read ("the token: it expires"); config keys have _ or capitals,
     and real passwords rarely are a single dictionary-like word.
-    Outcome: leave the text alone.
+    Outcome: leave the text alone, unless the key and its value are a line of their own (_yaml_line).
     """
     quoted_key = key_start > 0 and text[key_start - 1] in "\"'"
     if ":" not in match.group("sep") or quoted_key:
         return False
     config_like = any(c in key for c in "_-.") or key.isupper()
-    return not config_like and match.group("value").isalpha()
+    return not config_like and match.group("value").isalpha() and not _yaml_line(text, key_start, match)
+
+
+def _yaml_line(text: str, key_start: int, match: re.Match[str]) -> bool:
+    """Trigger: "password: letmein" alone on its line (a YAML setting), indented or a list item.
+    Why: a sentence goes on after its one-word value ("the token: it expires after an hour"); a
+    setting's line ends there, and a plain word is then as much a password as any.
+    Outcome: the value is hidden."""
+    line_start = text.rfind("\n", 0, key_start) + 1
+    if text[line_start:key_start].strip(" \t-") or not text[key_start].islower():
+        return False
+    if match.group("value").lower() in _SCHEMA_WORDS:
+        return False
+    line_end = text.find("\n", match.end())
+    return not text[match.end() : line_end if line_end >= 0 else len(text)].strip()
 
 
 def _kind(key: str, word: str) -> str:
