@@ -80,6 +80,18 @@ PLANTED = [
     ("password", "cache at redis://:myredispass@localhost:6379/0", "myredispass"),
     ("password", "db:\n  password: letmein\n  host: db", "letmein"),
     ("password", "- passphrase: swordfish", "swordfish"),
+    ("login_password", "docker login -u bob -p S3cretPass registry.example.com", "S3cretPass"),
+    ("login_password", "az login -u me@example.com -p 'Pa55w0rd!'", "Pa55w0rd!"),
+    ("password", "echo S3cretPass | docker login --password-stdin -u bob", "S3cretPass"),
+    ("password", "htpasswd -b .htpasswd admin Adm1nPass", "Adm1nPass"),
+    ("password", "smbclient -U bob%Pa55word //host/share", "Pa55word"),
+    ("password", "openssl enc -aes256 -pass pass:MyS3cret -in notes.txt", "MyS3cret"),
+    ("vault_token", "vault login s.AbCdEf123456GhIjKl789", "s.AbCdEf123456GhIjKl789"),
+    (
+        "vault_token",
+        "VAULT_ADDR set, token hvs.CAESIJ1234567890abcdefghijklmnop",
+        "hvs.CAESIJ1234567890abcdefghijklmnop",
+    ),
 ]
 
 
@@ -148,6 +160,9 @@ def test_several_secrets_in_one_text():
         "Token: expired",
         "a token bucket rate limiter; the password is one-time-use",
         "the rotation policy for the api key rotation_2024_policy_doc",
+        "ssh -p 2222 ops@host; docker run -p 8080:80 nginx; git log -p HEAD~3",
+        "docker login -u bob -p $DOCKER_PASS; echo $TOKEN | docker login --password-stdin",
+        "vault login -method=github; htpasswd -c .htpasswd admin; the login page -p flag",
     ],
 )
 def test_ordinary_text_is_unchanged(text):

@@ -74,6 +74,32 @@ _TOKEN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("password", re.compile(r"(?:-u|--user)[ =][\"']?[^\s:\"']+:(?P<secret>[^\s\"']+)")),
     ("password", re.compile(r"mysql(?:dump|admin)?\b[^\n]{0,200}?\s-p[\"']?(?P<secret>[^\s\"']+)")),
     ("password", re.compile(r"sshpass\s+-p\s*[\"']?(?P<secret>[^\s\"']+)")),
+    # docker / podman / oc / az ... login -p PASS; echo PASS | docker login --password-stdin.
+    (
+        "login_password",
+        re.compile(
+            r"(?:docker|podman|nerdctl|buildah|skopeo|oc|az|cf|crane|registry)\s+login\b[^\n|;&]{0,200}?"
+            r"\s-p[ =]?[\"']?(?P<secret>[^\s\"'$-][^\s\"']*)"
+        ),
+    ),
+    (
+        "password",
+        re.compile(
+            r"echo\s+(?:-n\s+)?[\"']?(?P<secret>[^\s\"'|$][^\s\"'|]*)[\"']?\s*\|[^\n|]*--password-stdin"
+        ),
+    ),
+    # htpasswd -b FILE USER PASS, smbclient -U user%PASS, openssl -pass pass:PASS.
+    ("password", re.compile(r"htpasswd\s+-\w*b\w*\s+(?:-\w+\s+)*\S+\s+\S+\s+[\"']?(?P<secret>[^\s\"']+)")),
+    ("password", re.compile(r"-U\s+[\"']?[^\s%\"']+%(?P<secret>[^\s\"']+)")),
+    ("password", re.compile(r"-pass(?:in|out)?\s+[\"']?pass:(?P<secret>[^\s\"']+)")),
+    # HashiCorp Vault tokens, and the one given to `vault login`.
+    ("vault_token", re.compile(r"hv[sbr]\.[A-Za-z0-9_\-]{20,}")),
+    (
+        "vault_token",
+        re.compile(
+            r"vault\s+login\s+(?:-[^\s;|&]+\s+)*[\"']?(?P<secret>[^\s\"'=;|&-][^\s\"'=;|&]{7,})(?=[\s\"';|&]|\Z)"
+        ),
+    ),
 ]
 
 _LEAD = {"bearer_token": "Bb", "authorization": "Aa"}  # header names as written in practice
@@ -84,6 +110,7 @@ _WORD_START_KINDS = {
     "stripe_key",
     "sendgrid_key",
     "twilio_key",
+    "vault_token",
 }
 # Kinds whose match must start a word: "mask-..." or "xghp_..." are not keys.
 _WORD_START = {
@@ -224,6 +251,7 @@ _LIBRARY_PATTERNS = _detect_secrets_patterns()
 # on a literal. (A pattern that starts with a literal is fast on its own and needs no gate; a
 # substring test per literal costs about 1 ms per MB, so gates are kept few.)
 _GATES: dict[str, tuple[str, ...] | re.Pattern[str]] = {
+    "login_password": (" login",),
     "stripe_key": ("_live_", "_test_"),
     "azure_key": ("accountkey=", "sharedaccesskey=", "sig="),
     "telegram_token": re.compile(r":[0-9A-Za-z_-]{35}"),
