@@ -244,6 +244,23 @@ def test_compaction_agent_file(fixture, tmp_path):
     assert discover(tmp_path / "projects") == [path]
 
 
+def test_a_compaction_prompt_keeps_only_what_was_added_to_claude_codes_template(fixture, tmp_path):
+    """Claude Code's summarisation template is the same 8 KB in every compaction and matched "next
+    step", "user feedback", "errors and fixes"; what the user typed after /compact and what a hook
+    added follow "Additional Instructions:" and are kept."""
+    prompt = read_new(fixture("marot__spotter__agent-acompact-946d2b.jsonl")).messages[0]
+    assert prompt.text.startswith("and continue with the reamining tasks")
+    assert "Do NOT use `bd edit`" in prompt.text
+    assert "Your task is to create" not in prompt.text and "Optional Next Step" not in prompt.text
+    assert "IMPORTANT: Do NOT use any tools" not in prompt.text
+    template = "Your task is to create a detailed summary of the RECENT portion of the conversation. 9. Next"
+    added = "\n\nAdditional Instructions:\nfocus on the migration\n\nIMPORTANT: Do NOT use any tools. Reply."
+    path = write(tmp_path / "s.jsonl", [user(template), user(template + added)])
+    bare, instructed = read_new(path).messages
+    assert (bare.skip_reason, bare.text) == ("compaction_prompt", "")
+    assert (instructed.skip_reason, instructed.text) == ("compaction_prompt", "focus on the migration")
+
+
 def test_summary_records_are_counted_not_messages(fixture):
     medium = read_new(fixture("obra__episodic-memory__medium-conversation.jsonl"))
     assert medium.messages == []

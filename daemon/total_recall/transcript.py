@@ -73,7 +73,14 @@ COMMAND_PREFIXES = (
 INJECTED_PREFIXES = ("<system-reminder>", "<user-prompt-submit-hook>")
 META_PREFIXES = ("<task-notification>",)
 INTERRUPT_PREFIX = "[Request interrupted"
-COMPACTION_PROMPT_PREFIXES = ("Your task is to create a detailed summary of the conversation so far",)
+COMPACTION_PROMPT_PREFIXES = (
+    "Your task is to create a detailed summary of the conversation so far",
+    "Your task is to create a detailed summary of the RECENT portion of the conversation",
+)
+# Claude Code appends what the user typed after /compact (and what a PreCompact hook printed) to its
+# fixed summarisation template after this line, then closes with COMPACTION_CLOSING.
+COMPACTION_INSTRUCTIONS = "\nAdditional Instructions:\n"
+COMPACTION_CLOSING = "IMPORTANT: Do NOT use any tools."
 COMPACT_SUMMARY_PREFIXES = ("This session is being continued from a previous conversation",)
 # `claude -p` runs made by memory tools (e.g. episodic-memory's summariser), not by a person.
 HEADLESS_PROMPT_PREFIXES = ("Summarize this part of a conversation",)
@@ -588,7 +595,10 @@ class _Reader:
                 return "meta", "injected_context", ""
         if text.startswith(META_PREFIXES):
             return "meta", "meta", text
-        return base, self._prompt_skip(record, text, sidechain), text
+        skip = self._prompt_skip(record, text, sidechain)
+        if skip == "compaction_prompt":
+            text = _compaction_instructions(text)
+        return base, skip, text
 
     def _prompt_skip(self, record: dict[str, Any], text: str, sidechain: bool) -> str | None:
         if not text:
@@ -750,6 +760,19 @@ class _Reader:
             parts=[(first.number, text)],
             **env,
         )
+
+
+def _compaction_instructions(text: str) -> str:
+    """Trigger: Claude Code's request to summarise the conversation (a compaction).
+    Why: its 8 KB template is the same in every compaction and holds the words of many questions
+    ("errors and fixes", "pending tasks", "current work", "user feedback"): a line of it outranked
+    the lines that answer them. Outcome: only what the user or a hook added after the template is
+    kept (the /compact instructions, injected project context); a bare template keeps nothing."""
+    _, found, added = text.partition(COMPACTION_INSTRUCTIONS)
+    if not found:
+        return ""
+    closing = added.rfind(COMPACTION_CLOSING)
+    return (added[:closing] if closing >= 0 else added).strip()
 
 
 def _response_pieces(
