@@ -17,6 +17,7 @@ from total_recall.errors import TranscriptError
 from total_recall.transcript import (
     CONTEXT_MARKER,
     REFUSAL_SAID,
+    REFUSED_MARK,
     Message,
     ReadResult,
     discover,
@@ -173,9 +174,12 @@ def test_short_session_prompt_denials_and_interrupt(fixture):
     assert lines[4].text == "mix phx.server doesnt seem to start"
     assert lines[4].session_id == "55604662-cf2a-4331-851a-ec234028f8ca"
     assert lines[4].git_branch == "master"
-    for n in (11, 12):
-        assert (lines[n].kind, lines[n].skip_reason) == ("tool_result", "tool_output")
-        assert lines[n].text.startswith("[error] The user doesn't want to proceed")
+    for n in (11, 12):  # refused calls: the mark, not Claude Code's boilerplate
+        assert (lines[n].kind, lines[n].skip_reason, lines[n].text) == (
+            "tool_result",
+            "tool_output",
+            REFUSED_MARK,
+        )
     assert (lines[13].kind, lines[13].skip_reason) == ("interrupt", "interrupt")
     assert result.counts["system:local_command"] == 2 and 14 not in lines  # structure only
     assert result.counts["progress"] == 3 and result.counts["file-history-snapshot"] == 1
@@ -649,8 +653,11 @@ def test_what_the_user_typed_when_refusing_a_tool_call_is_their_prompt(tmp_path)
         None,
     )
     for n in (4, 6):
-        assert (lines[n].kind, lines[n].skip_reason) == ("tool_result", "tool_output")
-        assert lines[n].text.startswith("[error] The user doesn't want to proceed")
+        assert (lines[n].kind, lines[n].skip_reason, lines[n].text) == (
+            "tool_result",
+            "tool_output",
+            REFUSED_MARK,
+        )
     assert (lines[8].kind, lines[8].skip_reason) == ("prompt", "acknowledgement")
 
 

@@ -973,12 +973,17 @@ def _tool_descriptor(block: dict[str, Any], cwd: str | None) -> str:
 def _tool_result_text(record: dict[str, Any], blocks: list[dict[str, Any]], report: bool = False) -> str:
     """A tool's output, cut to TOOL_RESULT_CHARS; a subagent's report (`report`) up to REPORT_CHARS,
     without the token and time counts Claude Code appends (the resume id stays: a developer may
-    want it back)."""
+    want it back). A call the user refused is REFUSED_MARK, not Claude Code's boilerplate ("if it was
+    a file edit, the new_string was NOT written…"), whose words ranked it for questions about edits
+    and rejections; the refused call is on a line before it."""
     limit = REPORT_CHARS if report else TOOL_RESULT_CHARS
     parts = []
     for block in blocks:
         if block.get("type") == "tool_result":
             body = _result_body(block.get("content"))[: limit * 2]
+            if block.get("is_error") is True and body.startswith(REFUSED):
+                parts.append(REFUSED_MARK)
+                continue
             parts.append(("[error] " if block.get("is_error") is True else "") + body)
     text = "\n".join(p for p in parts if p).strip()
     if not text and isinstance(record.get("toolUseResult"), str):
@@ -1036,6 +1041,9 @@ def _answered_questions(record: dict[str, Any], blocks: list[dict[str, Any]]) ->
     return "\n".join(said)[:REPORT_CHARS]
 
 
+# Claude Code's result for a refused tool call, and the mark it is read as.
+REFUSED = "The user doesn't want to proceed with this tool use."
+REFUSED_MARK = "[refused by the user]"
 # Claude Code's result for a refused tool call, when the user typed why; the note some versions append
 # after the user's words is Claude Code's, and so is the text of a refused AskUserQuestion's "clarify".
 REFUSAL_SAID = "To tell you how to proceed, the user said:"
