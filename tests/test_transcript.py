@@ -240,7 +240,7 @@ def test_compaction_agent_file(fixture, tmp_path):
     path.write_bytes(source.read_bytes())
     for candidate in (source, path):
         prompt, answer = read_new(candidate).messages
-        assert (prompt.kind, prompt.skip_reason) == ("subagent_prompt", "compaction_prompt")
+        assert (prompt.kind, prompt.skip_reason) == ("compaction_prompt", "compaction_prompt")
         assert (answer.kind, answer.skip_reason) == ("compact_summary", "compact_summary")
         assert answer.text.startswith("<analysis>")
         assert all(m.is_sidechain and m.agent_id == "acompact-946d2b" for m in (prompt, answer))
@@ -261,8 +261,8 @@ def test_a_compaction_prompt_keeps_only_what_was_added_to_claude_codes_template(
     added = "\n\nAdditional Instructions:\nfocus on the migration\n\nIMPORTANT: Do NOT use any tools. Reply."
     path = write(tmp_path / "s.jsonl", [user(template), user(template + added)])
     bare, instructed = read_new(path).messages
-    assert (bare.skip_reason, bare.text) == ("compaction_prompt", "")
-    assert (instructed.skip_reason, instructed.text) == ("compaction_prompt", "focus on the migration")
+    assert (bare.kind, bare.skip_reason, bare.text) == ("compaction_prompt", "compaction_prompt", "")
+    assert (instructed.kind, instructed.text) == ("compaction_prompt", "focus on the migration")
 
 
 def test_summary_records_are_counted_not_messages(fixture):

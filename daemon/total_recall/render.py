@@ -40,6 +40,7 @@ SAID = {
     "response": "assistant said",
     "tool_result": "tool output",
     "compact_summary": "summary of an earlier part",
+    "compaction_prompt": "added to a compaction request",
     "subagent_prompt": "task given to a subagent",
     "subagent_response": "subagent said",
     "command": "user ran",

@@ -140,8 +140,8 @@ class Message:
     last_line: int  # last physical line that contributed (merged assistant lines)
     end_offset: int  # byte offset just after last_line's newline
     role: str  # "user" | "assistant"
-    # prompt | response | tool_result | compact_summary | subagent_prompt | subagent_response |
-    # command | meta | interrupt
+    # prompt | response | tool_result | compact_summary | compaction_prompt | subagent_prompt |
+    # subagent_response | command | meta | interrupt
     kind: str
     text: str  # the text to extract from ("" when nothing)
     timestamp: str | None
@@ -596,8 +596,8 @@ class _Reader:
         if text.startswith(META_PREFIXES):
             return "meta", "meta", text
         skip = self._prompt_skip(record, text, sidechain)
-        if skip == "compaction_prompt":
-            text = _compaction_instructions(text)
+        if skip == "compaction_prompt":  # not the user's prompt: Claude Code's, with what was added to it
+            return "compaction_prompt", skip, _compaction_instructions(text)
         return base, skip, text
 
     def _prompt_skip(self, record: dict[str, Any], text: str, sidechain: bool) -> str | None:
