@@ -582,7 +582,7 @@ class _Reader:
         if injected_only:
             return ("meta" if is_meta else base), "injected_context", ""
         if is_meta:
-            return "meta", "meta", text
+            return "meta", "meta", _CAVEAT.sub("", text).strip()
         if text.startswith(COMMAND_PREFIXES):
             return "command", "command", _command_text(text)
         if text.startswith(INTERRUPT_PREFIX):
@@ -1083,6 +1083,10 @@ def _strip_context(text: str) -> tuple[str, bool]:
     if _WORD.search(residue):
         return stripped, False
     return "", True
+
+
+# Claude Code's note before the output of a local command (`!ls`, `/mcp`): the same words every time.
+_CAVEAT = re.compile(r"<local-command-caveat>.*?(?:</local-command-caveat>|\Z)", re.S)
 
 
 def _command_text(text: str) -> str:
