@@ -80,6 +80,7 @@ PLANTED = [
     ("password", "cache at redis://:myredispass@localhost:6379/0", "myredispass"),
     ("password", "db:\n  password: letmein\n  host: db", "letmein"),
     ("password", "- passphrase: swordfish", "swordfish"),
+    ("password", "machine github.com\n  login bob\n  password gh0stpass", "gh0stpass"),
     ("login_password", "docker login -u bob -p S3cretPass registry.example.com", "S3cretPass"),
     ("login_password", "az login -u me@example.com -p 'Pa55w0rd!'", "Pa55w0rd!"),
     ("password", "echo S3cretPass | docker login --password-stdin -u bob", "S3cretPass"),
@@ -163,6 +164,7 @@ def test_several_secrets_in_one_text():
         "ssh -p 2222 ops@host; docker run -p 8080:80 nginx; git log -p HEAD~3",
         "docker login -u bob -p $DOCKER_PASS; echo $TOKEN | docker login --password-stdin",
         "vault login -method=github; htpasswd -c .htpasswd admin; the login page -p flag",
+        "the machine learning password is weak",
     ],
 )
 def test_ordinary_text_is_unchanged(text):

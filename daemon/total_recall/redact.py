@@ -92,6 +92,14 @@ _TOKEN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("password", re.compile(r"htpasswd\s+-\w*b\w*\s+(?:-\w+\s+)*\S+\s+\S+\s+[\"']?(?P<secret>[^\s\"']+)")),
     ("password", re.compile(r"-U\s+[\"']?[^\s%\"']+%(?P<secret>[^\s\"']+)")),
     ("password", re.compile(r"-pass(?:in|out)?\s+[\"']?pass:(?P<secret>[^\s\"']+)")),
+    # .netrc: machine HOST [login USER] password PASS (one line or several).
+    (
+        "password",
+        re.compile(
+            r"machine[ \t]+(?:[\w\-]+\.[\w.\-]+|localhost)(?:\s+login[ \t]+\S+)?"
+            r"\s+password[ \t]+(?P<secret>[^\s\"']+)"
+        ),
+    ),
     # HashiCorp Vault tokens, and the one given to `vault login`.
     ("vault_token", re.compile(r"hv[sbr]\.[A-Za-z0-9_\-]{20,}")),
     (
