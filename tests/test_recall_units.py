@@ -385,6 +385,38 @@ def test_what_the_user_typed_when_refusing_a_tool_call_is_found_as_their_decisio
     assert top["content"] == "no, use pnpm instead of npm"
 
 
+def test_what_the_user_typed_while_claude_worked_is_found_as_their_decision(tmp_path):
+    """A message typed during a turn reaches the transcript only as a `queued_command` attachment:
+    "let's use pnpm instead of npm from now on" is found on its line as the user's decision."""
+    call = {"type": "tool_use", "id": "toolu_n", "name": "Bash", "input": {"command": "npm install"}}
+    result = {"type": "tool_result", "tool_use_id": "toolu_n", "content": "added 120 packages"}
+    queued = json.loads(_line("user", "", 4))
+    del queued["message"]
+    queued.update(
+        type="attachment",
+        attachment={
+            "type": "queued_command",
+            "prompt": "let's use pnpm instead of npm from now on",
+            "commandMode": "prompt",
+            "origin": {"kind": "human"},
+        },
+    )
+    path = _backfill(
+        tmp_path / "claude",
+        [
+            _line("user", "Install the frontend dependencies and start the dev server.", 1),
+            _line("assistant", [call], 2, "m2"),
+            _line("user", [result], 3),
+            json.dumps(queued),
+            _line("assistant", [{"type": "text", "text": "Switching to pnpm."}], 5, "m5"),
+        ],
+    )
+    found = cli_json("search", "what did we decide about npm?", "--project", "atlas")
+    top = [r for r in found if r["kind"] != "span"][0]
+    assert (top["source_file"], top["source_line"], top.get("intent")) == (str(path), 4, "decision")
+    assert top["content"] == "let's use pnpm instead of npm from now on"
+
+
 def test_the_reply_to_a_short_question_ranks_with_the_question(tmp_path):
     """A short question's subject is in its reply: "Got any favourite editors?" - "Neovim, with a
     minimal config." The reply, which shares no word with the search, outranks a later line that

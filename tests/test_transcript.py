@@ -302,7 +302,9 @@ def test_newer_and_unknown_record_types(fixture):
     records = [json.loads(x) for x in path.read_bytes().splitlines()]
     attachments = {n for n, r in enumerate(records, 1) if r["type"] == "attachment"}
     assert result.counts["attachment"] == len(attachments) == 38
-    assert not attachments & set(lines)
+    # Only a prompt the user typed while Claude worked (a queued_command from a person) is a message.
+    assert attachments & set(lines) == {39}
+    assert (lines[39].role, lines[39].kind, lines[39].text) == ("user", "prompt", "[trimmed for fixture]")
     for kind in ("started", "result", "atis-latch"):
         assert result.counts[f"unknown:{kind}"] == 1
     assert result.counts["ai-title"] == 1 and result.counts["system:compact_boundary"] == 2
@@ -660,6 +662,42 @@ def test_what_the_user_typed_when_refusing_a_tool_call_is_their_prompt(tmp_path)
             REFUSED_MARK,
         )
     assert (lines[8].kind, lines[8].skip_reason) == ("prompt", "acknowledgement")
+
+
+def test_a_prompt_typed_while_claude_works_is_the_users_prompt_on_its_line(tmp_path):
+    """Claude Code writes no user record for a message typed during a turn: it hands it over as a
+    `queued_command` attachment, the only place those words are. A background task's notification
+    and another agent's message arrive the same way and are not the user's."""
+
+    def queued(prompt, **extra):
+        return {"type": "attachment", "attachment": {"type": "queued_command", "prompt": prompt, **extra}}
+
+    notification = (
+        "<task-notification>\n<task-id>b1</task-id>\n<status>completed</status>\n</task-notification>"
+    )
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
+    path = write(
+        tmp_path / "s.jsonl",
+        [
+            user("Add the price column to the export"),
+            assistant([text("Editing the exporter."), tool_use("Edit", file_path="export.py")], "m1"),
+            queued("and convert the prices to euros", commandMode="prompt", origin={"kind": "human"}),
+            assistant([text("Converting too.")], "m1"),
+            user([tool_result("ok")]),
+            queued(notification, commandMode="task-notification", origin={"kind": "task-notification"}),
+            queued("lead says: ship it", commandMode="prompt", origin={"kind": "teammate", "from": "lead"}),
+            queued([image, text("like this mockup, with the total in bold")], commandMode="prompt"),
+            assistant([text("Done.")], "m2"),
+        ],
+    )
+    lines = by_line(read_new(path))
+    assert (lines[3].role, lines[3].kind, lines[3].skip_reason) == ("user", "prompt", None)
+    assert lines[3].text == "and convert the prices to euros"
+    assert lines[2].text == "Editing the exporter.\n[tool Edit: export.py]"  # the response before it
+    assert lines[4].text == "Converting too."
+    assert 6 not in lines and 7 not in lines
+    assert (lines[8].kind, lines[8].text) == ("prompt", "like this mockup, with the total in bold")
+    assert read_chunked(path, 1)[0] == read_new(path).messages
 
 
 def test_call_ids_of_any_json_shape_never_fail_a_read(tmp_path):

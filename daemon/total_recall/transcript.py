@@ -18,6 +18,8 @@ like "[tool Bash: git status]"), synthetic (API errors Claude Code wrote itself)
 hooks injected (inside CONTEXT_MARKER tags) is removed everywhere, so memories are never
 re-indexed as conversation. Two tool results are the user's words, so prompts: the answers to an
 AskUserQuestion (each pick with its option's description) and what the user typed when refusing a call.
+And one attachment is: a prompt typed while Claude was working (`queued_command`), for which Claude Code
+writes no user record.
 
 `counts` has one key per physical line: its record type, "unknown:<type>", "invalid_json",
 "invalid_record" (JSON, but not an object with a string type), "blank" or "oversized_line";
@@ -495,6 +497,8 @@ class _Reader:
             self._apply(item)
 
     def _joins_pending(self, record: dict[str, Any] | None) -> bool:
+        if record is not None and record["type"] == "attachment" and _queued_prompt(record):
+            return False  # what the user typed while Claude worked ends the response before it
         if record is None or record["type"] not in ("user", "assistant"):
             return True  # structure between a response's lines does not end it
         return _group_key(record) == _group_key(self.pending[0].record)
@@ -517,6 +521,12 @@ class _Reader:
             self.messages.append(self._user(record, item))
         elif record["type"] == "assistant":
             self.messages.append(self._assistant([item]))
+        elif record["type"] == "attachment" and (queued := _queued_prompt(record)):
+            # Typed while Claude was working: Claude Code hands it over as an attachment and writes
+            # no user record for it, so this line is the only place the user's words are.
+            env = self._envelope(record)
+            kind, skip, text = self._classify_prompt(record, queued, env["is_sidechain"])
+            self.messages.append(self._message(item, item, env, "user", kind, text, skip))
 
     def _count(self, item: _Line) -> None:
         self.end_offset, self.end_line = item.end, item.number
@@ -1083,6 +1093,25 @@ def _strip_context(text: str) -> tuple[str, bool]:
     if _WORD.search(residue):
         return stripped, False
     return "", True
+
+
+def _queued_prompt(record: dict[str, Any]) -> str:
+    """The text of a prompt the user typed while Claude was busy ("" for anything else): an
+    `attachment` of type `queued_command` in the prompt mode from a person, not a background task's
+    notification or another agent's message."""
+    attachment = record.get("attachment")
+    if not isinstance(attachment, dict) or attachment.get("type") != "queued_command":
+        return ""
+    origin = attachment.get("origin")
+    if attachment.get("commandMode", "prompt") != "prompt" or attachment.get("isMeta") is True:
+        return ""
+    if origin is not None and not (isinstance(origin, dict) and origin.get("kind") == "human"):
+        return ""
+    prompt = attachment.get("prompt")
+    blocks = _blocks(prompt)
+    text = "\n".join(b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str))
+    text = text.strip()
+    return "" if text.startswith(META_PREFIXES) else text
 
 
 # Claude Code's note before the output of a local command (`!ls`, `/mcp`): the same words every time.
