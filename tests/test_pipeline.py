@@ -334,6 +334,7 @@ def line_words(path, number: int) -> set[str]:
 
     walk((record.get("message") or {}).get("content"))
     walk(record.get("toolUseResult"))
+    walk((record.get("attachment") or {}).get("prompt"))  # a prompt typed while Claude worked
     return set(WORDS.findall(" ".join(seen).lower()))
 
 
