@@ -370,16 +370,18 @@ class TurnIndex:
             [(t.text, t.sample_id, t.file, t.line) for t in corpus.turns.values()],
         )
 
-    def search(self, sample_id: str, text: str, k: int) -> list[dict]:
-        """Top k turns of one conversation for the query's stopword-free terms joined with OR."""
+    def search(self, sample_id: str | None, text: str, k: int) -> list[dict]:
+        """Top k turns of one conversation (of every one when sample_id is None) for the query's
+        stopword-free terms joined with OR."""
         from total_recall import query as querymod
 
         match = querymod.analyze(text).fts()
         if not match:
             return []
         rows = self.conn.execute(
-            "SELECT file, line FROM turns WHERE turns MATCH ? AND sample_id = ? ORDER BY bm25(turns) LIMIT ?",
-            (match, sample_id, k),
+            "SELECT file, line FROM turns WHERE turns MATCH ? AND (? IS NULL OR sample_id = ?) "
+            "ORDER BY bm25(turns) LIMIT ?",
+            (match, sample_id, sample_id, k),
         ).fetchall()
         return [{"kind": "turn", "source_file": f, "source_line": int(line)} for f, line in rows]
 

@@ -1,7 +1,7 @@
 """Recall on the dev data: total-recall's search against BM25 over the raw turns, same run.
 
     python bench/recall.py [--sets locomo-roles,locomo-names,beam,sessions] [-k 1,5,10] [--save F.json]
-                           [--store postgres]
+                           [--store postgres] [--all-projects]
 
 Datasets (each indexed in its own throw-away home with the normal pipeline, `total-recall backfill
 DIR --wait`, embedded default: offline extractor + local MiniLM):
@@ -22,7 +22,9 @@ BM25 ranking of the same keywords.
 Splits: tuning decisions are made on the tune split only; the confirm split checks they carry over.
 `--store postgres` keeps each set's memories in a fresh database of a throw-away PostgreSQL server
 (the pgserver wheel of the test extra), as a team's shared store would: the same pipeline and search
-over pgvector and PostgreSQL full text. Runs in throw-away homes; asserts nothing.
+over pgvector and PostgreSQL full text. `--all-projects` asks every question over every project of its
+set, and ranks BM25 over every turn of the set, as a search made outside any project (the web view,
+MCP) is: harder where a set's projects are small. Runs in throw-away homes; asserts nothing.
 """
 
 from __future__ import annotations
@@ -102,13 +104,19 @@ def index(
 
 
 def ask(
-    box: harness.Sandbox, corpus: locomo.Corpus, qs: Sequence[locomo.Question], k: int
+    box: harness.Sandbox,
+    corpus: locomo.Corpus,
+    qs: Sequence[locomo.Question],
+    k: int,
+    everywhere: bool = False,
 ) -> list[list[dict]]:
-    """Every question in ONE `search --queries` call, each scoped to its conversation's project."""
+    """Every question in ONE `search --queries` call, each scoped to its conversation's project
+    (to every project with `everywhere`)."""
     path = box.root / "queries.jsonl"
     with path.open("w", encoding="utf-8") as fh:
         for q in qs:
-            fh.write(json.dumps({"query": q.text, "project": corpus.projects[q.sample_id], "k": k}) + "\n")
+            scope = {"all_projects": True} if everywhere else {"project": corpus.projects[q.sample_id]}
+            fh.write(json.dumps({"query": q.text, **scope, "k": k}) + "\n")
     proc = box.cli("search", "--queries", str(path), "--json")
     answers = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
     if len(answers) != len(qs):
@@ -287,10 +295,16 @@ def span_widths(ranked: Sequence[list[dict]]) -> dict[str, float]:
 
 
 def evaluate_set(
-    name: str, ks: Sequence[int], locomo_path: Path, beam_root: Path, store_url: str | None = None
+    name: str,
+    ks: Sequence[int],
+    locomo_path: Path,
+    beam_root: Path,
+    store_url: str | None = None,
+    everywhere: bool = False,
 ) -> dict[str, Any]:
     """One dataset in its own throw-away home (its memories in `store_url` when given); returns
-    every figure."""
+    every figure. With `everywhere`, each question is asked over every project of the set and BM25
+    ranks every turn of the set, as a search outside any project (the web view, MCP) would."""
     k = max(ks)
     with harness.Sandbox(extra_env={"TOTAL_RECALL_STORE_URL": store_url} if store_url else None) as box:
         root = box.claude / "projects"  # only transcripts under it are read
@@ -298,19 +312,20 @@ def evaluate_set(
         stats, sources = index(box, corpus, root)
         stats["evidence_with_an_idea"] = _extraction_ceiling(corpus, qs, sources)
         started = time.perf_counter()
-        ranked = ask(box, corpus, qs, k) if qs else []
+        ranked = ask(box, corpus, qs, k, everywhere) if qs else []
         stats["search_seconds"] = round(time.perf_counter() - started, 1)
         typed = [as_keywords(q) for q in qs]
-        ranked_typed = ask(box, corpus, typed, k) if qs else []
+        ranked_typed = ask(box, corpus, typed, k, everywhere) if qs else []
         texts = baseline_texts(corpus)
         turns = locomo.TurnIndex(texts)
         try:
-            baseline = [turns.search(q.sample_id, q.text, k) for q in qs]
-            baseline_typed = [turns.search(q.sample_id, q.text, k) for q in typed]
+            baseline = [turns.search(None if everywhere else q.sample_id, q.text, k) for q in qs]
+            baseline_typed = [turns.search(None if everywhere else q.sample_id, q.text, k) for q in typed]
         finally:
             turns.close()
     return {
         "set": name,
+        "everywhere": everywhere,
         "ks": list(ks),
         "questions": len(qs),
         "left_out": left_out,
@@ -324,7 +339,9 @@ def render(report: dict[str, Any]) -> str:
     ks = report["ks"]
     keys = [f"recall@{k}" for k in ks] + [f"hit@{max(ks)}", "mrr"]
     out = [
-        f"# {report['set']}" + (" (PostgreSQL store)" if report.get("store") == "postgres" else ""),
+        f"# {report['set']}"
+        + (" (PostgreSQL store)" if report.get("store") == "postgres" else "")
+        + (" (every project)" if report.get("everywhere") else ""),
         f"questions scored: {report['questions']} (left out: {report['left_out']})",
         f"index: {json.dumps(report['index'])}",
         f"span results: {json.dumps(report['spans'])}",
@@ -445,6 +462,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--save", type=Path, help="also write the figures to this JSON file")
     parser.add_argument(
+        "--all-projects",
+        action="store_true",
+        help="ask every question over every project of its set, and BM25 over every turn of the set",
+    )
+    parser.add_argument(
         "--store",
         choices=("sqlite", "postgres"),
         default="sqlite",
@@ -456,7 +478,7 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.ExitStack() as stack:
         new_database = postgres_databases(stack) if args.store == "postgres" else lambda: None
         for name in [s.strip() for s in args.sets.split(",") if s.strip()]:
-            report = evaluate_set(name, args.k, args.data, args.beam, new_database())
+            report = evaluate_set(name, args.k, args.data, args.beam, new_database(), args.all_projects)
             report["store"] = args.store
             print(render(report), flush=True)
             print(flush=True)

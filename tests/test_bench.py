@@ -215,6 +215,8 @@ def test_bm25_baseline_ranks_raw_turns_within_one_conversation(tmp_path, corpus)
         teacher = corpus.turns[("tiny-1", "D1:4")]
         assert (top[0]["source_file"], top[0]["source_line"]) == (teacher.file, teacher.line)
         assert index.search("tiny-1", "the of and", 5) == []  # stopwords only: nothing to match
+        everywhere = index.search(None, "Where does Marta, the cello teacher, live?", 20)
+        assert {r["source_file"].split("/")[-2] for r in everywhere} == {"-locomo-tiny-1", "-locomo-tiny-2"}
     finally:
         index.close()
 
@@ -265,6 +267,15 @@ def test_recall_tool_runs_end_to_end_on_the_tiny_file(tiny_file, tmp_path):
         assert ours["n"] == 3 and report["index"]["ideas"] > 0
         typed = figures["total-recall, keywords"]["overall"]
         assert typed["n"] == 3 and 0.0 <= typed["recall@5"] <= 1.0
+
+
+def test_recall_tool_asks_over_every_project_when_told(tiny_file, tmp_path):
+    save = tmp_path / "figures.json"
+    proc = _recall_tool(tiny_file, save, "locomo-roles", "--all-projects")
+    assert "# locomo-roles (every project)" in proc.stdout
+    (report,) = json.loads(save.read_text())
+    assert report["everywhere"] is True and report["questions"] == 3
+    assert report["figures"]["confirm"]["total-recall"]["overall"]["n"] == 3
 
 
 def test_names_rendering_writes_speaker_names_into_the_turns(tiny_file, tmp_path):
