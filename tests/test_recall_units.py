@@ -39,6 +39,8 @@ def _line(kind: str, content, n: int, msg_id: str | None = None) -> str:
     }
     if kind == "user":
         base["message"] = {"role": "user", "content": content}
+    elif kind == "attachment":
+        base["attachment"] = content
     else:
         base["message"] = {
             "id": msg_id,
@@ -49,6 +51,11 @@ def _line(kind: str, content, n: int, msg_id: str | None = None) -> str:
             "stop_reason": None,
         }
     return json.dumps(base)
+
+
+def _first_memory(question: str) -> dict:
+    """The first result of a search over the atlas project that is not a topic."""
+    return [r for r in cli_json("search", question, "--project", "atlas") if r["kind"] != "span"][0]
 
 
 def transcript(claude_dir):
@@ -282,8 +289,7 @@ def test_a_question_naming_a_participant_ranks_their_line_first(tmp_path):
             ("assistant", "Lisbon is lovely in spring, Sam."),
         ],
     )
-    found = cli_json("search", "Where did Ana book a trip to?", "--project", "atlas")
-    assert [r["source_line"] for r in found if r["kind"] != "span"][0] == 2
+    assert _first_memory("Where did Ana book a trip to?")["source_line"] == 2
     with memory_store() as database:  # a place no line addresses is not a participant
         assert participants(database, "Did Sam and Ana meet in Lisbon?", None) == {
             "Ana": "assistant",
@@ -353,8 +359,7 @@ def test_what_the_user_picked_among_claudes_options_is_found_as_their_decision(t
             ),
         ],
     )
-    found = cli_json("search", "what did we decide about sobelow?", "--project", "atlas")
-    top = [r for r in found if r["kind"] != "span"][0]
+    top = _first_memory("what did we decide about sobelow?")
     assert (top["source_file"], top["source_line"], top.get("intent")) == (str(path), 3, "decision")
     assert "Skip Sobelow" in top["content"]
 
@@ -379,8 +384,7 @@ def test_what_the_user_typed_when_refusing_a_tool_call_is_found_as_their_decisio
             _line("assistant", [{"type": "text", "text": "Switching to pnpm for the install."}], 4, "m4"),
         ],
     )
-    found = cli_json("search", "what did we decide about npm?", "--project", "atlas")
-    top = [r for r in found if r["kind"] != "span"][0]
+    top = _first_memory("what did we decide about npm?")
     assert (top["source_file"], top["source_line"], top.get("intent")) == (str(path), 3, "decision")
     assert top["content"] == "no, use pnpm instead of npm"
 
@@ -390,29 +394,23 @@ def test_what_the_user_typed_while_claude_worked_is_found_as_their_decision(tmp_
     "let's use pnpm instead of npm from now on" is found on its line as the user's decision."""
     call = {"type": "tool_use", "id": "toolu_n", "name": "Bash", "input": {"command": "npm install"}}
     result = {"type": "tool_result", "tool_use_id": "toolu_n", "content": "added 120 packages"}
-    queued = json.loads(_line("user", "", 4))
-    del queued["message"]
-    queued.update(
-        type="attachment",
-        attachment={
-            "type": "queued_command",
-            "prompt": "let's use pnpm instead of npm from now on",
-            "commandMode": "prompt",
-            "origin": {"kind": "human"},
-        },
-    )
+    queued = {
+        "type": "queued_command",
+        "prompt": "let's use pnpm instead of npm from now on",
+        "commandMode": "prompt",
+        "origin": {"kind": "human"},
+    }
     path = _backfill(
         tmp_path / "claude",
         [
             _line("user", "Install the frontend dependencies and start the dev server.", 1),
             _line("assistant", [call], 2, "m2"),
             _line("user", [result], 3),
-            json.dumps(queued),
+            _line("attachment", queued, 4),
             _line("assistant", [{"type": "text", "text": "Switching to pnpm."}], 5, "m5"),
         ],
     )
-    found = cli_json("search", "what did we decide about npm?", "--project", "atlas")
-    top = [r for r in found if r["kind"] != "span"][0]
+    top = _first_memory("what did we decide about npm?")
     assert (top["source_file"], top["source_line"], top.get("intent")) == (str(path), 4, "decision")
     assert top["content"] == "let's use pnpm instead of npm from now on"
 
@@ -450,8 +448,7 @@ def test_a_question_naming_code_ranks_the_line_with_that_code_first(tmp_path):
             ),
         ],
     )
-    found = cli_json("search", "what does --since do in backfill", "--project", "atlas")
-    assert [r["source_line"] for r in found if r["kind"] != "span"][0] == 2
+    assert _first_memory("what does --since do in backfill")["source_line"] == 2
 
 
 def test_a_speaker_tag_is_not_part_of_a_lines_meaning(tmp_path):
