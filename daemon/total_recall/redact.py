@@ -474,9 +474,8 @@ def _prose_values(text: str) -> Iterator[tuple[int, int, bool, str]]:
 
 
 def _prose_kind(word: str) -> str:
-    if word.startswith("api"):
-        return "api_key"
-    return word if word in ("secret", "token") else "password"
+    """The kind a prose word names, as for assignments (_KIND_OF_WORD); "pw", "pin code": a password."""
+    return "api_key" if word.startswith("api") else _KIND_OF_WORD.get(word, "password")
 
 
 def _key_shaped(value: str) -> bool:

@@ -563,10 +563,7 @@ class _Reader:
             # TOOL_RESULT_CHARS like other tool output (sessions tune split: recall@1 0.393 -> 0.431).
             text = _tool_result_text(record, blocks, report=self._is_report(record, blocks))
             return self._message(item, item, env, "user", "tool_result", text, "tool_output")
-        text = "\n".join(
-            b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str)
-        ).strip()
-        kind, skip, text = self._classify_prompt(record, text, env["is_sidechain"])
+        kind, skip, text = self._classify_prompt(record, _text_of(blocks), env["is_sidechain"])
         return self._message(item, item, env, "user", kind, text, skip)
 
     def _is_report(self, record: dict[str, Any], blocks: list[dict[str, Any]]) -> bool:
@@ -1076,6 +1073,13 @@ def _refusal_feedback(blocks: list[dict[str, Any]]) -> str:
     return "\n".join(said)[:REPORT_CHARS]
 
 
+def _text_of(blocks: list[dict[str, Any]]) -> str:
+    """What a prompt's text blocks say (images and other blocks left out)."""
+    return "\n".join(
+        b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str)
+    ).strip()
+
+
 def _result_body(content: Any) -> str:
     if isinstance(content, str):
         return content
@@ -1107,10 +1111,7 @@ def _queued_prompt(record: dict[str, Any]) -> str:
         return ""
     if origin is not None and not (isinstance(origin, dict) and origin.get("kind") == "human"):
         return ""
-    prompt = attachment.get("prompt")
-    blocks = _blocks(prompt)
-    text = "\n".join(b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str))
-    text = text.strip()
+    text = _text_of(_blocks(attachment.get("prompt")))
     return "" if text.startswith(META_PREFIXES) else text
 
 
