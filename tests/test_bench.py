@@ -242,6 +242,16 @@ def _recall_tool(tiny_file, save, sets: str, *more: str) -> subprocess.Completed
     return proc
 
 
+def test_a_paired_interval_holds_the_mean_difference_and_narrows_with_more_questions():
+    assert recall.paired_interval([0.25] * 12) == [0.25, 0.25]  # every question moved alike
+    few = [1.0, 0.0, 0.0, 0.5, -0.5, 0.0, 1.0, 0.0]
+    lo, hi = recall.paired_interval(few)
+    assert lo < sum(few) / len(few) < hi and lo < 0.0  # eight questions cannot tell +0.25 from 0
+    many_lo, many_hi = recall.paired_interval(few * 20)
+    assert lo < many_lo < many_hi < hi and many_lo > 0.0
+    assert recall.paired_interval(few) == [lo, hi]  # a fixed seed: the same report twice
+
+
 def test_recall_tool_runs_end_to_end_on_the_tiny_file(tiny_file, tmp_path):
     save = tmp_path / "figures.json"
     proc = _recall_tool(tiny_file, save, "locomo-roles,locomo-names")
@@ -253,6 +263,7 @@ def test_recall_tool_runs_end_to_end_on_the_tiny_file(tiny_file, tmp_path):
         "| BM25 raw turns",
         "| total-recall, keywords",
         "confirm, asked as keywords: recall@5",
+        "confirm: 95% interval of each delta over BM25",
         "# summary",
     ):
         assert heading in proc.stdout
@@ -267,6 +278,8 @@ def test_recall_tool_runs_end_to_end_on_the_tiny_file(tiny_file, tmp_path):
         assert ours["n"] == 3 and report["index"]["ideas"] > 0
         typed = figures["total-recall, keywords"]["overall"]
         assert typed["n"] == 3 and 0.0 <= typed["recall@5"] <= 1.0
+        lo, hi = report["intervals"]["confirm"]["recall@5"]
+        assert lo <= ours["recall@5"] - bm25["recall@5"] <= hi
 
 
 def test_recall_tool_asks_over_every_project_when_told(tiny_file, tmp_path):
