@@ -124,3 +124,33 @@ def questions(samples: Iterable[dict], corpus: locomo.Corpus) -> tuple[list[loco
                     continue
                 kept.append(locomo.Question(sid, str(qa["question"]), ability, ids))
     return kept, left_out
+
+
+def labelled_questions(
+    items: Iterable[dict], samples: Iterable[dict], corpus: locomo.Corpus
+) -> tuple[list[locomo.Question], dict[str, int]]:
+    """Our own questions about the chats (bench/beam_qa.json, rules in bench/beam_qa.md): each names
+    its chat, 1-3 evidence message ids and, per id, the first 50 characters of that message's text
+    (leading whitespace stripped). A question whose chat is absent is left out; a fingerprint that
+    does not match its message is an error, not a miss (the labels and the data disagree)."""
+    texts = {(s["sample_id"], m.get("id")): clean(m.get("content")) for s in samples for m in all_messages(s)}
+    kept, left_out, wrong = [], {"other_category": 0, "no_evidence": 0}, []
+    for n, item in enumerate(items):
+        sid = item["chat"]
+        if not any(key[0] == sid for key in texts):
+            left_out["no_evidence"] += 1
+            continue
+        for ident in item["evidence"]:
+            got = texts.get((sid, ident), "")[:50]
+            if got != item["fingerprints"].get(str(ident)):
+                wrong.append(f"item {n}: {sid} message {ident} starts {got!r}")
+        category = "paraphrase" if item.get("phrasing") == "paraphrase" else item["kind"]
+        ids = tuple(f"M{ident}" for ident in item["evidence"])
+        kept.append(locomo.Question(sid, item["question"], category, ids))
+    if wrong:
+        raise ValueError("labels do not match the chats:\n" + "\n".join(wrong))
+    return kept, left_out
+
+
+def all_messages(sample: dict) -> list[dict]:
+    return [msg for batch in sample["chat"] for msg in messages(batch)]

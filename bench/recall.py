@@ -8,6 +8,8 @@ DIR --wait`, embedded default: offline extractor + local MiniLM):
   locomo-roles   LoCoMo dev (bench/locomo.py), speakers only as user/assistant roles;
   locomo-names   the same conversations with every turn written as "Name: text";
   beam           BEAM coding-project chats (bench/beam.py), message-level evidence;
+  beam-qa        the same chats, our own questions a developer would ask weeks later
+                 (bench/beam_qa.json, rules in bench/beam_qa.md), with the chat messages that answer them;
   sessions       questions a developer would ask about the shared real Claude Code fixture sessions
                  (bench/sessions_qa.json, rules in bench/sessions_qa.md), evidence = transcript lines.
 Every question is asked in ONE `total-recall search --queries FILE --json` call per dataset, scoped to
@@ -54,10 +56,11 @@ import locomo  # noqa: E402
 
 VARIANTS = ("total-recall", "ideas only", "BM25 raw turns")
 KEYWORD_VARIANTS = ("total-recall, keywords", "BM25 raw turns, keywords")
-SETS = ("locomo-roles", "locomo-names", "beam", "sessions")
+SETS = ("locomo-roles", "locomo-names", "beam", "beam-qa", "sessions")
 DEFAULT_BEAM = harness.DEFAULT_LOCOMO.parent / "beam-dev"
 FIXTURES = harness.DEFAULT_LOCOMO.parent.parent / "fixtures" / "transcripts"
 SESSIONS_QA = Path(__file__).resolve().parent / "sessions_qa.json"
+BEAM_QA = Path(__file__).resolve().parent / "beam_qa.json"
 # Tune on these conversations, confirm on the rest (chosen before any tuning, by conversation).
 TUNE = {"conv-26", "100K_1"}
 
@@ -195,9 +198,12 @@ def load_set(name: str, root: Path, locomo_path: Path, beam_root: Path):
         corpus = locomo.convert(samples, root, names=name == "locomo-names")
         qs, left = locomo.questions(samples, corpus)
         return corpus, qs, left
-    if name == "beam":
+    if name in ("beam", "beam-qa"):
         samples = [beam.load(f) for f in beam.folders(beam_root)]
         corpus = beam.convert(samples, root)
+        if name == "beam-qa":
+            items = json.loads(BEAM_QA.read_text(encoding="utf-8"))
+            return (corpus, *beam.labelled_questions(items, samples, corpus))
         qs, left = beam.questions(samples, corpus)
         return corpus, qs, left
     if name == "sessions":

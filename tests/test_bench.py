@@ -360,6 +360,46 @@ def test_beam_chats_become_one_transcript_per_batch_with_message_ids_mapped(tmp_
     assert left == {"other_category": 1, "no_evidence": 0}
 
 
+def test_our_beam_questions_map_to_message_lines_and_a_stale_fingerprint_is_an_error(tmp_path):
+    import beam
+
+    folder = tmp_path / "beam" / "100K_9"
+    folder.mkdir(parents=True)
+    (folder / "chat.json").write_text(json.dumps(BEAM_CHAT))
+    (folder / "probing_questions.json").write_text(json.dumps(BEAM_QUESTIONS))
+    samples = [beam.load(f) for f in beam.folders(tmp_path / "beam")]
+    corpus = beam.convert(samples, tmp_path / "transcripts")
+    items = [
+        {
+            "chat": "100K_9",
+            "question": "When is my first sprint over?",
+            "evidence": [2],
+            "fingerprints": {"2": "My first sprint ends on March 29"},  # the marker is not the text
+            "kind": "fact",
+            "phrasing": "plain",
+        },
+        {
+            "chat": "100K_9",
+            "question": "Which graphing library did you point me to?",
+            "evidence": [5],
+            "fingerprints": {"5": "Use Chart.js."},
+            "kind": "solution",
+            "phrasing": "paraphrase",
+        },
+        {"chat": "100K_7", "question": "?", "evidence": [1], "fingerprints": {"1": "x"}, "kind": "fact"},
+    ]
+    qs, left = beam.labelled_questions(items, samples, corpus)
+    assert [(q.sample_id, q.category, q.evidence) for q in qs] == [
+        ("100K_9", "fact", ("M2",)),
+        ("100K_9", "paraphrase", ("M5",)),
+    ]
+    assert left == {"other_category": 0, "no_evidence": 1}  # its chat is not here
+    assert corpus.turns[("100K_9", "M5")].text == "Use Chart.js."
+    items[1]["fingerprints"]["5"] = "Use D3."
+    with pytest.raises(ValueError, match="item 1: 100K_9 message 5 starts 'Use Chart.js.'"):
+        beam.labelled_questions(items, samples, corpus)
+
+
 def test_intents_bench_scores_per_message_and_skips_without_the_shared_data(tmp_path, capsys):
     import intents
 
