@@ -58,6 +58,33 @@ def test_same_fact_in_three_sessions_is_one_idea_mentioned_three_times(tmp_path)
     assert ideas_like("port 5433")[0][2] == 3
 
 
+def test_a_relation_joins_the_ideas_that_say_it_not_the_first_and_last_of_their_lines(tmp_path):
+    # Both messages hold several ideas: the executor used to take the last idea of the line the
+    # relation starts on and the first of the line it ends on, whatever the extractor meant.
+    claude = tmp_path / "claude"
+    first = "We will keep the invoice PDFs in an S3 bucket. We decided to use MySQL for the orders database."
+    session(claude, "s1", [("user", first)], 0)
+    later = (
+        "The nightly export job needs a retry policy. We switched from MySQL to Postgres for the orders "
+        "database. Remember to rotate the staging credentials every month."
+    )
+    session(claude, "s2", [("user", later)], 3)
+    old = ideas_like("use MySQL")[0][0]
+    new = ideas_like("switched from MySQL to Postgres")[0][0]
+    assert len(db_rows("SELECT id FROM ideas")) >= 4  # neither line is one idea
+    assert db_rows("SELECT from_id, to_id FROM relations WHERE relation_type = 'supersedes'") == [(new, old)]
+    assert ideas_like("S3 bucket")[0][0] not in {r[0] for r in db_rows("SELECT to_id FROM relations")}
+
+
+def test_a_relation_within_one_batch_ends_on_the_idea_it_names(tmp_path):
+    first = "We will keep the invoice PDFs in an S3 bucket. We decided to use MySQL for the orders database."
+    later = "Change of plan: we switched from MySQL to Postgres for the orders database."
+    session(tmp_path / "claude", "s1", [("user", first), ("assistant", "Noted."), ("user", later)], 0)
+    old = ideas_like("use MySQL")[0][0]
+    new = ideas_like("switched from MySQL to Postgres")[0][0]
+    assert db_rows("SELECT from_id, to_id FROM relations WHERE relation_type = 'supersedes'") == [(new, old)]
+
+
 def test_switch_from_x_to_y_supersedes_and_search_shows_y_first(tmp_path):
     claude = tmp_path / "claude"
     session(claude, "s1", [("user", "We decided to use MySQL for the orders database.")], 0)

@@ -267,6 +267,11 @@ def test_project_entity_from_the_hierarchy():
 # Relations
 
 
+def links(out: dict) -> list[dict]:
+    """The relations by their lines and types (what each test here is about)."""
+    return [{k: v for k, v in r.items() if k not in ("from_content", "to_content")} for r in out["relations"]]
+
+
 def test_question_answered_by_the_other_role():
     out = extract(
         conversation(
@@ -276,7 +281,10 @@ def test_question_answered_by_the_other_role():
     )
     question = next(i for i in out["items"] if i["type"] == "question")
     assert question["answered"] is True
-    assert {"from_line": 11, "to_idea_id": None, "to_line": 10, "type": "answers"} in out["relations"]
+    assert {"from_line": 11, "to_idea_id": None, "to_line": 10, "type": "answers"} in links(out)
+    answers = next(r for r in out["relations"] if r["type"] == "answers")
+    assert answers["to_content"] == question["content"]  # the item it joins, not just its line
+    assert answers["from_content"] == "It uses the packaged MiniLM model through onnxruntime."
 
 
 def test_question_stays_open_when_the_asker_continues():
@@ -288,7 +296,7 @@ def test_question_stays_open_when_the_asker_continues():
     )
     question = next(i for i in out["items"] if i["type"] == "question")
     assert question["answered"] is False
-    assert not [r for r in out["relations"] if r["type"] == "answers"]
+    assert not [r for r in links(out) if r["type"] == "answers"]
 
 
 def test_switching_supersedes_the_known_decision():
@@ -298,7 +306,7 @@ def test_switching_supersedes_the_known_decision():
     ]
     out = extract(conversation(("user", "We switched from MySQL to Postgres last week."), known=known))
     assert out["items"][0]["type"] == "decision"
-    assert out["relations"] == [{"from_line": 10, "to_idea_id": 42, "to_line": None, "type": "supersedes"}]
+    assert links(out) == [{"from_line": 10, "to_idea_id": 42, "to_line": None, "type": "supersedes"}]
 
 
 def test_switching_supersedes_an_earlier_item_of_the_batch():
@@ -309,7 +317,7 @@ def test_switching_supersedes_an_earlier_item_of_the_batch():
             ("user", "Actually we switched from MySQL to Postgres for the application database."),
         )
     )
-    assert {"from_line": 12, "to_idea_id": None, "to_line": 10, "type": "supersedes"} in out["relations"]
+    assert {"from_line": 12, "to_idea_id": None, "to_line": 10, "type": "supersedes"} in links(out)
 
 
 def test_solution_answers_the_problem():
@@ -320,7 +328,7 @@ def test_solution_answers_the_problem():
         )
     )
     assert [i["type"] for i in out["items"]] == ["problem", "solution"]
-    assert {"from_line": 11, "to_idea_id": None, "to_line": 10, "type": "answers"} in out["relations"]
+    assert {"from_line": 11, "to_idea_id": None, "to_line": 10, "type": "answers"} in links(out)
 
 
 def test_builds_on_and_contradicts():
@@ -332,8 +340,8 @@ def test_builds_on_and_contradicts():
             ("user", "That's wrong, the hook shim never waits for the daemon."),
         )
     )
-    assert {"from_line": 11, "to_idea_id": None, "to_line": 10, "type": "builds_on"} in out["relations"]
-    contradicts = [r for r in out["relations"] if r["type"] == "contradicts"]
+    assert {"from_line": 11, "to_idea_id": None, "to_line": 10, "type": "builds_on"} in links(out)
+    contradicts = [r for r in links(out) if r["type"] == "contradicts"]
     assert contradicts == [{"from_line": 13, "to_idea_id": None, "to_line": 12, "type": "contradicts"}]
 
 
@@ -459,8 +467,8 @@ def test_embedding_similarity_answers_a_known_question(embedder):
         conversation(("assistant", "The local web server listens on port 8765 by default."), known=known),
         embedder,
     )
-    assert {"from_line": 10, "to_idea_id": 5, "to_line": None, "type": "answers"} in out["relations"]
-    assert not [r for r in out["relations"] if r["to_idea_id"] == 6]
+    assert {"from_line": 10, "to_idea_id": 5, "to_line": None, "type": "answers"} in links(out)
+    assert not [r for r in links(out) if r["to_idea_id"] == 6]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -509,21 +509,52 @@ def insert_relation(db: Database, ctx: BatchContext, from_id: int, to_id: int, r
 
 
 def apply_relations(
-    db: Database, ctx: BatchContext, relations: list[dict], by_line: dict[int, list[int]]
+    db: Database,
+    ctx: BatchContext,
+    relations: list[dict],
+    by_line: dict[int, list[int]],
+    content_of: dict[int, str] | None = None,
 ) -> int:
+    """Store the batch's relations. An end given as a line is the idea of that line whose content
+    the relation names (`from_content`, `to_content`); without one, the line's last idea starts a
+    relation and its first idea ends one. A line of a long reply holds a dozen ideas: its closing
+    "feel free to ask!" superseded the user's request its first idea was."""
+    content_of = content_of or {}
     added = 0
     for rel in relations:
-        sources = by_line.get(int(rel["from_line"]), [])
+        source = _named(by_line.get(int(rel["from_line"]), []), rel.get("from_content"), content_of, -1)
         if rel.get("to_idea_id") is not None:
-            targets = [int(rel["to_idea_id"])]
+            target = int(rel["to_idea_id"])
         else:
-            targets = by_line.get(int(rel.get("to_line") or -1), [])[:1]
-        if not sources or not targets:
+            ends = by_line.get(int(rel.get("to_line") or -1), [])
+            target = _named(ends, rel.get("to_content"), content_of, 0)
+        if source is None or target is None:
             continue
-        exists = db.scalar("SELECT count(*) FROM ideas WHERE id = ?", (targets[0],), 0)
+        exists = db.scalar("SELECT count(*) FROM ideas WHERE id = ?", (target,), 0)
         if exists:
-            added += insert_relation(db, ctx, sources[-1], targets[0], rel["type"])
+            added += insert_relation(db, ctx, source, target, rel["type"])
     return added
+
+
+def _named(ids: list[int], content: str | None, content_of: dict[int, str], default: int) -> int | None:
+    """The idea among a line's `ids` whose item content is `content` (else the one sharing most
+    of its words, at least half of them); `ids[default]` when no content is given; None when the
+    content names none of them."""
+    if not ids:
+        return None
+    if not content:
+        return ids[default]
+    exact = [i for i in ids if content_of.get(i) == content]
+    if exact:
+        return exact[0]
+    words = set(WORD.findall(normalise(content)))
+    best, share = None, 0.5
+    for i in ids:
+        other = set(WORD.findall(normalise(content_of.get(i, ""))))
+        overlap = len(words & other) / len(words | other) if words | other else 0.0
+        if overlap >= share:
+            best, share = i, overlap
+    return best
 
 
 def pick_span(spans: list[tuple[int, int]], line: int, default: int) -> int:
@@ -555,6 +586,7 @@ def apply_output(
     if sub:
         span_starts.append((sub, int(db.scalar("SELECT start_line FROM spans WHERE id = ?", (sub,), 0))))
     by_line: dict[int, list[int]] = {}
+    content_of: dict[int, str] = {}  # idea -> the item content that made or met it in this batch
     for item in output.get("items", []):
         # `source_line` is the physical line holding the idea's words; relations and coverage speak
         # of the message's first line (`message_line`), as the extractor saw it.
@@ -572,12 +604,13 @@ def apply_output(
         if idea_id is None:
             continue
         by_line.setdefault(message_line, []).append(idea_id)
+        content_of.setdefault(idea_id, item["content"])
         report.lines_with_items.add(message_line)
         if created:
             report.ideas_added.append(idea_id)
         else:
             report.ideas_existing += 1
-    report.relations_added = apply_relations(db, ctx, output.get("relations", []), by_line)
+    report.relations_added = apply_relations(db, ctx, output.get("relations", []), by_line, content_of)
     extend_spans(db, ctx, (root, topic, sub))
     report.spans_touched = {s for s in (root, topic, sub) if s}
     return report

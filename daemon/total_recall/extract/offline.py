@@ -2212,10 +2212,11 @@ class _Relations:
         self.units, self.known, self.similar = units, known, similar
         self.out: list[dict] = []
 
-    def add(self, source: _Unit, kind: str, *, line: int | None = None, idea: int | None = None) -> None:
-        if line == source.line:
-            return  # both ends on one line: the executor could not tell the ideas apart
-        rel = {"from_line": source.line, "to_idea_id": idea, "to_line": line, "type": kind}
+    def add(self, source: _Unit, kind: str, *, target: _Unit | None = None, idea: int | None = None) -> None:
+        if target is not None and target.line == source.line:
+            return  # both ends on one line: a relation within a message says nothing
+        rel = {"from_line": source.line, "from_content": source.text, "to_idea_id": idea, "type": kind}
+        rel |= {"to_line": target.line, "to_content": target.text} if target else {"to_line": None}
         if rel not in self.out:
             self.out.append(rel)
 
@@ -2256,7 +2257,7 @@ class _Relations:
         if score < floor or (other is None and idea is None):
             return False
         if other is not None:
-            self.add(self.units[index], kind, line=other.line)
+            self.add(self.units[index], kind, target=other)
         else:
             self.add(self.units[index], kind, idea=idea.id)
         return True
@@ -2276,12 +2277,12 @@ class _Relations:
         # said. Outcome: link to the last item of the previous message, if there is one.
         previous = self._previous_message_unit(index)
         if previous is not None:
-            self.add(self.units[index], "contradicts", line=previous.line)
+            self.add(self.units[index], "contradicts", target=previous)
 
     def _builds_on(self, index: int) -> None:
         previous = self._previous_message_unit(index)
         if previous is not None:
-            self.add(self.units[index], "builds_on", line=previous.line)
+            self.add(self.units[index], "builds_on", target=previous)
 
     def _previous_message_unit(self, index: int) -> _Unit | None:
         unit = self.units[index]
@@ -2297,7 +2298,7 @@ class _Relations:
         ]
         if problems:
             _, j = max(problems)  # most similar; among equals the most recent
-            self.add(unit, "answers", line=self.units[j].line)
+            self.add(unit, "answers", target=self.units[j])
             return
         found = self._best(index, lambda intent: intent == "problem")
         self._link(index, "answers", found, self.similar.match)
@@ -2314,7 +2315,7 @@ class _Relations:
                     break  # the asker went on; the question stays open
                 if later.intent != "question":
                     unit.answered = True
-                    self.add(later, "answers", line=unit.line)
+                    self.add(later, "answers", target=unit)
                     break
 
     def _known_questions(self) -> None:

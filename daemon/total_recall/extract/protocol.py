@@ -52,7 +52,8 @@ Output schema:
  "items": [{"type": "decision", "content": "...", "confidence": 0.9, "source_line": 13,
             "entities": [{"name": "sqlite-vec", "type": "technology"}], "answered": false,
             "closes": false}],
- "relations": [{"from_line": 20, "to_idea_id": 42, "to_line": null, "type": "supersedes"}],
+ "relations": [{"from_line": 20, "from_content": "...", "to_idea_id": 42, "to_line": null,
+                "type": "supersedes"}],
  "skip_lines": [{"line": 14, "reason": "acknowledgement"}]}
 
 Item types (intents), the same definitions the offline extractor is measured against:
@@ -103,7 +104,9 @@ Rules:
   of project, technology, concept, person, file.
 - answered: for a question, true if a later new message answers it; false otherwise.
 - relations link an item's source line (from_line) to an earlier idea: either to_idea_id (an id
-  from known_ideas) or to_line (a line in new_messages), never both. Types: supersedes (replaces
+  from known_ideas) or to_line (a line in new_messages), never both. from_content is the content of
+  the item on from_line the relation starts from, as written in items (and to_content the one on
+  to_line): a line may hold several items. Types: supersedes (replaces
   an earlier decision or conclusion), builds_on (extends it), contradicts, answers (answers a
   question or solves a problem), relates_to.
 - Leave out filler: narration of the next step, acknowledgements, greetings, thanks. Code and
@@ -578,7 +581,13 @@ class _Checker:
             line = self.line(line)
             if line is None:
                 return f"to_line {raw.get('to_line')!r} is not a line of this batch", None
-        return None, {"from_line": source, "to_idea_id": idea, "to_line": line, "type": kind}
+        out = {"from_line": source, "to_idea_id": idea, "to_line": line, "type": kind}
+        # Which item of a line holding several the relation joins: its content, cleaned as an
+        # item's content is, so the executor can compare the two as they are.
+        for key in ("from_content", "to_content"):
+            if (text := _clean(raw.get(key), MAX_TEXT_CHARS)) is not None:
+                out[key] = text
+        return None, out
 
     def skip_lines(self, raw: Any) -> list[dict]:
         if not isinstance(raw, list):
