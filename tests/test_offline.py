@@ -320,6 +320,25 @@ def test_switching_supersedes_an_earlier_item_of_the_batch():
     assert {"from_line": 12, "to_idea_id": None, "to_line": 10, "type": "supersedes"} in links(out)
 
 
+def test_advice_and_restatements_supersede_nothing():
+    out = extract(
+        conversation(
+            ("user", "The report query uses SELECT * on the transactions table."),
+            ("assistant", "Instead of SELECT *, list only the columns the report needs."),
+            ("user", "I'm trying to switch from SQLite to PostgreSQL for production."),
+            ("assistant", "Switching from SQLite to PostgreSQL is a great step for concurrency."),
+            ("user", "Should we store sessions in Redis rather than on the filesystem?"),
+        )
+    )
+    assert not [r for r in out["relations"] if r["type"] == "supersedes"], out["relations"]
+
+
+def test_a_switch_naming_the_old_choice_after_other_words_supersedes_it():
+    known = [{"id": 42, "type": "decision", "content": "We use MySQL for the application database."}]
+    out = extract(conversation(("user", "We no longer use the old MySQL server for orders."), known=known))
+    assert links(out) == [{"from_line": 10, "to_idea_id": 42, "to_line": None, "type": "supersedes"}]
+
+
 def test_solution_answers_the_problem():
     out = extract(
         conversation(
