@@ -76,6 +76,59 @@ def test_a_relation_joins_the_ideas_that_say_it_not_the_first_and_last_of_their_
     assert ideas_like("S3 bucket")[0][0] not in {r[0] for r in db_rows("SELECT to_id FROM relations")}
 
 
+def test_upgrading_removes_the_supersedes_links_the_offline_extractor_made_before(tmp_path, store):
+    # Links made before I119/I120 were mostly wrong (a reply's "feel free to ask!" superseding the
+    # user's request): the migration removes the offline extractor's `supersedes`, logged; links an
+    # LLM made and the offline extractor's other relations stay.
+    from helpers import memory_store
+    from total_recall import config, db
+
+    turns = [
+        ("user", f"We decided to use {name} for the {what}.")
+        for name, what in (
+            ("MySQL", "orders database"),
+            ("Redis", "session cache"),
+            ("Caddy", "TLS proxy"),
+            ("Kafka", "event bus"),
+        )
+    ]
+    session(tmp_path / "claude", "s1", turns, 0)
+    a, b, c, d = (ideas_like(name)[0][0] for name in ("MySQL", "Redis", "Caddy", "Kafka"))
+    made = [
+        (a, b, "supersedes", "extract:offline"),
+        (c, d, "supersedes", "extract:llm"),
+        (b, c, "answers", "extract:offline"),
+    ]
+    statements = []
+    for n, (src, dst, kind, cause) in enumerate(made, 900):
+        statements += [
+            (
+                "INSERT INTO relations (id, from_id, to_id, relation_type, created_at) "
+                "VALUES (?, ?, ?, ?, 0)",
+                (n, src, dst, kind),
+            ),
+            (
+                "INSERT INTO memory_events (at, kind, object_id, action, old, new, cause) "
+                "VALUES (0, 'relation', ?, 'insert', NULL, ?, ?)",
+                (n, json.dumps({"from": src, "to": dst, "type": kind}), cause),
+            ),
+        ]
+    db_write(*statements)
+    with memory_store() as database, database.write():  # as a database the code before 0013 left
+        if store == "postgres":
+            database.set_meta("schema_version", 5)
+        else:
+            database.execute("PRAGMA user_version = 12")
+    db.open_store(config.load()).close()  # what every process does when it starts
+    assert sorted(db_rows("SELECT from_id, to_id, relation_type FROM relations WHERE id >= 900")) == sorted(
+        [(c, d, "supersedes"), (b, c, "answers")]
+    )
+    removed = db_rows(
+        "SELECT object_id, action, cause FROM memory_events WHERE object_id = 900 AND action = 'delete'"
+    )
+    assert removed == [(900, "delete", "migration:0006" if store == "postgres" else "migration:0013")]
+
+
 def test_a_relation_within_one_batch_ends_on_the_idea_it_names(tmp_path):
     first = "We will keep the invoice PDFs in an S3 bucket. We decided to use MySQL for the orders database."
     later = "Change of plan: we switched from MySQL to Postgres for the orders database."
