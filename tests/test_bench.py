@@ -335,7 +335,8 @@ BEAM_QUESTIONS = {
 }
 
 
-def test_beam_chats_become_one_transcript_per_batch_with_message_ids_mapped(tmp_path):
+def _beam_chat(tmp_path):
+    """The hand-made BEAM chat in a folder of its own, loaded and converted: (samples, corpus)."""
     import beam
 
     folder = tmp_path / "beam" / "100K_9"
@@ -343,7 +344,13 @@ def test_beam_chats_become_one_transcript_per_batch_with_message_ids_mapped(tmp_
     (folder / "chat.json").write_text(json.dumps(BEAM_CHAT))
     (folder / "probing_questions.json").write_text(json.dumps(BEAM_QUESTIONS))
     samples = [beam.load(f) for f in beam.folders(tmp_path / "beam")]
-    corpus = beam.convert(samples, tmp_path / "transcripts")
+    return samples, beam.convert(samples, tmp_path / "transcripts")
+
+
+def test_beam_chats_become_one_transcript_per_batch_with_message_ids_mapped(tmp_path):
+    import beam
+
+    samples, corpus = _beam_chat(tmp_path)
     assert len(corpus.files) == 2 and corpus.projects == {"100K_9": "/beam/100K_9"}
     sprint = corpus.turns[("100K_9", "M2")]
     assert sprint.line == 3 and sprint.text == "My first sprint ends on March 29"  # marker stripped
@@ -363,12 +370,7 @@ def test_beam_chats_become_one_transcript_per_batch_with_message_ids_mapped(tmp_
 def test_our_beam_questions_map_to_message_lines_and_a_stale_fingerprint_is_an_error(tmp_path):
     import beam
 
-    folder = tmp_path / "beam" / "100K_9"
-    folder.mkdir(parents=True)
-    (folder / "chat.json").write_text(json.dumps(BEAM_CHAT))
-    (folder / "probing_questions.json").write_text(json.dumps(BEAM_QUESTIONS))
-    samples = [beam.load(f) for f in beam.folders(tmp_path / "beam")]
-    corpus = beam.convert(samples, tmp_path / "transcripts")
+    samples, corpus = _beam_chat(tmp_path)
     items = [
         {
             "chat": "100K_9",
