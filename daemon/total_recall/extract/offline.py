@@ -24,10 +24,10 @@ sentence form. Rules, in the order they run:
   capitalised names (a person only with a person cue: vocative, "my friend X", "X said").
 - Relations: supersedes on "instead of / switched from / replaced / no longer / rather than", from
   a user's statement or the assistant's own decision, to the most similar earlier item or known idea
-  of the same family that names what was replaced (and does not switch from it itself); builds_on on "also / additionally"
-  to the previous message's last item; answers from a solution to the most similar earlier
-  problem and from a reply of the other role to the questions just asked; contradicts on
-  "actually no / that's wrong". Similarity is the embedder's cosine when one is given, else
+  of the same family that names what was replaced (and does not switch from it itself); builds_on
+  on "also / additionally" to the previous message's last item; answers from a solution to the
+  most similar earlier problem and from a reply of the other role to the questions just asked;
+  contradicts on "actually no / that's wrong". Similarity is the embedder's cosine when one is given, else
   word-set Jaccard.
 - Topic: see ``_topic``. Explicit transition phrases ("let's move on to", "anyway,") open a new
   topic at that message; "by the way" opens a sub-span. With an embedder, a drop in similarity
