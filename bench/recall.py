@@ -129,16 +129,17 @@ def ask(
     return [a["results"] for a in answers]
 
 
-def score_all(
+def question_scores(
     corpus: locomo.Corpus,
     qs: Sequence[locomo.Question],
     ranked: Sequence[list[dict]],
     baseline: Sequence[list[dict]],
     ks: Sequence[int],
     keywords: tuple[Sequence[list[dict]], Sequence[list[dict]]] | None = None,
-) -> dict[str, dict[str, dict]]:
-    """{split: {variant: {category: {figure: value}}}} for the three rankings (and, given the
-    rankings of the questions asked as keywords, ours and BM25's: KEYWORD_VARIANTS); split "all" too."""
+) -> dict[str, dict[str, list]]:
+    """{split: {variant: [(category, figures of one question), ...]}} for the three rankings (and,
+    given the rankings of the questions asked as keywords, ours and BM25's: KEYWORD_VARIANTS); split
+    "all" too. Every variant lists the questions in the same order."""
     rows: dict[str, dict[str, list]] = {}
     for n, (q, ours, bm25) in enumerate(zip(qs, ranked, baseline)):
         ev = locomo.evidence_locations(q, corpus)
@@ -150,29 +151,26 @@ def score_all(
             if keywords:
                 for variant, results in zip(KEYWORD_VARIANTS, keywords):
                     r[variant].append((q.category, locomo.score_question(results[n], ev, ks)))
+    return rows
+
+
+def score_all(rows: dict[str, dict[str, list]]) -> dict[str, dict[str, dict]]:
+    """{split: {variant: {category: {figure: value}}}}: question_scores averaged per category."""
     return {split: {v: locomo.aggregate(r) for v, r in per.items()} for split, per in rows.items()}
 
 
-def delta_intervals(
-    corpus: locomo.Corpus,
-    qs: Sequence[locomo.Question],
-    ranked: Sequence[list[dict]],
-    baseline: Sequence[list[dict]],
-    ks: Sequence[int],
-) -> dict[str, dict[str, list[float]]]:
+def delta_intervals(rows: dict[str, dict[str, list]], ks: Sequence[int]) -> dict[str, dict[str, list[float]]]:
     """{split: {figure: [low, high]}}: a 95% interval of our figure minus BM25's, per split, for
     recall@1, recall@max(k) and MRR (split "all" too). The questions are resampled with
     replacement and the pair of rankings of each question kept together (paired percentile
     bootstrap, fixed seed): a dev split of 14-81 questions gives a wide interval, and a delta
     whose interval holds the target did not tell it apart."""
     keys = ("recall@1", f"recall@{max(ks)}", "mrr")
-    diffs: dict[str, list[dict[str, float]]] = {}
-    for q, ours, bm25 in zip(qs, ranked, baseline):
-        ev = locomo.evidence_locations(q, corpus)
-        a, b = locomo.score_question(ours, ev, ks), locomo.score_question(bm25, ev, ks)
-        for split in ("all", split_of(q)):
-            diffs.setdefault(split, []).append({key: a[key] - b[key] for key in keys})
-    return {split: {k: paired_interval([d[k] for d in rows]) for k in keys} for split, rows in diffs.items()}
+    out = {}
+    for split, per in rows.items():
+        pairs = list(zip(per["total-recall"], per["BM25 raw turns"]))
+        out[split] = {k: paired_interval([a[k] - b[k] for (_, a), (_, b) in pairs]) for k in keys}
+    return out
 
 
 def paired_interval(differences: Sequence[float], resamples: int = 4000, seed: int = 0) -> list[float]:
@@ -361,6 +359,7 @@ def evaluate_set(
             baseline_typed = [turns.search(None if everywhere else q.sample_id, q.text, k) for q in typed]
         finally:
             turns.close()
+    rows = question_scores(corpus, qs, ranked, baseline, ks, (ranked_typed, baseline_typed))
     return {
         "set": name,
         "everywhere": everywhere,
@@ -369,8 +368,8 @@ def evaluate_set(
         "left_out": left_out,
         "index": stats,
         "spans": span_widths(ranked),
-        "figures": score_all(corpus, qs, ranked, baseline, ks, (ranked_typed, baseline_typed)),
-        "intervals": delta_intervals(corpus, qs, ranked, baseline, ks),
+        "figures": score_all(rows),
+        "intervals": delta_intervals(rows, ks),
     }
 
 
