@@ -35,6 +35,11 @@ def normalise(text: str) -> str:
     return " ".join(WORD.findall(text))
 
 
+def jaccard(a: set[str], b: set[str]) -> float:
+    """Shared words over all words of two word sets (0.0 when either is empty)."""
+    return len(a & b) / len(a | b) if a and b else 0.0
+
+
 # A lead-in says the fact is repeated, not what it is: "Reminder: ...", "Again, ...", "As decided, ...".
 LEAD_IN = re.compile(
     r"^(?:(?:(?:just |quick |a )*(?:reminder|recap|note|fyi|again|once again|once more|to recap|to be clear|"
@@ -307,7 +312,7 @@ def same_fact(a: str, b: str) -> bool:
     names = {w for s in salient(a) | salient(b) for w in s.split()}
     if (wa ^ wb) & names:
         return False
-    return bool(wa and wb) and len(wa & wb) / len(wa | wb) >= DUPLICATE_JACCARD
+    return jaccard(wa, wb) >= DUPLICATE_JACCARD
 
 
 def tombstoned(db: Database, ctx: BatchContext, line: int, chash: str) -> bool:
@@ -551,7 +556,7 @@ def _named(ids: list[int], content: str | None, content_of: dict[int, str], defa
     best, share = None, 0.5
     for i in ids:
         other = set(WORD.findall(normalise(content_of.get(i, ""))))
-        overlap = len(words & other) / len(words | other) if words | other else 0.0
+        overlap = jaccard(words, other)
         if overlap >= share:
             best, share = i, overlap
     return best
@@ -649,7 +654,7 @@ def close_todo(db: Database, ctx: BatchContext, item: dict) -> int | None:
         (ctx.project,),
     ):
         other = _stems(todo["content"])
-        score = len(words & other) / len(words | other) if other else 0.0
+        score = jaccard(words, other)
         if score >= TODO_MATCH and (best is None or score > best[0]):
             best = (score, int(todo["id"]))
     if best is None:
