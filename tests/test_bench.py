@@ -477,3 +477,33 @@ def test_recall_tool_measures_the_postgresql_store_when_asked(tiny_file, tmp_pat
     assert report["index"]["ideas"] > 0  # counted in the PostgreSQL store: memory.db holds none
     ours = report["figures"]["confirm"]["total-recall"]["overall"]
     assert ours["n"] == 3 and ours["hit@5"] > 0
+
+
+def test_the_recall_lab_repeats_the_recall_tools_figures_and_measures_a_changed_constant(tiny_file, tmp_path):
+    """bench/recall_lab.py indexes once and asks in one process: its figures must be the recall
+    tool's on the same data, and a search constant it is told to change must change the ranking."""
+    save = tmp_path / "figures.json"
+    _recall_tool(tiny_file, save, "locomo-roles")
+    (report,) = json.loads(save.read_text())
+    tool = report["figures"]["confirm"]
+    lab = [sys.executable, str(REPO / "bench" / "recall_lab.py")]
+    where = ["--sets", "locomo-roles", "--dir", str(tmp_path / "lab"), "--data", str(tiny_file)]
+    proc = subprocess.run([*lab, "index", *where], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+    def ask(*more: str) -> dict:
+        argv = [*lab, "ask", *where, "-k", "1,5", "--keywords", "--json", *more]
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads(proc.stdout.splitlines()[-1])["locomo-roles"]["confirm"]
+
+    figures = ask()
+    for figure in ("recall@5", "recall@1", "mrr"):
+        assert figures[figure] == tool["total-recall"]["overall"][figure]
+        assert figures[f"bm25 {figure}"] == tool["BM25 raw turns"]["overall"][figure]
+        assert figures[f"kw {figure}"] == tool["total-recall, keywords"]["overall"][figure]
+    assert figures["recall@5"] > 0
+    # No candidate from any strategy finds nothing; BM25's baseline is what was saved at indexing.
+    changed = ask("--set", "search.POOL=0", "--set", "search.WEIGHTS[chunk_bm25]=1.5")
+    assert changed["recall@5"] == changed["mrr"] == 0.0
+    assert changed["bm25 recall@5"] == figures["bm25 recall@5"]
