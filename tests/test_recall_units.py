@@ -576,6 +576,36 @@ def test_what_did_we_decide_about_a_subject_finds_the_subject_whatever_its_lines
     assert "no decision memory mentions tracing tests" in cli("search", asked, "--project", "atlas").stderr
 
 
+def test_a_query_whose_words_no_line_says_is_answered_with_a_note_that_it_is_only_close_in_meaning(tmp_path):
+    """The vectors always return their nearest lines: asked about something never said, the
+    results would read as an answer. A note says that no line or memory of the scope holds any of
+    the query's words; a query whose words some line says gets no such note, and neither does a
+    search in another project that says them."""
+    path = tmp_path / "claude" / "projects" / "-home-dev-projects-atlas" / "tracing.jsonl"
+    write_transcript(
+        path,
+        [
+            ("user", "The test suite is slow, can you look at how tracing runs in tests?"),
+            ("assistant", "Tracing in tests now uses the no-op exporter, so no spans leave the box."),
+        ],
+        cwd="/home/dev/projects/atlas",
+    )
+    other = tmp_path / "claude" / "projects" / "-home-dev-projects-helm" / "charts.jsonl"
+    write_transcript(
+        other,
+        [("user", "We pinned the Kubernetes chart to version 4.2 for the staging cluster.")],
+        cwd="/home/dev/projects/helm",
+    )
+    cli("backfill", str(path), "--wait")
+    cli("backfill", str(other), "--wait")
+    note = "no line or memory in this scope says"
+    asked = cli("search", "kubernetes chart version", "--project", "atlas")
+    assert f"{note} kubernetes or chart or version" in asked.stderr
+    assert "/tracing.jsonl:" in asked.stdout  # the closest lines are still shown
+    assert note not in cli("search", "how does tracing run in tests", "--project", "atlas").stderr
+    assert note not in cli("search", "kubernetes chart version", "--project", "helm").stderr
+
+
 def test_a_tool_calls_line_ranks_below_the_result_that_holds_the_same_words(tmp_path):
     """A tool call's line ("[tool WebSearch: ...]") repeats words its result holds with their
     answer; it keeps TOOL_CALL_FACTOR of its score, so the result line comes first although the

@@ -100,6 +100,9 @@ class SearchContext:
     _qvec_cache: dict[str, bytes] = field(default_factory=dict)
     spare: Any = None  # () -> context manager of a second read connection or None (the socket pool)
     executor: Any = None  # runs the other half of the strategies (see _run_jobs)
+    # Whether the full-text strategies of the last gather found any line, memory or topic holding
+    # one of the query's words (None: the query had no words to look for).
+    words_found: bool | None = None
 
     def vectors_ready(self) -> bool:
         if not self.db.has_vec:
@@ -259,6 +262,7 @@ def gather(ctx: SearchContext, q: querymod.Query, projects: list[str] | None, hy
     if q.participants is None:
         jobs["participants"] = ("", lambda c: list(participants(c.db, q.text, projects, typed=True).items()))
     done = _run_jobs(ctx, jobs, vectors)
+    ctx.words_found = any(done[s][1] for s in WORD_JOBS if s in done) if match else None
     if "participants" in done:
         q.participants = dict(done.pop("participants")[1])
     return fuse(done, weights_for(q))
@@ -296,6 +300,7 @@ JOB_ORDER = (
     "participants",
 )
 VECTOR_JOBS = {"idea_vec", "span_vec", "chunk_vec", "hyde", "hyde_chunk"}
+WORD_JOBS = ("idea_bm25", "span_bm25", "chunk_bm25")  # the query's own words, matched in full text
 
 
 class Once:
@@ -643,6 +648,12 @@ def search(
         ctx._note(f"nothing {_window(q)} matches: showing matches from any time")
         q.since = q.until = None
         results = _search(ctx, q, projects, hyde_text, now, k)
+    if results and ctx.words_found is False:
+        # "tracing" over sessions that never said it: the vectors still return their nearest lines,
+        # which read as an answer unless it is said that no line holds any of the query's words.
+        ctx._note(
+            f"no line or memory in this scope says {' or '.join(q.terms)}: showing the closest in meaning"
+        )
     return results
 
 
