@@ -323,3 +323,37 @@ def test_every_skill_command_line_parses():
                 )[1:]
             ]
             parser.parse_args(argv)  # raises SystemExit on an unknown option
+
+
+def test_meaning_weighs_more_when_the_words_and_the_meaning_find_different_windows():
+    """When the windows the query's words rank first and those its meaning ranks first hardly
+    overlap (a paraphrase), the meaning strategies' weight is doubled; when they agree, or one of
+    them found nothing, it is not. Overlap is counted over the shorter list: in a small project
+    both lists are short and the same."""
+    from total_recall import query as querymod
+    from total_recall import search
+
+    def done(words: list[int], meaning: list[int]) -> dict:
+        return {
+            "chunk_bm25": ("chunk", [(i, 10.0 - n) for n, i in enumerate(words)]),
+            "chunk_vec": ("chunk", [(i, 0.9 - n / 100) for n, i in enumerate(meaning)]),
+        }
+
+    paraphrase = done(list(range(1, 21)), [1, *range(100, 119)])  # one window of twenty shared
+    assert search.meaning_factor(paraphrase) == search.MEANING_BOOST == 2.0
+    agreeing = done(list(range(1, 21)), [*range(1, 6), *range(100, 115)])  # five shared
+    assert search.meaning_factor(agreeing) == 1.0
+    assert search.meaning_factor(done([3, 1, 2], [1, 2, 3])) == 1.0  # a small project: all shared
+    assert search.meaning_factor(done([], list(range(1, 21)))) == 1.0  # no word matched
+    assert search.meaning_factor(done(list(range(1, 21)), [])) == 1.0  # no vectors
+
+    q = querymod.analyze("the little glyphs next to my competencies")
+    assert search.weights_for(q) is search.WEIGHTS
+    q.dense_factor = search.meaning_factor(paraphrase)
+    doubled = search.weights_for(q)
+    assert doubled["chunk_vec"] == 2 * search.WEIGHTS["chunk_vec"]
+    assert doubled["idea_vec"] == 2 * search.WEIGHTS["idea_vec"]
+    assert doubled["chunk_bm25"] == search.WEIGHTS["chunk_bm25"]
+    code = querymod.analyze("why does `mix deps.audit` fail")
+    code.dense_factor = 2.0  # a question naming code: a quarter of the meaning weight, doubled
+    assert search.weights_for(code)["chunk_vec"] == search.WEIGHTS["chunk_vec"] * search.IDENTIFIER_DENSE * 2

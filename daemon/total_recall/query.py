@@ -106,6 +106,9 @@ class Query:
     kind_words: list[str] = field(default_factory=list)  # the terms that named a kind ("decisions")
     identifier: bool = False  # it names code (IDENTIFIER): its exact words matter more than its meaning
     last_session: bool = False  # it asks where the previous session ended (LAST_SESSION)
+    # The meaning strategies' weight is multiplied by this: set by search.gather when the lines the
+    # query's words find and the lines its meaning finds are not the same (search.MEANING_BOOST).
+    dense_factor: float = 1.0
 
     def fts(self) -> str | None:
         """An FTS5 expression in which every user word is a quoted literal: no syntax survives."""

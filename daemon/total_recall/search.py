@@ -262,6 +262,7 @@ def gather(ctx: SearchContext, q: querymod.Query, projects: list[str] | None, hy
     if q.participants is None:
         jobs["participants"] = ("", lambda c: list(participants(c.db, q.text, projects, typed=True).items()))
     done = _run_jobs(ctx, jobs, vectors)
+    q.dense_factor = meaning_factor(done)
     ctx.words_found = any(done[s][1] for s in WORD_JOBS if s in done) if match else None
     if "participants" in done:
         q.participants = dict(done.pop("participants")[1])
@@ -276,10 +277,38 @@ def _latest_lines(ctx: SearchContext, session: str) -> list[tuple[int, float]]:
 
 
 def weights_for(q: querymod.Query) -> dict[str, float]:
-    """The strategies' weights for this question: lexical first when it names code."""
-    if not q.identifier:
+    """The strategies' weights for this question: lexical first when it names code, meaning weighs
+    more when the words and the meaning found different lines (meaning_factor)."""
+    dense = (IDENTIFIER_DENSE if q.identifier else 1.0) * q.dense_factor
+    if dense == 1.0:
         return WEIGHTS
-    return {s: w * IDENTIFIER_DENSE if s in DENSE else w for s, w in WEIGHTS.items()}
+    return {s: w * dense if s in DENSE else w for s, w in WEIGHTS.items()}
+
+
+# When the windows the query's words rank highest (chunk BM25) and those its meaning ranks highest
+# (chunk vectors) hardly overlap, the words are likely not the answer's: a paraphrase ("the little
+# glyphs next to my competencies" for icons in the skills section), or words that are everywhere in
+# the project. The meaning strategies' weight is then multiplied by MEANING_BOOST. Overlap = shared
+# windows among the first AGREE_TOP of each list, over the shorter list (a small project's lists are
+# short). Chosen on the tune split (bench/recall_lab.py, BENCHMARKS.md §4): at overlap <= 0.15 and
+# x2, beam-qa recall@1 0.600 -> 0.640, MRR 0.848 -> 0.883; locomo-roles recall@10 0.811 -> 0.814,
+# locomo-names 0.825 -> 0.828, recall@1 0.483 -> 0.490; BEAM and the sessions set level (MRR -0.001
+# asked as keywords). x3 gained more on LoCoMo but cost the sessions MRR 0.002-0.004; overlap <= 0.25
+# cost BEAM asked as keywords recall@1 0.202 -> 0.179; AGREE_TOP 10 cost sessions recall@1 0.019.
+AGREE_TOP = 20
+AGREE_LOW = 0.15
+MEANING_BOOST = 2.0
+
+
+def meaning_factor(done: dict[str, tuple[str, list[tuple[int, float]]]]) -> float:
+    """MEANING_BOOST when the first windows of chunk BM25 and of the chunk vectors hardly overlap,
+    else 1.0 (also when either found nothing: no words matched, or no vectors)."""
+    words = {i for i, _ in done.get("chunk_bm25", ("", []))[1][:AGREE_TOP]}
+    meaning = {i for i, _ in done.get("chunk_vec", ("", []))[1][:AGREE_TOP]}
+    shorter = min(len(words), len(meaning))
+    if not shorter:
+        return 1.0
+    return MEANING_BOOST if len(words & meaning) / shorter <= AGREE_LOW else 1.0
 
 
 # The order in which two threads take a search's jobs: the long ones first, so that neither is left
