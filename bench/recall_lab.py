@@ -9,17 +9,22 @@ search constants changed between runs, and print tune / confirm figures against 
 with each `--set module.NAME=value` (or `module.NAME[key]=value`) assigned first (a JSON value or
 a string), so a change of
 a search constant is measured in seconds instead of re-indexing. A change to what is indexed needs
-`index` again. The figures are bench/recall.py's (its scoring, splits and BM25 baseline); the
+`index` again. `--store postgres` keeps each set's memories in its own PostgreSQL server (the pgserver
+wheel of the test extra), whose data folder stays under D/<set>/pg and is started for each call. The
+figures are bench/recall.py's (its scoring, splits and BM25 baseline); the
 closing figures of a change still come from a full `bench/recall.py` run. Asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import pickle
+import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +37,29 @@ import recall  # noqa: E402
 MAX_K = 50  # BM25's rankings are kept this deep: any cut-off up to it can be asked for
 
 
-def index(name: str, folder: Path, locomo_path: Path, beam_root: Path) -> None:
+@contextlib.contextmanager
+def store_env(folder: Path, store: str, create: bool = False) -> Iterator[dict[str, str]]:
+    """The environment that points a sandbox at its set's store: nothing for the local file; for
+    PostgreSQL, the set's own server (the pgserver wheel of the test extra) over the data folder
+    kept in folder/pg, started for the call and stopped after it (`create` makes its database)."""
+    if store == "sqlite":
+        yield {}
+        return
+    import pgserver
+
+    server = pgserver.get_server(folder / "pg", cleanup_mode="stop")
+    try:
+        if create:
+            server.psql("CREATE DATABASE lab;")
+        yield {"TOTAL_RECALL_STORE_URL": re.sub(r"/postgres\?", "/lab?", server.get_uri(), count=1)}
+    finally:
+        server.cleanup()
+
+
+def index(name: str, folder: Path, locomo_path: Path, beam_root: Path, store: str = "sqlite") -> None:
     """Index one set into folder (kept), with its questions and BM25's rankings beside it."""
     folder.mkdir(parents=True, exist_ok=True)
-    with harness.Sandbox(folder) as box:
+    with store_env(folder, store, create=True) as env, harness.Sandbox(folder, extra_env=env) as box:
         root = box.claude / "projects"
         corpus, qs, _left = recall.load_set(name, root, locomo_path, beam_root)
         recall.index(box, corpus, root)
@@ -69,7 +93,9 @@ def assign(spec: str) -> None:
         setattr(module, attr, value)
 
 
-def ask(name: str, folder: Path, keywords: bool, ks: list[int]) -> dict[str, dict[str, float]]:
+def ask(
+    name: str, folder: Path, keywords: bool, ks: list[int], store: str = "sqlite"
+) -> dict[str, dict[str, float]]:
     """Every question of the set indexed in folder, searched in this process; per split, our
     overall figures (and asked as keywords) and BM25's, at the largest cut-off and at 1."""
     from total_recall import config, search
@@ -78,7 +104,7 @@ def ask(name: str, folder: Path, keywords: bool, ks: list[int]) -> dict[str, dic
     with (folder / "lab.pickle").open("rb") as fh:
         saved = pickle.load(fh)
     corpus, qs = saved["corpus"], saved["qs"]
-    with harness.Sandbox(folder):
+    with store_env(folder, store) as env, harness.Sandbox(folder, extra_env=env):
         settings = config.load()
         database = dbmod.open_store(settings)
         embedder = search.local_embedder(settings)
@@ -127,12 +153,18 @@ def main(argv: list[str] | None = None) -> int:
         "--beam", type=Path, default=recall.DEFAULT_BEAM, help="a folder of BEAM chat folders"
     )
     parser.add_argument("--json", action="store_true", help="print {set: {split: figures}} as JSON")
+    parser.add_argument(
+        "--store",
+        choices=("sqlite", "postgres"),
+        default="sqlite",
+        help="where the memories live: the local file, or the set's own PostgreSQL server (test extra)",
+    )
     args = parser.parse_args(argv)
     harness.quiet()
     names = [s.strip() for s in args.sets.split(",") if s.strip()]
     if args.what == "index":
         for name in names:
-            index(name, args.dir / name, args.data, args.beam)
+            index(name, args.dir / name, args.data, args.beam, args.store)
             print(f"indexed {name}", flush=True)
         return 0
     for spec in args.assign:
@@ -141,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"cut-offs up to {MAX_K}")
     report = {}
     for name in names:
-        report[name] = figures = ask(name, args.dir / name, args.keywords, args.k)
+        report[name] = figures = ask(name, args.dir / name, args.keywords, args.k, args.store)
         if args.json:
             continue
         for split, line in figures.items():

@@ -479,15 +479,30 @@ def test_recall_tool_measures_the_postgresql_store_when_asked(tiny_file, tmp_pat
     assert ours["n"] == 3 and ours["hit@5"] > 0
 
 
-def test_the_recall_lab_repeats_the_recall_tools_figures_and_measures_a_changed_constant(tiny_file, tmp_path):
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_the_recall_lab_repeats_the_recall_tools_figures_and_measures_a_changed_constant(
+    tiny_file, tmp_path, kind
+):
     """bench/recall_lab.py indexes once and asks in one process: its figures must be the recall
-    tool's on the same data, and a search constant it is told to change must change the ranking."""
+    tool's on the same data and store, and a search constant it is told to change must change the
+    ranking. On PostgreSQL the set's server is stopped between calls and started again."""
+    if kind == "postgres" and not os.environ.get("TOTAL_RECALL_REQUIRE_POSTGRES"):
+        pytest.importorskip("pgserver")
     save = tmp_path / "figures.json"
-    _recall_tool(tiny_file, save, "locomo-roles")
+    _recall_tool(tiny_file, save, "locomo-roles", "--store", kind)
     (report,) = json.loads(save.read_text())
     tool = report["figures"]["confirm"]
     lab = [sys.executable, str(REPO / "bench" / "recall_lab.py")]
-    where = ["--sets", "locomo-roles", "--dir", str(tmp_path / "lab"), "--data", str(tiny_file)]
+    where = [
+        "--sets",
+        "locomo-roles",
+        "--dir",
+        str(tmp_path / "lab"),
+        "--data",
+        str(tiny_file),
+        "--store",
+        kind,
+    ]
     proc = subprocess.run([*lab, "index", *where], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
 
