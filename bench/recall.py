@@ -495,9 +495,14 @@ def postgres_databases(stack: contextlib.ExitStack) -> Callable[[], str]:
     def new_database() -> str:
         name = "recall_" + uuid.uuid4().hex[:12]
         server.psql(f"CREATE DATABASE {name};")
-        return re.sub(r"/postgres\?", f"/{name}?", server.get_uri(), count=1)
+        return database_url(server, name)
 
     return new_database
+
+
+def database_url(server: Any, name: str) -> str:
+    """The postgresql:// URL of database `name` on a pgserver server (its URI names `postgres`)."""
+    return re.sub(r"/postgres\?", f"/{name}?", server.get_uri(), count=1)
 
 
 def main(argv: list[str] | None = None) -> int:

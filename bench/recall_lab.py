@@ -22,7 +22,6 @@ import contextlib
 import importlib
 import json
 import pickle
-import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -51,7 +50,7 @@ def store_env(folder: Path, store: str, create: bool = False) -> Iterator[dict[s
     try:
         if create:
             server.psql("CREATE DATABASE lab;")
-        yield {"TOTAL_RECALL_STORE_URL": re.sub(r"/postgres\?", "/lab?", server.get_uri(), count=1)}
+        yield {"TOTAL_RECALL_STORE_URL": recall.database_url(server, "lab")}
     finally:
         server.cleanup()
 
@@ -104,6 +103,7 @@ def ask(
     with (folder / "lab.pickle").open("rb") as fh:
         saved = pickle.load(fh)
     corpus, qs = saved["corpus"], saved["qs"]
+    k = max(ks)  # BM25 ranks as deep as we do, as in bench/recall.py (its MRR counts the top k only)
     with store_env(folder, store) as env, harness.Sandbox(folder, extra_env=env):
         settings = config.load()
         database = dbmod.open_store(settings)
@@ -113,7 +113,7 @@ def ask(
             def run(questions):
                 out = []
                 for q in questions:
-                    req = {"query": q.text, "project": corpus.projects[q.sample_id], "k": max(ks)}
+                    req = {"query": q.text, "project": corpus.projects[q.sample_id], "k": k}
                     out.append(search.run(database, settings, embedder, req)["results"])
                 return out
 
@@ -121,11 +121,10 @@ def ask(
             typed = run(saved["typed"]) if keywords else ranked
         finally:
             database.close()
-    k = max(ks)  # BM25 ranks as deep as we do, as in bench/recall.py (its MRR counts the top k only)
     bm25, bm25_typed = [r[:k] for r in saved["bm25"]], [r[:k] for r in saved["bm25_typed"]]
     rows = recall.question_scores(corpus, qs, ranked, bm25, ks, (typed, bm25_typed))
     figures = recall.score_all(rows)
-    shown = (f"recall@{max(ks)}", f"recall@{min(ks)}", "mrr")
+    shown = (f"recall@{k}", f"recall@{min(ks)}", "mrr")
     out = {}
     for split in ("tune", "confirm"):
         if split not in figures:
