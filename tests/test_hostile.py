@@ -203,6 +203,37 @@ def test_transcript_reader_refuses_a_fifo_instead_of_blocking(tmp_path):
     assert "session: agent-x" in done.stdout
 
 
+def test_the_file_opened_is_judged_not_the_name_it_was_opened_by(tmp_path):
+    """transcript.open_transcript, through which the daemon, `note` and the archive open every
+    transcript, checks the file it opened: a name that passed the path rule a moment before may
+    be a symlink to an outside file or a device by then (the rule is not asked again here)."""
+    from total_recall import transcript
+    from total_recall.errors import TranscriptRefused
+
+    root = tmp_path / "projects"
+    inside = write_transcript(root / "-p" / "s.jsonl", TALK, cwd=PROJECT)
+    outside = write_transcript(tmp_path / "elsewhere" / "secret.jsonl", TALK, cwd=PROJECT)
+    (root / "-p" / "inner.jsonl").symlink_to(inside)  # a symlink that stays inside is a transcript
+    (root / "-p" / "escape.jsonl").symlink_to(outside)
+    (root / "-p" / "dirlink").symlink_to(outside.parent, target_is_directory=True)
+    (root / "-p" / "zero.jsonl").symlink_to("/dev/zero")
+    os.mkfifo(root / "-p" / "fifo.jsonl")
+    roots = [os.path.realpath(root)]
+    for name in ("s.jsonl", "inner.jsonl"):
+        with transcript.open_transcript(root / "-p" / name, roots) as fh:
+            assert fh.read() == inside.read_bytes()
+    for name, reason in (
+        ("escape.jsonl", "outside the allowed folders"),
+        ("dirlink/secret.jsonl", "outside the allowed folders"),
+        ("zero.jsonl", "not a regular file"),
+        ("fifo.jsonl", "not a regular file"),
+    ):
+        with pytest.raises(TranscriptRefused, match=reason):
+            transcript.open_transcript(root / "-p" / name, roots)
+    with transcript.open_transcript(root / "-p" / "escape.jsonl") as fh:  # no roots: any regular file
+        assert fh.read() == outside.read_bytes()
+
+
 def test_poisoned_spool_lines_are_dropped_and_the_rest_drained(tmp_path, fake):
     """The spool is a plain file: a line SQLite refuses must not stall the queue for good."""
     cli("init")

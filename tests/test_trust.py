@@ -494,6 +494,59 @@ def test_hook_payloads_naming_files_outside_the_projects_folder_are_never_read(t
     assert cli("backfill", str(outside), check=False).returncode == 1
 
 
+def test_a_symlink_swapped_while_its_transcript_is_read_never_gets_the_other_file_read(tmp_path, monkeypatch):
+    """The indexer reads a long transcript in slices (indexer.READ_CHUNK_BYTES) and embeds each
+    slice's batches before it reads on. A symlink that passed the path rule is swapped to an outside
+    file meanwhile (when the first slice's words reach the embedding server): the file it opened
+    is the one read to the end, and nothing of the outside file is read."""
+    from fake_openai import FakeOpenAI
+    from total_recall import db, indexer
+
+    project = "/home/dev/projects/swap"
+    when = DAY
+    opening = json.dumps(
+        record("user", "We decided Insidecanary42 ships first.", session="s", cwd=project, when=when)
+    )
+    filler = json.dumps({"type": "progress", "sessionId": "s", "data": "x" * 60_000})
+    body = opening + "\n" + (filler + "\n") * (indexer.READ_CHUNK_BYTES // 60_000 + 10)
+    tail = "We decided Insidetail43 ships last."
+    inside = folder(tmp_path, project) / "target.jsonl"
+    inside.parent.mkdir(parents=True)
+    inside.write_text(body + json.dumps(record("user", tail, session="s", cwd=project, when=when)) + "\n")
+    outside = tmp_path / "elsewhere" / "secret.jsonl"  # the same first bytes, then another line
+    outside.parent.mkdir()
+    secret = "We decided the Outsidecanary44 password rotates weekly."
+    outside.write_text(body + json.dumps(record("user", secret, session="s", cwd=project, when=when)) + "\n")
+    link = folder(tmp_path, project) / "link.jsonl"
+    link.symlink_to(inside)
+    swapped = []
+
+    def swap_then_embed(request: dict) -> dict:
+        if not swapped and "Insidecanary42" in json.dumps(request.get("input")):
+            turned = link.with_name("link.tmp")
+            turned.symlink_to(outside)
+            os.replace(turned, link)
+            swapped.append(True)
+        return {}
+
+    with FakeOpenAI() as srv:
+        srv.set_embeddings(swap_then_embed)
+        monkeypatch.setenv("TOTAL_RECALL_EMBED_PROVIDER", "openai")
+        monkeypatch.setenv("TOTAL_RECALL_EMBED_BASE_URL", srv.base_url)
+        monkeypatch.setenv("TOTAL_RECALL_EMBED_MODEL", "fake-embed")
+        cli("init")
+        database = db.connect()
+        try:
+            report = indexer.Indexer(database, config.load()).process(str(link))
+        finally:
+            database.close()
+    assert swapped, "the link was not swapped between two slices"
+    said = " ".join(r[0] for r in db_rows("SELECT content FROM messages"))
+    assert "Insidecanary42" in said and "Insidetail43" in said
+    assert "Outsidecanary44" not in said and found_in_home("Outsidecanary44") == []
+    assert report.refused is None and report.lines == 2 + indexer.READ_CHUNK_BYTES // 60_000 + 10
+
+
 def test_extra_roots_are_read_only_when_configured(tmp_path, fake, monkeypatch):
     other = write_transcript(
         tmp_path / "mirror" / "p" / "sess-mirror.jsonl",

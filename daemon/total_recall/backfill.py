@@ -10,7 +10,7 @@ from typing import Any
 
 from total_recall import config, queue, state, transcript, trust
 from total_recall.db import Database
-from total_recall.errors import NotFound, TotalRecallError
+from total_recall.errors import NotFound, TotalRecallError, TranscriptError
 from total_recall.projects import transcript_folder
 
 Progress = Callable[[int, int, float], None]  # (files done, files in all, started at)
@@ -52,6 +52,16 @@ def _already_indexed(db: Database, path: Path) -> bool:
         return False
 
 
+def _session_of(path: Path, settings: config.Settings) -> str | None:
+    """The session a transcript belongs to, read (for an agent file) from the file the open
+    checked; None when it cannot be opened (the daemon reports why when it gets there)."""
+    try:
+        with trust.open_transcript(str(path), settings) as fh:
+            return transcript.session_of(path, fh)
+    except TranscriptError:
+        return None
+
+
 def backfill(
     settings: config.Settings,
     path: str | None,
@@ -84,7 +94,7 @@ def backfill(
             queue.enqueue(
                 database,
                 str(f),
-                session_id=transcript.session_of(f),
+                session_id=_session_of(f, settings),
                 event="backfill",
                 size_seen=f.stat().st_size,
             )

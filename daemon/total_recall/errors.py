@@ -25,6 +25,15 @@ class TranscriptError(TotalRecallError):
     """A transcript could not be read."""
 
 
+class TranscriptRefused(TranscriptError):
+    """A file that must not be read as a transcript: not a regular file, or not where the path
+    rule allows (`reason` says which, as trust.refusal does)."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"cannot open transcript {path}: {reason}")
+        self.reason = reason
+
+
 class TransientError(TotalRecallError):
     """A failure worth retrying (endpoint down, database locked, disk full)."""
 

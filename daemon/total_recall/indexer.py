@@ -21,7 +21,13 @@ import structlog
 
 from total_recall import config, memories, projects, state, store, transcript, trust
 from total_recall.db import Database
-from total_recall.errors import EmbeddingError, ExtractionError, TransientError
+from total_recall.errors import (
+    EmbeddingError,
+    ExtractionError,
+    TranscriptError,
+    TranscriptRefused,
+    TransientError,
+)
 from total_recall.redact import redact_batch
 from total_recall.vectors import Vectors, embed_text, similar_ideas, similar_topics
 
@@ -140,19 +146,45 @@ class Indexer:
             log.warning("transcript_refused", file=path, reason=report.refused)
             return report
         progress = self._state(path)
-        p = Path(path)
         if not os.path.isfile(path):  # also False for names the OS refuses (ENAMETOOLONG)
             report.missing = True
             return report
-        session = progress["session_id"] or session_hint or transcript.session_of(p)
+        try:
+            # Opened once and read through this one descriptor to the end of the run: the name
+            # is never opened again, so a symlink swapped after the check cannot be followed.
+            fh = trust.open_transcript(path, self.settings)
+        except TranscriptRefused as exc:
+            # Trigger: the file opened is not what the path rule allowed a moment ago (a symlink
+            # swapped to another file, a FIFO). Why: only the file opened counts. Outcome: refused
+            # as a bad path is, nothing read.
+            report.refused = exc.reason
+            log.warning("transcript_refused", file=path, reason=report.refused)
+            return report
+        except TranscriptError:
+            if os.path.lexists(path):
+                raise
+            report.missing = True  # gone between the check and the open
+            return report
+        with fh:
+            finished = self._read_all(path, fh, progress, report, session_hint, cwd_hint, should_stop)
+        if finished and report.batches and not report.fallbacks_pending:
+            self.reextract_fallbacks()
+        return report
+
+    def _read_all(self, path, fh, progress, report, session_hint, cwd_hint, should_stop) -> bool:
+        """Read and index the open transcript from its saved offset on; False when it stopped early
+        (refused by what it says, interrupted, or deferred by daemon.file_timeout mid-read)."""
+        p = Path(path)
+        file_session = transcript.session_of(p, fh)
+        session = progress["session_id"] or session_hint or file_session
         report.refused = self._scope_refusal(path, session, progress["project"] or cwd_hint)
         if report.refused:
-            return report
+            return False
         offset, line, scan = progress["byte_offset"], progress["line_number"], progress["scan_offset"]
-        if offset and transcript.was_rewritten(p, offset, progress["head_hash"]):
+        if offset and transcript.was_rewritten(p, offset, progress["head_hash"], fh=fh):
             log.info("transcript_rewritten", file=path, old_offset=offset)
             offset, line, scan, report.rewritten = 0, 0, 0, True
-        if scan and scan > (_size(path) or 0):
+        if scan and scan > _open_size(fh):
             scan = 0  # the file shrank under the saved scan position: scan again
         # daemon.file_timeout: how long one transcript may hold the daemon in one step.
         deadline = self.clock() + self.settings.daemon.file_timeout
@@ -161,6 +193,7 @@ class Indexer:
                 p,
                 offset,
                 line,
+                fh=fh,
                 max_bytes=READ_CHUNK_BYTES,
                 scan_from=scan or None,
                 max_scan_bytes=SCAN_SLICE_BYTES,
@@ -177,11 +210,11 @@ class Indexer:
                 msg.parts = (
                     [(n, next(it)) for n, _ in msg.parts] if len(msg.parts) > 1 else [(msg.line, text)]
                 )
-            redact_metadata(result.messages, transcript.session_of(p))
+            redact_metadata(result.messages, file_session)
             if result.end_offset <= offset:
                 if report.rewritten or result.scanned_to > max(scan, offset):
                     self._save_offset_only(path, result, progress)
-                if result.scanned_to > max(scan, offset) and result.scanned_to < (_size(path) or 0):
+                if result.scanned_to > max(scan, offset) and result.scanned_to < _open_size(fh):
                     # Trigger: one endless line (a sparse or runaway file). Why: scanning it
                     # must neither hold the daemon nor start over on every hook. Outcome: the
                     # scan position is saved; go on while time remains, else next turn.
@@ -191,13 +224,13 @@ class Indexer:
                     report.deferred = True
                 break
             report.lines += result.end_line - line
-            ident = self._identity(path, progress, result, session_hint, cwd_hint)
+            ident = self._identity(path, progress, result, session_hint, cwd_hint, file_session)
             report.refused = self._scope_refusal(path, ident["session"], ident["project"])
             if report.refused:
                 # Trigger: the transcript itself names a forgotten or excluded session/project.
                 # Why: nothing of it may be kept. Outcome: only the offset moves on.
                 self._save_offset_only(path, result, {"session_id": None, "project": ""})
-                return report
+                return False
             ident = self._stored_under(ident)
             self._withhold(path, result.messages, {ident["checkout"], ident["project"]})
             units = message_chunks(result.messages, self._turn_before(path, result.messages))
@@ -212,23 +245,21 @@ class Indexer:
                     # Trigger: SIGTERM/SIGINT. Why: shutdown should wait for one batch, not a
                     # whole backfill. Outcome: committed batches stay, the rest is read next time.
                     report.interrupted = True
-                    return report
+                    return False
                 if number and self.clock() >= deadline:
                     report.deferred = True  # file_timeout: at least one batch per turn, then the others
-                    return report
+                    return False
                 self._index_chunk(path, ident, chunk, result.head_hash, report)
             offset, line, scan = result.end_offset, result.end_line, result.scanned_to
             if scan:
                 self._save_offset_only(path, result, progress)
             self.embed_pending()
-            if self.clock() >= deadline and offset < (_size(path) or 0):
+            if self.clock() >= deadline and offset < _open_size(fh):
                 # Trigger: daemon.file_timeout. Why: other transcripts are waiting. Outcome: the
                 # committed offset is the resume point; the daemon queues the rest behind them.
                 report.deferred = True
                 break
-        if report.batches and not report.fallbacks_pending:
-            self.reextract_fallbacks()
-        return report
+        return True
 
     def _scope_refusal(self, path: str, session: str | None, project: str | None) -> str | None:
         """Why a transcript of an allowed path must still not be indexed, or None."""
@@ -279,11 +310,11 @@ class Indexer:
             }
         return dict(row)
 
-    def _identity(self, path, progress, result, session_hint, cwd_hint) -> dict:
+    def _identity(self, path, progress, result, session_hint, cwd_hint, file_session) -> dict:
         """Session, project and branch of a transcript: what it says first, then the hook's hints."""
         msgs = result.messages
         session = progress["session_id"] or next((m.session_id for m in msgs if m.session_id), None)
-        session = session or session_hint or transcript.session_of(Path(path))
+        session = session or session_hint or file_session
         project = progress["project"] or next((m.cwd for m in msgs if m.cwd), None) or cwd_hint or ""
         branch = next((m.git_branch for m in reversed(msgs) if m.git_branch), None)
         progress["session_id"], progress["project"] = session, project
@@ -902,3 +933,8 @@ def _size(path: str) -> int | None:
         return os.stat(path).st_size
     except OSError:
         return None
+
+
+def _open_size(fh) -> int:
+    """The open transcript's size now (it grows while the session runs)."""
+    return os.fstat(fh.fileno()).st_size

@@ -29,19 +29,21 @@ plus "invalid_utf8" and "system:<subtype>" as detail on lines already counted.
 from __future__ import annotations
 
 import collections
+import contextlib
 import hashlib
 import json
 import os
 import re
 import stat
-from collections.abc import Iterator
+import sys
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 import structlog
 
-from total_recall.errors import TranscriptError
+from total_recall.errors import TranscriptError, TranscriptRefused
 
 log = structlog.get_logger(__name__)
 
@@ -205,6 +207,7 @@ def read_new(
     offset: int = 0,
     line: int = 0,
     *,
+    fh: IO[bytes] | None = None,
     max_bytes: int | None = None,
     max_line_bytes: int = 8 * 1024 * 1024,
     scan_from: int | None = None,
@@ -212,29 +215,28 @@ def read_new(
 ) -> ReadResult:
     """Messages from the complete lines after byte `offset`; line numbers continue from `line`.
 
-    `max_bytes` bounds one call (it stops at a line boundary, possibly earlier so as not to
-    cut a response, or later when one response alone is bigger). A line longer than
-    `max_line_bytes` is streamed past, never held in memory, and counted as "oversized_line".
-    `max_scan_bytes` bounds how far one call streams through such a line; `scan_from` (a
-    previous ReadResult.scanned_to) resumes inside it, so no byte is scanned twice.
+    `fh`: the transcript already opened (open_transcript), read without opening `path` again;
+    else `path` is opened here. `max_bytes` bounds one call (it stops at a line boundary,
+    possibly earlier so as not to cut a response, or later when one response alone is bigger).
+    A line longer than `max_line_bytes` is streamed past, never held in memory, and counted as
+    "oversized_line". `max_scan_bytes` bounds how far one call streams through such a line;
+    `scan_from` (a previous ReadResult.scanned_to) resumes inside it, so no byte is scanned twice.
     """
     path = Path(path)
-    fh = _open_regular(path)
-    reader = _Reader(path, offset, line)
     progress: dict[str, int] = {}
     resume = scan_from if scan_from is not None and scan_from > offset else None
-    try:
-        with fh:
+    with contextlib.nullcontext(fh) if fh is not None else open_transcript(path) as fh:
+        reader = _Reader(path, offset, line, fh)
+        try:
             if offset > 0:
                 reader.prime(_complete_lines(fh, 0, max_line_bytes, scan_limit=PROFILE_SCAN_BYTES), offset)
             lines = _complete_lines(
                 fh, offset, max_line_bytes, skip_until=resume, scan_limit=max_scan_bytes, progress=progress
             )
             reader.consume(lines, max_bytes)
-            fh.seek(0)
-            head = fh.read(min(HEAD_BYTES, reader.end_offset))
-    except OSError as exc:
-        raise TranscriptError(f"cannot read transcript {path}: {exc.strerror or exc}") from exc
+            head = _read_at(fh, 0, min(HEAD_BYTES, reader.end_offset))
+        except OSError as exc:
+            raise TranscriptError(f"cannot read transcript {path}: {exc.strerror or exc}") from exc
     digest = hashlib.sha256(head).hexdigest()
     scanned = progress.get("to", 0) if progress.get("line_start") == reader.end_offset else 0
     return ReadResult(reader.messages, reader.end_offset, reader.end_line, reader.counts, digest, scanned)
@@ -243,31 +245,90 @@ def read_new(
 def head_hash(path: Path, size: int = HEAD_BYTES) -> str:
     """sha256 hex of the first min(size, file size) bytes."""
     try:
-        with _open_regular(Path(path)) as fh:
-            return hashlib.sha256(fh.read(max(size, 0))).hexdigest()
+        with open_transcript(path) as fh:
+            return hashlib.sha256(_read_at(fh, 0, max(size, 0))).hexdigest()
     except OSError as exc:
         raise TranscriptError(f"cannot read transcript {path}: {exc.strerror or exc}") from exc
 
 
-def _open_regular(path: Path) -> IO[bytes]:
-    """Open a transcript for reading, refusing anything but a regular file.
+def open_transcript(path: Path | str, roots: Sequence[str] | None = None) -> IO[bytes]:
+    """Open a transcript for reading: every read of one goes through here.
 
-    O_NONBLOCK: opening a FIFO without a writer would otherwise block forever, and a path can
-    be swapped for one between a caller's is_file() check and this open.
+    Only a regular file, opened non-blocking (a FIFO without a writer would hold the caller for
+    ever). With `roots` (real paths: trust.allowed_roots), the file that was opened must also
+    lie under one of them, judged by the open descriptor and not by the name: a name checked
+    before (trust.refusal) can point elsewhere by the time it is opened, a symlink swapped in
+    between. Raises TranscriptRefused for a file that may not be read, TranscriptError for one
+    that cannot be opened.
     """
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        fd = os.open(path, flags)
     except OSError as exc:
         raise TranscriptError(f"cannot open transcript {path}: {exc.strerror or exc}") from exc
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+    try:
+        opened = os.fstat(fd)
+        if not stat.S_ISREG(opened.st_mode):
+            raise TranscriptRefused(str(path), "not a regular file")
+        if roots is not None:
+            where = _opened_path(fd, opened, str(path))
+            if where is None or not any(where.startswith(r.rstrip(os.sep) + os.sep) for r in roots):
+                raise TranscriptRefused(str(path), "the file opened lies outside the allowed folders")
+    except BaseException:
         os.close(fd)
-        raise TranscriptError(f"cannot open transcript {path}: not a regular file")
+        raise
     return os.fdopen(fd, "rb")
 
 
-def was_rewritten(path: Path, offset: int, recorded_head_hash: str | None) -> bool:
+def _opened_path(fd: int, opened: os.stat_result, path: str) -> str | None:
+    """The real path of the file behind `fd`, or None when it cannot be told.
+
+    Linux says it in /proc/self/fd, macOS through fcntl F_GETPATH. Trigger: neither answers (no
+    /proc mounted). Why: the name's resolved path is only good if it is still this very file.
+    Outcome: realpath(path), when lstat of it now finds the same device and inode, else None.
+    """
+    if sys.platform.startswith("linux"):
+        try:
+            where = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            where = None
+        if where is not None:
+            if opened.st_nlink == 0 and where.endswith(" (deleted)"):
+                where = where[: -len(" (deleted)")]  # unlinked since: where it was
+            return where if where.startswith(os.sep) else None
+    import fcntl
+
+    if hasattr(fcntl, "F_GETPATH"):
+        try:
+            return os.fsdecode(fcntl.fcntl(fd, fcntl.F_GETPATH, bytes(1024)).split(b"\0", 1)[0])
+        except OSError:
+            pass
+    real = os.path.realpath(path)
+    try:
+        now = os.lstat(real)
+    except OSError:
+        return None
+    return real if (now.st_dev, now.st_ino) == (opened.st_dev, opened.st_ino) else None
+
+
+def _read_at(fh: IO[bytes], offset: int, size: int) -> bytes:
+    """Up to `size` bytes at `offset`, without moving the file's position (a read in progress
+    on the same file goes on where it was)."""
+    parts, fd = [], fh.fileno()
+    while size > 0:
+        part = os.pread(fd, size, offset)
+        if not part:
+            break
+        parts.append(part)
+        offset, size = offset + len(part), size - len(part)
+    return b"".join(parts)
+
+
+def was_rewritten(
+    path: Path, offset: int, recorded_head_hash: str | None, *, fh: IO[bytes] | None = None
+) -> bool:
     """True when the file shrank below `offset`, no newline precedes `offset`, or its head no
-    longer hashes as recorded.
+    longer hashes as recorded. `fh`: the transcript already opened (else `path` is opened).
 
     `recorded_head_hash` is a ReadResult.head_hash. It covered min(HEAD_BYTES, end_offset) of
     that read, which may lie past `offset` (a caller committing part of a read), so it is
@@ -275,19 +336,22 @@ def was_rewritten(path: Path, offset: int, recorded_head_hash: str | None) -> bo
     HEAD_BYTES, and HEAD_BYTES. Only identical bytes hash alike, so appending never looks like
     a rewrite and any change to the bytes that were hashed does.
     """
+    if fh is None:
+        try:
+            size = Path(path).stat().st_size
+        except FileNotFoundError:
+            return offset > 0  # a vanished file cannot still hold what was read from it
+        except OSError as exc:
+            raise TranscriptError(f"cannot stat transcript {path}: {exc.strerror or exc}") from exc
+        if size < offset:
+            return True
+        with open_transcript(path) as opened:
+            return was_rewritten(path, offset, recorded_head_hash, fh=opened)
     try:
-        size = Path(path).stat().st_size
-    except FileNotFoundError:
-        size = 0  # a vanished file cannot still hold what was read from it
-    except OSError as exc:
-        raise TranscriptError(f"cannot stat transcript {path}: {exc.strerror or exc}") from exc
-    if size < offset:
-        return True
-    try:
-        with _open_regular(Path(path)) as fh:
-            head = fh.read(HEAD_BYTES)
-            fh.seek(max(offset - 1, 0))
-            before = fh.read(1) if offset else b"\n"
+        if os.fstat(fh.fileno()).st_size < offset:
+            return True
+        head = _read_at(fh, 0, HEAD_BYTES)
+        before = _read_at(fh, offset - 1, 1) if offset else b"\n"
     except OSError as exc:
         raise TranscriptError(f"cannot read transcript {path}: {exc.strerror or exc}") from exc
     if before != b"\n":
@@ -330,31 +394,40 @@ def discover(root: Path) -> list[Path]:
     return sorted(found)
 
 
-def session_of(path: Path) -> str:
-    """The session a transcript belongs to: sidechain files map to their parent session."""
+def session_of(path: Path, fh: IO[bytes] | None = None) -> str:
+    """The session a transcript belongs to: sidechain files map to their parent session.
+    `fh`: the transcript already opened (else `path` is opened when its records must say it)."""
     path = Path(path)
     if path.parent.name == "subagents" and path.parent.parent.name:
         return path.parent.parent.name
     if path.name.startswith("agent-"):
         # Trigger: 2.0.x layout, agent file next to the sessions. Why: its name does not say
         # the parent, but every record carries the parent's sessionId. Outcome: first one found.
-        found = _first_session_id(path)
+        try:
+            with contextlib.nullcontext(fh) if fh is not None else open_transcript(path) as opened:
+                found = _first_session_id(opened)
+        except (OSError, TranscriptError):
+            found = None
         if found:
             return found
     return path.stem
 
 
-def _first_session_id(path: Path) -> str | None:
-    try:
-        with _open_regular(path) as fh:
-            for raw, end in _complete_lines(fh, 0, 1 << 20):
-                record = _parse(raw, 0, end).record
-                if record and isinstance(record.get("sessionId"), str):
-                    return _str(record["sessionId"])
-                if end > 1 << 16:
-                    return None
-    except (OSError, TranscriptError):
-        return None
+SESSION_SCAN_BYTES = 1 << 16  # the lines ending within this many bytes are searched for a sessionId
+SESSION_LINE_BYTES = 1 << 20
+
+
+def _first_session_id(fh: IO[bytes]) -> str | None:
+    head = _read_at(fh, 0, SESSION_SCAN_BYTES + SESSION_LINE_BYTES)
+    start = 0
+    while (cut := head.find(b"\n", start)) >= 0:
+        raw = head[start:cut] if cut - start <= SESSION_LINE_BYTES else None
+        record = _parse(raw, 0, cut + 1).record
+        if record and isinstance(record.get("sessionId"), str):
+            return _str(record["sessionId"])
+        if cut + 1 > SESSION_SCAN_BYTES:
+            return None
+        start = cut + 1
     return None
 
 
@@ -433,8 +506,9 @@ def _parse(raw: bytes | None, number: int, end: int) -> _Line:
 class _Reader:
     """State of one read_new call: what was applied, the open response, the session profile."""
 
-    def __init__(self, path: Path, offset: int, line: int) -> None:
+    def __init__(self, path: Path, offset: int, line: int, fh: IO[bytes]) -> None:
         self.path = path
+        self.fh = fh  # the open transcript; earlier bytes are read at their offset (_read_at)
         self.agent_file = path.name.startswith("agent-")
         self.start, self.first_line = offset, line + 1
         self.end_offset, self.end_line = offset, line
@@ -678,12 +752,10 @@ class _Reader:
     def _plan_before(self, end: int) -> str:
         """The last plan file written before byte `end`, for an ExitPlanMode whose Write an
         earlier read consumed (so a read in pieces sees what a whole read sees)."""
+        start = max(0, end - PLAN_SCAN_BYTES)
         try:
-            with _open_regular(self.path) as fh:
-                start = max(0, end - PLAN_SCAN_BYTES)
-                fh.seek(start)
-                chunk = fh.read(end - start)
-        except (OSError, TranscriptError):
+            chunk = _read_at(self.fh, start, end - start)
+        except OSError:
             return ""
         plans: dict[str, str] = {}
         for raw in chunk.split(b"\n")[1 if start else 0 :]:
@@ -701,12 +773,10 @@ class _Reader:
         found = _Tasks()
         if self.start <= 0:
             return found
+        start = max(0, self.start - TASK_SCAN_BYTES)
         try:
-            with _open_regular(self.path) as fh:
-                start = max(0, self.start - TASK_SCAN_BYTES)
-                fh.seek(start)
-                chunk = fh.read(self.start - start)
-        except (OSError, TranscriptError):
+            chunk = _read_at(self.fh, start, self.start - start)
+        except OSError:
             return found
         for raw in chunk.split(b"\n")[1 if start else 0 :]:
             if not any(mark in raw for mark in (b'"TaskCreate"', b'"task"', b" created successfully: ")):
@@ -748,7 +818,7 @@ class _Reader:
 
     def _session_fallback(self) -> str:
         if self._fallback_session is None:
-            self._fallback_session = session_of(self.path)
+            self._fallback_session = session_of(self.path, self.fh)
         return self._fallback_session
 
     @staticmethod

@@ -14,9 +14,11 @@ import os
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import IO
 
-from total_recall import config
+from total_recall import config, transcript
 from total_recall.db import Database
+from total_recall.errors import TranscriptRefused
 
 ARCHIVE_SUFFIX = ".jsonl.gz"
 
@@ -66,6 +68,17 @@ def refusal(path: str, settings: config.Settings) -> str | None:
     except (OSError, ValueError):
         return "cannot be examined"
     return None
+
+
+def open_transcript(path: str, settings: config.Settings) -> IO[bytes]:
+    """Open a transcript the path rule allows (`refusal`), and check that the file opened is one
+    under an allowed root (transcript.open_transcript): the daemon, `note` and the archive open a
+    transcript this way, never by its name alone. Raises TranscriptRefused, or TranscriptError
+    when it cannot be opened (gone)."""
+    reason = refusal(path, settings)
+    if reason:
+        raise TranscriptRefused(str(path), reason)
+    return transcript.open_transcript(path, allowed_roots(settings))
 
 
 def excluded(settings: config.Settings, *names: str | None) -> str | None:
