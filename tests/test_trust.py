@@ -636,6 +636,76 @@ def test_a_broken_archive_is_repaired_by_maintain(tmp_path, fake):
     assert gzip.decompress(archive.read_bytes()) == path.read_bytes()
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_DATA bounds the heap on Linux")
+def test_archiving_a_runaway_transcript_streams_it_within_a_memory_bound(tmp_path, fake):
+    """`maintain` copies a transcript Claude Code will soon delete slice by slice: a runaway file
+    (a 1 GB hole with no line end after its first line) is archived under a 400 MB data limit, the
+    endless line as `{}`, instead of being read whole into memory (several times its size)."""
+    (tmp_path / "claude" / "settings.json").write_text('{"cleanupPeriodDays": 10}')
+    path = write_transcript(
+        folder(tmp_path, "/home/dev/p") / "sess-runaway.jsonl",
+        [("user", "We decided to keep runaway transcripts out of memory.")],
+        cwd="/home/dev/p",
+    )
+    cli("backfill", str(path), "--wait")
+    first = path.read_bytes()
+    os.truncate(path, 1 << 30)
+    age([path])
+    import resource
+
+    limit = 400 << 20
+    done = subprocess.run(
+        [sys.executable, "-m", "total_recall", "maintain"],
+        capture_output=True,
+        text=True,
+        env=env(),
+        timeout=600,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_DATA, (limit, limit)),
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    [archive] = config.paths().archive.iterdir()
+    assert gzip.decompress(archive.read_bytes()) == first + b"{}"
+
+
+def test_an_archive_streamed_in_slices_keeps_every_line_where_it_was(tmp_path, fake):
+    """A transcript longer than one archive slice (maintain.ARCHIVE_SLICE_BYTES) is copied line for
+    line: a line forgotten after the first slice is `{}` at its own number, every other line is as
+    it was."""
+    from total_recall import maintain
+
+    (tmp_path / "claude" / "settings.json").write_text('{"cleanupPeriodDays": 10}')
+    project = "/home/dev/p"
+    path = write_transcript(
+        folder(tmp_path, project) / "sess-long.jsonl",
+        [("user", "We decided the long session starts here.")],
+        cwd=project,
+    )
+    filler = json.dumps({"type": "progress", "sessionId": "sess-long", "data": "x" * 60_000}) + "\n"
+    with path.open("a") as fh:
+        fh.write(filler * (maintain.ARCHIVE_SLICE_BYTES // len(filler) + 20))
+    write_transcript(
+        path,
+        [
+            ("user", "We decided the Slicecanary51 key rotates daily."),
+            ("user", "We decided to keep Keepline52."),
+        ],
+        cwd=project,
+        append=True,
+        start=DAY + timedelta(hours=1),
+    )
+    cli("backfill", str(path), "--wait")
+    [(idea_id,)] = db_rows("SELECT id FROM ideas WHERE content LIKE '%Slicecanary51%'")
+    cli_json("forget", str(idea_id))
+    age([path])
+    cli("maintain")
+    [archive] = config.paths().archive.iterdir()
+    kept, original = gzip.decompress(archive.read_bytes()).split(b"\n"), path.read_bytes().split(b"\n")
+    gone = next(i for i, line in enumerate(original) if b"Slicecanary51" in line)
+    assert len(b"\n".join(original[:gone])) > maintain.ARCHIVE_SLICE_BYTES  # past the first slice
+    assert kept[gone] == b"{}" and b"Slicecanary51" not in b"".join(kept)
+    assert kept[:gone] + kept[gone + 1 :] == original[:gone] + original[gone + 1 :]
+
+
 def test_files_are_private_whatever_the_umask(tmp_path, fake):
     (tmp_path / "claude" / "settings.json").write_text('{"cleanupPeriodDays": 10}')
     path = write_transcript(

@@ -9,14 +9,17 @@ import json
 import os
 import time
 import zlib
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import IO
 
 import structlog
 
 from total_recall import config, memories, state, store, trust, vectors
 from total_recall import db as dbmod
 from total_recall.db import Database
+from total_recall.errors import TranscriptError
 
 log = structlog.get_logger(__name__)
 
@@ -61,14 +64,19 @@ def cleanup_period_days(claude_dir: Path) -> int:
         return 30
 
 
+ARCHIVE_SLICE_BYTES = 16 << 20  # whole lines redacted together (4 times the indexer's read)
+ARCHIVE_LINE_BYTES = 8 << 20  # a longer line is archived as `{}` (the indexer skips it too)
+
+
 def archive_expiring(
     db: Database, settings: config.Settings, *, now: float | None = None, margin_days: float = 3.0
 ) -> list[str]:
     """Copy (gzip) indexed transcripts that Claude Code's cleanupPeriodDays sweep will soon delete.
 
-    Only transcripts the path rule allows and no forget covers; the copy is named after a hash
-    of the transcript's path (never the path itself), written to a temporary name and renamed.
-    The copy holds what we would store, not the raw file (``sanitized_transcript``).
+    Only transcripts the path rule allows, opened as the indexer opens them (trust.open_transcript:
+    the file opened must be one), and no forget covers; the copy is named after a hash of the
+    transcript's path (never the path itself), written to a temporary name and renamed. The copy
+    holds what we would store, not the raw file (``sanitized_transcript``), streamed slice by slice.
     """
     now = now or time.time()
     limit = now - (cleanup_period_days(config.claude_config_dir()) - margin_days) * 86400
@@ -76,32 +84,74 @@ def archive_expiring(
     done = []
     for row in state.transcripts(db):
         source, session, project = row["source_file"], row["session_id"], row["project"]
-        if trust.refusal(source, settings) or trust.forgotten(db, file=source, session=session):
+        if trust.forgotten(db, file=source, session=session):
             continue
         if trust.excluded(settings, project, Path(source).parent.name):
             continue
-        src = Path(source)
         try:
-            mtime = src.stat().st_mtime
-        except OSError:
-            continue
-        if mtime > limit:
-            continue
-        target = archive / trust.archive_name(source)
-        if target.exists() and target.stat().st_mtime >= mtime and gzip_ok(target):
-            continue
-        archive.mkdir(mode=0o700, parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            data = sanitized_transcript(db, source, project, src.read_bytes(), now)
-            with os.fdopen(fd, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb") as fout:
-                fout.write(data)
-            os.replace(tmp, target)
-        finally:
-            tmp.unlink(missing_ok=True)
+            fh = trust.open_transcript(source, settings)
+        except TranscriptError:
+            continue  # refused by the path rule, or gone
+        with fh:
+            mtime = os.fstat(fh.fileno()).st_mtime
+            if mtime > limit:
+                continue
+            target = archive / trust.archive_name(source)
+            if target.exists() and target.stat().st_mtime >= mtime and gzip_ok(target):
+                continue
+            archive.mkdir(mode=0o700, parents=True, exist_ok=True)
+            tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+            try:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                with os.fdopen(fd, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb") as fout:
+                    for before, lines in _slices(fh):
+                        fout.write(_sanitized_slice(db, source, project, before, lines, now))
+                os.replace(tmp, target)
+            finally:
+                tmp.unlink(missing_ok=True)
         done.append(str(target))
     return done
+
+
+def _slices(fh: IO[bytes]) -> Iterator[tuple[int, bytes]]:
+    """A transcript as (lines before, whole lines) of about ARCHIVE_SLICE_BYTES each, the last
+    one ending where the file does. Never more than a slice and a line in memory (a runaway file
+    must not cost its size in RAM); a line over ARCHIVE_LINE_BYTES is `{}`, so every line keeps
+    its number."""
+    before, pending, line, oversized = 0, bytearray(), bytearray(), False
+    while chunk := fh.read(1 << 20):
+        start = 0
+        while (cut := chunk.find(b"\n", start)) >= 0:
+            if oversized or len(line) + cut - start > ARCHIVE_LINE_BYTES:
+                pending += b"{}\n"
+            else:
+                pending += line + chunk[start : cut + 1]
+            line.clear()
+            oversized, start = False, cut + 1
+        if not oversized:
+            line += chunk[start:]
+            if len(line) > ARCHIVE_LINE_BYTES:
+                line.clear()
+                oversized = True
+        if len(pending) >= ARCHIVE_SLICE_BYTES:
+            yield before, bytes(pending)
+            before += pending.count(b"\n")
+            pending.clear()
+    pending += b"{}" if oversized else line
+    if pending or not before:
+        yield before, bytes(pending)
+
+
+def _sanitized_slice(
+    db: Database, source: str, project: str | None, before: int, lines: bytes, now: float
+) -> bytes:
+    """``sanitized_transcript`` of the lines that follow `before` others. It numbers lines from 1
+    (a forgotten line is known by its number): as many empty lines in front keep each line's
+    number, and their outputs (one line each) are dropped. The slice's last newline is put back
+    after, so the line after it (the next slice's first) is never judged here."""
+    end = b"\n" if lines.endswith(b"\n") else b""
+    data = sanitized_transcript(db, source, project, b"\n" * before + lines[: len(lines) - len(end)], now)
+    return data.split(b"\n", before)[-1] + end
 
 
 def sanitized_transcript(db: Database, source: str, project: str | None, raw: bytes, now: float) -> bytes:
