@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -41,6 +43,30 @@ def test_a_note_is_found_at_rank_one_in_its_project_with_its_session_and_line(tm
     results = cli_json("search", "which web server did we choose", "--project", "atlas")
     assert results[0]["id"] == stored["id"], [r["content"] for r in results]
     assert "idea_vec" in results[0]["matched_by"]  # embedded at once: no daemon ran a repair pass
+
+
+def test_a_note_reads_its_session_transcript_only_as_the_daemon_would(tmp_path):
+    """`note --session` (the MCP `note` tool too) counts the lines the conversation has reached in
+    the session's transcript, opened as the daemon opens one: lines written since the last batch
+    count; a transcript replaced by a symlink to an outside file, a FIFO or a device is not read (the
+    note stays on the last indexed line), and nothing blocks."""
+    path = _indexed_session(tmp_path)
+    write_transcript(path, TURNS[:2], cwd=PROJECT, start=START, session="sess-note", append=True)
+    assert (
+        cli_json("note", "we chose Caddy for TLS", "--session", "sess-note")["source_line"] == len(TURNS) + 2
+    )
+    outside = tmp_path / "outside.txt"
+    outside.write_text("x\n" * 777)
+    path.unlink()
+    path.symlink_to(outside)
+    assert cli_json("note", "we chose Vite", "--session", "sess-note")["source_line"] == len(TURNS)
+    for special in ("fifo", "/dev/zero"):
+        path.unlink()
+        os.mkfifo(path) if special == "fifo" else path.symlink_to(special)
+        done = cli(
+            "note", f"we chose {special}", "--session", "sess-note", "--json", process=True, timeout=60
+        )
+        assert json.loads(done.stdout)["source_line"] == len(TURNS)
 
 
 def test_a_note_without_a_session_belongs_to_the_current_project_and_can_be_pinned(tmp_path):

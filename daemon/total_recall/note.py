@@ -16,15 +16,16 @@ from typing import Any
 
 import structlog
 
-from total_recall import config, memories, state, store, trust
+from total_recall import config, memories, state, store, transcript, trust
 from total_recall.db import Database
-from total_recall.errors import EmbeddingError, TotalRecallError, TransientError
+from total_recall.errors import EmbeddingError, TotalRecallError, TranscriptError, TransientError
 from total_recall.extract.protocol import INTENTS
 
 log = structlog.get_logger(__name__)
 
 NOTE_SOURCE = "total-recall-note"
 MAX_NOTE_CHARS = 4000
+NOTE_SCAN_BYTES = 16 << 20  # most bytes past the indexed offset counted for the line reached now
 
 
 def note(
@@ -52,7 +53,7 @@ def note(
     text = redact(text)
     session = (session or "").strip() or None  # an unexpanded/empty session id means "no session"
     settings = settings or config.load()
-    where = _where(db, session, project, cwd)
+    where = _where(db, session, project, cwd, settings)
     vector, embedded_note = _vector(db, settings, embedder, text)
     now = time.time()
     stamp = datetime.fromtimestamp(now, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
@@ -111,7 +112,9 @@ def note(
     return result
 
 
-def _where(db: Database, session: str | None, project: str | None, cwd: str | None) -> dict:
+def _where(
+    db: Database, session: str | None, project: str | None, cwd: str | None, settings: config.Settings
+) -> dict:
     """Source file, line, project, branch and span of a note said now."""
     from total_recall.search import resolve_projects
 
@@ -127,7 +130,7 @@ def _where(db: Database, session: str | None, project: str | None, cwd: str | No
         row = state.latest_of_session(db, session)
         if row:
             out["source_file"], out["project"] = row["source_file"], row["project"]
-            out["line"] = _current_line(db, row["source_file"])
+            out["line"] = _current_line(db, row["source_file"], settings)
             out["branch"] = memories.latest_branch(db, row["source_file"])
             out["span"] = memories.open_span(db, session, row["source_file"])
     if project:
@@ -145,14 +148,23 @@ def _where(db: Database, session: str | None, project: str | None, cwd: str | No
     return out
 
 
-def _current_line(db: Database, source_file: str) -> int:
-    """The conversation's latest line: the transcript's line count now, else the last indexed one."""
+def _current_line(db: Database, source_file: str, settings: config.Settings) -> int:
+    """The conversation's latest line: the last indexed line plus the lines written since, counted
+    in the transcript opened as the daemon opens it (never by its name alone) and at most
+    NOTE_SCAN_BYTES past the indexed offset; else the last indexed line."""
+    row = state.of(db, source_file)
+    offset, line = (row["byte_offset"], row["line_number"]) if row else (0, 0)
     try:
-        with open(source_file, "rb") as fh:
-            count = sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
-        if count:
-            return count
-    except OSError:
+        with trust.open_transcript(source_file, settings) as fh:
+            if offset and transcript.was_rewritten(source_file, offset, row["head_hash"], fh=fh):
+                offset, line = 0, 0  # not the file that was indexed: count from its start
+            fh.seek(offset)
+            left = NOTE_SCAN_BYTES
+            while left > 0 and (chunk := fh.read(min(1 << 20, left))):
+                line, left = line + chunk.count(b"\n"), left - len(chunk)
+        if line:
+            return line
+    except (OSError, TranscriptError):
         pass
     return state.last_line(db, source_file)
 
