@@ -77,6 +77,17 @@ def write_transcript(
     return path
 
 
+def git_checkout(path: Path, config: str) -> str:
+    """A checkout at `path` whose `.git` holds what `git init` lays out (HEAD, objects/, refs/)
+    and this `config` text; its path."""
+    git = path / ".git"
+    (git / "objects").mkdir(parents=True)
+    (git / "refs" / "heads").mkdir(parents=True)
+    (git / "HEAD").write_text("ref: refs/heads/main\n", encoding="utf-8")
+    (git / "config").write_text(config, encoding="utf-8")
+    return str(path)
+
+
 def env() -> dict:
     e = dict(os.environ)
     e["PYTHONUNBUFFERED"] = "1"

@@ -20,7 +20,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers import cli, daemon_process, db_rows, env, hook, local_rows, sqlite_connect, write_transcript
+from helpers import (
+    cli,
+    daemon_process,
+    db_rows,
+    env,
+    git_checkout,
+    hook,
+    local_rows,
+    sqlite_connect,
+    write_transcript,
+)
 from total_recall import config
 from total_recall.extract.protocol import ENTITY_TYPES, INTENTS, RELATION_TYPES, validate_output
 from total_recall.transcript import HEAD_BYTES, read_new, was_rewritten
@@ -116,6 +126,43 @@ def test_special_and_malformed_paths_are_dropped_never_followed_and_never_block(
         str(good)
     }
     assert db_rows("SELECT count(*) FROM messages")[0][0] == len(TALK)
+
+
+def test_a_project_folder_naming_a_fifo_or_a_foreign_git_config_neither_blocks_nor_is_read(tmp_path, fake):
+    """The project folder a hook payload or a transcript names is looked into for its git remote
+    (DESIGN.md "Machines and project identity"): `daemon --once` neither waits on a FIFO there nor
+    takes a remote from a `config` in a folder that is no git directory; both transcripts are
+    indexed, each project known by its path."""
+    cli("init")
+    stuck = Path(git_checkout(tmp_path / "stuck", ""))
+    (stuck / ".git" / "config").unlink()
+    os.mkfifo(stuck / ".git" / "config")
+    said = {"role": "user", "content": TALK[0][1]}  # its records name no cwd: the payload's is used
+    bare = projects(tmp_path) / "bare-session.jsonl"
+    bare.parent.mkdir(parents=True)
+    bare.write_text(json.dumps({"type": "user", "sessionId": "bare", "uuid": "u1", "message": said}) + "\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "config").write_text('[remote "origin"]\n\turl = https://example.com/Outsidecanary/Repo\n')
+    pointer = tmp_path / "pointer"
+    pointer.mkdir()
+    (pointer / ".git").write_text(f"gitdir: {elsewhere}\n")
+    steered = write_transcript(projects(tmp_path) / "steered-session.jsonl", TALK, cwd=str(pointer))
+    for path, cwd in ((bare, str(stuck)), (steered, "/")):
+        payload = {
+            "session_id": path.stem,
+            "transcript_path": str(path),
+            "cwd": cwd,
+            "hook_event_name": "Stop",
+        }
+        assert hook(payload).returncode == 0
+    drained = cli("daemon", "--once", timeout=120)  # the bound turns a hang into a failure
+    assert drained.returncode == 0, drained.stderr[-2000:]
+    assert sorted(db_rows("SELECT project, identity FROM project_identities")) == [
+        (str(pointer), str(pointer)),
+        (str(stuck), str(stuck)),
+    ]
+    assert db_rows("SELECT count(*) FROM messages")[0][0] == 1 + len(TALK)
 
 
 def test_odd_transcript_names_are_indexed_under_their_exact_path(tmp_path, fake):

@@ -11,16 +11,14 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from conftest import isolate
-from helpers import REPO, cli, cli_json, daemon_process, env, wait_for, write_transcript
+from helpers import REPO, cli, cli_json, daemon_process, env, git_checkout, wait_for, write_transcript
 
 START = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(days=2)
 DECISION = "We decided to terminate TLS with Caddy instead of nginx."
 
 
 def _checkout(path, remote: str) -> str:
-    (path / ".git").mkdir(parents=True)
-    (path / ".git" / "config").write_text(f'[remote "origin"]\n\turl = {remote}\n', encoding="utf-8")
-    return str(path)
+    return git_checkout(path, f'[remote "origin"]\n\turl = {remote}\n')
 
 
 def _say(base, project: str, session: str, turns) -> None:

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import subprocess
+import sys
 import unicodedata
 
 import pytest
 
+from helpers import env, git_checkout
 from total_recall import config, projects
 from total_recall.errors import TotalRecallError
 
@@ -127,11 +131,8 @@ def test_remotes_that_differ_stay_apart():
 
 
 def _clone(path, remotes: dict[str, str]) -> str:
-    git = path / ".git"
-    git.mkdir(parents=True)
     body = "[core]\n\tbare = false\n" + "".join(f'[remote "{n}"]\n\turl = {u}\n' for n, u in remotes.items())
-    (git / "config").write_text(body, encoding="utf-8")
-    return str(path)
+    return git_checkout(path, body)
 
 
 def test_two_checkouts_of_one_remote_in_different_folders_are_one_project(tmp_path):
@@ -150,6 +151,7 @@ def test_two_checkouts_of_one_remote_in_different_folders_are_one_project(tmp_pa
     wt.mkdir()
     gitdir = tmp_path / "laptop" / "src" / "repo" / ".git" / "worktrees" / "wt"
     gitdir.mkdir(parents=True)
+    (gitdir / "HEAD").write_text("ref: refs/heads/wt\n")
     (gitdir / "commondir").write_text("../..\n")
     (wt / ".git").write_text(f"gitdir: {gitdir}\n")
     assert projects.identity(str(wt)) == "git:github.com/Org/Repo"
@@ -164,7 +166,62 @@ def test_without_a_remote_the_path_is_the_identity(tmp_path):
     assert projects.identity(str(plain)) == str(plain)
     assert projects.identity(str(plain) + "/") == str(plain)
     broken = tmp_path / "broken"
-    (broken / ".git").mkdir(parents=True)
+    git_checkout(broken, "")
     (broken / ".git" / "config").write_bytes(b"\xff\xfe not a config [[[")
     assert projects.identity(str(broken)) == str(broken)
     assert projects.identity(str(tmp_path / "missing")) == str(tmp_path / "missing")
+
+
+IDENTITIES = (
+    "import json, sys; from total_recall import projects; "
+    "print(json.dumps([projects.identity(p) for p in sys.argv[1:]]))"
+)
+
+
+def test_a_checkout_steers_no_read_outside_its_git_directory_and_nothing_blocks(tmp_path):
+    """A project folder comes from a transcript's or a hook payload's `cwd`. Its `.git` is followed
+    only into a git directory (HEAD, objects/ and refs/, as git tells one), and git's files are read
+    only when regular and small, never waited on: a pointer to any other folder holding a `config`,
+    a FIFO, a device or a huge file leaves the path as the identity (in a process of its own, so a
+    read that blocks fails the test instead of hanging it)."""
+    remote = '[remote "origin"]\n\turl = https://example.com/Outside/Repo\n'
+    elsewhere = tmp_path / "elsewhere"  # a folder with a config, but no git directory
+    elsewhere.mkdir()
+    (elsewhere / "config").write_text(remote)
+    cases = {}
+    cases["pointer"] = tmp_path / "pointer"
+    cases["pointer"].mkdir()
+    (cases["pointer"] / ".git").write_text(f"gitdir: {elsewhere}\n")
+    worktree = tmp_path / "wt-meta"  # a worktree's git dir whose commondir names that folder
+    worktree.mkdir()
+    (worktree / "HEAD").write_text("ref: refs/heads/x\n")
+    (worktree / "commondir").write_text(f"{elsewhere}\n")
+    cases["commondir"] = tmp_path / "wt"
+    cases["commondir"].mkdir()
+    (cases["commondir"] / ".git").write_text(f"gitdir: {worktree}\n")
+    cases["fifo"] = tmp_path / "fifo"
+    git_checkout(cases["fifo"], "")
+    (cases["fifo"] / ".git" / "config").unlink()
+    os.mkfifo(cases["fifo"] / ".git" / "config")
+    cases["fifo-pointer"] = tmp_path / "fifo-pointer"
+    cases["fifo-pointer"].mkdir()
+    os.mkfifo(cases["fifo-pointer"] / ".git")
+    cases["device"] = tmp_path / "device"
+    git_checkout(cases["device"], "")
+    (cases["device"] / ".git" / "config").unlink()
+    (cases["device"] / ".git" / "config").symlink_to("/dev/zero")
+    cases["huge"] = tmp_path / "huge"
+    git_checkout(cases["huge"], remote + "#" * (4 << 20))  # no git config is 4 MB
+    cases["real"] = tmp_path / "real"
+    git_checkout(cases["real"], remote)
+    done = subprocess.run(
+        [sys.executable, "-c", IDENTITIES, *map(str, cases.values())],
+        capture_output=True,
+        text=True,
+        env=env(),
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    found = dict(zip(cases, json.loads(done.stdout)))
+    assert found.pop("real") == "git:example.com/Outside/Repo"
+    assert found == {name: str(path) for name, path in cases.items() if name != "real"}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 import unicodedata
 from pathlib import Path
 
@@ -106,28 +107,64 @@ def normal_remote(url: str) -> str | None:
     return f"{host.lower()}/{path}" if host else f"/{path}"
 
 
+GIT_FILE_BYTES = 1 << 20  # a .git pointer, commondir or config is a few KB; a bigger one is not read
+
+
 def git_remote(project: str) -> str | None:
-    """The URL of the project's `origin` remote (else its first remote), read from .git/config
-    (a worktree's or submodule's `.git` file is followed); None when it has none."""
+    """The URL of the project's `origin` remote (else its first remote), read from the config of
+    its git directory (a worktree's or submodule's `.git` file is followed); None when it has none.
+
+    The project is a folder a transcript or a hook payload names, so this never blocks and never
+    reads what git itself would not: every file is read non-blocking, only when regular and small
+    (`_git_file`), and a `gitdir:` or `commondir` pointer is followed only into a git directory
+    (`_is_git_dir`)."""
     import configparser
 
-    git = Path(project) / ".git"
     try:
-        if git.is_file():
-            pointer = git.read_text(encoding="utf-8").strip()
+        git = Path(project) / ".git"
+        if not git.is_dir():
+            pointer = _git_file(git) or ""
             if not pointer.startswith("gitdir:"):
                 return None
-            git = (Path(project) / pointer[len("gitdir:") :].strip()).resolve()
-            common = git / "commondir"
-            if common.is_file():
-                git = (git / common.read_text(encoding="utf-8").strip()).resolve()
+            git = Path(os.path.realpath(Path(project) / pointer[len("gitdir:") :].strip()))
+        common = _git_file(git / "commondir")  # a linked worktree's: config is the main clone's
+        common_dir = Path(os.path.realpath(git / common.strip())) if common else git
+        if not _is_git_dir(git, common_dir):
+            return None
         parser = configparser.ConfigParser(strict=False, interpolation=None)
-        parser.read(git / "config", encoding="utf-8")
-    except (OSError, UnicodeDecodeError, configparser.Error):
+        parser.read_string(_git_file(common_dir / "config") or "")
+    except (OSError, ValueError, configparser.Error):
         return None
     remotes = {s[len('remote "') : -1]: s for s in parser.sections() if s.startswith('remote "')}
     name = "origin" if "origin" in remotes else next(iter(remotes), None)
     return parser.get(remotes[name], "url", fallback=None) if name else None
+
+
+def _is_git_dir(git: Path, common: Path) -> bool:
+    """Whether `git` is a git directory as git itself tells one: a HEAD file, and objects/ and
+    refs/ in it or in the common directory its `commondir` names (a linked worktree's)."""
+    return (git / "HEAD").is_file() and (common / "objects").is_dir() and (common / "refs").is_dir()
+
+
+def _git_file(path: Path) -> str | None:
+    """The text of a small regular file of git's, or None: a FIFO, a device, a folder, a file over
+    GIT_FILE_BYTES or one that is not UTF-8 is never read (opened non-blocking, so nothing waits)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+    except (OSError, ValueError):
+        return None
+    try:
+        opened = os.fstat(fd)
+        if not stat.S_ISREG(opened.st_mode) or opened.st_size > GIT_FILE_BYTES:
+            return None
+        data = b""
+        while len(data) <= GIT_FILE_BYTES and (part := os.read(fd, GIT_FILE_BYTES + 1 - len(data))):
+            data += part
+        return data.decode("utf-8") if len(data) <= GIT_FILE_BYTES else None
+    except (OSError, UnicodeDecodeError):
+        return None
+    finally:
+        os.close(fd)
 
 
 def identity(project: str) -> str:
