@@ -108,7 +108,7 @@ def extra_roots(home: str) -> list[str]:
     """Roots besides the Claude projects folder, from the environment or config.toml [privacy]."""
     raw = os.environ.get("TOTAL_RECALL_PRIVACY_EXTRA_ROOTS")
     if raw is not None:
-        return [r.strip() for r in raw.split(",") if r.strip()]
+        return absolute(r.strip() for r in raw.split(","))
     path = os.path.join(home, "config.toml")
     try:
         with open(path, "rb") as fh:
@@ -129,7 +129,14 @@ def extra_roots(home: str) -> list[str]:
         # Trigger: Python 3.10 (no tomllib) or an unreadable config. Why: stdlib only, and a
         # broken config must not break the hook. Outcome: only the Claude projects folder.
         return []
-    return [r for r in roots if isinstance(r, str)] if isinstance(roots, list) else []
+    return absolute(roots) if isinstance(roots, list) else []
+
+
+def absolute(entries) -> list[str]:
+    """The entries that name a folder: absolute paths (after ~). An empty or relative one would be
+    the hook's working directory; total_recall.trust.extra_roots ignores the same."""
+    folders = (os.path.expanduser(e) for e in entries if isinstance(e, str) and e)
+    return [f for f in folders if os.path.isabs(f)]
 
 
 def refusal(path: str, home: str) -> str | None:

@@ -562,6 +562,32 @@ def test_extra_roots_are_read_only_when_configured(tmp_path, fake, monkeypatch):
     assert db_rows("SELECT source_file FROM index_state") == [(str(other),)]
 
 
+def test_an_empty_or_relative_extra_root_is_ignored_and_said(tmp_path, fake, monkeypatch):
+    """`[privacy] extra_roots = ["", "mirror"]` would allow the working directory of whichever
+    process reads it (`Path("")` is "."): the hook and the daemon ignore both entries, the daemon
+    logs them and `doctor` names them, and a transcript under that directory is not read."""
+    cli("init")
+    config.paths().config.write_text('[privacy]\nextra_roots = ["", "mirror"]\n')
+    work = tmp_path / "work"
+    stray = write_transcript(work / "mirror" / "sess-stray.jsonl", [("user", "We decided Straycanary61.")])
+    monkeypatch.chdir(work)  # the hook's and the daemon's working directory
+    assert hook({"transcript_path": str(stray), "hook_event_name": "Stop"}).returncode == 0
+    assert "outside the Claude projects folder" in (config.paths().home / "refused.log").read_text()
+    with open(config.paths().spool, "a") as fh:  # a row that reached the queue some other way
+        fh.write(
+            json.dumps({"transcript_path": str(stray), "event": "Stop", "enqueued_at": time.time()}) + "\n"
+        )
+    drained = cli("daemon", "--once")
+    assert "extra_roots_ignored" in drained.stderr
+    assert local_rows("SELECT last_error FROM work_queue") == [
+        ("refused: outside the Claude projects folder (and [privacy] extra_roots)",)
+    ]
+    assert db_rows("SELECT count(*) FROM index_state") == [(0,)] and found_in_home("Straycanary61") == []
+    privacy = cli_json("doctor", "--fast")["privacy"]
+    assert privacy["extra_roots_ignored"] == ["", "mirror"] and "absolute" in privacy["fix"]
+    assert privacy["transcript_roots"] == [os.path.realpath(tmp_path / "claude" / "projects")]
+
+
 # === 4. smaller holes ==============================================================================
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import structlog
 
-from total_recall import config, queue
+from total_recall import config, queue, trust
 from total_recall.db import Database
 from total_recall.errors import DaemonRunning, TransientError
 from total_recall.indexer import Indexer
@@ -511,6 +511,9 @@ def run_daemon(*, once: bool = False, settings: config.Settings | None = None) -
             vec=database.vec_version,
             llm=settings.llm_enabled(),
         )
+        ignored = trust.extra_roots(settings)[1]
+        if ignored:
+            log.warning("extra_roots_ignored", entries=ignored, fix=trust.EXTRA_ROOTS_FIX)
         return daemon.run(once=once)
     finally:
         daemon_stop = locals().get("daemon")

@@ -6,7 +6,7 @@ import os
 import time
 from typing import Any
 
-from total_recall import config, memories, queue, state
+from total_recall import config, memories, queue, state, trust
 from total_recall.db import VEC_FIX_HINT, Database, fts5_available, schema_version, sqlite_version
 from total_recall.errors import TotalRecallError
 from total_recall.indexer import budget_exhausted, today_start_utc
@@ -84,10 +84,20 @@ def doctor(
             out["queue"] = queue.depth(db)
         except db.dbapi.Error as exc:
             out["queue"] = {"error": str(exc)}
+    out["privacy"] = privacy_check(settings)
     out["hooks_installed"] = install.hooks_installed()
     out["permissions"] = {"home": oct(os.stat(paths.home).st_mode & 0o777)}
     if paths.db.exists():
         out["permissions"]["database"] = oct(os.stat(paths.db).st_mode & 0o777)
+    return out
+
+
+def privacy_check(settings: config.Settings) -> dict:
+    """The folders whose transcripts may be read, and any [privacy] extra_roots entry ignored."""
+    ignored = trust.extra_roots(settings)[1]
+    out: dict[str, Any] = {"transcript_roots": trust.allowed_roots(settings)}
+    if ignored:
+        out.update(extra_roots_ignored=ignored, fix=trust.EXTRA_ROOTS_FIX)
     return out
 
 

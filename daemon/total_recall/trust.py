@@ -34,8 +34,28 @@ def allowed_roots(settings: config.Settings) -> list[str]:
             roots.append(Path(installed["settings_path"]).parent / "projects")
     except (OSError, ValueError):
         pass
-    roots += [Path(r).expanduser() for r in settings.privacy.extra_roots or []]
+    roots += [Path(r) for r in extra_roots(settings)[0]]
     return [os.path.realpath(r) for r in roots]
+
+
+EXTRA_ROOTS_FIX = (
+    "[privacy] extra_roots takes absolute folders (or ~/...); empty and relative entries are ignored"
+)
+
+
+def extra_roots(settings: config.Settings) -> tuple[list[str], list[str]]:
+    """[privacy] extra_roots as (folders, entries ignored). Only an absolute path (after ``~``) is
+    a folder: an empty or relative entry would be the working directory of whichever process
+    reads it (``Path("")`` is "."), the daemon's or a hook's, so it is ignored (the daemon logs it
+    at start, `doctor` shows it). hooks/enqueue_hook.py keeps the same rule."""
+    folders, ignored = [], []
+    for entry in settings.privacy.extra_roots or []:
+        folder = os.path.expanduser(entry)
+        if os.path.isabs(folder):
+            folders.append(folder)
+        else:
+            ignored.append(entry)
+    return folders, ignored
 
 
 def refusal(path: str, settings: config.Settings) -> str | None:
