@@ -6,6 +6,7 @@ scope, runs this in one transaction and cleans up after it).
 from __future__ import annotations
 
 import json
+import re
 import time
 from datetime import datetime
 from pathlib import Path
@@ -143,6 +144,8 @@ def erase(db: Database, idea_id, session, projects, before, now) -> dict:
     )
     span_ids = _spans_drawing_on(db, ids, lines)
 
+    # Lines an earlier forget took already: their words are out of every row.
+    forgotten_before = {(f, ln) for f, ln in lines if ln in trust.forgotten_lines(db, f, ln, ln)}
     cause = "user: forget id" if idea_id is not None else "user: forget scope"
     for iid in ids:
         row = db.one("SELECT content_hash, project, intent FROM ideas WHERE id = ?", (iid,))
@@ -185,7 +188,8 @@ def erase(db: Database, idea_id, session, projects, before, now) -> dict:
         [(i,) for i in sorted(cited)],
     )
 
-    # Messages: a scope's rows go; one memory's source lines keep their place, not their text.
+    # Messages: a scope's rows go; one memory's source lines keep their place, not their text; a
+    # later line of a merged response loses its words from the response's row.
     message_ids = []
     for f, ln in lines:
         message_ids += db.column(
@@ -193,12 +197,11 @@ def erase(db: Database, idea_id, session, projects, before, now) -> dict:
         )
     vectors.delete(db, "messages", message_ids)
     if idea_id is not None:
-        db.executemany(
-            "UPDATE messages SET content = '', skip_reason = 'forgotten' WHERE id = ?",
-            [(m,) for m in message_ids],
-        )
+        for m in message_ids:
+            _set_message_text(db, m, "")
     else:
         db.executemany("DELETE FROM messages WHERE id = ?", [(m,) for m in message_ids])
+    message_ids += _strip_merged_lines(db, sorted(set(lines) - forgotten_before), set(message_ids))
 
     # Any other table of conversation text: rows of a forgotten line, and a scope's rows, go.
     other_rows = {}
@@ -254,6 +257,110 @@ def erase(db: Database, idea_id, session, projects, before, now) -> dict:
         "archives": [str(a) for a in _archive_copies(scope_files)],
         "projects": sorted({p for p in touched_projects if p}),
     }
+
+
+def _strip_merged_lines(db: Database, lines: list[tuple[str, int]], done: set[int]) -> list[int]:
+    """Forgotten lines that have no messages row of their own are later lines of a merged response
+    (one `message.id` over several physical lines, stored as one row at its first line): each
+    such row loses the words of those lines (its other lines keep theirs) and is blanked when none
+    remain or when a forgotten line's words cannot be told apart in it. The rows changed."""
+    gone: dict[tuple[str, int], set[int]] = {}
+    for f, ln in lines:
+        if db.one(f"SELECT 1 FROM messages WHERE file_id = {state.FILE_ID} AND source_line = ?", (f, ln)):
+            continue
+        first = db.column(
+            f"SELECT DISTINCT message_line FROM chunks WHERE file_id = {state.FILE_ID} AND source_line = ? "
+            "AND message_line < ?",
+            (f, ln, ln),
+        )
+        if not first:
+            # Trigger: the line's words were never cut into chunks (or are gone already). Why: its
+            # words cannot be located. Outcome: the response before it, which holds them, is blanked.
+            first = db.column(
+                f"SELECT max(source_line) FROM messages WHERE file_id = {state.FILE_ID} AND source_line < ? "
+                "AND kind IN ('response', 'subagent_response')",
+                (f, ln),
+            )
+        for m in first:
+            if m is not None:
+                gone.setdefault((f, int(m)), set()).add(ln)
+    changed = []
+    for (f, first_line), forgotten in sorted(gone.items()):
+        pieces = db.all(
+            f"SELECT source_line, content FROM chunks WHERE file_id = {state.FILE_ID} AND message_line = ? "
+            "ORDER BY source_line, seq",
+            (f, first_line),
+        )
+        for row in db.all(
+            f"SELECT id, content FROM messages WHERE file_id = {state.FILE_ID} AND source_line = ?",
+            (f, first_line),
+        ):
+            if row["id"] in done:
+                continue
+            _set_message_text(db, row["id"], _without_pieces(row["content"], pieces, forgotten))
+            changed.append(row["id"])
+    return changed
+
+
+def _without_pieces(text: str, pieces: list, forgotten: set[int]) -> str:
+    """A merged response's text without the pieces (chunks: source_line, content) of the forgotten
+    lines; "" when nothing else is left or a forgotten line's words are not found in it."""
+    kept_lines = {p["source_line"] for p in pieces} - forgotten
+    if not kept_lines or forgotten - {p["source_line"] for p in pieces}:
+        return ""
+    spans = []
+    for p in pieces:
+        if p["source_line"] in forgotten:
+            # A window is the piece's words joined by single spaces; in the row they keep their
+            # own spacing and line breaks.
+            found = re.search(r"\s+".join(map(re.escape, p["content"].split())), text)
+            if found is None:
+                return ""
+            spans.append(found.span())
+    out, at = [], 0
+    for start, end in _merged(spans):
+        # the "\n" that joined the piece to its neighbour goes with it
+        if end < len(text) and text[end] == "\n":
+            end += 1
+        elif start > at and text[start - 1] == "\n":
+            start -= 1
+        out.append(text[at:start])
+        at = max(at, end)
+    out.append(text[at:])
+    return "".join(out).strip()
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+def _set_message_text(db: Database, message_id: int, text: str) -> None:
+    """A message row's new text with its hash (a re-read of the line then finds the same row); a
+    row left empty is marked forgotten. A row of that line already holding this text makes this
+    one redundant: it goes."""
+    row = db.one("SELECT file_id, source_line FROM messages WHERE id = ?", (message_id,))
+    chash = store.content_hash(text)
+    twin = db.scalar(
+        "SELECT id FROM messages WHERE file_id = ? AND source_line = ? AND content_hash = ? AND id != ?",
+        (row["file_id"], row["source_line"], chash, message_id),
+    )
+    if twin is not None:
+        db.execute("DELETE FROM messages WHERE id = ?", (message_id,))
+    elif text:
+        db.execute(
+            "UPDATE messages SET content = ?, content_hash = ? WHERE id = ?", (text, chash, message_id)
+        )
+    else:
+        db.execute(
+            "UPDATE messages SET content = '', content_hash = ?, skip_reason = 'forgotten' WHERE id = ?",
+            (chash, message_id),
+        )
 
 
 def _blank_quotes(db: Database, table: str, cols: dict, files: set[str], texts: list[str]) -> None:

@@ -261,6 +261,13 @@ class Indexer:
         now = self.clock()
         for m in messages:
             reason = "forgotten" if m.line in forgotten else trust.withheld(m.timestamp, ranges, cutoff, now)
+            later = {n for n, _ in m.parts if n in forgotten}
+            if not reason and later:
+                # A later line of a merged response was forgotten: its pieces go, the others stay
+                # (as forget left the stored row: erasure._strip_merged_lines).
+                m.parts = [(n, t) for n, t in m.parts if n not in later]
+                m.text = "\n".join(t for _, t in m.parts)
+                reason = None if m.parts else "forgotten"
             if reason:
                 m.text, m.skip_reason = "", reason
                 if getattr(m, "parts", None):  # per-line pieces of a merged response, where present
