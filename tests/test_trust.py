@@ -941,6 +941,44 @@ def test_a_memory_also_said_in_another_session_stays_but_stops_citing_the_forgot
     ) == [(str(first),)]
 
 
+def test_a_forgotten_turn_is_left_quoted_in_no_context(tmp_path, fake, store):
+    """A chunk keeps the end of the turn before it as its context, searched by its words. Forgetting
+    that turn, by a date or as the memory of a two-word line, leaves no quote of it behind."""
+    project = "/home/dev/projects/quotes"
+    write_transcript(
+        folder(tmp_path, project) / "sess-night.jsonl",
+        [
+            ("user", "We decided the Midnightcanary vault key rotates every ninety days."),
+            ("assistant", "Understood, I will note the rotation schedule in the runbook today."),
+        ],
+        cwd=project,
+        start=datetime(2026, 3, 2, 23, 59, tzinfo=timezone.utc),
+        step=timedelta(minutes=2),
+    )
+    write_transcript(
+        folder(tmp_path, project) / "sess-short.jsonl",
+        [
+            ("user", "Use Shortcanary."),
+            ("assistant", "OK, switching the queue library over to it in the worker service now."),
+        ],
+        cwd=project,
+        start=DAY + timedelta(days=5),
+    )
+    cli("backfill", "--all", "--wait")
+    for needle in ("Midnightcanary", "Shortcanary"):  # each reply's chunk quotes the turn before it
+        assert db_rows("SELECT count(*) FROM chunks WHERE context LIKE ?", (f"%{needle}%",)) == [(1,)]
+    cli_json("forget", "--before", "2026-03-03")
+    [(idea_id,)] = db_rows("SELECT id FROM ideas WHERE content LIKE '%Shortcanary%'")
+    cli_json("forget", str(idea_id))
+    for needle in ("Midnightcanary", "Shortcanary"):
+        assert db_rows(
+            "SELECT count(*) FROM chunks WHERE content LIKE ? OR context LIKE ?", (f"%{needle}%",) * 2
+        ) == [(0,)]
+        assert needle not in search_text(needle)
+    assert "rotation schedule" in search_text("rotation schedule runbook")  # the replies stay
+    assert "queue library" in search_text("queue library worker service")
+
+
 def test_what_the_extractor_writes_is_redacted_too():
     raw = {
         "topic_update": {"name": "Deploy keys", "summary": "We set DB_PASS=Kx7mQ2vZp9 for staging."},

@@ -128,24 +128,15 @@ def erase(db: Database, idea_id, session, projects, before, now) -> dict:
             )
     lines = sorted(set(lines))
     texts = db.column(f"SELECT content FROM ideas WHERE id IN ({_in(ids)})", ids)
-    said = [
-        text
-        for f, ln in (lines if idea_id is not None else [])
-        for text in db.column(
-            f"SELECT content FROM messages WHERE file_id = {state.FILE_ID} AND source_line = ? AND "
-            "content != ''",
-            (f, ln),
-        )
-    ]
     entity_ids = (
         sorted(set(db.column(f"SELECT entity_id FROM idea_entities WHERE idea_id IN ({_in(ids)})", ids)))
         if ids
         else []
     )
     span_ids = _spans_drawing_on(db, ids, lines)
-
     # Lines an earlier forget took already: their words are out of every row.
     forgotten_before = {(f, ln) for f, ln in lines if ln in trust.forgotten_lines(db, f, ln, ln)}
+
     cause = "user: forget id" if idea_id is not None else "user: forget scope"
     for iid in ids:
         row = db.one("SELECT content_hash, project, intent FROM ideas WHERE id = ?", (iid,))
@@ -188,43 +179,18 @@ def erase(db: Database, idea_id, session, projects, before, now) -> dict:
         [(i,) for i in sorted(cited)],
     )
 
-    # Messages: a scope's rows go; one memory's source lines keep their place, not their text; a
-    # later line of a merged response loses its words from the response's row.
-    message_ids = []
-    for f, ln in lines:
-        message_ids += db.column(
-            f"SELECT id FROM messages WHERE file_id = {state.FILE_ID} AND source_line = ?", (f, ln)
-        )
-    vectors.delete(db, "messages", message_ids)
-    if idea_id is not None:
-        for m in message_ids:
-            _set_message_text(db, m, "")
-    else:
-        db.executemany("DELETE FROM messages WHERE id = ?", [(m,) for m in message_ids])
-    message_ids += _strip_merged_lines(db, sorted(set(lines) - forgotten_before), set(message_ids))
-
-    # Any other table of conversation text: rows of a forgotten line, and a scope's rows, go.
-    other_rows = {}
-    for table, cols in SOURCE_TABLES.items():
-        if table in HANDLED_TABLES or not table_exists(db, table):
-            continue
-        gone: set[int] = set()
-        also = f" OR {cols['also_line']} = ?2" if cols.get("also_line") else ""
-        for f, ln in lines:
-            gone |= set(
-                db.column(
-                    f"SELECT id FROM {table} WHERE {_file_is(cols, '?1')} AND ({cols['line']} = ?2{also})",
-                    (f, ln),
-                )
-            )
-        if idea_id is None:
-            twhere, tparams = _scope(session, projects, before, cols)
-            gone |= set(db.column(f"SELECT id FROM {table} WHERE {twhere}", tparams))
-        vectors.delete(db, table, sorted(gone))
-        db.executemany(f"DELETE FROM {table} WHERE id = ?", [(i,) for i in sorted(gone)])
-        other_rows[table] = len(gone)
-        if cols.get("quotes") and idea_id is not None:  # a scope's rows of those files are gone already
-            _blank_quotes(db, table, cols, {f for f, _ in lines}, texts + said)
+    # Any other table of conversation text: rows of a forgotten line, and a scope's rows, go (the
+    # rows are chosen first: a merged response's row is cut by its chunks, read before they go).
+    scope = None if idea_id is not None else (session, projects, before)
+    other = {t: _rows_to_remove(db, t, cols, lines, scope) for t, cols in _other_tables(db)}
+    quoting = _files_keeping_quotes(db, {f for f, _ in lines}, other)
+    message_ids, turns = _forget_messages(db, lines, scope is not None, forgotten_before, quoting)
+    for table, gone in other.items():
+        vectors.delete(db, table, gone)
+        db.executemany(f"DELETE FROM {table} WHERE id = ?", [(i,) for i in gone])
+        if SOURCE_TABLES[table].get("quotes"):
+            _blank_quotes(db, table, SOURCE_TABLES[table], quoting, turns, texts if scope is None else [])
+    other_rows = {table: len(gone) for table, gone in other.items()}
 
     # Spans: a scope's spans go (with their sub-spans); others that drew on what went are re-derived.
     gone_spans = _with_descendants(db, scoped_spans)
@@ -259,11 +225,84 @@ def erase(db: Database, idea_id, session, projects, before, now) -> dict:
     }
 
 
-def _strip_merged_lines(db: Database, lines: list[tuple[str, int]], done: set[int]) -> list[int]:
+def _other_tables(db: Database) -> list[tuple[str, dict]]:
+    """The listed tables of conversation text without rules of their own, that this store has."""
+    return [(t, cols) for t, cols in SOURCE_TABLES.items() if t not in HANDLED_TABLES and table_exists(db, t)]
+
+
+def _rows_to_remove(db: Database, table: str, cols: dict, lines: list[tuple[str, int]], scope) -> list[int]:
+    """A table's rows of the forgotten lines (and, for a scope, of the scope)."""
+    gone: set[int] = set()
+    also = f" OR {cols['also_line']} = ?2" if cols.get("also_line") else ""
+    for f, ln in lines:
+        gone |= set(
+            db.column(
+                f"SELECT id FROM {table} WHERE {_file_is(cols, '?1')} AND ({cols['line']} = ?2{also})",
+                (f, ln),
+            )
+        )
+    if scope is not None:
+        twhere, tparams = _scope(*scope, cols)
+        gone |= set(db.column(f"SELECT id FROM {table} WHERE {twhere}", tparams))
+    return sorted(gone)
+
+
+def _files_keeping_quotes(db: Database, files: set[str], other: dict[str, list[int]]) -> set[str]:
+    """The transcripts with forgotten lines where a row that quotes an earlier turn stays: only
+    there can a quote of a forgotten turn be left behind."""
+    out = set()
+    for table, gone in other.items():
+        cols = SOURCE_TABLES[table]
+        if not cols.get("quotes"):
+            continue
+        removed = set(gone)
+        for f in files - out:
+            quoting = db.column(
+                f"SELECT id FROM {table} WHERE {_file_is(cols)} AND {cols['quotes']} != ''", (f,)
+            )
+            if any(i not in removed for i in quoting):
+                out.add(f)
+    return out
+
+
+def _forget_messages(
+    db: Database, lines: list[tuple[str, int]], scope: bool, forgotten_before: set, quoting: set[str]
+) -> tuple[list[int], dict[str, list[tuple[str, str]]]]:
+    """The messages rows of the forgotten lines: a scope's go, one memory's keep their place, not
+    their text; a later line of a merged response loses its words from the response's row. Returns
+    the rows changed and, per transcript in `quoting`, each changed turn's text before and after."""
+    rows = [
+        (f, r)
+        for f, ln in lines
+        for r in db.all(
+            f"SELECT id, content FROM messages WHERE file_id = {state.FILE_ID} AND source_line = ?", (f, ln)
+        )
+    ]
+    ids = [r["id"] for _, r in rows]
+    vectors.delete(db, "messages", ids)
+    turns: dict[str, list[tuple[str, str]]] = {}
+    for f, r in rows:
+        if f in quoting:
+            turns.setdefault(f, []).append((r["content"], ""))
+        if scope:
+            db.execute("DELETE FROM messages WHERE id = ?", (r["id"],))
+        else:
+            _set_message_text(db, r["id"], "")
+    for f, message_id, was, kept in _strip_merged_lines(db, sorted(set(lines) - forgotten_before), set(ids)):
+        ids.append(message_id)
+        if f in quoting:
+            turns.setdefault(f, []).append((was, kept))
+    return ids, turns
+
+
+def _strip_merged_lines(
+    db: Database, lines: list[tuple[str, int]], done: set[int]
+) -> list[tuple[str, int, str, str]]:
     """Forgotten lines that have no messages row of their own are later lines of a merged response
     (one `message.id` over several physical lines, stored as one row at its first line): each
     such row loses the words of those lines (its other lines keep theirs) and is blanked when none
-    remain or when a forgotten line's words cannot be told apart in it. The rows changed."""
+    remain or when a forgotten line's words cannot be told apart in it. Returns (file, row, text
+    before, text after) of each row changed."""
     gone: dict[tuple[str, int], set[int]] = {}
     for f, ln in lines:
         if db.one(f"SELECT 1 FROM messages WHERE file_id = {state.FILE_ID} AND source_line = ?", (f, ln)):
@@ -297,8 +336,9 @@ def _strip_merged_lines(db: Database, lines: list[tuple[str, int]], done: set[in
         ):
             if row["id"] in done:
                 continue
-            _set_message_text(db, row["id"], _without_pieces(row["content"], pieces, forgotten))
-            changed.append(row["id"])
+            kept = _without_pieces(row["content"], pieces, forgotten)
+            _set_message_text(db, row["id"], kept)
+            changed.append((f, row["id"], row["content"], kept))
     return changed
 
 
@@ -363,20 +403,34 @@ def _set_message_text(db: Database, message_id: int, text: str) -> None:
         )
 
 
-def _blank_quotes(db: Database, table: str, cols: dict, files: set[str], texts: list[str]) -> None:
-    """Rows that carry the end of an earlier turn (a chunk's context) lose it where it quotes
-    forgotten text; the end of a turn is recognised by its last 12 words."""
-    for text in texts:
-        words = text.split()
-        if len(words) < 3:
+def _blank_quotes(
+    db: Database,
+    table: str,
+    cols: dict,
+    files: set[str],
+    turns: dict[str, list[tuple[str, str]]],
+    texts: list[str],
+) -> None:
+    """Rows that carry the end of an earlier turn (a chunk's context) lose it where it quotes a
+    forgotten turn: the quote is the turn's last words (store.quote), a short turn's too; a quote
+    of a turn that kept some of its words quotes what is left. A turn of three words or more is
+    also recognised by its last 12 words, and so is a forgotten memory's text (`texts`)."""
+    for f in sorted(files):
+        quotes: dict[str, str] = {}
+        needles = [" ".join(t.split()[-12:]) for t in texts if len(t.split()) >= 3]
+        for was, kept in turns.get(f, []):
+            if was.strip():
+                quotes[store.quote(was)] = store.quote(kept)
+            if not kept and len(was.split()) >= 3:
+                needles.append(" ".join(was.split()[-12:]))
+        if not quotes and not needles:
             continue
-        needle = " ".join(words[-12:])
-        for f in files:
-            db.execute(
-                f"UPDATE {table} SET {cols['quotes']} = '' WHERE {_file_is(cols)} "
-                f"AND instr({cols['quotes']}, ?) > 0",
-                (f, needle),
-            )
+        q = cols["quotes"]
+        for row in db.all(f"SELECT id, {q} FROM {table} WHERE {_file_is(cols)} AND {q} != ''", (f,)):
+            said = row[q]
+            now = quotes[said] if said in quotes else "" if any(n in said for n in needles) else said
+            if now != said:
+                db.execute(f"UPDATE {table} SET {q} = ? WHERE id = ?", (now, row["id"]))
 
 
 def _spans_drawing_on(db: Database, ids: list[int], lines: list[tuple]) -> list[int]:

@@ -40,7 +40,6 @@ EMBEDDED_KINDS = {"prompt", "response", "subagent_prompt", "subagent_response", 
 NOT_EMBEDDED = {"headless_summarizer", "compaction_prompt", "meta", "command"}
 WINDOW_WORDS = 160  # about the 256 tokens the local model reads
 STRIDE_WORDS = 120  # windows overlap by 40 words, so a sentence cut by one is whole in the next
-CONTEXT_WORDS = 40  # the end of the turn before, stored with a chunk for replies that lean on it
 
 
 @dataclass
@@ -782,7 +781,7 @@ def message_chunks(messages: list[transcript.Message], previous: str = "") -> li
     for m in messages:
         if m.skip_reason in NOT_CHUNKED or not m.text.strip():
             continue
-        context = " ".join(previous.split()[-CONTEXT_WORDS:])
+        context = store.quote(previous)
         seqs: dict[int, int] = {}
         for number, piece in m.parts:
             tool = (

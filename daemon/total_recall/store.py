@@ -56,6 +56,15 @@ def without_lead_in(text: str) -> str:
     return (rest[:1].upper() + rest[1:]) if rest and rest != text.strip() else text.strip()
 
 
+CONTEXT_WORDS = 40  # the end of the turn before, stored with a chunk for replies that lean on it
+
+
+def quote(text: str) -> str:
+    """What a chunk keeps of the turn before it (its `context`): the turn's last CONTEXT_WORDS words;
+    forget recognises a quote of a forgotten turn by it."""
+    return " ".join(text.split()[-CONTEXT_WORDS:])
+
+
 def content_hash(text: str) -> str:
     return hashlib.sha256(normalise(text).encode()).hexdigest()[:32]
 
