@@ -979,6 +979,66 @@ def test_a_forgotten_turn_is_left_quoted_in_no_context(tmp_path, fake, store):
     assert "queue library" in search_text("queue library worker service")
 
 
+def test_archive_copies_lose_the_lines_forgotten_by_id_or_date_and_maintain_never_restores_them(
+    tmp_path, fake, store
+):
+    """`maintain` keeps a copy of a transcript Claude Code will soon delete. A forget by id or by
+    date leaves the copy without those lines (line numbers kept), a record said before the date
+    that we never stored included; copying the transcript again later leaves them out too."""
+    (tmp_path / "claude" / "settings.json").write_text('{"cleanupPeriodDays": 10}')
+    project = "/home/dev/projects/archived"
+    by_id = write_transcript(
+        folder(tmp_path, project) / "sess-id.jsonl",
+        [
+            ("user", "We decided the Archidcanary cache lives in Redis for ten minutes."),
+            ("user", "We decided to deploy billing on Fridays only before noon."),
+        ],
+        cwd=project,
+        start=DAY + timedelta(days=3),
+    )
+    by_date = write_transcript(
+        folder(tmp_path, project) / "sess-date.jsonl",
+        [("user", "We decided the Archdatecanary queue keeps jobs for a week.")],
+        cwd=project,
+        start=DAY,
+    )
+    progress = {"type": "progress", "timestamp": "2026-03-02T09:00:30.000Z", "data": "Archprogresscanary"}
+    with by_date.open("a") as fh:
+        fh.write(json.dumps(progress) + "\n")
+    write_transcript(
+        by_date,
+        [("user", "We decided the nightly export runs at two.")],
+        cwd=project,
+        start=DAY + timedelta(days=2),
+        append=True,
+    )
+    cli("backfill", "--all", "--wait")
+    age([by_id, by_date])
+    cli("maintain")
+
+    def copy(path: Path) -> list[str]:
+        return gzip.decompress((config.paths().archive / trust.archive_name(str(path))).read_bytes()).decode()
+
+    canaries = ("Archidcanary", "Archdatecanary", "Archprogresscanary")
+    assert all(c in copy(by_id) + copy(by_date) for c in canaries)
+    [(idea_id,)] = db_rows("SELECT id FROM ideas WHERE content LIKE '%Archidcanary%'")
+    went = cli_json("forget", str(idea_id))
+    assert went["archives_scrubbed"] == [str(config.paths().archive / trust.archive_name(str(by_id)))]
+    cli_json("forget", "--before", "2026-03-03")
+    for _ in range(2):  # as forget left them; then copied again from transcripts that changed
+        assert copy(by_id).splitlines()[0] == "{}" and "Fridays only before noon" in copy(by_id)
+        assert copy(by_date).splitlines()[:2] == ["{}", "{}"] and "nightly export" in copy(by_date)
+        assert not [c for c in canaries if c in copy(by_id) + copy(by_date)]
+        for path in (by_id, by_date):
+            write_transcript(
+                path, [("user", "Thanks.")], cwd=project, start=DAY + timedelta(days=4), append=True
+            )
+        age(list(config.paths().archive.iterdir()), days=30)  # the copies are older than the change
+        age([by_id, by_date], days=20)
+        assert len(cli_json("maintain")["archived"]) == 2
+    assert not [c for c in canaries if found_in_home(c)]
+
+
 def test_what_the_extractor_writes_is_redacted_too():
     raw = {
         "topic_update": {"name": "Deploy keys", "summary": "We set DB_PASS=Kx7mQ2vZp9 for staging."},

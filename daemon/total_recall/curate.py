@@ -104,7 +104,8 @@ def forget(
     Removes the memories, their sources, relations, vectors and full-text entries; the messages
     they came from (blanked for one memory, deleted for a scope); span names and summaries that
     drew on them (re-derived from what remains, or deleted); the text of their change events;
-    entities nothing else uses; archive copies and digests (rewritten at once). Session and
+    entities nothing else uses; archive copies (deleted, or rewritten without the forgotten lines)
+    and digests (rewritten at once). Session and
     project forgets tombstone the whole scope, so later hooks and backfills never bring it back.
     With ``dry_run`` nothing changes and the report says what would go.
     """
@@ -116,19 +117,23 @@ def forget(
     now = time.time()
     with db.write(commit=not dry_run):  # a dry run computes the same report, then rolls back
         report = erasure.erase(db, idea_id, session, projects, before, now)
+    archived = report.pop("_archived_transcripts")
     if dry_run:
         report["dry_run"] = True
         return report
-    _after_forget(db, report)
+    _after_forget(db, report, archived, before, now)
     return report
 
 
-def _after_forget(db: Database, report: dict) -> None:
-    """Outside the transaction: rebuild full-text indexes, delete archive copies, rewrite digests,
-    and checkpoint the WAL so no forgotten byte stays in it (secure_delete zeroed freed pages)."""
+def _after_forget(db: Database, report: dict, archived: list[str], before: str | None, now: float) -> None:
+    """Outside the transaction: rebuild full-text indexes, delete the archive copies of forgotten
+    transcripts and rewrite the others without the forgotten lines, rewrite digests, and checkpoint
+    the WAL so no forgotten byte stays in it (secure_delete zeroed freed pages)."""
     erasure.rebuild_fts(db)
     for path in report["archives"]:
         Path(path).unlink(missing_ok=True)
+    for source in archived:
+        maintain.scrub_archive(db, source, before, now)
     report["digests_removed"] = maintain.refresh_all_digests(db)
     report["wal_checkpointed"] = maintain.checkpoint(db)
 

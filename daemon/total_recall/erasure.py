@@ -5,6 +5,7 @@ scope, runs this in one transaction and cleans up after it).
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import time
@@ -155,11 +156,8 @@ def erase(db: Database, idea_id, session, projects, before, now) -> dict:
             cause,
             time.time(),
         )
-    db.executemany(
-        "INSERT INTO tombstones (kind, source_file, source_line, created_at, reason) "
-        "VALUES ('line', ?, ?, ?, ?)",
-        [(f, ln, now, cause) for f, ln in lines],
-    )
+    for f, same_file in itertools.groupby(lines, key=lambda pair: pair[0]):
+        trust.tombstone_lines(db, f, [ln for _, ln in same_file], now, cause)
     vectors.delete(db, "ideas", ids)
     if ids:
         db.execute(f"DELETE FROM ideas WHERE id IN ({_in(ids)})", ids)
@@ -205,6 +203,7 @@ def erase(db: Database, idea_id, session, projects, before, now) -> dict:
     db.executemany("DELETE FROM entities WHERE id = ?", [(e,) for e in orphans])
     state.drop_unused_files(db)
 
+    kept_files = sorted({f for f, _ in lines} - set(scope_files))
     for value, kind in ([(session, "session")] if session else []) + [(p, "project") for p in projects or []]:
         trust.tombstone_scope(db, kind, value, now)
     for f in scope_files:
@@ -220,7 +219,10 @@ def erase(db: Database, idea_id, session, projects, before, now) -> dict:
         "sessions_tombstoned": [session] if session else [],
         "projects_tombstoned": list(projects or []),
         "transcripts_tombstoned": scope_files,
-        "archives": [str(a) for a in _archive_copies(scope_files)],
+        "archives": [str(a) for a in archive_copies(scope_files)],
+        # archive copies of the other transcripts with forgotten lines: rewritten without them
+        "archives_scrubbed": [str(a) for a in archive_copies(kept_files)],
+        "_archived_transcripts": [f for f in kept_files if archive_copies([f])],
         "projects": sorted({p for p in touched_projects if p}),
     }
 
@@ -522,7 +524,8 @@ def _scrub_events(db: Database, idea_ids: list[int], span_ids: list[int], texts:
     return count
 
 
-def _archive_copies(files: list[str]) -> list[Path]:
+def archive_copies(files: list[str]) -> list[Path]:
+    """The archive copies (`maintain.archive_expiring`) of these transcripts that exist."""
     archive = config.paths().archive
     out = []
     for f in files:
