@@ -1039,6 +1039,34 @@ def test_archive_copies_lose_the_lines_forgotten_by_id_or_date_and_maintain_neve
     assert not [c for c in canaries if found_in_home(c)]
 
 
+def test_forget_before_a_date_takes_a_line_without_a_time_by_when_it_was_read(tmp_path, fake, store):
+    """A line without a time counts as said when it was read (as for pauses): `--before` a day after
+    that forgets it with every copy of its words; a day before it does not."""
+    project = "/home/dev/projects/untimed"
+    now = datetime.now(timezone.utc)
+    path = write_transcript(
+        folder(tmp_path, project) / "sess-untimed.jsonl",
+        [
+            ("user", "We decided the Untimedcanary service runs on port 7443 in staging."),
+            ("user", "We decided to keep the staging data for one week."),
+        ],
+        cwd=project,
+        start=now - timedelta(days=10),
+    )
+    lines = path.read_text().splitlines()
+    untimed = json.loads(lines[0])
+    del untimed["timestamp"]
+    path.write_text("\n".join([json.dumps(untimed), *lines[1:]]) + "\n")
+    cli("backfill", str(path), "--wait")
+    cli_json("forget", "--before", (now - timedelta(days=1)).date().isoformat())
+    assert "staging data" not in search_text("staging data for one week")  # said ten days ago
+    assert "Untimedcanary" in search_text("Untimedcanary service port")  # read today
+    cli_json("forget", "--before", (now + timedelta(days=2)).date().isoformat())
+    assert "Untimedcanary" not in search_text("Untimedcanary service port")
+    for table, column in (("ideas", "content"), ("messages", "content"), ("chunks", "content")):
+        assert db_rows(f"SELECT count(*) FROM {table} WHERE {column} LIKE '%Untimedcanary%'") == [(0,)]
+
+
 def test_what_the_extractor_writes_is_redacted_too():
     raw = {
         "topic_update": {"name": "Deploy keys", "summary": "We set DB_PASS=Kx7mQ2vZp9 for staging."},

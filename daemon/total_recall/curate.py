@@ -111,6 +111,7 @@ def forget(
     """
     if idea_id is None and not (session or project or before):
         raise TotalRecallError("forget needs an ID, --session, --project or --before")
+    before = erasure.before_day(before) if before else None
     projects = _resolve_forget_project(db, project) if project else None
     if project and not projects:
         raise TotalRecallError(f"no indexed project matches {project!r}")

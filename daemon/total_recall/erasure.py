@@ -9,7 +9,7 @@ import itertools
 import json
 import re
 import time
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 from total_recall import config, state, store, trust, vectors
@@ -22,6 +22,9 @@ from total_recall.errors import NotFound, TotalRecallError
 # here. Full-text tables follow their owner and are rebuilt after a forget (FTS_TABLES); vector
 # tables are keyed by their owner's id (vectors.TABLES). memory_events keeps its rows, not their text.
 # "file" is the column naming the transcript: `file_id` (a `files` row, 0009) or a path (spans).
+# "time" is the conversation time; "read" when the row was stored, the time of a line that carries
+# none (a line without a time counts as said when it is read, as for pauses); a table without one
+# loses its untimed rows by their lines.
 SOURCE_TABLES: dict[str, dict[str, str | None]] = {
     "ideas": {
         "file": "file_id",
@@ -29,6 +32,7 @@ SOURCE_TABLES: dict[str, dict[str, str | None]] = {
         "session": "session_id",
         "project": "project",
         "time": "message_time",
+        "read": "created_at",
     },
     "messages": {
         "file": "file_id",
@@ -36,6 +40,7 @@ SOURCE_TABLES: dict[str, dict[str, str | None]] = {
         "session": "session_id",
         "project": "project",
         "time": "timestamp",
+        "read": "indexed_at",
     },
     "spans": {
         "file": "source_file",
@@ -43,6 +48,7 @@ SOURCE_TABLES: dict[str, dict[str, str | None]] = {
         "session": "session_id",
         "project": "project",
         "time": "started_at",
+        "read": "created_at",
     },
     # Search chunks of the conversation's own lines (the recall work); skipped while absent.
     # "quotes": a column holding the end of an earlier turn, blanked where it quotes what went.
@@ -538,6 +544,14 @@ def archive_copies(files: list[str]) -> list[Path]:
     return out
 
 
+def before_day(before: str) -> str:
+    """The day a `--before` argument names, as conversation times start (YYYY-MM-DD, UTC)."""
+    try:
+        return datetime.fromisoformat(before).date().isoformat()
+    except ValueError:
+        raise TotalRecallError(f"--before takes a date like 2025-05-01, not {before!r}") from None
+
+
 def _scope(
     session: str | None, projects: list[str] | None, before: str | None, columns: dict[str, str | None]
 ) -> tuple[str, tuple]:
@@ -549,12 +563,16 @@ def _scope(
         clauses.append(f"{columns['project']} IN ({_in(projects) or 'NULL'})")
         params += projects
     if before:
-        try:
-            datetime.fromisoformat(before)
-        except ValueError:
-            raise TotalRecallError(f"--before takes a date like 2025-05-01, not {before!r}") from None
-        clauses.append(f"substr({columns['time']}, 1, 10) < ?")
-        params.append(before[:10])
+        day = before_day(before)
+        said = f"substr({columns['time']}, 1, 10) < ?"
+        if columns.get("read"):
+            read = datetime.fromisoformat(day).replace(tzinfo=timezone.utc).timestamp()
+            t = columns["time"]
+            clauses.append(f"(({t} IS NOT NULL AND {said}) OR ({t} IS NULL AND {columns['read']} < ?))")
+            params += [day, read]
+        else:
+            clauses.append(said)
+            params.append(day)
     return " AND ".join(clauses), tuple(params)
 
 
