@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import unicodedata
 import uuid
@@ -1065,6 +1066,60 @@ def test_forget_before_a_date_takes_a_line_without_a_time_by_when_it_was_read(tm
     assert "Untimedcanary" not in search_text("Untimedcanary service port")
     for table, column in (("ideas", "content"), ("messages", "content"), ("chunks", "content")):
         assert db_rows(f"SELECT count(*) FROM {table} WHERE {column} LIKE '%Untimedcanary%'") == [(0,)]
+
+
+def test_a_session_forgotten_while_its_batch_is_extracted_is_not_stored_afterwards(
+    tmp_path, fake, store, monkeypatch
+):
+    """`forget --session` commits while the indexer waits for the LLM's answer about that session's
+    new lines: the batch is written after the forget and must see it, so nothing of it is stored."""
+    from fake_openai import FakeOpenAI
+
+    held, asked, release = threading.Event(), threading.Event(), threading.Event()
+
+    def answer(request: dict) -> str:
+        if held.is_set():
+            asked.set()
+            release.wait(60)  # a slow endpoint: the user forgets the session meanwhile
+        user = request["messages"][-1]["content"]
+        batch = json.loads(user[user.index("{") :])
+        items = [
+            {"type": "decision", "content": m["content"], "confidence": 0.9, "source_line": m["line"]}
+            for m in batch["new_messages"]
+        ]
+        return json.dumps({"topic_update": None, "new_span": None, "items": items, "relations": []})
+
+    project = "/home/dev/projects/race"
+    path = folder(tmp_path, project) / "sess-race.jsonl"
+    with FakeOpenAI(chat=answer) as srv:
+        monkeypatch.setenv("TOTAL_RECALL_LLM_BASE_URL", srv.base_url)
+        monkeypatch.setenv("TOTAL_RECALL_LLM_MODEL", "extractor-test")
+        write_transcript(path, [("user", "We decided the retry budget is ten calls.")], cwd=project)
+        cli("backfill", str(path), "--wait")
+        held.set()
+        write_transcript(
+            path,
+            [("user", "We decided the Racecanary vault key rotates every ninety days.")],
+            cwd=project,
+            start=DAY + timedelta(hours=1),
+            append=True,
+        )
+        indexing = subprocess.Popen(
+            [sys.executable, "-m", "total_recall", "backfill", str(path), "--wait"],
+            env=env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            assert asked.wait(120)  # the new line's batch is being extracted
+            went = cli_json("forget", "--session", "sess-race")
+        finally:
+            release.set()
+            indexing.wait(180)
+    assert went["forgotten"] == 1 and went["sessions_tombstoned"] == ["sess-race"]
+    for table in ("ideas", "messages", "chunks"):
+        assert db_rows(f"SELECT count(*) FROM {table}") == [(0,)], table
+    assert "Racecanary" not in search_text("Racecanary vault key")
 
 
 def test_what_the_extractor_writes_is_redacted_too():

@@ -94,6 +94,9 @@ def rebuild_fts(db: Database) -> None:
 def erase(db: Database, idea_id, session, projects, before, now) -> dict:
     """Forget one memory, or a session / projects / before a date, inside the caller's transaction;
     the report of what went (curate.forget documents the rules)."""
+    # A batch the indexer extracted meanwhile writes after this commits and sees it (Indexer.
+    # _forget_marks); on PostgreSQL its writers take this lock shared (SQLite has one writer).
+    db.lock("forget")
     scope_files: list[str] = []
     if idea_id is not None:
         if db.one("SELECT id FROM ideas WHERE id = ?", (idea_id,)) is None:
