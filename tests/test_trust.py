@@ -1122,6 +1122,66 @@ def test_a_session_forgotten_while_its_batch_is_extracted_is_not_stored_afterwar
     assert "Racecanary" not in search_text("Racecanary vault key")
 
 
+def test_forget_scrubs_the_events_and_entities_of_offline_memories_the_llm_replaced(
+    tmp_path, fake, store, monkeypatch
+):
+    """During an LLM outage a batch is extracted offline; once the LLM answers, its offline memories
+    are replaced and their `insert`/`replace` events keep the words of the line. Forgetting the
+    session scrubs those events and drops entities no memory names, also for a replacement made
+    before the event named its lines (tied to its batch by when the batch was done)."""
+    from fake_openai import FakeOpenAI
+
+    def answer(request: dict) -> str:
+        user = request["messages"][-1]["content"]
+        batch = json.loads(user[user.index("{") :])
+        items = [
+            {"type": "context", "content": f"Said: {m['content']}", "source_line": m["line"]}
+            for m in batch["new_messages"]
+        ]
+        return json.dumps({"topic_update": None, "new_span": None, "items": items, "relations": []})
+
+    project = "/home/dev/projects/replaced"
+    with FakeOpenAI(chat=answer) as srv:
+        monkeypatch.setenv("TOTAL_RECALL_LLM_BASE_URL", srv.base_url)
+        monkeypatch.setenv("TOTAL_RECALL_LLM_MODEL", "extractor-test")
+        srv.queue_chat({"status": 400, "error": "model not loaded"}, {"status": 400, "error": "still not"})
+        for session, canary in (("sess-new", "Replacecanary"), ("sess-old", "Legacycanary")):
+            path = write_transcript(
+                folder(tmp_path, project) / f"{session}.jsonl",
+                [("user", f"We decided the {canary} vault key rotates every ninety days.")],
+                cwd=project,
+            )
+            cli("backfill", str(path), "--wait")  # the LLM refuses: extracted offline
+        keep = write_transcript(
+            folder(tmp_path, project) / "sess-keep.jsonl",
+            [("user", "We decided to deploy billing on Fridays.")],
+            cwd=project,
+            start=DAY + timedelta(days=2),
+        )
+        cli("backfill", str(keep), "--wait")  # the LLM answers: both batches are extracted again
+    for canary in ("Replacecanary", "Legacycanary"):
+        assert db_rows(
+            "SELECT count(*) FROM memory_events WHERE action = 'replace' AND old LIKE ?", (f"%{canary}%",)
+        ) == [(1,)]
+    # sess-old's replacement as a store written before the event named its lines left it
+    [(event_id, old)] = db_rows("SELECT id, old FROM memory_events WHERE old LIKE '%Legacycanary%vault%'")
+    legacy = {k: v for k, v in json.loads(old).items() if k != "sources"}
+    db_write(
+        ("UPDATE memory_events SET old = ? WHERE id = ?", (json.dumps(legacy), event_id)),
+        "INSERT OR IGNORE INTO entities (name, type) VALUES ('Legacycanary', 'concept')",
+    )
+    cli_json("forget", "--session", "sess-new")
+    cli_json("forget", "--session", "sess-old")
+    for canary in ("Replacecanary", "Legacycanary"):
+        assert db_rows(
+            "SELECT count(*) FROM memory_events WHERE old LIKE ? OR new LIKE ?", (f"%{canary}%",) * 2
+        ) == [(0,)], canary
+        assert db_rows(
+            "SELECT count(*) FROM entities WHERE lower(name) LIKE ?", (f"%{canary.lower()}%",)
+        ) == [(0,)], canary
+    assert "Fridays" in search_text("deploy billing Fridays")
+
+
 def test_what_the_extractor_writes_is_redacted_too():
     raw = {
         "topic_update": {"name": "Deploy keys", "summary": "We set DB_PASS=Kx7mQ2vZp9 for staging."},

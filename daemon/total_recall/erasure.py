@@ -138,12 +138,8 @@ def erase(db: Database, idea_id, session, projects, before, now) -> dict:
             )
     lines = sorted(set(lines))
     texts = db.column(f"SELECT content FROM ideas WHERE id IN ({_in(ids)})", ids)
-    entity_ids = (
-        sorted(set(db.column(f"SELECT entity_id FROM idea_entities WHERE idea_id IN ({_in(ids)})", ids)))
-        if ids
-        else []
-    )
     span_ids = _spans_drawing_on(db, ids, lines)
+    replaced = _replaced_from(db, lines)
     # Lines an earlier forget took already: their words are out of every row.
     forgotten_before = {(f, ln) for f, ln in lines if ln in trust.forgotten_lines(db, f, ln, ln)}
 
@@ -207,8 +203,10 @@ def erase(db: Database, idea_id, session, projects, before, now) -> dict:
     db.executemany("DELETE FROM spans WHERE id = ?", [(s,) for s in sorted(gone_spans)])
 
     # Events keep what happened, never the forgotten text.
-    scrubbed = _scrub_events(db, ids, sorted(gone_spans | set(rederived)), texts)
-    orphans = [e for e in entity_ids if not db.one("SELECT 1 FROM idea_entities WHERE entity_id = ?", (e,))]
+    scrubbed = _scrub_events(db, ids + replaced, sorted(gone_spans | set(rederived)), texts)
+    # Entities no memory names any more: the forgotten memories', and those left by memories an
+    # extractor replaced before (their names came from the same words).
+    orphans = db.column("SELECT id FROM entities WHERE id NOT IN (SELECT entity_id FROM idea_entities)")
     db.executemany("DELETE FROM entities WHERE id = ?", [(e,) for e in orphans])
     state.drop_unused_files(db)
 
@@ -513,6 +511,35 @@ def _rederive_spans(db: Database, span_ids: list[int]) -> tuple[list[int], list[
         else:
             emptied.append(span_id)
     return rederived, emptied
+
+
+def _replaced_from(db: Database, lines: list[tuple[str, int]]) -> list[int]:
+    """Ideas an extractor replaced (an offline idea the LLM re-extracted) that were said on a
+    forgotten line: their events still hold the words. Their `replace` event names the lines; one
+    written before it did is tied to its batch by the time the batch was done (fallback_batches)."""
+    forgotten = set(lines)
+    if not forgotten:
+        return []
+    out = []
+    for row in db.all(
+        "SELECT object_id, at, old FROM memory_events WHERE kind = 'idea' AND action = 'replace' "
+        "AND old IS NOT NULL"
+    ):
+        try:
+            sources = json.loads(row["old"]).get("sources")
+        except (ValueError, AttributeError):
+            sources = None
+        if sources is None:
+            sources = [
+                (batch["source_file"], int(line))
+                for batch in db.all(
+                    "SELECT source_file, lines FROM fallback_batches WHERE done_at = ?", (row["at"],)
+                )
+                for line in json.loads(batch["lines"])
+            ]
+        if any((f, int(ln)) in forgotten for f, ln in sources):
+            out.append(row["object_id"])
+    return out
 
 
 def _scrub_events(db: Database, idea_ids: list[int], span_ids: list[int], texts: list[str]) -> int:
