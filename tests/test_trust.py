@@ -1182,6 +1182,50 @@ def test_forget_scrubs_the_events_and_entities_of_offline_memories_the_llm_repla
     assert "Fridays" in search_text("deploy billing Fridays")
 
 
+def test_forgetting_the_session_a_memory_was_first_said_in_keeps_it_in_the_words_of_the_other(
+    tmp_path, fake, store
+):
+    """A memory said in sessions A and B is one memory, stored in A's words at A's line. Forgetting
+    A leaves it citing B's line only, in B's words (B said one of them in another order), and
+    leaves B's line, its words and its search result alone."""
+    project = "/home/dev/projects/shared"
+    fact, a_words, b_words = (
+        "The staging database runs on port 5433.",
+        "Redis keeps the Firstwording sessions for a day.",
+        "For a day Redis keeps the Firstwording sessions.",
+    )
+    first = write_transcript(
+        folder(tmp_path, project) / "sess-a.jsonl", [("user", fact), ("user", a_words)], cwd=project
+    )
+    second = write_transcript(
+        folder(tmp_path, project) / "sess-b.jsonl",
+        [("user", fact), ("user", b_words)],
+        cwd=project,
+        start=DAY + timedelta(days=1),
+    )
+    cli("backfill", "--all", "--wait")
+    shared = db_rows("SELECT id, content, mention_count FROM ideas ORDER BY id")
+    assert [(c, n) for _, c, n in shared] == [(fact, 2), (a_words, 2)]
+    went = cli_json("forget", "--session", "sess-a")
+    assert went["forgotten"] == 0 and went["sessions_tombstoned"] == ["sess-a"]
+    where = "(SELECT path FROM files WHERE id = file_id), source_line"
+    assert db_rows(f"SELECT id, content, {where}, session_id, mention_count FROM ideas ORDER BY id") == [
+        (shared[0][0], fact, str(second), 1, "sess-b", 1),
+        (shared[1][0], b_words, str(second), 2, "sess-b", 1),
+    ]
+    assert sorted(db_rows(f"SELECT {where} FROM idea_sources")) == [(str(second), 1), (str(second), 2)]
+    assert db_rows("SELECT count(*) FROM messages WHERE session_id = 'sess-b'") == [(2,)]
+    assert db_rows("SELECT count(*) FROM chunks WHERE session_id = 'sess-b'") == [(2,)]
+    assert db_rows("SELECT count(*) FROM tombstones WHERE source_file = ?", (str(second),)) == [(0,)]
+    said_so = f"%{a_words[:-1]}%"  # A's wording, which B never used
+    for table, column in (("ideas", "content"), ("memory_events", "old"), ("memory_events", "new")):
+        assert db_rows(f"SELECT count(*) FROM {table} WHERE {column} LIKE ?", (said_so,)) == [(0,)]
+    assert db_rows("SELECT count(*) FROM spans WHERE name LIKE ? OR summary LIKE ?", (said_so,) * 2) == [(0,)]
+    hit = cli_json("search", "Redis Firstwording sessions", "--all-projects")[0]
+    assert (hit["content"], hit["source_file"], hit["source_line"]) == (b_words, str(second), 2)
+    assert str(first) not in search_text("staging database port")
+
+
 def test_what_the_extractor_writes_is_redacted_too():
     raw = {
         "topic_update": {"name": "Deploy keys", "summary": "We set DB_PASS=Kx7mQ2vZp9 for staging."},

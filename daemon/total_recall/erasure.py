@@ -12,7 +12,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from total_recall import config, state, store, trust, vectors
+from total_recall import config, memories, state, store, trust, vectors
 from total_recall.db import Database, table_exists
 from total_recall.errors import NotFound, TotalRecallError
 
@@ -98,6 +98,7 @@ def erase(db: Database, idea_id, session, projects, before, now) -> dict:
     # _forget_marks); on PostgreSQL its writers take this lock shared (SQLite has one writer).
     db.lock("forget")
     scope_files: list[str] = []
+    plan: dict[int, tuple] = {}
     if idea_id is not None:
         if db.one("SELECT id FROM ideas WHERE id = ?", (idea_id,)) is None:
             raise NotFound(f"no memory with id {idea_id}")
@@ -106,39 +107,13 @@ def erase(db: Database, idea_id, session, projects, before, now) -> dict:
         scoped_spans: list[int] = []
         touched_projects = db.column("SELECT project FROM ideas WHERE id = ?", (idea_id,))
     else:
-        where, params = _scope(session, projects, before, SOURCE_TABLES["ideas"])
-        ids = db.column(f"SELECT id FROM ideas WHERE {where}", params)
-        mwhere, mparams = _scope(session, projects, before, SOURCE_TABLES["messages"])
-        lines = _lines(
-            db, f"SELECT {state.path_of('messages')}, source_line FROM messages WHERE {mwhere}", mparams
-        )
-        if ids:
-            lines += _lines(
-                db, f"SELECT {SOURCE_OF}, source_line FROM idea_sources WHERE idea_id IN ({_in(ids)})", ids
-            )
-        swhere, sparams = _scope(session, projects, before, SOURCE_TABLES["spans"])
-        scoped_spans = db.column(f"SELECT id FROM spans WHERE {swhere}", sparams)
-        touched_projects = list(projects or []) + db.column(
-            f"SELECT DISTINCT project FROM messages WHERE {mwhere}", mparams
-        )
-        if session or projects:
-            fwhere = " OR ".join(
-                (["session_id = ?"] if session else [])
-                + ([f"project IN ({_in(projects)})"] if projects else [])
-            )
-            fparams = ([session] if session else []) + list(projects or [])
-            scope_files = sorted(
-                set(
-                    db.column(
-                        f"SELECT source_file FROM index_state WHERE {fwhere} UNION "
-                        f"SELECT path FROM files WHERE id IN (SELECT file_id FROM messages WHERE {fwhere})",
-                        fparams * 2,
-                    )
-                )
-            )
+        ids, lines, scoped_spans, touched_projects, scope_files = _select_scope(db, session, projects, before)
+        plan, source_lines = _said_elsewhere(db, ids, set(lines), set(scope_files), session, before)
+        ids = [i for i in ids if i not in plan]
+        lines += source_lines
     lines = sorted(set(lines))
     texts = db.column(f"SELECT content FROM ideas WHERE id IN ({_in(ids)})", ids)
-    span_ids = _spans_drawing_on(db, ids, lines)
+    span_ids = _spans_drawing_on(db, ids + sorted(plan), lines)
     replaced = _replaced_from(db, lines)
     # Lines an earlier forget took already: their words are out of every row.
     forgotten_before = {(f, ln) for f, ln in lines if ln in trust.forgotten_lines(db, f, ln, ln)}
@@ -181,6 +156,10 @@ def erase(db: Database, idea_id, session, projects, before, now) -> dict:
         "WHERE idea_id = ideas.id)) WHERE id = ?",
         [(i,) for i in sorted(cited)],
     )
+    # A memory of the scope also said outside it now cites a line that remains, in its words.
+    reworded, old_texts = _repoint(db, plan, cause, time.time())
+    texts += old_texts
+    span_ids = sorted(set(span_ids) | set(_spans_drawing_on(db, reworded, [])))
 
     # Any other table of conversation text: rows of a forgotten line, and a scope's rows, go (the
     # rows are chosen first: a merged response's row is cut by its chunks, read before they go).
@@ -232,6 +211,169 @@ def erase(db: Database, idea_id, session, projects, before, now) -> dict:
         "_archived_transcripts": [f for f in kept_files if archive_copies([f])],
         "projects": sorted({p for p in touched_projects if p}),
     }
+
+
+def _select_scope(db: Database, session, projects, before) -> tuple[list, list, list, list, list]:
+    """A scope's memories, message lines, spans, touched projects and (session, project) files."""
+    where, params = _scope(session, projects, before, SOURCE_TABLES["ideas"])
+    ids = db.column(f"SELECT id FROM ideas WHERE {where}", params)
+    mwhere, mparams = _scope(session, projects, before, SOURCE_TABLES["messages"])
+    lines = _lines(
+        db, f"SELECT {state.path_of('messages')}, source_line FROM messages WHERE {mwhere}", mparams
+    )
+    swhere, sparams = _scope(session, projects, before, SOURCE_TABLES["spans"])
+    scoped_spans = db.column(f"SELECT id FROM spans WHERE {swhere}", sparams)
+    touched_projects = list(projects or []) + db.column(
+        f"SELECT DISTINCT project FROM messages WHERE {mwhere}", mparams
+    )
+    scope_files: list[str] = []
+    if session or projects:
+        fwhere = " OR ".join(
+            (["session_id = ?"] if session else []) + ([f"project IN ({_in(projects)})"] if projects else [])
+        )
+        fparams = ([session] if session else []) + list(projects or [])
+        scope_files = sorted(
+            set(
+                db.column(
+                    f"SELECT source_file FROM index_state WHERE {fwhere} UNION "
+                    f"SELECT path FROM files WHERE id IN (SELECT file_id FROM messages WHERE {fwhere})",
+                    fparams * 2,
+                )
+            )
+        )
+    return ids, lines, scoped_spans, touched_projects, scope_files
+
+
+def _said_elsewhere(
+    db: Database, ids: list[int], scope_lines: set, scope_files: set, session, before
+) -> tuple[dict, list]:
+    """Of a scope's memories, those also said outside it stay, citing only what remains.
+
+    A source (a place the memory was said) is in the scope when its line is one of the scope's, its
+    transcript is forgotten whole, it is the memory's own line, or its session and time match the
+    forget (a project forget covers every source of its memories). A memory with a source outside
+    stays in that source's words: its text when the line says it, else the line's sentence closest
+    to it (DESIGN "Forgetting"); a memory whose other lines do not say it is forgotten itself, and
+    those lines keep theirs. Returns ({memory: (source it now cites, its text)}, the in-scope
+    source lines of every memory)."""
+    day = before_day(before) if before else None
+    plan: dict[int, tuple] = {}
+    in_scope: list[tuple[str, int]] = []
+    for part in (ids[i : i + 500] for i in range(0, len(ids), 500)):
+        rows = db.all(
+            f"SELECT s.idea_id, {state.path_of('s')}, s.source_line, s.session_id, s.message_time, "
+            "s.machine, i.content, CASE WHEN s.file_id = i.file_id AND s.source_line = i.source_line "
+            "THEN 1 ELSE 0 END AS own FROM idea_sources s JOIN ideas i ON i.id = s.idea_id "
+            f"WHERE s.idea_id IN ({_in(part)}) ORDER BY s.idea_id, s.message_time, s.source_line",
+            part,
+        )
+        for idea, sources in itertools.groupby(rows, key=lambda r: r["idea_id"]):
+            outside = []
+            for r in sources:
+                where = (r["source_file"], r["source_line"])
+                scoped = where in scope_lines or r["source_file"] in scope_files or r["own"]
+                if not scoped and (session or day):
+                    scoped = (not session or r["session_id"] == session) and (
+                        not day or (r["message_time"] is not None and r["message_time"][:10] < day)
+                    )
+                if scoped or not (session or day):
+                    in_scope.append(where)
+                else:
+                    outside.append(r)
+            if not outside:
+                continue
+            words = _words_at(db, outside[0], outside[0]["content"])
+            if words is not None:
+                plan[idea] = (outside[0], words)
+    return plan, in_scope
+
+
+def _words_at(db: Database, source, content: str) -> str | None:
+    """A memory's text in the words of one line it was said on: its own text when the line says it
+    (case and punctuation aside), else the line's sentence that shares most of its words (at least
+    half, the duplicate rule's share), else None."""
+    f, ln = source["source_file"], source["source_line"]
+    text = db.scalar(
+        f"SELECT content FROM messages WHERE file_id = {state.FILE_ID} AND source_line = ? AND content != '' "
+        "ORDER BY id LIMIT 1",
+        (f, ln),
+    ) or " ".join(
+        db.column(
+            f"SELECT content FROM chunks WHERE file_id = {state.FILE_ID} AND source_line = ? ORDER BY seq",
+            (f, ln),
+        )
+    )
+    if not text.strip():
+        return None
+    if store.normalise(content) in store.normalise(text):
+        return content
+    words = set(store.normalise(content).split())
+    scored = [
+        (store.jaccard(words, set(store.normalise(sentence).split())), sentence.strip())
+        for sentence in re.split(r"(?<=[.!?])\s+|\n+", text)
+        if sentence.strip()
+    ]
+    share, best = max(scored, default=(0.0, ""))
+    return store.without_lead_in(best) if share >= 0.5 else None
+
+
+def _repoint(db: Database, plan: dict, cause: str, now: float) -> tuple[list[int], list[str]]:
+    """A memory that stays after its own line was forgotten cites the earliest line it was said on
+    that remains (file, line, session, time, machine, branch, the span there) and, when that line says
+    it in other words, takes them: its vector is made again, entities its new words do not name are
+    unlinked, and its old text is returned for the events to lose. A memory whose new words another
+    memory of its project already holds is merged into that one. Returns (reworded, old texts)."""
+    reworded, old_texts = [], []
+    for idea_id, (src, words) in sorted(plan.items()):
+        row = db.one("SELECT content, project, intent FROM ideas WHERE id = ?", (idea_id,))
+        f, ln = src["source_file"], src["source_line"]
+        branch = db.scalar(
+            f"SELECT git_branch FROM messages WHERE file_id = {state.FILE_ID} AND source_line = ? LIMIT 1",
+            (f, ln),
+        )
+        span = db.scalar(
+            "SELECT id FROM spans WHERE source_file = ? AND start_line <= ? AND end_line >= ? "
+            "ORDER BY depth DESC, id DESC LIMIT 1",
+            (f, ln, ln),
+        )
+        db.execute(
+            f"UPDATE ideas SET file_id = {state.FILE_ID}, source_line = ?, session_id = ?, message_time = ?, "
+            "machine = ?, git_branch = ?, span_id = ?, updated_at = ? WHERE id = ?",
+            (f, ln, src["session_id"], src["message_time"], src["machine"], branch, span, now, idea_id),
+        )
+        if words == row["content"]:
+            continue
+        old_texts.append(row["content"])
+        chash = store.content_hash(words)
+        twin = db.scalar(
+            "SELECT id FROM ideas WHERE project IS ? AND intent = ? AND content_hash = ? AND id != ?",
+            (row["project"], row["intent"], chash, idea_id),
+        )
+        vectors.delete(db, "ideas", [idea_id])
+        if twin is not None:
+            memories.merge_idea(db, twin, idea_id)
+            store.event(db, "idea", idea_id, "merge", None, {"into": twin}, cause, now)
+            continue
+        db.execute(
+            "UPDATE ideas SET content = ?, content_hash = ?, needs_embedding = 1 WHERE id = ?",
+            (words, chash, idea_id),
+        )
+        lowered = words.lower()
+        db.executemany(
+            "DELETE FROM idea_entities WHERE idea_id = ? AND entity_id = ?",
+            [
+                (idea_id, e["id"])
+                for e in db.all(
+                    "SELECT e.id, e.name FROM entities e JOIN idea_entities l ON l.entity_id = e.id "
+                    "WHERE l.idea_id = ?",
+                    (idea_id,),
+                )
+                if e["name"].lower() not in lowered
+            ],
+        )
+        store.event(db, "idea", idea_id, "edit", None, {"content": words}, cause, now)
+        reworded.append(idea_id)
+    return reworded, old_texts
 
 
 def _other_tables(db: Database) -> list[tuple[str, dict]]:
