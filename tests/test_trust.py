@@ -1226,6 +1226,37 @@ def test_forgetting_the_session_a_memory_was_first_said_in_keeps_it_in_the_words
     assert str(first) not in search_text("staging database port")
 
 
+# SQLite only: `recover` works on the local database file, and this reads the home folder's bytes.
+def test_the_database_copy_recover_kept_is_deleted_by_the_next_forget(tmp_path, fake):
+    """`recover` keeps the damaged database beside the new one; it holds everything the old one held.
+    A later forget deletes it (a dry run lists it), so the forgotten text is in no byte of the home."""
+    project = "/home/dev/projects/recovered"
+    write_transcript(
+        folder(tmp_path, project) / "sess-gone.jsonl",
+        [("user", "We decided the Recovercanary cache lives in Redis for ten minutes.")],
+        cwd=project,
+    )
+    write_transcript(
+        folder(tmp_path, project) / "sess-kept.jsonl",
+        [("user", "We decided to deploy billing on Fridays only before noon.")],
+        cwd=project,
+        start=DAY + timedelta(days=2),
+    )
+    cli("backfill", "--all", "--wait")
+    recovered = cli_json("recover")
+    copy = Path(recovered["damaged_copy_kept"])
+    assert "forget" in recovered["next"] and b"Recovercanary" in copy.read_bytes()
+    cli("daemon", "--once")
+    preview = cli_json("forget", "--session", "sess-gone", "--dry-run")
+    assert preview["database_copies_removed"] == [str(copy)] and copy.exists()
+    went = cli_json("forget", "--session", "sess-gone")
+    assert went["database_copies_removed"] == [str(copy)]
+    cli("maintain")
+    assert found_in_home("Recovercanary") == []
+    assert not list(config.paths().home.glob("*damaged*"))
+    assert "Fridays" in search_text("deploy billing Fridays")
+
+
 def test_what_the_extractor_writes_is_redacted_too():
     raw = {
         "topic_update": {"name": "Deploy keys", "summary": "We set DB_PASS=Kx7mQ2vZp9 for staging."},
