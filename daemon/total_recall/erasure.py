@@ -119,43 +119,7 @@ def erase(db: Database, idea_id, session, projects, before, now) -> dict:
     forgotten_before = {(f, ln) for f, ln in lines if ln in trust.forgotten_lines(db, f, ln, ln)}
 
     cause = "user: forget id" if idea_id is not None else "user: forget scope"
-    for iid in ids:
-        row = db.one("SELECT content_hash, project, intent FROM ideas WHERE id = ?", (iid,))
-        db.execute(
-            "INSERT INTO tombstones (kind, project, content_hash, created_at, reason) VALUES "
-            "('content', ?, ?, ?, ?)",
-            (row["project"], row["content_hash"], now, cause),
-        )
-        store.event(
-            db,
-            "idea",
-            iid,
-            "forget",
-            {"intent": row["intent"], "project": row["project"]},
-            None,
-            cause,
-            time.time(),
-        )
-    for f, same_file in itertools.groupby(lines, key=lambda pair: pair[0]):
-        trust.tombstone_lines(db, f, [ln for _, ln in same_file], now, cause)
-    vectors.delete(db, "ideas", ids)
-    if ids:
-        db.execute(f"DELETE FROM ideas WHERE id IN ({_in(ids)})", ids)
-    # A memory also said elsewhere stays, but no longer cites a forgotten line.
-    cited = set()
-    for f, ln in lines:
-        cited |= set(
-            db.column(
-                f"SELECT idea_id FROM idea_sources WHERE file_id = {state.FILE_ID} AND source_line = ?",
-                (f, ln),
-            )
-        )
-        db.execute(f"DELETE FROM idea_sources WHERE file_id = {state.FILE_ID} AND source_line = ?", (f, ln))
-    db.executemany(
-        "UPDATE ideas SET mention_count = max(1, (SELECT count(*) FROM idea_sources "
-        "WHERE idea_id = ideas.id)) WHERE id = ?",
-        [(i,) for i in sorted(cited)],
-    )
+    _bury(db, ids, lines, cause, now)
     # A memory of the scope also said outside it now cites a line that remains, in its words.
     reworded, old_texts = _repoint(db, plan, cause, time.time())
     texts += old_texts
@@ -211,6 +175,48 @@ def erase(db: Database, idea_id, session, projects, before, now) -> dict:
         "_archived_transcripts": [f for f in kept_files if archive_copies([f])],
         "projects": sorted({p for p in touched_projects if p}),
     }
+
+
+def _bury(db: Database, ids: list[int], lines: list[tuple[str, int]], cause: str, now: float) -> None:
+    """Tombstone the memories' content and the lines, log each forget (intent and project only),
+    delete the memories, and take the lines from every memory also said elsewhere."""
+    for iid in ids:
+        row = db.one("SELECT content_hash, project, intent FROM ideas WHERE id = ?", (iid,))
+        db.execute(
+            "INSERT INTO tombstones (kind, project, content_hash, created_at, reason) VALUES "
+            "('content', ?, ?, ?, ?)",
+            (row["project"], row["content_hash"], now, cause),
+        )
+        store.event(
+            db,
+            "idea",
+            iid,
+            "forget",
+            {"intent": row["intent"], "project": row["project"]},
+            None,
+            cause,
+            time.time(),
+        )
+    for f, same_file in itertools.groupby(lines, key=lambda pair: pair[0]):
+        trust.tombstone_lines(db, f, [ln for _, ln in same_file], now, cause)
+    vectors.delete(db, "ideas", ids)
+    if ids:
+        db.execute(f"DELETE FROM ideas WHERE id IN ({_in(ids)})", ids)
+    # A memory also said elsewhere stays, but no longer cites a forgotten line.
+    cited = set()
+    for f, ln in lines:
+        cited |= set(
+            db.column(
+                f"SELECT idea_id FROM idea_sources WHERE file_id = {state.FILE_ID} AND source_line = ?",
+                (f, ln),
+            )
+        )
+        db.execute(f"DELETE FROM idea_sources WHERE file_id = {state.FILE_ID} AND source_line = ?", (f, ln))
+    db.executemany(
+        "UPDATE ideas SET mention_count = max(1, (SELECT count(*) FROM idea_sources "
+        "WHERE idea_id = ideas.id)) WHERE id = ?",
+        [(i,) for i in sorted(cited)],
+    )
 
 
 def _select_scope(db: Database, session, projects, before) -> tuple[list, list, list, list, list]:

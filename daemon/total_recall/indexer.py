@@ -226,15 +226,7 @@ class Indexer:
                 try:
                     self._index_chunk(path, ident, chunk, result.head_hash, report, marks)
                 except _ForgottenMeanwhile:
-                    # Trigger: a forget committed while this batch was extracted (a slow LLM call).
-                    # Why: nothing it covers may be stored after it. Outcome: the batch is dropped
-                    # (its LLM calls are recorded); the rest is read again from the committed offset
-                    # under the forget's rules (a forgotten session is refused, lines are withheld).
-                    with self.db.write():
-                        self._write_calls(self.clock())
-                    log.info("batch_forgotten_while_extracted", file=path, end_line=chunk.end_line)
-                    report.deferred = True
-                    return report
+                    return self._forgotten_while_extracted(path, chunk, report)
             offset, line, scan = result.end_offset, result.end_line, result.scanned_to
             if scan:
                 self._save_offset_only(path, result, progress)
@@ -374,6 +366,17 @@ class Indexer:
             if any(n in forgotten for n in range(m.line, m.last_line + 1))
         }
         return known
+
+    def _forgotten_while_extracted(self, path: str, chunk: Chunk, report: IndexReport) -> IndexReport:
+        """Trigger: a forget committed while this batch was extracted (a slow LLM call). Why:
+        nothing it covers may be stored after it. Outcome: the batch is dropped (its LLM calls are
+        recorded) and the rest is read again from the committed offset under the forget's rules (a
+        forgotten session is refused, forgotten lines are withheld)."""
+        with self.db.write():
+            self._write_calls(self.clock())
+        log.info("batch_forgotten_while_extracted", file=path, end_line=chunk.end_line)
+        report.deferred = True
+        return report
 
     def _forget_marks(self, path: str, ident: dict, first: int, last: int) -> tuple:
         """What forgets have said so far about lines first..last: the transcript's or its session's
