@@ -179,6 +179,36 @@ def test_forget_removes_the_lines_words_from_search(tmp_path):
     ) == [(0,)]
 
 
+def test_forgetting_a_later_line_of_a_merged_response_removes_its_words_from_the_stored_response(tmp_path):
+    """The response over lines 2-4 is one messages row at line 2; its idea points at line 3. A forget
+    of that idea takes line 3's words out of the row (the web view's and the MCP tool's excerpt
+    read it) and leaves line 4's; reading the transcript again brings nothing back."""
+    from total_recall import browse, config
+    from total_recall import db as dbmod
+
+    path = transcript(tmp_path / "claude")
+    [(idea,)] = db_rows("SELECT id FROM ideas WHERE content LIKE '%memcached evicts%'")
+    went = cli_json("forget", str(idea))
+    assert went["messages"] == 1
+    stored = db_rows("SELECT source_line, content FROM messages WHERE source_line = 2")
+    assert stored == [(2, "[tool Bash: redis-cli ping]")]
+    database = dbmod.open_store(config.load())
+    try:
+        shown = " ".join(r["content"] for r in browse.excerpt(database, str(path), 3, 3))
+    finally:
+        database.close()
+    assert "memcached" not in shown and "redis-cli ping" in shown
+    # Claude Code rewrote the file (its head changed) and the session went on: every line is read
+    # again from byte 0.
+    lines = path.read_text().splitlines()
+    lines[0] = lines[0].replace("8000-000000000001", "8000-0000000000ff")
+    path.write_text("\n".join([*lines, _line("user", "thanks, that works now", 7)]) + "\n")
+    cli("backfill", str(path), "--wait")
+    assert db_rows("SELECT source_line, content FROM messages WHERE source_line = 2") == stored
+    assert db_rows("SELECT count(*) FROM messages WHERE content LIKE '%memcached%'") == [(0,)]
+    assert db_rows("SELECT count(*) FROM chunks WHERE content LIKE '%redis-cli ping%'") == [(1,)]
+
+
 def test_an_idea_that_is_its_whole_line_shares_the_lines_vector_and_a_part_has_its_own(tmp_path):
     """Embedding is most of the indexing time: an idea that is (nearly) its line's whole window
     takes the window's vector; an idea that is one sentence of a longer turn is embedded itself."""

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import unicodedata
 import uuid
@@ -1088,6 +1089,321 @@ def test_a_memory_also_said_in_another_session_stays_but_stops_citing_the_forgot
     assert db_rows(
         "SELECT (SELECT path FROM files WHERE id = file_id) FROM idea_sources WHERE idea_id = ?", (idea_id,)
     ) == [(str(first),)]
+
+
+def test_a_forgotten_turn_is_left_quoted_in_no_context(tmp_path, fake, store):
+    """A chunk keeps the end of the turn before it as its context, searched by its words. Forgetting
+    that turn, by a date or as the memory of a two-word line, leaves no quote of it behind."""
+    project = "/home/dev/projects/quotes"
+    write_transcript(
+        folder(tmp_path, project) / "sess-night.jsonl",
+        [
+            ("user", "We decided the Midnightcanary vault key rotates every ninety days."),
+            ("assistant", "Understood, I will note the rotation schedule in the runbook today."),
+        ],
+        cwd=project,
+        start=datetime(2026, 3, 2, 23, 59, tzinfo=timezone.utc),
+        step=timedelta(minutes=2),
+    )
+    write_transcript(
+        folder(tmp_path, project) / "sess-short.jsonl",
+        [
+            ("user", "Use Shortcanary."),
+            ("assistant", "OK, switching the queue library over to it in the worker service now."),
+        ],
+        cwd=project,
+        start=DAY + timedelta(days=5),
+    )
+    cli("backfill", "--all", "--wait")
+    for needle in ("Midnightcanary", "Shortcanary"):  # each reply's chunk quotes the turn before it
+        assert db_rows("SELECT count(*) FROM chunks WHERE context LIKE ?", (f"%{needle}%",)) == [(1,)]
+    cli_json("forget", "--before", "2026-03-03")
+    [(idea_id,)] = db_rows("SELECT id FROM ideas WHERE content LIKE '%Shortcanary%'")
+    cli_json("forget", str(idea_id))
+    for needle in ("Midnightcanary", "Shortcanary"):
+        assert db_rows(
+            "SELECT count(*) FROM chunks WHERE content LIKE ? OR context LIKE ?", (f"%{needle}%",) * 2
+        ) == [(0,)]
+        assert needle not in search_text(needle)
+    assert "rotation schedule" in search_text("rotation schedule runbook")  # the replies stay
+    assert "queue library" in search_text("queue library worker service")
+
+
+def test_archive_copies_lose_the_lines_forgotten_by_id_or_date_and_maintain_never_restores_them(
+    tmp_path, fake, store
+):
+    """`maintain` keeps a copy of a transcript Claude Code will soon delete. A forget by id or by
+    date leaves the copy without those lines (line numbers kept), a record said before the date
+    that we never stored included; copying the transcript again later leaves them out too."""
+    (tmp_path / "claude" / "settings.json").write_text('{"cleanupPeriodDays": 10}')
+    project = "/home/dev/projects/archived"
+    by_id = write_transcript(
+        folder(tmp_path, project) / "sess-id.jsonl",
+        [
+            ("user", "We decided the Archidcanary cache lives in Redis for ten minutes."),
+            ("user", "We decided to deploy billing on Fridays only before noon."),
+        ],
+        cwd=project,
+        start=DAY + timedelta(days=3),
+    )
+    by_date = write_transcript(
+        folder(tmp_path, project) / "sess-date.jsonl",
+        [("user", "We decided the Archdatecanary queue keeps jobs for a week.")],
+        cwd=project,
+        start=DAY,
+    )
+    progress = {"type": "progress", "timestamp": "2026-03-02T09:00:30.000Z", "data": "Archprogresscanary"}
+    with by_date.open("a") as fh:
+        fh.write(json.dumps(progress) + "\n")
+    write_transcript(
+        by_date,
+        [("user", "We decided the nightly export runs at two.")],
+        cwd=project,
+        start=DAY + timedelta(days=2),
+        append=True,
+    )
+    cli("backfill", "--all", "--wait")
+    age([by_id, by_date])
+    cli("maintain")
+
+    def copy(path: Path) -> list[str]:
+        return gzip.decompress((config.paths().archive / trust.archive_name(str(path))).read_bytes()).decode()
+
+    canaries = ("Archidcanary", "Archdatecanary", "Archprogresscanary")
+    assert all(c in copy(by_id) + copy(by_date) for c in canaries)
+    [(idea_id,)] = db_rows("SELECT id FROM ideas WHERE content LIKE '%Archidcanary%'")
+    went = cli_json("forget", str(idea_id))
+    assert went["archives_scrubbed"] == [str(config.paths().archive / trust.archive_name(str(by_id)))]
+    cli_json("forget", "--before", "2026-03-03")
+    for _ in range(2):  # as forget left them; then copied again from transcripts that changed
+        assert copy(by_id).splitlines()[0] == "{}" and "Fridays only before noon" in copy(by_id)
+        assert copy(by_date).splitlines()[:2] == ["{}", "{}"] and "nightly export" in copy(by_date)
+        assert not [c for c in canaries if c in copy(by_id) + copy(by_date)]
+        for path in (by_id, by_date):
+            write_transcript(
+                path, [("user", "Thanks.")], cwd=project, start=DAY + timedelta(days=4), append=True
+            )
+        age(list(config.paths().archive.iterdir()), days=30)  # the copies are older than the change
+        age([by_id, by_date], days=20)
+        assert len(cli_json("maintain")["archived"]) == 2
+    assert not [c for c in canaries if found_in_home(c)]
+
+
+def test_forget_before_a_date_takes_a_line_without_a_time_by_when_it_was_read(tmp_path, fake, store):
+    """A line without a time counts as said when it was read (as for pauses): `--before` a day after
+    that forgets it with every copy of its words; a day before it does not."""
+    project = "/home/dev/projects/untimed"
+    now = datetime.now(timezone.utc)
+    path = write_transcript(
+        folder(tmp_path, project) / "sess-untimed.jsonl",
+        [
+            ("user", "We decided the Untimedcanary service runs on port 7443 in staging."),
+            ("user", "We decided to keep the staging data for one week."),
+        ],
+        cwd=project,
+        start=now - timedelta(days=10),
+    )
+    lines = path.read_text().splitlines()
+    untimed = json.loads(lines[0])
+    del untimed["timestamp"]
+    path.write_text("\n".join([json.dumps(untimed), *lines[1:]]) + "\n")
+    cli("backfill", str(path), "--wait")
+    cli_json("forget", "--before", (now - timedelta(days=1)).date().isoformat())
+    assert "staging data" not in search_text("staging data for one week")  # said ten days ago
+    assert "Untimedcanary" in search_text("Untimedcanary service port")  # read today
+    cli_json("forget", "--before", (now + timedelta(days=2)).date().isoformat())
+    assert "Untimedcanary" not in search_text("Untimedcanary service port")
+    for table, column in (("ideas", "content"), ("messages", "content"), ("chunks", "content")):
+        assert db_rows(f"SELECT count(*) FROM {table} WHERE {column} LIKE '%Untimedcanary%'") == [(0,)]
+
+
+def test_a_session_forgotten_while_its_batch_is_extracted_is_not_stored_afterwards(
+    tmp_path, fake, store, monkeypatch
+):
+    """`forget --session` commits while the indexer waits for the LLM's answer about that session's
+    new lines: the batch is written after the forget and must see it, so nothing of it is stored."""
+    from fake_openai import FakeOpenAI
+
+    held, asked, release = threading.Event(), threading.Event(), threading.Event()
+
+    def answer(request: dict) -> str:
+        if held.is_set():
+            asked.set()
+            release.wait(60)  # a slow endpoint: the user forgets the session meanwhile
+        user = request["messages"][-1]["content"]
+        batch = json.loads(user[user.index("{") :])
+        items = [
+            {"type": "decision", "content": m["content"], "confidence": 0.9, "source_line": m["line"]}
+            for m in batch["new_messages"]
+        ]
+        return json.dumps({"topic_update": None, "new_span": None, "items": items, "relations": []})
+
+    project = "/home/dev/projects/race"
+    path = folder(tmp_path, project) / "sess-race.jsonl"
+    with FakeOpenAI(chat=answer) as srv:
+        monkeypatch.setenv("TOTAL_RECALL_LLM_BASE_URL", srv.base_url)
+        monkeypatch.setenv("TOTAL_RECALL_LLM_MODEL", "extractor-test")
+        write_transcript(path, [("user", "We decided the retry budget is ten calls.")], cwd=project)
+        cli("backfill", str(path), "--wait")
+        held.set()
+        write_transcript(
+            path,
+            [("user", "We decided the Racecanary vault key rotates every ninety days.")],
+            cwd=project,
+            start=DAY + timedelta(hours=1),
+            append=True,
+        )
+        indexing = subprocess.Popen(
+            [sys.executable, "-m", "total_recall", "backfill", str(path), "--wait"],
+            env=env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            assert asked.wait(120)  # the new line's batch is being extracted
+            went = cli_json("forget", "--session", "sess-race")
+        finally:
+            release.set()
+            indexing.wait(180)
+    assert went["forgotten"] == 1 and went["sessions_tombstoned"] == ["sess-race"]
+    for table in ("ideas", "messages", "chunks"):
+        assert db_rows(f"SELECT count(*) FROM {table}") == [(0,)], table
+    assert "Racecanary" not in search_text("Racecanary vault key")
+
+
+def test_forget_scrubs_the_events_and_entities_of_offline_memories_the_llm_replaced(
+    tmp_path, fake, store, monkeypatch
+):
+    """During an LLM outage a batch is extracted offline; once the LLM answers, its offline memories
+    are replaced and their `insert`/`replace` events keep the words of the line. Forgetting the
+    session scrubs those events and drops entities no memory names, also for a replacement made
+    before the event named its lines (tied to its batch by when the batch was done)."""
+    from fake_openai import FakeOpenAI
+
+    def answer(request: dict) -> str:
+        user = request["messages"][-1]["content"]
+        batch = json.loads(user[user.index("{") :])
+        items = [
+            {"type": "context", "content": f"Said: {m['content']}", "source_line": m["line"]}
+            for m in batch["new_messages"]
+        ]
+        return json.dumps({"topic_update": None, "new_span": None, "items": items, "relations": []})
+
+    project = "/home/dev/projects/replaced"
+    with FakeOpenAI(chat=answer) as srv:
+        monkeypatch.setenv("TOTAL_RECALL_LLM_BASE_URL", srv.base_url)
+        monkeypatch.setenv("TOTAL_RECALL_LLM_MODEL", "extractor-test")
+        srv.queue_chat({"status": 400, "error": "model not loaded"}, {"status": 400, "error": "still not"})
+        for session, canary in (("sess-new", "Replacecanary"), ("sess-old", "Legacycanary")):
+            path = write_transcript(
+                folder(tmp_path, project) / f"{session}.jsonl",
+                [("user", f"We decided the {canary} vault key rotates every ninety days.")],
+                cwd=project,
+            )
+            cli("backfill", str(path), "--wait")  # the LLM refuses: extracted offline
+        keep = write_transcript(
+            folder(tmp_path, project) / "sess-keep.jsonl",
+            [("user", "We decided to deploy billing on Fridays.")],
+            cwd=project,
+            start=DAY + timedelta(days=2),
+        )
+        cli("backfill", str(keep), "--wait")  # the LLM answers: both batches are extracted again
+    for canary in ("Replacecanary", "Legacycanary"):
+        assert db_rows(
+            "SELECT count(*) FROM memory_events WHERE action = 'replace' AND old LIKE ?", (f"%{canary}%",)
+        ) == [(1,)]
+    # sess-old's replacement as a store written before the event named its lines left it
+    [(event_id, old)] = db_rows("SELECT id, old FROM memory_events WHERE old LIKE '%Legacycanary%vault%'")
+    legacy = {k: v for k, v in json.loads(old).items() if k != "sources"}
+    db_write(
+        ("UPDATE memory_events SET old = ? WHERE id = ?", (json.dumps(legacy), event_id)),
+        "INSERT OR IGNORE INTO entities (name, type) VALUES ('Legacycanary', 'concept')",
+    )
+    cli_json("forget", "--session", "sess-new")
+    cli_json("forget", "--session", "sess-old")
+    for canary in ("Replacecanary", "Legacycanary"):
+        assert db_rows(
+            "SELECT count(*) FROM memory_events WHERE old LIKE ? OR new LIKE ?", (f"%{canary}%",) * 2
+        ) == [(0,)], canary
+        assert db_rows(
+            "SELECT count(*) FROM entities WHERE lower(name) LIKE ?", (f"%{canary.lower()}%",)
+        ) == [(0,)], canary
+    assert "Fridays" in search_text("deploy billing Fridays")
+
+
+def test_forgetting_the_session_a_memory_was_first_said_in_keeps_it_in_the_words_of_the_other(
+    tmp_path, fake, store
+):
+    """A memory said in sessions A and B is one memory, stored in A's words at A's line. Forgetting
+    A leaves it citing B's line only, in B's words (B said one of them in another order), and
+    leaves B's line, its words and its search result alone."""
+    project = "/home/dev/projects/shared"
+    fact, a_words, b_words = (
+        "The staging database runs on port 5433.",
+        "Redis keeps the Firstwording sessions for a day.",
+        "For a day Redis keeps the Firstwording sessions.",
+    )
+    first = write_transcript(
+        folder(tmp_path, project) / "sess-a.jsonl", [("user", fact), ("user", a_words)], cwd=project
+    )
+    second = write_transcript(
+        folder(tmp_path, project) / "sess-b.jsonl",
+        [("user", fact), ("user", b_words)],
+        cwd=project,
+        start=DAY + timedelta(days=1),
+    )
+    cli("backfill", "--all", "--wait")
+    shared = db_rows("SELECT id, content, mention_count FROM ideas ORDER BY id")
+    assert [(c, n) for _, c, n in shared] == [(fact, 2), (a_words, 2)]
+    went = cli_json("forget", "--session", "sess-a")
+    assert went["forgotten"] == 0 and went["sessions_tombstoned"] == ["sess-a"]
+    where = "(SELECT path FROM files WHERE id = file_id), source_line"
+    assert db_rows(f"SELECT id, content, {where}, session_id, mention_count FROM ideas ORDER BY id") == [
+        (shared[0][0], fact, str(second), 1, "sess-b", 1),
+        (shared[1][0], b_words, str(second), 2, "sess-b", 1),
+    ]
+    assert sorted(db_rows(f"SELECT {where} FROM idea_sources")) == [(str(second), 1), (str(second), 2)]
+    assert db_rows("SELECT count(*) FROM messages WHERE session_id = 'sess-b'") == [(2,)]
+    assert db_rows("SELECT count(*) FROM chunks WHERE session_id = 'sess-b'") == [(2,)]
+    assert db_rows("SELECT count(*) FROM tombstones WHERE source_file = ?", (str(second),)) == [(0,)]
+    said_so = f"%{a_words[:-1]}%"  # A's wording, which B never used
+    for table, column in (("ideas", "content"), ("memory_events", "old"), ("memory_events", "new")):
+        assert db_rows(f"SELECT count(*) FROM {table} WHERE {column} LIKE ?", (said_so,)) == [(0,)]
+    assert db_rows("SELECT count(*) FROM spans WHERE name LIKE ? OR summary LIKE ?", (said_so,) * 2) == [(0,)]
+    hit = cli_json("search", "Redis Firstwording sessions", "--all-projects")[0]
+    assert (hit["content"], hit["source_file"], hit["source_line"]) == (b_words, str(second), 2)
+    assert str(first) not in search_text("staging database port")
+
+
+# SQLite only: `recover` works on the local database file, and this reads the home folder's bytes.
+def test_the_database_copy_recover_kept_is_deleted_by_the_next_forget(tmp_path, fake):
+    """`recover` keeps the damaged database beside the new one; it holds everything the old one held.
+    A later forget deletes it (a dry run lists it), so the forgotten text is in no byte of the home."""
+    project = "/home/dev/projects/recovered"
+    write_transcript(
+        folder(tmp_path, project) / "sess-gone.jsonl",
+        [("user", "We decided the Recovercanary cache lives in Redis for ten minutes.")],
+        cwd=project,
+    )
+    write_transcript(
+        folder(tmp_path, project) / "sess-kept.jsonl",
+        [("user", "We decided to deploy billing on Fridays only before noon.")],
+        cwd=project,
+        start=DAY + timedelta(days=2),
+    )
+    cli("backfill", "--all", "--wait")
+    recovered = cli_json("recover")
+    copy = Path(recovered["damaged_copy_kept"])
+    assert "forget" in recovered["next"] and b"Recovercanary" in copy.read_bytes()
+    cli("daemon", "--once")
+    preview = cli_json("forget", "--session", "sess-gone", "--dry-run")
+    assert preview["database_copies_removed"] == [str(copy)] and copy.exists()
+    went = cli_json("forget", "--session", "sess-gone")
+    assert went["database_copies_removed"] == [str(copy)]
+    cli("maintain")
+    assert found_in_home("Recovercanary") == []
+    assert not list(config.paths().home.glob("*damaged*"))
+    assert "Fridays" in search_text("deploy billing Fridays")
 
 
 def test_what_the_extractor_writes_is_redacted_too():

@@ -104,31 +104,44 @@ def forget(
     Removes the memories, their sources, relations, vectors and full-text entries; the messages
     they came from (blanked for one memory, deleted for a scope); span names and summaries that
     drew on them (re-derived from what remains, or deleted); the text of their change events;
-    entities nothing else uses; archive copies and digests (rewritten at once). Session and
-    project forgets tombstone the whole scope, so later hooks and backfills never bring it back.
+    entities nothing else uses; archive copies (deleted, or rewritten without the forgotten lines),
+    the database copies `recover` kept, and digests (rewritten at once). Session and project
+    forgets tombstone the whole scope, so later hooks and backfills never bring it back.
     With ``dry_run`` nothing changes and the report says what would go.
     """
     if idea_id is None and not (session or project or before):
         raise TotalRecallError("forget needs an ID, --session, --project or --before")
+    before = erasure.before_day(before) if before else None
     projects = _resolve_forget_project(db, project) if project else None
     if project and not projects:
         raise TotalRecallError(f"no indexed project matches {project!r}")
     now = time.time()
     with db.write(commit=not dry_run):  # a dry run computes the same report, then rolls back
         report = erasure.erase(db, idea_id, session, projects, before, now)
+    archived = report.pop("_archived_transcripts")
+    # Trigger: `recover` kept a damaged database (or stopped while filling a new one). Why: such a
+    # copy holds everything the database held, forgotten text included, in a file nothing can
+    # rewrite safely; its readable rows were salvaged and the rest rebuilt from the transcripts.
+    # Outcome: every forget deletes it and says so.
+    copies = config.paths().database_copies()
+    report["database_copies_removed"] = [str(c) for c in copies]
     if dry_run:
         report["dry_run"] = True
         return report
-    _after_forget(db, report)
+    _after_forget(db, report, archived, before, now)
     return report
 
 
-def _after_forget(db: Database, report: dict) -> None:
-    """Outside the transaction: rebuild full-text indexes, delete archive copies, rewrite digests,
-    and checkpoint the WAL so no forgotten byte stays in it (secure_delete zeroed freed pages)."""
+def _after_forget(db: Database, report: dict, archived: list[str], before: str | None, now: float) -> None:
+    """Outside the transaction: rebuild full-text indexes, delete the archive copies of forgotten
+    transcripts (and rewrite the others without the forgotten lines) and the database copies
+    `recover` kept, rewrite digests, and checkpoint the WAL so no forgotten byte stays in it
+    (secure_delete zeroed freed pages)."""
     erasure.rebuild_fts(db)
-    for path in report["archives"]:
+    for path in report["archives"] + report["database_copies_removed"]:
         Path(path).unlink(missing_ok=True)
+    for source in archived:
+        maintain.scrub_archive(db, source, before, now)
     report["digests_removed"] = maintain.refresh_all_digests(db)
     report["wal_checkpointed"] = maintain.checkpoint(db)
 

@@ -47,9 +47,10 @@ class Database:
     # The search server's connections only: the store's vectors in memory (vector_cache.py).
     vectors_in_memory: Any = field(default=None, repr=False)
 
-    def lock(self, *parts: Any) -> None:
-        """Serialise writers of one key until the transaction ends: BEGIN IMMEDIATE already holds
-        SQLite's single writer lock, so there is nothing more to take (pg.PgDatabase.lock)."""
+    def lock(self, *parts: Any, shared: bool = False) -> None:
+        """Serialise writers of one key until the transaction ends (``shared``: with each other, only
+        against an exclusive holder): BEGIN IMMEDIATE already holds SQLite's single writer lock, so
+        there is nothing more to take (pg.PgDatabase.lock)."""
 
     @property
     def has_vec(self) -> bool:

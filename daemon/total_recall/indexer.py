@@ -34,6 +34,7 @@ from total_recall.vectors import Vectors, embed_text, similar_ideas, similar_top
 log = structlog.get_logger(__name__)
 
 READ_CHUNK_BYTES = 4 * 1024 * 1024
+LAST_LINE = 2**31 - 1  # "to the end of the transcript" in a line range
 SCAN_SLICE_BYTES = 256 * 1024 * 1024  # most bytes of one endless line streamed per read (file_timeout)
 RECENT_MESSAGES = 8
 KNOWN_IDEAS = 15
@@ -46,7 +47,10 @@ EMBEDDED_KINDS = {"prompt", "response", "subagent_prompt", "subagent_response", 
 NOT_EMBEDDED = {"headless_summarizer", "compaction_prompt", "meta", "command"}
 WINDOW_WORDS = 160  # about the 256 tokens the local model reads
 STRIDE_WORDS = 120  # windows overlap by 40 words, so a sentence cut by one is whole in the next
-CONTEXT_WORDS = 40  # the end of the turn before, stored with a chunk for replies that lean on it
+
+
+class _ForgottenMeanwhile(Exception):
+    """A forget committed while a batch of these lines was extracted: the batch is not stored."""
 
 
 @dataclass
@@ -233,6 +237,9 @@ class Indexer:
                 return False
             ident = self._stored_under(ident)
             self._withhold(path, result.messages, {ident["checkout"], ident["project"]})
+            marks = self._forget_marks(
+                path, ident, result.messages[0].line if result.messages else 0, result.end_line
+            )
             units = message_chunks(result.messages, self._turn_before(path, result.messages))
             for number, chunk in enumerate(self._chunks(path, result)):
                 chunk.units = [
@@ -249,7 +256,11 @@ class Indexer:
                 if number and self.clock() >= deadline:
                     report.deferred = True  # file_timeout: at least one batch per turn, then the others
                     return False
-                self._index_chunk(path, ident, chunk, result.head_hash, report)
+                try:
+                    self._index_chunk(path, ident, chunk, result.head_hash, report, marks)
+                except _ForgottenMeanwhile:
+                    self._forgotten_while_extracted(path, chunk, report)
+                    return False
             offset, line, scan = result.end_offset, result.end_line, result.scanned_to
             if scan:
                 self._save_offset_only(path, result, progress)
@@ -292,6 +303,13 @@ class Indexer:
         now = self.clock()
         for m in messages:
             reason = "forgotten" if m.line in forgotten else trust.withheld(m.timestamp, ranges, cutoff, now)
+            later = {n for n, _ in m.parts if n in forgotten}
+            if not reason and later:
+                # A later line of a merged response was forgotten: its pieces go, the others stay
+                # (as forget left the stored row: erasure._strip_merged_lines).
+                m.parts = [(n, t) for n, t in m.parts if n not in later]
+                m.text = "\n".join(t for _, t in m.parts)
+                reason = None if m.parts else "forgotten"
             if reason:
                 m.text, m.skip_reason = "", reason
                 if getattr(m, "parts", None):  # per-line pieces of a merged response, where present
@@ -381,7 +399,40 @@ class Indexer:
         }
         return known
 
-    def _index_chunk(self, path: str, ident: dict, chunk: Chunk, head_hash: str, report: IndexReport) -> None:
+    def _forgotten_while_extracted(self, path: str, chunk: Chunk, report: IndexReport) -> None:
+        """Trigger: a forget committed while this batch was extracted (a slow LLM call). Why:
+        nothing it covers may be stored after it. Outcome: the batch is dropped (its LLM calls are
+        recorded) and the rest is read again from the committed offset under the forget's rules (a
+        forgotten session is refused, forgotten lines are withheld)."""
+        with self.db.write():
+            self._write_calls(self.clock())
+        log.info("batch_forgotten_while_extracted", file=path, end_line=chunk.end_line)
+        report.deferred = True
+
+    def _forget_marks(self, path: str, ident: dict, first: int, last: int) -> tuple:
+        """What forgets have said so far about lines first..last: the transcript's or its session's
+        scope, its projects' cutoffs, its forgotten lines. Taken when they are read and again where
+        a batch of them is written: a change means a forget came in between."""
+        projects_of = sorted({p for p in (ident.get("checkout"), ident["project"]) if p})
+        return (
+            first,
+            last,
+            trust.forgotten(self.db, file=path, session=ident["session"]),
+            tuple(trust.project_cutoff(self.db, p) for p in projects_of),
+            frozenset(trust.forgotten_lines(self.db, path, first, last)),
+        )
+
+    def _still_unforgotten(self, path: str, ident: dict, marks: tuple) -> None:
+        """Inside the write transaction: raise _ForgottenMeanwhile when a forget committed since the
+        lines were read. On PostgreSQL the shared lock waits for a forget in progress (it holds the
+        lock exclusively until it commits); SQLite's writer lock already does."""
+        self.db.lock("forget", shared=True)
+        if self._forget_marks(path, ident, marks[0], marks[1]) != marks:
+            raise _ForgottenMeanwhile(path)
+
+    def _index_chunk(
+        self, path: str, ident: dict, chunk: Chunk, head_hash: str, report: IndexReport, marks: tuple
+    ) -> None:
         fresh = chunk.fresh
         units = self._new_units(path, chunk.units)
         query = self._batch_vector(units) if fresh else None
@@ -411,6 +462,7 @@ class Indexer:
         fell_back, self._fallback_parts = self._fallback_parts, []
         report.fallbacks_pending |= bool(fell_back)
         with self.db.write():
+            self._still_unforgotten(path, ident, marks)
             covered, skips = set(), {}
             for output in outputs:
                 applied = store.apply_output(self.db, ctx, output, vectors)
@@ -607,6 +659,7 @@ class Indexer:
             obj = protocol.build_input(
                 context["hierarchy"], [], new, context["related"], context["known"], max_chars=max_chars
             )
+            marks = self._forget_marks(path, ident, min(lines), LAST_LINE)
             try:
                 raw = llm.extract(obj)
             except ExtractionError as exc:
@@ -633,12 +686,20 @@ class Indexer:
                 now=now,
                 machine=self.settings.machine_name(),
             )
-            with self.db.write():
-                stale = memories.ideas_said_only_on(self.db, path, lines)
-                store.delete_ideas(self.db, stale, "extract:llm-retry", now)
-                store.apply_output(self.db, ctx, output, vectors)
-                self._write_calls(now)
-                state.fallback_done(self.db, batch_id, now)
+            try:
+                with self.db.write():
+                    self._still_unforgotten(path, ident, marks)
+                    stale = memories.ideas_said_only_on(self.db, path, lines)
+                    store.delete_ideas(self.db, stale, "extract:llm-retry", now)
+                    store.apply_output(self.db, ctx, output, vectors)
+                    self._write_calls(now)
+                    state.fallback_done(self.db, batch_id, now)
+            except _ForgottenMeanwhile:
+                # Trigger: a forget of these lines committed during the call. Outcome: the answer
+                # is dropped; the batch is tried again from what the forget left (or not at all).
+                with self.db.write():
+                    self._write_calls(now)
+                continue
             done += 1
         return done
 
@@ -806,7 +867,7 @@ def message_chunks(messages: list[transcript.Message], previous: str = "") -> li
     for m in messages:
         if m.skip_reason in NOT_CHUNKED or not m.text.strip():
             continue
-        context = " ".join(previous.split()[-CONTEXT_WORDS:])
+        context = store.quote(previous)
         seqs: dict[int, int] = {}
         for number, piece in m.parts:
             tool = (

@@ -63,6 +63,19 @@ class Paths:
     digests = _file("digests")
     archive = _file("archive")
 
+    def damaged_copy(self, stamp: str) -> Path:
+        """Where `recover` keeps a damaged database (its -wal and -shm beside it)."""
+        return self.home / f"memory.db.damaged-{stamp}"
+
+    def recovering(self, stamp: str) -> Path:
+        """The database `recover` fills before it takes the place of the damaged one."""
+        return self.home / f".memory.db.recovering-{stamp}"
+
+    def database_copies(self) -> list[Path]:
+        """Every copy of a database `recover` left in the home: the damaged ones it kept (with their
+        -wal and -shm) and any it was filling when it stopped."""
+        return sorted([*self.home.glob("memory.db.damaged-*"), *self.home.glob(".memory.db.recovering-*")])
+
 
 def paths() -> Paths:
     return Paths(home())

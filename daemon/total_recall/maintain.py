@@ -9,7 +9,7 @@ import json
 import os
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO
@@ -78,6 +78,8 @@ def archive_expiring(
     transcript's path (never the path itself), written to a temporary name and renamed. The copy
     holds what we would store, not the raw file (``sanitized_transcript``), streamed slice by slice.
     """
+    from total_recall import erasure
+
     now = now or time.time()
     limit = now - (cleanup_period_days(config.claude_config_dir()) - margin_days) * 86400
     archive = config.paths().archive
@@ -85,9 +87,19 @@ def archive_expiring(
     for row in state.transcripts(db):
         source, session, project = row["source_file"], row["session_id"], row["project"]
         if trust.forgotten(db, file=source, session=session):
+            # Trigger: a forget of its session or project that left this copy (one on another
+            # machine sharing the store, which cannot reach this disk). Outcome: the copy goes.
+            for copy in erasure.archive_copies([source]):
+                copy.unlink(missing_ok=True)
             continue
         if trust.excluded(settings, project, Path(source).parent.name):
             continue
+        target = archive / trust.archive_name(source)
+        if target.exists():
+            # Trigger: a copy made before a line of it was forgotten (a forget that ended before
+            # rewriting it, or one from another machine sharing the store). Why: the copy keeps
+            # what we may keep, not what was forgotten since. Outcome: those lines become `{}`.
+            scrub_archive(db, source, now=now)
         try:
             fh = trust.open_transcript(source, settings)
         except TranscriptError:
@@ -96,19 +108,11 @@ def archive_expiring(
             mtime = os.fstat(fh.fileno()).st_mtime
             if mtime > limit:
                 continue
-            target = archive / trust.archive_name(source)
             if target.exists() and target.stat().st_mtime >= mtime and gzip_ok(target):
                 continue
             archive.mkdir(mode=0o700, parents=True, exist_ok=True)
-            tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-            try:
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-                with os.fdopen(fd, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb") as fout:
-                    for before, lines in _slices(fh):
-                        fout.write(_sanitized_slice(db, source, project, before, lines, now))
-                os.replace(tmp, target)
-            finally:
-                tmp.unlink(missing_ok=True)
+            pieces = (_sanitized_slice(db, source, project, n, lines, now) for n, lines in _slices(fh))
+            _write_archive(target, pieces)
         done.append(str(target))
     return done
 
@@ -152,6 +156,61 @@ def _sanitized_slice(
     end = b"\n" if lines.endswith(b"\n") else b""
     data = sanitized_transcript(db, source, project, b"\n" * before + lines[: len(lines) - len(end)], now)
     return data.split(b"\n", before)[-1] + end
+
+
+def scrub_archive(db: Database, source: str, before: str | None = None, now: float | None = None) -> bool:
+    """Rewrite the archive copies of a transcript without its forgotten lines (each becomes `{}`, so
+    line numbers stay), and with ``before`` (a `forget --before` date) without every line said before
+    that day too; those lines get line tombstones, so a later copy of the transcript leaves them out
+    as well. Whether a copy changed."""
+    from total_recall import erasure
+
+    changed = False
+    for target in erasure.archive_copies([source]):
+        try:
+            lines = gzip.decompress(target.read_bytes()).split(b"\n")
+        except (OSError, EOFError, zlib.error):
+            continue  # a broken copy: verify_archives deletes it
+        gone = trust.forgotten_lines(db, source)
+        dated = (
+            set() if before is None else {n for n, line in enumerate(lines, 1) if _said_before(line, before)}
+        )
+        if dated - gone:
+            with db.write():
+                trust.tombstone_lines(db, source, dated - gone, now or time.time(), "user: forget scope")
+        drop = [
+            n for n in sorted(gone | dated) if n <= len(lines) and lines[n - 1].strip() not in (b"", b"{}")
+        ]
+        if not drop:
+            continue
+        for n in drop:
+            lines[n - 1] = b"{}"
+        _write_archive(target, b"\n".join(lines))
+        changed = True
+    return changed
+
+
+def _said_before(line: bytes, before: str) -> bool:
+    """Whether a transcript line's record carries a time before the day ``before`` (UTC dates)."""
+    try:
+        stamp = json.loads(line).get("timestamp") if line.strip() else None
+    except (ValueError, AttributeError):
+        return False
+    return isinstance(stamp, str) and stamp[:10] < before[:10]
+
+
+def _write_archive(target: Path, data: bytes | Iterable[bytes]) -> None:
+    """gzip `data` (bytes, or pieces written one by one so a large copy is never whole in memory)
+    to a temporary name beside `target` (0600) and rename it into place."""
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb") as fout:
+            for piece in [data] if isinstance(data, bytes) else data:
+                fout.write(piece)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def sanitized_transcript(db: Database, source: str, project: str | None, raw: bytes, now: float) -> bytes:

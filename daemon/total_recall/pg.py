@@ -268,11 +268,13 @@ class PgDatabase:
         finally:
             self._depth = 0
 
-    def lock(self, *parts: Any) -> None:
+    def lock(self, *parts: Any, shared: bool = False) -> None:
         """Serialise writers of one key (a project's intent) until this transaction ends: the row
-        lock of a fact that has no row yet."""
+        lock of a fact that has no row yet. ``shared`` holders wait only for an exclusive one (the
+        indexer's batches for a forget)."""
         key = "\x1f".join("" if p is None else str(p) for p in parts)
-        self.conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
+        kind = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
+        self.conn.execute(f"SELECT {kind}(hashtextextended(%s, 0))", (key,))
 
     def get_meta(self, key: str, default: str | None = None) -> str | None:
         return self.scalar("SELECT value FROM meta WHERE key = ?", (key,), default)

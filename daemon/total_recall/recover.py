@@ -41,14 +41,14 @@ def recover() -> dict:
         return {"recovered": False, "message": f"no database at {paths.db}; nothing to recover"}
     stopped = daemon.stop_running(paths)
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    kept = paths.home / f"memory.db.damaged-{stamp}"
+    kept = paths.damaged_copy(stamp)
     # The WAL and shared-memory files belong to the damaged file: they move with it, or SQLite
     # would replay the old WAL into the new database.
     for suffix in ("", "-wal", "-shm"):
         src = Path(f"{paths.db}{suffix}")
         if src.exists():
             os.replace(src, Path(f"{kept}{suffix}"))
-    fresh = paths.home / f".memory.db.recovering-{stamp}"
+    fresh = paths.recovering(stamp)
     database = dbmod.connect(fresh, settings=config.load())
     try:
         stats = salvage.copy_into(kept, database)
@@ -80,5 +80,7 @@ def recover() -> dict:
         "transcripts_requeued": requeued,
         "daemon_stopped": bool(stopped["was_running"]),
         "next": "start the daemon (`total-recall restart`) or run `total-recall daemon --once` to "
-        "rebuild what was lost from the transcripts; vectors are rebuilt by the same run",
+        "rebuild what was lost from the transcripts; vectors are rebuilt by the same run. The damaged "
+        "copy holds everything the old database held: the next `total-recall forget` deletes it, so "
+        "move it elsewhere first if you want to keep it",
     }

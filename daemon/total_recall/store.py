@@ -56,6 +56,15 @@ def without_lead_in(text: str) -> str:
     return (rest[:1].upper() + rest[1:]) if rest and rest != text.strip() else text.strip()
 
 
+CONTEXT_WORDS = 40  # the end of the turn before, stored with a chunk for replies that lean on it
+
+
+def quote(text: str) -> str:
+    """What a chunk keeps of the turn before it (its `context`): the turn's last CONTEXT_WORDS words;
+    forget recognises a quote of a forgotten turn by it."""
+    return " ".join(text.split()[-CONTEXT_WORDS:])
+
+
 def content_hash(text: str) -> str:
     return hashlib.sha256(normalise(text).encode()).hexdigest()[:32]
 
@@ -673,19 +682,32 @@ def _mark_closed(db: Database, ctx: BatchContext, idea_id: int, line: int) -> No
 
 
 def delete_ideas(db: Database, ids: list[int], cause: str, now: float) -> None:
-    """Remove ideas an extractor made, to be replaced (no tombstone: this is not forgetting)."""
+    """Remove ideas an extractor made, to be replaced (no tombstone: this is not forgetting), and
+    the entities only they named. The event keeps the lines they were said on, so a forget of those
+    lines finds it (erasure._replaced_from)."""
     for idea_id in ids:
         row = db.one("SELECT content, intent FROM ideas WHERE id = ?", (idea_id,))
         if row is None:
             continue
+        sources = [
+            [r["source_file"], r["source_line"]]
+            for r in db.all(
+                f"SELECT {state.path_of('idea_sources')}, source_line FROM idea_sources WHERE idea_id = ?",
+                (idea_id,),
+            )
+        ]
+        named = db.column("SELECT entity_id FROM idea_entities WHERE idea_id = ?", (idea_id,))
         delete_vectors(db, "ideas", [idea_id])
         db.execute("DELETE FROM ideas WHERE id = ?", (idea_id,))
+        for entity_id in named:
+            if not db.one("SELECT 1 FROM idea_entities WHERE entity_id = ?", (entity_id,)):
+                db.execute("DELETE FROM entities WHERE id = ?", (entity_id,))
         event(
             db,
             "idea",
             idea_id,
             "replace",
-            {"content": row["content"], "intent": row["intent"]},
+            {"content": row["content"], "intent": row["intent"], "sources": sources},
             None,
             cause,
             now,

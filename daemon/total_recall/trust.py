@@ -162,6 +162,15 @@ def project_cutoff(db: Database, project: str | None) -> float | None:
     )
 
 
+def tombstone_lines(db: Database, source_file: str, lines, now: float, reason: str) -> None:
+    """Line tombstones: these lines of the transcript are never read, indexed or archived again."""
+    db.executemany(
+        "INSERT INTO tombstones (kind, source_file, source_line, created_at, reason) "
+        "VALUES ('line', ?, ?, ?, ?)",
+        [(source_file, ln, now, reason) for ln in sorted(set(lines))],
+    )
+
+
 def tombstone_scope(db: Database, kind: str, value: str, now: float) -> None:
     db.execute(
         "INSERT OR IGNORE INTO forgotten_scopes (kind, value, created_at) VALUES (?, ?, ?)",
