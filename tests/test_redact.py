@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from total_recall.redact import redact, redact_count
+from total_recall.redact import cut, redact, redact_count
 
 OPENAI = "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"
 GITHUB = "ghp_" + "aB3" * 12
@@ -135,6 +135,17 @@ def test_several_secrets_in_one_text():
     out, count = redact_count(text)
     assert count == 3
     assert out == "a [REDACTED:openai_key] b [REDACTED:aws_access_key] c DB_PASSWORD=[REDACTED:password] d"
+
+
+def test_a_cut_hides_the_secret_it_crosses_whole_and_leaves_the_rest_to_the_batch():
+    # Nothing crosses the cut: the plain cut, redacted later with its batch (whose values it shares).
+    text = "DB_PASS=Kx7mQ2vZp9 " + "y " * 300
+    assert cut(text, 100) == text[:99] + "…"
+    # A token across the cut, and a quoted value across it: hidden whole, the mark kept whole.
+    assert cut("x" * 90 + f" {GITHUB} end", 100) == "x" * 90 + " [REDACTED:github_token]…"
+    quoted = "x" * 80 + ' PASSWORD="correct horse battery staple" and more'
+    assert cut(quoted, 100, "…]") == "x" * 80 + ' PASSWORD="[REDACTED:password]…]'
+    assert cut("short", 100) == "short"
 
 
 @pytest.mark.parametrize(

@@ -434,6 +434,50 @@ def test_a_secret_in_a_records_metadata_is_not_stored(tmp_path):
     assert found_in_home(token) == []
 
 
+def tool_call_and_result(session: str, project: str, when: datetime, command: str, output: str) -> list[dict]:
+    """A Bash call (an assistant record) and its output (a user record), as Claude Code writes them."""
+    tool_id = f"toolu_{uuid.uuid4().hex[:12]}"
+    use = record("assistant", "", session=session, cwd=project, when=when)
+    use["message"]["content"] = [
+        {"type": "tool_use", "id": tool_id, "name": "Bash", "input": {"command": command}}
+    ]
+    result = record("user", "", session=session, cwd=project, when=when + timedelta(seconds=1))
+    result["message"]["content"] = [{"type": "tool_result", "tool_use_id": tool_id, "content": output}]
+    return [use, result]
+
+
+def write_records(path: Path, lines: list[dict]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines), encoding="utf-8")
+    return path
+
+
+def test_a_secret_crossing_the_cut_of_a_tool_call_or_its_output_is_not_kept_in_part(tmp_path):
+    """A tool call is kept as a 120-character descriptor and its output as its first 500 characters.
+    A token that crosses either cut is hidden whole: its first half alone ("Bearer Bz9Yx8Wv7Ut…",
+    "ghp_CutAtF1v…") is too short for any pattern, so it must not be what is redacted."""
+    project, session = "/home/dev/projects/cuts", "sess-cuts"
+    bearer = "Bz9Yx8Wv7Ut6Sr5Qp4On3Ml2Kj1Ih0GfEdCbA"
+    github = "ghp_CutAtF1veHundredAbCdEf1234567890QwE"
+    command = "curl -sS -X POST https://api.example.com/v1/zanzibar/exports/run/now -H "
+    command += f"'Authorization: Bearer {bearer}'"
+    assert command.index(bearer) < 120 - len("[tool Bash: ") < command.index(bearer) + len(bearer)
+    output = "x" * 480 + " token " + github + " end"
+    assert output.index(github) < 500 < output.index(github) + len(github)
+    lines = [
+        record("user", "We decided to run the Zanzibar export now.", session=session, cwd=project, when=DAY)
+    ]
+    lines += tool_call_and_result(session, project, DAY + timedelta(seconds=5), command, "ok")
+    lines += tool_call_and_result(session, project, DAY + timedelta(seconds=9), "cat build.log", output)
+    path = write_records(folder(tmp_path, project) / f"{session}.jsonl", lines)
+    cli("backfill", str(path), "--wait")
+    stored = " ".join(c for (c,) in db_rows("SELECT content FROM messages"))
+    assert "Bearer [REDACTED:bearer_token]…]" in stored and " token [REDACTED:github_token]…" in stored
+    for half in (bearer[:8], github[:9]):
+        assert half not in stored and found_in_home(half) == []
+        assert half not in search_here("zanzibar exports run token build")
+
+
 # === 3. only transcripts are read ==================================================================
 
 

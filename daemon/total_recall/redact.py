@@ -299,6 +299,55 @@ def redact(text: str) -> str:
     return redact_count(text)[0]
 
 
+def cut(text: str, limit: int, suffix: str = "…") -> str:
+    """``text`` cut to about ``limit`` characters (``suffix`` included), never ending in part of a
+    secret.
+
+    Half a token ("ghp_CutAtF1v…", "Bearer Bz9Yx8Wv…") is too short for the patterns, so redacting
+    after the cut would keep it. A window a little past the cut (ending on a whitespace boundary)
+    is redacted first: when nothing crossing the cut is hidden, the plain cut is returned (redacted
+    later with its batch, whose recurring values it then shares); else the redacted window, cut
+    with its marks whole. Only the window is read: a 1 MB tool output costs what a short one does.
+    """
+    if len(text) <= limit:
+        return text
+    keep = max(limit - len(suffix), 0)
+    head, window = text[:keep], _cut_window(text, keep)
+    # The common case, cheaply: nothing near the cut is hidden (the tokens around it, the key
+    # before a value), so no secret crosses it.
+    near = window[_token_start(text, max(keep - _CUT_CONTEXT, 0)) :]
+    if redact(near) == near:
+        return head + suffix
+    clean = redact(window)
+    if clean.startswith(redact(head)):
+        return head + suffix
+    end = keep
+    for mark in _MARKS.finditer(clean):
+        if mark.start() < keep < mark.end():
+            end = mark.end()
+            break
+    return clean[:end] + suffix
+
+
+_CUT_CONTEXT = 200  # what the window holds past the cut: a quoted value's closing quote, a token
+_CUT_TOKEN = re.compile(r"\S{0,4096}")  # the longest token looked at whole (a JWT, a key body)
+_MARKS = re.compile(r"\[REDACTED:[a-z_]+\]|" + re.escape(PRIVATE_MARK))
+
+
+def _token_start(text: str, at: int) -> int:
+    """Where the token holding position ``at`` starts (``at`` itself after whitespace)."""
+    return at - _CUT_TOKEN.match(text[max(at - 4096, 0) : at][::-1]).end()
+
+
+def _cut_window(text: str, keep: int) -> str:
+    """``text`` up to ``_CUT_CONTEXT`` characters past ``keep``, then to the end of the token there:
+    a window that ends inside no token (redacting it cannot leave half of one)."""
+    end = keep + _CUT_CONTEXT
+    if end >= len(text):
+        return text
+    return text[: _CUT_TOKEN.match(text, end).end()]
+
+
 def redact_count(text: str) -> tuple[str, int]:
     """``(redacted text, number of secrets replaced)``."""
     out, count, _values = _redact(text)
