@@ -478,6 +478,75 @@ def test_a_secret_crossing_the_cut_of_a_tool_call_or_its_output_is_not_kept_in_p
         assert half not in search_here("zanzibar exports run token build")
 
 
+def test_the_archive_copy_hides_secrets_inside_the_strings_of_each_line(tmp_path, fake):
+    """A transcript line is JSON: inside its strings a newline is written `\\n` and a quote `\\"`,
+    so a secret at the start of a line of a tool's output or a file's content, or a JSON key of a
+    pretty-printed config, is only a secret once the string is read. The archive copy hides them
+    all, and a value found in one line where it recurs in another; a line that is not JSON (a crash
+    mid-write) keeps no secret either."""
+    project, session = "/home/dev/projects/archive", "sess-archive"
+    secrets = {
+        "json_password": "ArchJs0nPw1x",
+        "output_line": "ghp_ArchNewl1neT0kenAbCdEf1234567890QwE",
+        "file_content": "ArchWr1teP4ss",
+        "thinking": "AKIAARCHTH1NK1NGKEY7",
+        "not_json": "N0tJs0nPw88",
+    }
+    lines = [
+        record("user", "We decided to archive the Zanzibar config.", session=session, cwd=project, when=DAY)
+    ]
+    thinking = record("assistant", "", session=session, cwd=project, when=DAY + timedelta(seconds=2))
+    thinking["message"]["content"] = [
+        {"type": "thinking", "thinking": f"Old key from the notes:\n{secrets['thinking']}\nDo not echo it."}
+    ]
+    lines.append(thinking)
+    config_json = json.dumps({"name": "zanzibar", "password": secrets["json_password"]}, indent=2)
+    lines += tool_call_and_result(
+        session, project, DAY + timedelta(seconds=4), "cat config.json", config_json
+    )
+    output = f"token follows\n{secrets['output_line']}\ndone"
+    lines += tool_call_and_result(session, project, DAY + timedelta(seconds=6), "gh auth token", output)
+    write = record("assistant", "", session=session, cwd=project, when=DAY + timedelta(seconds=8))
+    content = f"APP=1\nDB_PASS={secrets['file_content']}\n"
+    write["message"]["content"] = [
+        {
+            "type": "tool_use",
+            "id": "toolu_w1",
+            "name": "Write",
+            "input": {"file_path": ".env", "content": content},
+        }
+    ]
+    lines.append(write)
+    lines.append(
+        record(
+            "user",
+            f"The old one was {secrets['json_password']} by the way.",
+            session=session,
+            cwd=project,
+            when=DAY,
+        )
+    )
+    path = write_records(folder(tmp_path, project) / f"{session}.jsonl", lines)
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(
+            '{"type": "user", "message": {"content": "cut off\\nDB_PASSWORD=' + secrets["not_json"] + "\n"
+        )
+    raw = path.read_bytes()
+    assert all(s.encode() in raw for s in secrets.values())
+    (tmp_path / "claude" / "settings.json").write_text('{"cleanupPeriodDays": 10}')
+    cli("backfill", str(path), "--wait")
+    age([path])
+    assert cli_json("maintain")["archived"]
+    [archive] = list(config.paths().archive.iterdir())
+    copy = gzip.decompress(archive.read_bytes()).decode()
+    assert [name for name, value in secrets.items() if value in copy] == []
+    kept = copy.split("\n")
+    assert len(kept) == len(raw.decode().split("\n"))  # line numbers stay those of the transcript
+    assert all(json.loads(line) for line in kept[: len(lines)])
+    assert "[REDACTED:" in kept[-2] and kept[-2].startswith('{"type": "user"')
+    assert json.loads(kept[0]) == lines[0]  # a line without a secret is kept as it was
+
+
 # === 3. only transcripts are read ==================================================================
 
 
