@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from total_recall.redact import cut, redact, redact_count
+from total_recall.redact import cut, redact, redact_batch, redact_count
 
 OPENAI = "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"
 GITHUB = "ghp_" + "aB3" * 12
@@ -148,6 +148,40 @@ def test_a_cut_hides_the_secret_it_crosses_whole_and_leaves_the_rest_to_the_batc
     assert cut("short", 100) == "short"
 
 
+# Text as a JSON string, a repr or a URL-encoded URL holds it: an escape before a secret is a word
+# character for the patterns ("\\nghp_..." is "nghp_..."; "%3Dghp_..." is "Dghp_..."), and a name
+# after "\\n" does not start a line.
+ESCAPED = [
+    (
+        '{"script":"#!/bin/sh\\nexport GH=x\\n'
+        + GITHUB
+        + '\\nAKIAIOSFODNN7EXAMPLE\\nDB_PASS=Kx7mQ2vZp9\\n"}',
+        '{"script":"#!/bin/sh\\nexport GH=x\\n[REDACTED:github_token]\\n[REDACTED:aws_access_key]'
+        '\\nDB_PASS=[REDACTED:password]\\n"}',
+    ),
+    ("'APP=1\\nREDIS_AUTH=Kx7mQ2vZp9\\nX=1'", "'APP=1\\nREDIS_AUTH=[REDACTED:token]\\nX=1'"),
+    (f'"col\\t{OPENAI}"', '"col\\t[REDACTED:openai_key]"'),
+    (
+        f"next=https%3A%2F%2Fapi.example.com%3Faccess_token%3D{GITHUB}%26x%3D1",
+        "next=https%3A%2F%2Fapi.example.com%3Faccess_token%3D[REDACTED:github_token]%26x%3D1",
+    ),
+    # The value itself escaped: hidden whole, as it stands in the text.
+    ("login?next=%2Fhome%3Fpassword%3Dp%40ss%21w0rd", "login?next=%2Fhome%3Fpassword%3D[REDACTED:password]"),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"), ESCAPED, ids=["jq-c", "repr", "tab", "url-encoded", "encoded-value"]
+)
+def test_a_secret_after_an_escape_or_url_encoding_is_replaced(text, expected):
+    assert redact(text) == expected
+
+
+def test_a_recurring_value_after_an_escape_is_replaced_too():
+    found, later = redact_batch(["DB_PASS=Kx7mQ2vZp9", '{"out":"login\\nKx7mQ2vZp9 ok"}'])
+    assert later == '{"out":"login\\n[REDACTED:recurring_secret] ok"}'
+
+
 @pytest.mark.parametrize(
     "text",
     [
@@ -176,6 +210,12 @@ def test_a_cut_hides_the_secret_it_crosses_whole_and_leaves_the_rest_to_the_batc
         "docker login -u bob -p $DOCKER_PASS; echo $TOKEN | docker login --password-stdin",
         "vault login -method=github; htpasswd -c .htpasswd admin; the login page -p flag",
         "the machine learning password is weak",
+        # Escapes and URL encoding in ordinary text.
+        '{"text":"We decided to use Postgres.\\nThe password policy is weak.\\n"}',
+        '{"stdout":"commit 3f9a1c2e7b4d5a6f8e9d0c1b2a3f4e5d6c7b8a9f\\nAuthor: dev\\n"}',
+        "https://example.com/search?q=the%20token%20bucket%21&page=2",
+        "C:\\\\Users\\\\dev\\\\AppData\\\\Local\\\\Temp\\\\build_2024_01.log",
+        '{"content":"max_tokens=4096\\nPASSWORD_MIN_LENGTH = 12\\nAWS_REGION=eu-west-1\\n"}',
     ],
 )
 def test_ordinary_text_is_unchanged(text):

@@ -19,10 +19,15 @@ PyPI, Azure storage, Square, Discord, Telegram...) run too, when that package is
 own patterns cover what it has no plugin for (Hugging Face, bare npm tokens, command-line
 passwords, ``.env`` names, prose such as "the password is X"). ``redact_batch`` also replaces,
 in every text of a batch, each secret value found anywhere in it.
+
+Text holding escapes (a JSON string's ``\\n``, a repr's ``\\t``, a URL's ``%3D``) is read once
+more decoded, where a token after the escape starts a word and a name after ``\\n`` starts a line;
+each value hidden there is hidden where it stands in the text, its escapes included.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterable, Iterator
 
@@ -292,7 +297,7 @@ def redact_json_batch(values: list) -> list:
     """
     strings = [list(_json_strings(v)) for v in values]
     results = [_redact(_JOIN.join(own)) for own in strings]
-    found = sorted({v for _, _, vs in results for v in vs}, key=len, reverse=True)
+    found = _recurring({v: k for _, _, vs in results for v, k in vs.items()})
     out = []
     for value, own, (text, _, _) in zip(values, strings, results):
         clean = _replace_values(text, found).split(_JOIN) if own else []
@@ -398,15 +403,16 @@ def redact_count(text: str) -> tuple[str, int]:
 def redact_batch(texts: Iterable[str]) -> list[str]:
     """Each text redacted; a secret value found in one text is also replaced in all the others."""
     results = [_redact(t) for t in texts]
-    values = sorted({v for _, _, vs in results for v in vs}, key=len, reverse=True)
+    values = _recurring({v: k for _, _, vs in results for v, k in vs.items()})
     return [_replace_values(out, values) for out, _, _ in results]
 
 
-def _redact(text: str) -> tuple[str, int, set[str]]:
+def _redact(text: str, decode: bool = True) -> tuple[str, int, dict[str, str]]:
+    """``(redacted text, number of secrets replaced, {each value hidden: its kind})``."""
     if not text:
-        return text, 0, set()
+        return text, 0, {}
     text = strip_private(text)
-    values: set[str] = set()
+    values: dict[str, str] = {}
     total = 0
     lowered = text.lower()
     for kind, pattern in _TOKEN_PATTERNS:
@@ -425,11 +431,85 @@ def _redact(text: str) -> tuple[str, int, set[str]]:
     total += n
     text, n = _redact_prose(text, values)
     total += n
-    if values:
+    if recurring := _recurring(values):
         before = text
-        text = _replace_values(text, sorted(values, key=len, reverse=True))
+        text = _replace_values(text, recurring)
         total += text.count("[REDACTED:") - before.count("[REDACTED:")
+    if decode:
+        text, n = _redact_decoded(text, values)
+        total += n
     return text, total, values
+
+
+# Backslash escapes (a JSON string's or a repr's \n, \t, \", \\, \uXXXX) and URL encoding (%3D).
+_ESCAPE = re.compile(r"\\(?:[nrt\"'\\/]|u[0-9A-Fa-f]{4})|%[0-9A-Fa-f]{2}")
+_ESCAPED_CHAR = {"n": "\n", "r": "\r", "t": "\t"}
+
+
+def _redact_decoded(text: str, values: dict[str, str]) -> tuple[str, int]:
+    """Trigger: the text holds escapes (output of `jq -c`, a repr, a URL-encoded URL).
+    Why: a token right after "\\n" or "%3D" does not start a word for the patterns, a name after
+    "\\n" does not start a line ("\\nghp_...", "%3Dghp_...", "\\nDB_PASS=..."), one general
+    blind spot. Outcome: the text is redacted again decoded, and each value hidden there is hidden
+    where it stands in the text, escapes and all; text without escapes costs one scan."""
+    view = _decoded(text)
+    if view is None:
+        return text, 0
+    decoded, escapes = view
+    _, _, hidden = _redact(decoded, decode=False)
+    spans = []
+    for value, kind in hidden.items():
+        # A value ends a word; a long one may start inside one ("-pS3cretPass"), a short one not.
+        start = r"(?<![\w])" if len(value) < 8 else ""
+        for match in re.finditer(start + re.escape(value) + r"(?![\w])", decoded):
+            spans.append((_original(escapes, match.start()), _original(escapes, match.end()), kind))
+    out: list[str] = []
+    done = 0
+    for start, end, kind in sorted(spans, key=lambda s: (s[0], -s[1])):
+        if start >= done:
+            out += [text[done:start], MARK.format(kind)]
+            done = end
+    for value, kind in hidden.items():
+        values.setdefault(value, kind)
+    if not out:
+        return text, 0
+    out.append(text[done:])
+    return "".join(out), len(out) // 2
+
+
+def _decoded(text: str) -> tuple[str, list[tuple[int, int, int]]] | None:
+    """``text`` with its escapes decoded, and each escape's (place in the decoded text, start and
+    end in ``text``); None when it has none."""
+    if "\\" not in text and "%" not in text:
+        return None
+    out: list[str] = []
+    escapes: list[tuple[int, int, int]] = []
+    done = shift = 0
+    for match in _ESCAPE.finditer(text):
+        code = match.group()
+        if code[0] == "%":
+            char = chr(int(code[1:], 16))
+        elif code[1] == "u":
+            char = chr(int(code[2:], 16))
+        else:
+            char = _ESCAPED_CHAR.get(code[1], code[1])
+        out += [text[done : match.start()], char]
+        escapes.append((match.start() - shift, match.start(), match.end()))
+        shift += len(code) - 1
+        done = match.end()
+    if not escapes:
+        return None
+    out.append(text[done:])
+    return "".join(out), escapes
+
+
+def _original(escapes: list[tuple[int, int, int]], at: int) -> int:
+    """Where position ``at`` of the decoded text is in the text (``_decoded``)."""
+    before = bisect.bisect_left(escapes, (at,)) - 1  # the last escape decoded before ``at``
+    if before < 0:
+        return at
+    place, _, end = escapes[before]
+    return end + at - place - 1
 
 
 def _replace_values(text: str, values: list[str]) -> str:
@@ -440,19 +520,28 @@ def _replace_values(text: str, values: list[str]) -> str:
 
 
 def _replace_word(text: str, value: str) -> str:
-    """Replace ``value`` where it stands as its own token (not inside a longer word)."""
-    pattern = re.compile(r"(?<![\w])" + re.escape(value) + r"(?![\w])")
+    """Replace ``value`` where it stands as its own token (not inside a longer word; an escape
+    just before it, "\\n" or "%3D", ends the word before)."""
+    pattern = re.compile(r"(?:(?<![\w])|(?<=\\[nrt])|(?<=%[0-9A-Fa-f]{2}))" + re.escape(value) + r"(?![\w])")
     return pattern.sub(MARK.format("recurring_secret"), text)
 
 
-def _remember(values: set[str], secret: str) -> None:
-    """Keep a found value to hide where it recurs, unless it is an ordinary word ("production"),
-    which would then be hidden all over the batch."""
+def _remember(values: dict[str, str], secret: str, kind: str) -> None:
+    """Note a hidden value and its kind: to hide where it recurs (``_recurring``), and, found in a
+    decoded view of the text, where it stands in the text (``_redact_decoded``)."""
     secret = secret.strip().strip("\"'")
-    if len(secret) < _MIN_RECUR or "[REDACTED" in secret or "\n" in secret:
-        return
-    if _secret_like(secret) or len(secret) >= 16:
-        values.add(secret)
+    if secret and "[REDACTED" not in secret:
+        values.setdefault(secret, kind)
+
+
+def _recurring(values: dict[str, str]) -> list[str]:
+    """The values to hide wherever they recur, longest first; not an ordinary word ("production"),
+    which would then be hidden all over the batch."""
+    return sorted(
+        (v for v in values if len(v) >= _MIN_RECUR and "\n" not in v and (_secret_like(v) or len(v) >= 16)),
+        key=len,
+        reverse=True,
+    )
 
 
 def _secret_like(value: str) -> bool:
@@ -492,7 +581,7 @@ def _env_secret_name(name: str) -> bool:
     return any(_ENV_SECRET_PART.fullmatch(part) for part in name.split("_"))
 
 
-def _redact_env(text: str, values: set[str]) -> tuple[str, int]:
+def _redact_env(text: str, values: dict[str, str]) -> tuple[str, int]:
     out: list[str] = []
     done = count = 0
     for key, match in _env_assignments(text):
@@ -508,7 +597,7 @@ def _redact_env(text: str, values: set[str]) -> tuple[str, int]:
             continue
         if value.isalpha() and value.islower() and len(value) < 6:
             continue  # KEY=true-ish words such as "none", "auto"
-        _remember(values, value)
+        _remember(values, value, _env_kind(key))
         out += [text[done:start], MARK.format(_env_kind(key))]
         done = end
         count += 1
@@ -580,7 +669,7 @@ def _key_shaped(value: str) -> bool:
     return sum(a != b for a, b in zip(digit, digit[1:])) >= 4
 
 
-def _redact_prose(text: str, values: set[str]) -> tuple[str, int]:
+def _redact_prose(text: str, values: dict[str, str]) -> tuple[str, int]:
     out: list[str] = []
     done = count = 0
     for start, end, direct, kind in _prose_values(text):
@@ -591,7 +680,7 @@ def _redact_prose(text: str, values: set[str]) -> tuple[str, int]:
             continue
         while end > start and text[end - 1] in _TRAILING:
             end -= 1
-        _remember(values, text[start:end])
+        _remember(values, text[start:end], kind)
         out += [text[done:start], MARK.format(kind)]
         done = end
         count += 1
@@ -602,7 +691,11 @@ def _redact_prose(text: str, values: set[str]) -> tuple[str, int]:
 
 
 def _substitute(
-    text: str, kind: str, pattern: re.Pattern[str], values: set[str] | None = None, library: bool = False
+    text: str,
+    kind: str,
+    pattern: re.Pattern[str],
+    values: dict[str, str] | None = None,
+    library: bool = False,
 ) -> tuple[str, int]:
     mark = MARK.format(kind)
     lead = _LEAD.get(kind)
@@ -628,7 +721,7 @@ def _substitute(
         else:
             start, end = match.span("secret") if "secret" in pattern.groupindex else match.span()
         if values is not None:
-            _remember(values, text[start:end])
+            _remember(values, text[start:end], kind)
         out.append(text[done:start])
         out.append(mark)
         done = end
@@ -638,7 +731,7 @@ def _substitute(
     return "".join(out), len(out) // 2
 
 
-def _redact_assignments(text: str, values: set[str]) -> tuple[str, int]:
+def _redact_assignments(text: str, values: dict[str, str]) -> tuple[str, int]:
     out: list[str] = []
     done = 0  # text[:done] is already in out
     count = 0
@@ -652,9 +745,10 @@ def _redact_assignments(text: str, values: set[str]) -> tuple[str, int]:
         if value_span is None:
             continue
         start, end = value_span
-        _remember(values, text[start:end])
+        kind = _kind(text[key_start:key_end], word.group(0))
+        _remember(values, text[start:end], kind)
         out.append(text[done:start])
-        out.append(MARK.format(_kind(text[key_start:key_end], word.group(0))))
+        out.append(MARK.format(kind))
         done = end
         count += 1
     if not count:
