@@ -93,6 +93,32 @@ PLANTED = [
         "VAULT_ADDR set, token hvs.CAESIJ1234567890abcdefghijklmnop",
         "hvs.CAESIJ1234567890abcdefghijklmnop",
     ),
+    # More command lines: tools' own ways to be given a password or a key.
+    (
+        "aws_secret",
+        "aws configure set aws_secret_access_key Zt5bQw9eRt2yUi8oPa4sDf6gHj0kLz3xCv7bNm1q --profile ci",
+        "Zt5bQw9eRt2yUi8oPa4sDf6gHj0kLz3xCv7bNm1q",
+    ),
+    (
+        "token",
+        "aws configure set aws_session_token IQoJb3JpZ2luX2VjEJr/Ab1Cd2Ef3Gh4",
+        "IQoJb3JpZ2luX2VjEJr/Ab1Cd2Ef3Gh4",
+    ),
+    ("token", "npm config set //registry.npmjs.org/:_authToken Np7Tok3nValue9", "Np7Tok3nValue9"),
+    ("password", "redis-cli -h cache.internal -a R3disAuthPw77 ping", "R3disAuthPw77"),
+    ("password", "redis-cli --pass 'R3dis Pw77' info", "R3dis Pw77"),
+    ("password", "mariadb -uroot -pMar1aDbPw55 zanzibar", "Mar1aDbPw55"),
+    ("password", "http -a bob:Ht7pieSecr3t https://api.example.com/status", "Ht7pieSecr3t"),
+    ("password", "https --auth=bob:Ht7pieSecr3t POST api.example.com/items", "Ht7pieSecr3t"),
+    ("password", "ssh-keygen -t ed25519 -N 'KeyPhr4se!88' -f deploy_key", "KeyPhr4se!88"),
+    ("password", "ssh-keygen -p -P 0ldPhr4se -N '' -f key", "0ldPhr4se"),
+    ("password", "openssl enc -aes-256-cbc -salt -k 0pen55lPw -in notes.txt", "0pen55lPw"),
+    (
+        "aws_secret",
+        "export AWS_SECRET_ACCESS_KEY=\\\n  Lc9QwErTyUiOpAsDfGhJkLzXcVbNm12345678Pq\naws s3 ls",
+        "Lc9QwErTyUiOpAsDfGhJkLzXcVbNm12345678Pq",
+    ),
+    ("password", "mysql --user=app --password \\\n    My5qlR00t acme", "My5qlR00t"),
 ]
 
 
@@ -210,6 +236,16 @@ def test_a_recurring_value_after_an_escape_is_replaced_too():
         "docker login -u bob -p $DOCKER_PASS; echo $TOKEN | docker login --password-stdin",
         "vault login -method=github; htpasswd -c .htpasswd admin; the login page -p flag",
         "the machine learning password is weak",
+        # Near the new command-line rules: no value, an empty one, a reference, a setting.
+        "ssh-keygen -t ed25519 -N '' -f key; ssh-keygen -N \"\" -q",
+        "redis-cli -h cache -a $REDIS_PASS ping; redis-cli --askpass; mariadb -u root -p acme",
+        "aws configure set region eu-west-1; aws configure get aws_secret_access_key",
+        "npm config set registry https://registry.npmjs.org/; git config pull.rebase true",
+        "git config --global user.token_ttl 3600",
+        "openssl x509 -in cert.pem -noout -text; openssl enc -d -kfile key.txt",
+        "rsync -a deploy@host:/srv/app ./backup; tar -a -cf out.tar.gz src; ls -a",
+        "http --auth-type=bearer GET api.example.com; see http://example.com/a:b@c",
+        "export PATH=\\\n  /usr/local/bin",
         # Escapes and URL encoding in ordinary text.
         '{"text":"We decided to use Postgres.\\nThe password policy is weak.\\n"}',
         '{"stdout":"commit 3f9a1c2e7b4d5a6f8e9d0c1b2a3f4e5d6c7b8a9f\\nAuthor: dev\\n"}',

@@ -33,8 +33,14 @@ from collections.abc import Iterable, Iterator
 
 MARK = "[REDACTED:{}]"
 
+# A command-line argument: a quoted value (spaces and all) or a bare word, not a $REFERENCE or a flag.
+_ARG = r"""["']?(?P<secret>(?<=")[^"\n]+(?=")|(?<=')[^'\n]+(?=')|[^\s"'$\-][^\s"']*)"""
+# A key naming a secret, in a tool's "config set KEY VALUE".
+_CONFIG_KEY = r"(?P<key>[^\s=]*?(?i:secret|token|passw(?:or)?d|api[_\-]?key|_auth)[^\s=]*)"
+
 # (kind, pattern): the whole match is replaced unless the pattern has a "secret" group, in
-# which case only that group is.
+# which case only that group is; with a "key" group too, a key that configures rather than holds
+# a secret (token_ttl) or a value that is a reference ($TOKEN) is left alone.
 _TOKEN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     (
         "private_key",
@@ -79,6 +85,22 @@ _TOKEN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("password", re.compile(r"(?:-u|--user)[ =][\"']?[^\s:\"']+:(?P<secret>[^\s\"']+)")),
     ("password", re.compile(r"mysql(?:dump|admin)?\b[^\n]{0,200}?\s-p[\"']?(?P<secret>[^\s\"']+)")),
     ("password", re.compile(r"sshpass\s+-p\s*[\"']?(?P<secret>[^\s\"']+)")),
+    ("password", re.compile(r"mariadb(?:-?dump|-?admin)?\b[^\n]{0,200}?\s-p" + _ARG)),
+    # redis-cli -a PASS, ssh-keygen -N PASSPHRASE (not the empty ''), openssl enc -k PASS,
+    # httpie's http -a user:PASS, aws configure set aws_secret_access_key X, npm config set ...
+    ("password", re.compile(r"redis-cli\b[^\n]{0,200}?\s(?:-a|--pass)[ \t]+" + _ARG)),
+    ("password", re.compile(r"ssh-keygen\b[^\n]{0,200}?\s-[NP][ \t]*" + _ARG)),
+    ("password", re.compile(r"openssl\b[^\n]{0,200}?\s-[kK][ \t]+" + _ARG)),
+    (
+        "password",
+        re.compile(
+            r"https?[ \t]+(?:[^\n|;&]{0,200}?[ \t])?(?:-a|--auth)[ =][\"']?[^\s:\"'/]+:(?P<secret>[^\s\"']+)"
+        ),
+    ),
+    (
+        "config_secret",
+        re.compile(r"config(?:ure)?[ \t]+(?:set[ \t]+)?(?:-\S+[ \t]+)*" + _CONFIG_KEY + r"[ \t]+" + _ARG),
+    ),
     # docker / podman / oc / az ... login -p PASS; echo PASS | docker login --password-stdin.
     (
         "login_password",
@@ -146,11 +168,15 @@ _KEY_WORD = re.compile(_KEY_WORD_SOURCE)
 _KEY_WORD_ANY_CASE = re.compile(_KEY_WORD_SOURCE, re.IGNORECASE)
 _KEY_CHAR = re.compile(r"[\w.\-]")
 # After the key: optional closing quote, a separator, then the value.
+# A shell line continuation between a name and its value (`KEY=\` then the value on the next line).
+_CONTINUED = r"(?:\\[ \t]*\r?\n?[ \t]*)?"
 _ASSIGN_TAIL = re.compile(
-    r"""(?P<close>["']?)(?P<sep>[ \t]*(?::(?!:)|=(?!=))[ \t]*)"""
+    r"""(?P<close>["']?)(?P<sep>[ \t]*(?::(?!:)|=(?!=))[ \t]*""" + _CONTINUED + r""")"""
     r"""(?P<value>"[^"\n]*"|'[^'\n]*'|[^\s"',;)}\]]+)"""
 )
-_FLAG_TAIL = re.compile(r"""(?P<sep>=|[ \t]+)(?P<value>"[^"\n]*"|'[^'\n]*'|[^\s"',;)}\]-][^\s"',;)}\]]*)""")
+_FLAG_TAIL = re.compile(
+    r"""(?P<sep>=|[ \t]+)""" + _CONTINUED + r"""(?P<value>"[^"\n]*"|'[^'\n]*'|[^\s"',;)}\]-][^\s"',;)}\]]*)"""
+)
 # Unquoted values that are references, not secrets: calls, env lookups, null-ish literals.
 _NOT_A_SECRET = re.compile(
     r"[A-Za-z_][\w.]*[(\[].*|\$\{?\w+\}?|<[^>]*>|\*+|\.\.\.|…"
@@ -188,7 +214,9 @@ _SCHEMA_WORDS = frozenset(
 )
 # The shell's own names for folders: PWD=/home/me/app is a path, not a password.
 _SHELL_NAMES = frozenset({"PWD", "OLDPWD"})
-_ENV_TAIL = re.compile(r"""[ \t]*(?:=|:(?!:))[ \t]*(?P<value>"[^"\n]*"|'[^'\n]*'|[^\s"'#,;)}\]]+)""")
+_ENV_TAIL = re.compile(
+    r"""[ \t]*(?:=|:(?!:))[ \t]*""" + _CONTINUED + r"""(?P<value>"[^"\n]*"|'[^'\n]*'|[^\s"'#,;)}\]]+)"""
+)
 # Prose: "the DB password is X", "my token was X", "the api key for staging is X"; matched on
 # the lowercased text (a case-insensitive regex is several times slower), the value taken from
 # the text itself.
@@ -720,15 +748,34 @@ def _substitute(
                 continue
         else:
             start, end = match.span("secret") if "secret" in pattern.groupindex else match.span()
+            if "[REDACTED" in text[start:end]:
+                continue
+        named = kind
+        if "key" in pattern.groupindex:
+            key = match.group("key")
+            if _settings_key(key) or _NOT_A_SECRET.fullmatch(text[start:end]):
+                continue
+            named = _config_kind(key)
         if values is not None:
-            _remember(values, text[start:end], kind)
+            _remember(values, text[start:end], named)
         out.append(text[done:start])
-        out.append(mark)
+        out.append(mark if named == kind else MARK.format(named))
         done = end
     if not out:
         return text, 0
     out.append(text[done:])
     return "".join(out), len(out) // 2
+
+
+def _config_kind(key: str) -> str:
+    """The kind a tool's config key names (``aws configure set aws_session_token X``: a token)."""
+    lowered = key.lower()
+    if "aws_secret_access_key" in lowered:
+        return "aws_secret"
+    for word, kind in (("passw", "password"), ("secret", "secret"), ("key", "api_key")):
+        if word in lowered:
+            return kind
+    return "token"
 
 
 def _redact_assignments(text: str, values: dict[str, str]) -> tuple[str, int]:
