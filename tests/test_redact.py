@@ -191,13 +191,29 @@ ESCAPED = [
         f"next=https%3A%2F%2Fapi.example.com%3Faccess_token%3D{GITHUB}%26x%3D1",
         "next=https%3A%2F%2Fapi.example.com%3Faccess_token%3D[REDACTED:github_token]%26x%3D1",
     ),
+    # An unquoted value ends at an escaped newline as at a real one.
+    ('{"env":"DB_PASSWORD=hunter2\\nDB_HOST=db"}', '{"env":"DB_PASSWORD=[REDACTED:password]\\nDB_HOST=db"}'),
+    (
+        '{"cmd":"sshpass -p S3cretPass\\nssh ops@host"}',
+        '{"cmd":"sshpass -p [REDACTED:password]\\nssh ops@host"}',
+    ),
     # The value itself escaped: hidden whole, as it stands in the text.
     ("login?next=%2Fhome%3Fpassword%3Dp%40ss%21w0rd", "login?next=%2Fhome%3Fpassword%3D[REDACTED:password]"),
 ]
 
 
 @pytest.mark.parametrize(
-    ("text", "expected"), ESCAPED, ids=["jq-c", "repr", "tab", "url-encoded", "encoded-value"]
+    ("text", "expected"),
+    ESCAPED,
+    ids=[
+        "jq-c",
+        "repr",
+        "tab",
+        "url-encoded",
+        "value-before-escape",
+        "argument-before-escape",
+        "encoded-value",
+    ],
 )
 def test_a_secret_after_an_escape_or_url_encoding_is_replaced(text, expected):
     assert redact(text) == expected
@@ -252,6 +268,9 @@ def test_a_recurring_value_after_an_escape_is_replaced_too():
         "https://example.com/search?q=the%20token%20bucket%21&page=2",
         "C:\\\\Users\\\\dev\\\\AppData\\\\Local\\\\Temp\\\\build_2024_01.log",
         '{"content":"max_tokens=4096\\nPASSWORD_MIN_LENGTH = 12\\nAWS_REGION=eu-west-1\\n"}',
+        '"the password is wrong\\n"',
+        '{"a":"\\nAPI_KEY=${API_KEY}\\nDB_HOST=localhost"}',
+        'log.info("password: %s\\n", pw)',
     ],
 )
 def test_ordinary_text_is_unchanged(text):

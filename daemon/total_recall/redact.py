@@ -33,8 +33,11 @@ from collections.abc import Iterable, Iterator
 
 MARK = "[REDACTED:{}]"
 
+# One character of a bare value: no space or quote, and no escaped newline or tab (text of a JSON
+# string or a repr: "-pS3cret\\n" ends before the escape).
+_BARE = r"(?:[^\s\"'\\]|\\(?![nrt]))"
 # A command-line argument: a quoted value (spaces and all) or a bare word, not a $REFERENCE or a flag.
-_ARG = r"""["']?(?P<secret>(?<=")[^"\n]+(?=")|(?<=')[^'\n]+(?=')|[^\s"'$\-][^\s"']*)"""
+_ARG = r"""["']?(?P<secret>(?<=")[^"\n]+(?=")|(?<=')[^'\n]+(?=')|(?!\\[nrt])[^\s"'$\-]""" + _BARE + "*)"
 # A key naming a secret, in a tool's "config set KEY VALUE".
 _CONFIG_KEY = r"(?P<key>[^\s=]*?(?i:secret|token|passw(?:or)?d|api[_\-]?key|_auth)[^\s=]*)"
 
@@ -75,16 +78,19 @@ _TOKEN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("password", re.compile(r"://[^\s:/@\[\]]*:(?P<secret>[^\s/\[\]]+)@(?=[\w.\-]+(?:[:/?#\s]|\Z))")),
     ("huggingface_token", re.compile(r"hf_[A-Za-z0-9]{30,}")),
     ("npm_token", re.compile(r"npm_[A-Za-z0-9]{30,}")),
-    ("npm_token", re.compile(r":_authToken=\s*(?P<secret>[^\s\"']+)")),
+    ("npm_token", re.compile(r":_authToken=\s*(?P<secret>" + _BARE + r"+)")),
     ("gitlab_token", re.compile(r"gl(?:pat|dt|ft|rt|soat|cbt)-[A-Za-z0-9_\-]{20,}")),
     ("stripe_key", re.compile(r"(?:sk|rk|pk)_(?:live|test)_[0-9A-Za-z]{16,}")),
     ("sendgrid_key", re.compile(r"SG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}")),
     ("twilio_key", re.compile(r"SK[0-9a-fA-F]{32}(?![0-9A-Za-z])")),
     ("azure_key", re.compile(r"(?:AccountKey|SharedAccessKey|sig)=(?P<secret>[A-Za-z0-9+/%]{16,}=*)")),
     # Command-line passwords: curl -u user:PASS, mysql -pPASS, sshpass -p PASS.
-    ("password", re.compile(r"(?:-u|--user)[ =][\"']?[^\s:\"']+:(?P<secret>[^\s\"']+)")),
-    ("password", re.compile(r"mysql(?:dump|admin)?\b[^\n]{0,200}?\s-p[\"']?(?P<secret>[^\s\"']+)")),
-    ("password", re.compile(r"sshpass\s+-p\s*[\"']?(?P<secret>[^\s\"']+)")),
+    ("password", re.compile(r"(?:-u|--user)[ =][\"']?[^\s:\"']+:(?P<secret>" + _BARE + r"+)")),
+    (
+        "password",
+        re.compile(r"mysql(?:dump|admin)?\b[^\n]{0,200}?\s-p[\"']?(?P<secret>" + _BARE + r"+)"),
+    ),
+    ("password", re.compile(r"sshpass\s+-p\s*[\"']?(?P<secret>" + _BARE + r"+)")),
     ("password", re.compile(r"mariadb(?:-?dump|-?admin)?\b[^\n]{0,200}?\s-p" + _ARG)),
     # redis-cli -a PASS, ssh-keygen -N PASSPHRASE (not the empty ''), openssl enc -k PASS,
     # httpie's http -a user:PASS, aws configure set aws_secret_access_key X, npm config set ...
@@ -94,7 +100,9 @@ _TOKEN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     (
         "password",
         re.compile(
-            r"https?[ \t]+(?:[^\n|;&]{0,200}?[ \t])?(?:-a|--auth)[ =][\"']?[^\s:\"'/]+:(?P<secret>[^\s\"']+)"
+            r"https?[ \t]+(?:[^\n|;&]{0,200}?[ \t])?(?:-a|--auth)[ =][\"']?[^\s:\"'/]+:(?P<secret>"
+            + _BARE
+            + r"+)"
         ),
     ),
     (
@@ -116,15 +124,18 @@ _TOKEN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
         ),
     ),
     # htpasswd -b FILE USER PASS, smbclient -U user%PASS, openssl -pass pass:PASS.
-    ("password", re.compile(r"htpasswd\s+-\w*b\w*\s+(?:-\w+\s+)*\S+\s+\S+\s+[\"']?(?P<secret>[^\s\"']+)")),
-    ("password", re.compile(r"-U\s+[\"']?[^\s%\"']+%(?P<secret>[^\s\"']+)")),
-    ("password", re.compile(r"-pass(?:in|out)?\s+[\"']?pass:(?P<secret>[^\s\"']+)")),
+    (
+        "password",
+        re.compile(r"htpasswd\s+-\w*b\w*\s+(?:-\w+\s+)*\S+\s+\S+\s+[\"']?(?P<secret>" + _BARE + r"+)"),
+    ),
+    ("password", re.compile(r"-U\s+[\"']?[^\s%\"']+%(?P<secret>" + _BARE + r"+)")),
+    ("password", re.compile(r"-pass(?:in|out)?\s+[\"']?pass:(?P<secret>" + _BARE + r"+)")),
     # .netrc: machine HOST [login USER] password PASS (one line or several).
     (
         "password",
         re.compile(
             r"machine[ \t]+(?:[\w\-]+\.[\w.\-]+|localhost)(?:\s+login[ \t]+\S+)?"
-            r"\s+password[ \t]+(?P<secret>[^\s\"']+)"
+            r"\s+password[ \t]+(?P<secret>" + _BARE + r"+)"
         ),
     ),
     # HashiCorp Vault tokens, and the one given to `vault login`.
@@ -168,18 +179,22 @@ _KEY_WORD = re.compile(_KEY_WORD_SOURCE)
 _KEY_WORD_ANY_CASE = re.compile(_KEY_WORD_SOURCE, re.IGNORECASE)
 _KEY_CHAR = re.compile(r"[\w.\-]")
 # After the key: optional closing quote, a separator, then the value.
+# An unquoted value ends before an escaped newline or tab (text of a JSON string or a repr:
+# "PASSWORD=x\\nHOST=db"), as it ends before a real one.
 # A shell line continuation between a name and its value (`KEY=\` then the value on the next line).
-_CONTINUED = r"(?:\\[ \t]*\r?\n?[ \t]*)?"
+_CONTINUED = r"(?:\\(?:[ \t]*\r?\n|[ \t]+)[ \t]*)?"
 _ASSIGN_TAIL = re.compile(
     r"""(?P<close>["']?)(?P<sep>[ \t]*(?::(?!:)|=(?!=))[ \t]*""" + _CONTINUED + r""")"""
-    r"""(?P<value>"[^"\n]*"|'[^'\n]*'|[^\s"',;)}\]]+)"""
+    r"""(?P<value>"[^"\n]*"|'[^'\n]*'|(?:[^\s"',;)}\]\\]|\\(?![nrt]))+)"""
 )
 _FLAG_TAIL = re.compile(
-    r"""(?P<sep>=|[ \t]+)""" + _CONTINUED + r"""(?P<value>"[^"\n]*"|'[^'\n]*'|[^\s"',;)}\]-][^\s"',;)}\]]*)"""
+    r"""(?P<sep>=|[ \t]+)"""
+    + _CONTINUED
+    + r"""(?P<value>"[^"\n]*"|'[^'\n]*'|(?!\\[nrt])[^\s"',;)}\]-](?:[^\s"',;)}\]\\]|\\(?![nrt]))*)"""
 )
 # Unquoted values that are references, not secrets: calls, env lookups, null-ish literals.
 _NOT_A_SECRET = re.compile(
-    r"[A-Za-z_][\w.]*[(\[].*|\$\{?\w+\}?|<[^>]*>|\*+|\.\.\.|…"
+    r"[A-Za-z_][\w.]*[(\[].*|\$\{?\w+\}?|<[^>]*>|\*+|\.\.\.|…|%(?:\(\w+\))?[sdr]"
     r"|None|null|nil|True|False|true|false",
 )
 _KIND_OF_WORD = {
@@ -215,7 +230,9 @@ _SCHEMA_WORDS = frozenset(
 # The shell's own names for folders: PWD=/home/me/app is a path, not a password.
 _SHELL_NAMES = frozenset({"PWD", "OLDPWD"})
 _ENV_TAIL = re.compile(
-    r"""[ \t]*(?:=|:(?!:))[ \t]*""" + _CONTINUED + r"""(?P<value>"[^"\n]*"|'[^'\n]*'|[^\s"'#,;)}\]]+)"""
+    r"""[ \t]*(?:=|:(?!:))[ \t]*"""
+    + _CONTINUED
+    + r"""(?P<value>"[^"\n]*"|'[^'\n]*'|(?:[^\s"'#,;)}\]\\]|\\(?![nrt]))+)"""
 )
 # Prose: "the DB password is X", "my token was X", "the api key for staging is X"; matched on
 # the lowercased text (a case-insensitive regex is several times slower), the value taken from
@@ -225,7 +242,7 @@ _PROSE_WORD = re.compile(r"passw(?:or)?d|passphrase|secret|token|api[ _\-]?key|p
 _PROSE_TAIL = re.compile(
     r"\b(?:[ \t]+(?:for|of|on|to|at|in)(?:[ \t]+[\w.\-]+){1,3}?)?"
     r"(?:[ \t]+(?:is|was)[ \t]+(?:now[ \t]+|still[ \t]+)?|[ \t]*[:=][ \t]*)"
-    r"""["'`]?(?P<secret>[^\s"'`,;]+)"""
+    r"""["'`]?(?P<secret>(?:[^\s"'`,;\\]|\\(?![nrt]))+)"""
 )
 # Or the value right after the word with nothing between ("the client secret 8f3e9a1b..."): only
 # a key-shaped value is taken then (see _key_shaped), so "secret sauce" stays.
@@ -459,13 +476,13 @@ def _redact(text: str, decode: bool = True) -> tuple[str, int, dict[str, str]]:
     total += n
     text, n = _redact_prose(text, values)
     total += n
+    if decode:
+        text, n = _redact_decoded(text, values)
+        total += n
     if recurring := _recurring(values):
         before = text
         text = _replace_values(text, recurring)
         total += text.count("[REDACTED:") - before.count("[REDACTED:")
-    if decode:
-        text, n = _redact_decoded(text, values)
-        total += n
     return text, total, values
 
 
