@@ -119,6 +119,32 @@ PLANTED = [
         "Lc9QwErTyUiOpAsDfGhJkLzXcVbNm12345678Pq",
     ),
     ("password", "mysql --user=app --password \\\n    My5qlR00t acme", "My5qlR00t"),
+    # Cookies (request and response headers, curl's -b), short password keys, Docker's auth.
+    (
+        "cookie",
+        "> Cookie: sessionid=c00kieHdrS1dXyZ0123456789AbC\n< HTTP/2 200",
+        "c00kieHdrS1dXyZ0123456789AbC",
+    ),
+    (
+        "cookie",
+        "set-cookie: __Host-session=5e7c00k1eAbCdEf0123456789XyZ; Path=/; Secure",
+        "5e7c00k1eAbCdEf0123456789XyZ",
+    ),
+    (
+        "cookie",
+        'curl -sS -b "sessionid=c00k1e5e55i0nAbCdEf0123456789" https://app.example.com/me',
+        "c00k1e5e55i0nAbCdEf0123456789",
+    ),
+    ("password", '{"host": "db.internal", "pass": "Js0nPassV4lue"}', "Js0nPassV4lue"),
+    ("password", '{"legacy": {"pwd": "Js0nPwdV4lue9"}}', "Js0nPwdV4lue9"),
+    ("password", "smtp:\n  host: mail\n  pass: Qz8vLp2mRt9\n", "Qz8vLp2mRt9"),
+    ("password", "const dbPass = 'Qz8vLp2mRt9x';", "Qz8vLp2mRt9x"),
+    ("password", "the office wifi passcode is Wq7xPasscodeZ3.", "Wq7xPasscodeZ3"),
+    (
+        "docker_auth",
+        '{"auths": {"ghcr.io": {"auth": "Ym9iOkQwY2tlckh1YlB3ITQy"}}}',
+        "Ym9iOkQwY2tlckh1YlB3ITQy",
+    ),
 ]
 
 
@@ -262,6 +288,17 @@ def test_a_recurring_value_after_an_escape_is_replaced_too():
         "rsync -a deploy@host:/srv/app ./backup; tar -a -cf out.tar.gz src; ls -a",
         "http --auth-type=bearer GET api.example.com; see http://example.com/a:b@c",
         "export PATH=\\\n  /usr/local/bin",
+        # Near cookies, short password keys and Docker's auth: ordinary values, words, counts, paths.
+        "Cookie: theme=dark; lang=en-US; consent=yes\nSet-Cookie: sid=deleted; Path=/; Max-Age=0",
+        "the session cookie: it expires; curl -b cookies.txt -c cookies.txt https://example.com",
+        "git checkout -b fix/login=2",
+        "pass: the test\nbypass=1\nBYPASS_CACHE=1\nCOMPASS_HEADING=270\nencompass: 12",
+        "--- PASS: TestLogin (0.00s)\nPASS\nok  \tpkg\t0.01s\nPASS: 12 FAIL: 0\nPASS=3 FAIL=0",
+        'tests: pass=12 fail=0; {"pass": true, "pwd": "/srv/app"}; pass_rate = 0.93; passes: 4',
+        "if ok:\n    pass\nexcept KeyError: pass",
+        '{"auth": "required", "auth_type": "basic", "auths": {}}',
+        '"auth": "aGVsbG8gd29ybGQ="',
+        "the passcode policy is strict",
         # Escapes and URL encoding in ordinary text.
         '{"text":"We decided to use Postgres.\\nThe password policy is weak.\\n"}',
         '{"stdout":"commit 3f9a1c2e7b4d5a6f8e9d0c1b2a3f4e5d6c7b8a9f\\nAuthor: dev\\n"}',

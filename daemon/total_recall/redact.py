@@ -27,6 +27,7 @@ each value hidden there is hidden where it stands in the text, its escapes inclu
 
 from __future__ import annotations
 
+import base64
 import bisect
 import re
 from collections.abc import Iterable, Iterator
@@ -138,6 +139,8 @@ _TOKEN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
             r"\s+password[ \t]+(?P<secret>" + _BARE + r"+)"
         ),
     ),
+    # ~/.docker/config.json: "auth" is base64 of user:password (checked: "auth": "required" stays).
+    ("docker_auth", re.compile(r'"auth"[ \t]*:[ \t]*"(?P<secret>[A-Za-z0-9+/]{8,}={0,2})"')),
     # HashiCorp Vault tokens, and the one given to `vault login`.
     ("vault_token", re.compile(r"hv[sbr]\.[A-Za-z0-9_\-]{20,}")),
     (
@@ -148,7 +151,9 @@ _TOKEN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ),
 ]
 
-_LEAD = {"bearer_token": "Bb", "authorization": "Aa"}  # header names as written in practice
+_LEAD = {"bearer_token": "Bb", "authorization": "Aa"}
+# Kinds whose value must be base64 of "user:password" (Docker's config.json "auth").
+_BASIC_AUTH_KINDS = {"docker_auth"}  # header names as written in practice
 _WORD_START_KINDS = {
     "huggingface_token",
     "npm_token",
@@ -173,7 +178,7 @@ _WORD_START = {
 # Matched against the lowercased text: a case-insensitive regex is several times slower.
 _KEY_WORD_SOURCE = (
     r"passw(?:or)?d|passphrase|secret|token(?!s|iz|_?count|_?limit|_?usage)|api[_\-]?key"
-    r"|access[_\-]?key|private[_\-]?key|credentials"
+    r"|access[_\-]?key|private[_\-]?key|credentials|passcode|pass(?![\w.\-])|pwd(?![\w.\-])"
 )
 _KEY_WORD = re.compile(_KEY_WORD_SOURCE)
 _KEY_WORD_ANY_CASE = re.compile(_KEY_WORD_SOURCE, re.IGNORECASE)
@@ -198,6 +203,9 @@ _NOT_A_SECRET = re.compile(
     r"|None|null|nil|True|False|true|false",
 )
 _KIND_OF_WORD = {
+    "pass": "password",
+    "pwd": "password",
+    "passcode": "password",
     "passphrase": "password",
     "passwd": "password",
     "password": "password",
@@ -230,14 +238,16 @@ _SCHEMA_WORDS = frozenset(
 # The shell's own names for folders: PWD=/home/me/app is a path, not a password.
 _SHELL_NAMES = frozenset({"PWD", "OLDPWD"})
 _ENV_TAIL = re.compile(
-    r"""[ \t]*(?:=|:(?!:))[ \t]*"""
+    r"""[ \t]*(?P<sep>=|:(?!:))[ \t]*"""
     + _CONTINUED
     + r"""(?P<value>"[^"\n]*"|'[^'\n]*'|(?:[^\s"'#,;)}\]\\]|\\(?![nrt]))+)"""
 )
 # Prose: "the DB password is X", "my token was X", "the api key for staging is X"; matched on
 # the lowercased text (a case-insensitive regex is several times slower), the value taken from
 # the text itself.
-_PROSE_WORD = re.compile(r"passw(?:or)?d|passphrase|secret|token|api[ _\-]?key|pin code|pwd?(?![a-z])")
+_PROSE_WORD = re.compile(
+    r"passw(?:or)?d|passphrase|passcode|secret|token|api[ _\-]?key|pin code|pwd?(?![a-z])"
+)
 # "is"/"was", or a colon or "=" ("api key: X"), after the word or after a short "for the staging db".
 _PROSE_TAIL = re.compile(
     r"\b(?:[ \t]+(?:for|of|on|to|at|in)(?:[ \t]+[\w.\-]+){1,3}?)?"
@@ -470,6 +480,9 @@ def _redact(text: str, decode: bool = True) -> tuple[str, int, dict[str, str]]:
         if _open(kind, text, lowered):
             text, n = _substitute(text, kind, pattern, values, library=True)
             total += n
+    if "cookie" in lowered or "curl" in lowered:
+        text, n = _redact_cookies(text, lowered, values)
+        total += n
     text, n = _redact_assignments(text, values)
     total += n
     text, n = _redact_env(text, values)
@@ -623,7 +636,11 @@ def _env_assignments(text: str) -> Iterator[tuple[str, re.Match[str]]]:
 def _env_secret_name(name: str) -> bool:
     if name in _SHELL_NAMES:
         return False
-    return any(_ENV_SECRET_PART.fullmatch(part) for part in name.split("_"))
+    return any(_ENV_SECRET_PART.fullmatch(part) and part not in _NOT_PASS for part in name.split("_"))
+
+
+# Words that end in PASS and name no password (BYPASS_CACHE, COMPASS_HEADING).
+_NOT_PASS = frozenset("BYPASS COMPASS ENCOMPASS SURPASS TRESPASS OVERPASS UNDERPASS".split())
 
 
 def _redact_env(text: str, values: dict[str, str]) -> tuple[str, int]:
@@ -642,6 +659,8 @@ def _redact_env(text: str, values: dict[str, str]) -> tuple[str, int]:
             continue
         if value.isalpha() and value.islower() and len(value) < 6:
             continue  # KEY=true-ish words such as "none", "auto"
+        if key == "PASS" and _not_a_password(key, value, match.group("sep")):
+            continue
         _remember(values, value, _env_kind(key))
         out += [text[done:start], MARK.format(_env_kind(key))]
         done = end
@@ -767,6 +786,8 @@ def _substitute(
             start, end = match.span("secret") if "secret" in pattern.groupindex else match.span()
             if "[REDACTED" in text[start:end]:
                 continue
+        if kind in _BASIC_AUTH_KINDS and not _basic_auth(text[start:end]):
+            continue
         named = kind
         if "key" in pattern.groupindex:
             key = match.group("key")
@@ -784,6 +805,15 @@ def _substitute(
     return "".join(out), len(out) // 2
 
 
+def _basic_auth(value: str) -> bool:
+    """Whether ``value`` is base64 of "user:password" (printable text holding a colon)."""
+    try:
+        plain = base64.b64decode(value, validate=True).decode("utf-8")
+    except ValueError:
+        return False
+    return ":" in plain and plain.isprintable()
+
+
 def _config_kind(key: str) -> str:
     """The kind a tool's config key names (``aws configure set aws_session_token X``: a token)."""
     lowered = key.lower()
@@ -795,12 +825,68 @@ def _config_kind(key: str) -> str:
     return "token"
 
 
+# A Cookie request header (every value), a Set-Cookie response header (its first value: the rest
+# are the cookie's attributes), and the cookies given to curl -b / --cookie ("name=value; ...";
+# without "=" the argument is a file).
+_COOKIE_HEADER = re.compile(r"(?<![\w-])(set-)?cookie2?[ \t]*:[ \t]*", re.IGNORECASE)
+_CURL_COOKIE = re.compile(r"curl\b[^\n]{0,300}?\s(?:-b|--cookie)(?:[ \t]+|=)")
+_NON_SPACE = re.compile(r"\S*")
+_COOKIE_PAIR = re.compile(r"""[ \t]*[^=\s;,"']+=[ \t]*"?(?P<value>[^;\s",\\]*)"?[ \t]*(?P<more>;?)""")
+
+
+def _redact_cookies(text: str, lowered: str, values: dict[str, str]) -> tuple[str, int]:
+    spans = []
+    for match in _COOKIE_HEADER.finditer(text) if "cookie" in lowered else ():
+        end = text.find("\n", match.end())
+        spans += _cookie_values(text, match.end(), len(text) if end < 0 else end, bool(match.group(1)))
+    for match in _CURL_COOKIE.finditer(text) if "curl" in lowered else ():
+        start = match.end()
+        quote = text[start : start + 1]
+        if quote in ("'", '"'):
+            end = text.find(quote, start + 1)
+            spans += _cookie_values(text, start + 1, len(text) if end < 0 else end, False)
+        else:
+            end = _NON_SPACE.match(text, start).end()
+            spans += _cookie_values(text, start, end, False)
+    out: list[str] = []
+    done = 0
+    for start, end in sorted(spans):
+        if start >= done:
+            _remember(values, text[start:end], "cookie")
+            out += [text[done:start], MARK.format("cookie")]
+            done = end
+    if not out:
+        return text, 0
+    out.append(text[done:])
+    return "".join(out), len(out) // 2
+
+
+def _cookie_values(text: str, start: int, end: int, first_only: bool) -> list[tuple[int, int]]:
+    """The spans of the values worth hiding among the "name=value; ..." pairs at text[start:end]: a
+    session id is long or mixes letters and digits; "theme=dark", "lang=en-US" stay."""
+    spans = []
+    while pair := _COOKIE_PAIR.match(text, start, end):
+        value = pair.group("value")
+        long = len(value) >= 12 or (
+            len(value) >= 6 and any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
+        )
+        if long and "[REDACTED" not in value and not _NOT_A_SECRET.fullmatch(value):
+            spans.append(pair.span("value"))
+        if first_only or not pair.group("more"):
+            break
+        start = pair.end()
+    return spans
+
+
 def _redact_assignments(text: str, values: dict[str, str]) -> tuple[str, int]:
     out: list[str] = []
     done = 0  # text[:done] is already in out
     count = 0
     for word in _key_words(text):
         if word.start() < done:
+            continue
+        short = word.group(0) in ("pass", "pwd")
+        if short and not _key_part(text, word.start()):
             continue
         key_start, key_end = _expand_key(text, word.start(), word.end())
         if _settings_key(text[key_start:key_end]):
@@ -809,6 +895,8 @@ def _redact_assignments(text: str, values: dict[str, str]) -> tuple[str, int]:
         if value_span is None:
             continue
         start, end = value_span
+        if short and _not_a_password(text[key_start:key_end], text[start:end], text[key_end:start]):
+            continue
         kind = _kind(text[key_start:key_end], word.group(0))
         _remember(values, text[start:end], kind)
         out.append(text[done:start])
@@ -819,6 +907,27 @@ def _redact_assignments(text: str, values: dict[str, str]) -> tuple[str, int]:
         return text, 0
     out.append(text[done:])
     return "".join(out), count
+
+
+def _key_part(text: str, start: int) -> bool:
+    """Trigger: "pass" or "pwd" inside a longer key. Why: "db_pass", "dbPass" and "DB-PASS" name a
+    password; "bypass", "compass" and "BYPASS" do not. Outcome: the word must start the key or a
+    part of it (after _ - . or a camelCase hump)."""
+    before = text[start - 1] if start else ""
+    return not before.isalpha() or (before.islower() and text[start].isupper())
+
+
+# What a test runner prints beside "pass": a count ("pass: 5", "PASS=3") or a result word.
+_RESULT_WORDS = frozenset("ok yes no passed failed skipped pass fail true false none".split())
+
+
+def _not_a_password(key: str, value: str, between: str) -> bool:
+    """Trigger: the value of a "pass" or "pwd" key. Why: "pass" and "PASS" are also a test runner's
+    counts and results ("pass: 5", "--- PASS: TestLogin"), and "pwd" a folder. Outcome: those stay."""
+    value = value.strip("\"'")
+    if value.isdigit() or value.lower() in _RESULT_WORDS or _PATH.match(value):
+        return True
+    return key == "PASS" and ":" in between
 
 
 def _key_words(text: str) -> Iterator[re.Match[str]]:
