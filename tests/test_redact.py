@@ -144,6 +144,34 @@ PLANTED = [
         "docker_auth",
         '{"auths": {"ghcr.io": {"auth": "Ym9iOkQwY2tlckh1YlB3ITQy"}}}',
         "Ym9iOkQwY2tlckh1YlB3ITQy",
+    ),  # Key and token shapes: PuTTY's private lines, age keys, Google OAuth tokens, bot and webhook URLs.
+    (
+        "private_key",
+        "PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nPublic-Lines: 2\n"
+        "AAAAC3NzaC1lZDI1NTE5\nAAAAIOpub\n"
+        "Private-Lines: 2\nAAAAIQDlPuTTyPr1vAteK3y\nB0dyXq9Zr7Ws5Ey3Tu1Ii=\nPrivate-MAC: 4a5b6c7d8e9f",
+        "AAAAIQDlPuTTyPr1vAteK3y\nB0dyXq9Zr7Ws5Ey3Tu1Ii=",
+    ),
+    (
+        "age_key",
+        "# public key: age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p\n"
+        "AGE-SECRET-KEY-1QQPQ9QZ8VLP2MRT9AB1CD2EF3GH4IJ5KL6MN7OP8QR9ST0UV1WX2YZ3\n",
+        "AGE-SECRET-KEY-1QQPQ9QZ8VLP2MRT9AB1CD2EF3GH4IJ5KL6MN7OP8QR9ST0UV1WX2YZ3",
+    ),
+    (
+        "google_oauth_token",
+        "ya29.a0AfB_byC1x2Y3z4W5v6U7t8S9r0QpOnMlKjIhGfEdCbA0123456789",
+        "ya29.a0AfB_byC1x2Y3z4W5v6U7t8S9r0QpOnMlKjIhGfEdCbA0123456789",
+    ),
+    (
+        "discord_webhook",
+        "post to https://discord.com/api/webhooks/1234567890/Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv1Wx2Yz3 now",
+        "Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv1Wx2Yz3",
+    ),
+    (
+        "telegram_token",
+        "curl https://api.telegram.org/bot123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw/sendMessage",
+        "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw",
     ),
 ]
 
@@ -299,6 +327,10 @@ def test_a_recurring_value_after_an_escape_is_replaced_too():
         '{"auth": "required", "auth_type": "basic", "auths": {}}',
         '"auth": "aGVsbG8gd29ybGQ="',
         "the passcode policy is strict",
+        # Near the key and token shapes: their names in prose and docs, placeholders.
+        "Private-Lines: the count of lines that follow; ya29 tokens expire in an hour",
+        "age-keygen prints AGE-SECRET-KEY-1... to stdout; see https://discord.com/api/webhooks docs",
+        "call https://api.telegram.org/bot<token>/getMe to test",
         # Escapes and URL encoding in ordinary text.
         '{"text":"We decided to use Postgres.\\nThe password policy is weak.\\n"}',
         '{"stdout":"commit 3f9a1c2e7b4d5a6f8e9d0c1b2a3f4e5d6c7b8a9f\\nAuthor: dev\\n"}',

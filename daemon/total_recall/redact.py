@@ -141,6 +141,19 @@ _TOKEN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ),
     # ~/.docker/config.json: "auth" is base64 of user:password (checked: "auth": "required" stays).
     ("docker_auth", re.compile(r'"auth"[ \t]*:[ \t]*"(?P<secret>[A-Za-z0-9+/]{8,}={0,2})"')),
+    # PuTTY's .ppk: the lines after "Private-Lines: N" (the public ones stay); age's secret keys;
+    # Google OAuth access tokens; the secret part of Discord webhook and Telegram bot URLs.
+    (
+        "private_key",
+        re.compile(
+            r"Private-Lines:[ \t]*\d+[ \t]*\r?\n"
+            r"(?P<secret>[A-Za-z0-9+/=]+(?:\r?\n[A-Za-z0-9+/=]+)*)(?=\r?\n|\Z)"
+        ),
+    ),
+    ("age_key", re.compile(r"AGE-SECRET-KEY-1[0-9A-Z]{20,}")),
+    ("google_oauth_token", re.compile(r"ya29\.[0-9A-Za-z_\-]{20,}")),
+    ("discord_webhook", re.compile(r"discord(?:app)?\.com/api/webhooks/\d+/(?P<secret>[A-Za-z0-9_\-]{20,})")),
+    ("telegram_token", re.compile(r"api\.telegram\.org/(?:file/)?bot(?P<secret>\d+:[A-Za-z0-9_\-]{20,})")),
     # HashiCorp Vault tokens, and the one given to `vault login`.
     ("vault_token", re.compile(r"hv[sbr]\.[A-Za-z0-9_\-]{20,}")),
     (
@@ -162,6 +175,8 @@ _WORD_START_KINDS = {
     "sendgrid_key",
     "twilio_key",
     "vault_token",
+    "age_key",
+    "google_oauth_token",
 }
 # Kinds whose match must start a word: "mask-..." or "xghp_..." are not keys.
 _WORD_START = {
@@ -322,7 +337,7 @@ _GATES: dict[str, tuple[str, ...] | re.Pattern[str]] = {
     "login_password": (" login",),
     "stripe_key": ("_live_", "_test_"),
     "azure_key": ("accountkey=", "sharedaccesskey=", "sig="),
-    "telegram_token": re.compile(r":[0-9A-Za-z_-]{35}"),
+    "telegram_token": re.compile(r":[0-9A-Za-z_-]{20}"),  # detect-secrets' 35, a bot URL's 20+
     "discord_token": re.compile(r"\.[a-zA-Z\d_-]{6}\.[a-zA-Z\d_-]{27}"),
 }
 
