@@ -273,6 +273,14 @@ def test_a_secret_after_an_escape_or_url_encoding_is_replaced(text, expected):
     assert redact(text) == expected
 
 
+def test_a_value_ends_where_a_token_hidden_before_it_starts():
+    assert redact(f"DB_PASS=S3cretPw9={GITHUB}") == "DB_PASS=[REDACTED:password][REDACTED:github_token]"
+    assert redact(f'"api_key": "x9y8z7={GITHUB}"') == '"api_key": "[REDACTED:api_key][REDACTED:github_token]"'
+    # Escaped, the token is hidden in the decoded read: the value before it is found there too.
+    escaped = f'{{"env":"\\nREDIS_AUTH=S3cretPw9%3D{GITHUB}"}}'
+    assert redact(escaped) == '{"env":"\\nREDIS_AUTH=[REDACTED:token][REDACTED:github_token]"}'
+
+
 def test_a_recurring_value_after_an_escape_is_replaced_too():
     found, later = redact_batch(["DB_PASS=Kx7mQ2vZp9", '{"out":"login\\nKx7mQ2vZp9 ok"}'])
     assert later == '{"out":"login\\n[REDACTED:recurring_secret] ok"}'

@@ -532,9 +532,10 @@ def _redact_decoded(text: str, values: dict[str, str]) -> tuple[str, int]:
     _, _, hidden = _redact(decoded, decode=False)
     spans = []
     for value, kind in hidden.items():
-        # A value ends a word; a long one may start inside one ("-pS3cretPass"), a short one not.
-        start = r"(?<![\w])" if len(value) < 8 else ""
-        for match in re.finditer(start + re.escape(value) + r"(?![\w])", decoded):
+        # A short value only as a word of its own; a long one wherever it stands ("-pS3cretPass",
+        # "S3cretPass=ghp_...": a value is found in the text as redacted so far).
+        pattern = rf"(?<![\w]){re.escape(value)}(?![\w])" if len(value) < 8 else re.escape(value)
+        for match in re.finditer(pattern, decoded):
             spans.append((_original(escapes, match.start()), _original(escapes, match.end()), kind))
     out: list[str] = []
     done = 0
@@ -603,8 +604,18 @@ def _remember(values: dict[str, str], secret: str, kind: str) -> None:
     """Note a hidden value and its kind: to hide where it recurs (``_recurring``), and, found in a
     decoded view of the text, where it stands in the text (``_redact_decoded``)."""
     secret = secret.strip().strip("\"'")
-    if secret and "[REDACTED" not in secret:
-        values.setdefault(secret, kind)
+    if "[REDACTED" not in secret:
+        if secret:
+            values.setdefault(secret, kind)
+        return
+    # A value that holds a token hidden before it ("S3cret=[REDACTED:github_token]"): its other parts.
+    for part in _MARK_OR_PART.split(secret):
+        part = part.strip().strip("\"'")
+        if len(part) >= 4 and any(c.isalnum() for c in part):
+            values.setdefault(part, kind)
+
+
+_MARK_OR_PART = re.compile(r"\[REDACTED:[a-z_]*\]?|\[private\]")
 
 
 def _recurring(values: dict[str, str]) -> list[str]:
@@ -668,7 +679,10 @@ def _redact_env(text: str, values: dict[str, str]) -> tuple[str, int]:
         start, end = match.span("value")
         if value[:1] in "\"'":
             start, end, value = start + 1, end - 1, value[1:-1]
-        if not value.strip() or value.startswith("[REDACTED") or _NOT_A_SECRET.fullmatch(value):
+        if "[REDACTED" in value:  # a value ends where a token hidden before it starts
+            value = value[: value.index("[REDACTED")]
+            end = start + len(value)
+        if not value.strip() or _NOT_A_SECRET.fullmatch(value):
             continue
         if _settings_key(key):
             continue
@@ -983,9 +997,10 @@ def _value_span(text: str, key_start: int, key_end: int) -> tuple[int, int] | No
             return None
     elif _NOT_A_SECRET.fullmatch(value) or _looks_like_prose(key, match, text, key_start):
         return None
-    if value.startswith("[REDACTED:"):
-        return None
-    return start, end
+    if "[REDACTED:" in value:  # a value ends where a token hidden before it starts
+        value = value[: value.index("[REDACTED:")]
+        end = start + len(value)
+    return (start, end) if value.strip() else None
 
 
 def _looks_like_prose(key: str, match: re.Match[str], text: str, key_start: int) -> bool:
