@@ -409,6 +409,25 @@ def test_26_secret_kinds_reach_neither_the_home_folder_nor_the_endpoint(tmp_path
         assert not leaked(data), (file, leaked(data))
 
 
+def test_a_secret_in_a_search_query_is_not_sent_to_the_embedding_endpoint(tmp_path, fake):
+    """A search embeds its query (and a HyDE passage) at the embedding endpoint: the query is
+    redacted first, as every text sent anywhere is; its words still find what was said."""
+    token = "ghp_QueryT0kenAbCdEfGh1234567890XyZwVuTs"
+    path = write_transcript(
+        folder(tmp_path, "/home/dev/projects/query") / "sess-query.jsonl",
+        [("user", "We decided the Zanzibar CI token lives in the vault.")],
+        cwd="/home/dev/projects/query",
+    )
+    cli("backfill", str(path), "--wait")
+    before = len(fake.requests())
+    found = cli_json("search", f"which Zanzibar repo uses token {token}", "--all-projects")
+    embedded = [r for r in fake.requests()[before:] if r["path"].endswith("/embeddings")]
+    assert embedded, "the query was embedded"
+    assert all(token not in r["body"] for r in embedded)
+    assert any("[REDACTED:github_token]" in r["body"] for r in embedded)
+    assert any("Zanzibar" in r["content"] for r in found)
+
+
 def test_a_secret_in_a_records_metadata_is_not_stored(tmp_path):
     """A record carries strings beside its text (sessionId, cwd, gitBranch, uuid) that are stored
     too. Claude Code never writes a secret there; a hand-made or hostile file may, and it is not
