@@ -251,6 +251,11 @@ ESCAPED = [
         '{"cmd":"sshpass -p S3cretPass\\nssh ops@host"}',
         '{"cmd":"sshpass -p [REDACTED:password]\\nssh ops@host"}',
     ),
+    # A line continuation inside a JSON string: the value is on the next line.
+    (
+        '{"command": "export AWS_SECRET_ACCESS_KEY=\\\\\\n  Lc9QwErTyUiOpAsDfGhJkLzXcVbNm1\\naws s3 ls"}',
+        '{"command": "export AWS_SECRET_ACCESS_KEY=\\\\\\n  [REDACTED:aws_secret]\\naws s3 ls"}',
+    ),
     # The value itself escaped: hidden whole, as it stands in the text.
     ("login?next=%2Fhome%3Fpassword%3Dp%40ss%21w0rd", "login?next=%2Fhome%3Fpassword%3D[REDACTED:password]"),
 ]
@@ -266,6 +271,7 @@ ESCAPED = [
         "url-encoded",
         "value-before-escape",
         "argument-before-escape",
+        "continuation",
         "encoded-value",
     ],
 )

@@ -682,8 +682,8 @@ def _redact_env(text: str, values: dict[str, str]) -> tuple[str, int]:
         if "[REDACTED" in value:  # a value ends where a token hidden before it starts
             value = value[: value.index("[REDACTED")]
             end = start + len(value)
-        if not value.strip() or _NOT_A_SECRET.fullmatch(value):
-            continue
+        if not value.strip(" \\") or _NOT_A_SECRET.fullmatch(value):
+            continue  # no value, a reference, or the escaped backslash of a line continuation
         if _settings_key(key):
             continue
         if value.isalpha() and value.islower() and len(value) < 6:
@@ -1000,7 +1000,7 @@ def _value_span(text: str, key_start: int, key_end: int) -> tuple[int, int] | No
     if "[REDACTED:" in value:  # a value ends where a token hidden before it starts
         value = value[: value.index("[REDACTED:")]
         end = start + len(value)
-    return (start, end) if value.strip() else None
+    return (start, end) if value.strip(" \\") else None  # an escaped line continuation is no value
 
 
 def _looks_like_prose(key: str, match: re.Match[str], text: str, key_start: int) -> bool:
