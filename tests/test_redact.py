@@ -141,6 +141,11 @@ PLANTED = [
     ("password", "const dbPass = 'Qz8vLp2mRt9x';", "Qz8vLp2mRt9x"),
     ("password", "the office wifi passcode is Wq7xPasscodeZ3.", "Wq7xPasscodeZ3"),
     (
+        "cookie",
+        "search for the session cookie c00k1e5e55i0nAbCdEf0123456789 please",
+        "c00k1e5e55i0nAbCdEf0123456789",
+    ),
+    (
         "docker_auth",
         '{"auths": {"ghcr.io": {"auth": "Ym9iOkQwY2tlckh1YlB3ITQy"}}}',
         "Ym9iOkQwY2tlckh1YlB3ITQy",
@@ -341,6 +346,7 @@ def test_a_recurring_value_after_an_escape_is_replaced_too():
         '{"auth": "required", "auth_type": "basic", "auths": {}}',
         '"auth": "aGVsbG8gd29ybGQ="',
         "the passcode policy is strict",
+        "the cookie is chocolate; cookie consent banner 2024; the cookie: 3 cups of flour",
         # Near the key and token shapes: their names in prose and docs, placeholders.
         "Private-Lines: the count of lines that follow; ya29 tokens expire in an hour",
         "age-keygen prints AGE-SECRET-KEY-1... to stdout; see https://discord.com/api/webhooks docs",

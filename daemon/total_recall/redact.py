@@ -261,7 +261,7 @@ _ENV_TAIL = re.compile(
 # the lowercased text (a case-insensitive regex is several times slower), the value taken from
 # the text itself.
 _PROSE_WORD = re.compile(
-    r"passw(?:or)?d|passphrase|passcode|secret|token|api[ _\-]?key|pin code|pwd?(?![a-z])"
+    r"passw(?:or)?d|passphrase|passcode|cookie|secret|token|api[ _\-]?key|pin code|pwd?(?![a-z])"
 )
 # "is"/"was", or a colon or "=" ("api key: X"), after the word or after a short "for the staging db".
 _PROSE_TAIL = re.compile(
@@ -735,8 +735,10 @@ def _prose_values(text: str) -> Iterator[tuple[int, int, bool, str]]:
     for word in _PROSE_WORD.finditer(lowered):
         if word.group(0).startswith("pw") and word.start() and lowered[word.start() - 1].isalpha():
             continue  # "pw" inside a word
-        tail = _PROSE_TAIL.match(lowered, word.end())
         kind = _prose_kind(word.group(0))
+        # "cookie" only before a key-shaped value ("the session cookie 8f3e9a1b..."): "cookie: X"
+        # and "cookie=X" are headers and pairs (_redact_cookies), "the cookie is chocolate" prose.
+        tail = _PROSE_TAIL.match(lowered, word.end()) if kind != "cookie" else None
         if tail:
             yield (*tail.span("secret"), False, kind)
             continue
@@ -747,6 +749,8 @@ def _prose_values(text: str) -> Iterator[tuple[int, int, bool, str]]:
 
 def _prose_kind(word: str) -> str:
     """The kind a prose word names, as for assignments (_KIND_OF_WORD); "pw", "pin code": a password."""
+    if word == "cookie":
+        return "cookie"
     return "api_key" if word.startswith("api") else _KIND_OF_WORD.get(word, "password")
 
 
