@@ -108,7 +108,13 @@ _TOKEN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ),
     (
         "config_secret",
-        re.compile(r"config(?:ure)?[ \t]+(?:set[ \t]+)?(?:-\S+[ \t]+)*" + _CONFIG_KEY + r"[ \t]+" + _ARG),
+        # "config set" (aws, npm, yarn, pnpm...) or git's "config"; "the config token" is prose.
+        re.compile(
+            r"(?:config(?:ure)?[ \t]+set|git[ \t]+config)[ \t]+(?:-\S+[ \t]+)*"
+            + _CONFIG_KEY
+            + r"[ \t]+"
+            + _ARG
+        ),
     ),
     # docker / podman / oc / az ... login -p PASS; echo PASS | docker login --password-stdin.
     (
