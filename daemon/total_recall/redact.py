@@ -110,7 +110,7 @@ _TOKEN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
         "config_secret",
         # "config set" (aws, npm, yarn, pnpm...) or git's "config"; "the config token" is prose.
         re.compile(
-            r"(?:config(?:ure)?[ \t]+set|git[ \t]+config)[ \t]+(?:-\S+[ \t]+)*"
+            r"config(?:(?:ure)?[ \t]+set|(?<=git[ \t]config))[ \t]+(?:-\S+[ \t]+)*"
             + _CONFIG_KEY
             + r"[ \t]+"
             + _ARG
@@ -197,9 +197,10 @@ _WORD_START = {
 
 # A word that makes a key name sensitive. TOKEN is not sensitive in "max_tokens", "tokenizer".
 # Matched against the lowercased text: a case-insensitive regex is several times slower.
+# The alternatives share their first letters ("p(?:ass...|wd)"): each "p" of the text is tried once.
 _KEY_WORD_SOURCE = (
-    r"passw(?:or)?d|passphrase|secret|token(?!s|iz|_?count|_?limit|_?usage)|api[_\-]?key"
-    r"|access[_\-]?key|private[_\-]?key|credentials|passcode|pass(?![\w.\-])|pwd(?![\w.\-])"
+    r"p(?:ass(?:w(?:or)?d|phrase|code|(?![\w.\-]))|wd(?![\w.\-])|rivate[_\-]?key)|secret"
+    r"|token(?!s|iz|_?count|_?limit|_?usage)|a(?:pi|ccess)[_\-]?key|credentials"
 )
 _KEY_WORD = re.compile(_KEY_WORD_SOURCE)
 _KEY_WORD_ANY_CASE = re.compile(_KEY_WORD_SOURCE, re.IGNORECASE)
@@ -267,7 +268,7 @@ _ENV_TAIL = re.compile(
 # the lowercased text (a case-insensitive regex is several times slower), the value taken from
 # the text itself.
 _PROSE_WORD = re.compile(
-    r"passw(?:or)?d|passphrase|passcode|cookie|secret|token|api[ _\-]?key|pin code|pwd?(?![a-z])"
+    r"p(?:ass(?:w(?:or)?d|phrase|code)|in code|wd?(?![a-z]))|cookie|secret|token|api[ _\-]?key"
 )
 # "is"/"was", or a colon or "=" ("api key: X"), after the word or after a short "for the staging db".
 _PROSE_TAIL = re.compile(
@@ -434,12 +435,14 @@ def cut(text: str, limit: int, suffix: str = "…") -> str:
     if len(text) <= limit:
         return text
     keep = max(limit - len(suffix), 0)
-    head, window = text[:keep], _cut_window(text, keep)
-    # The common case, cheaply: nothing near the cut is hidden (the tokens around it, the key
-    # before a value), so no secret crosses it.
-    near = window[_token_start(text, max(keep - _CUT_CONTEXT, 0)) :]
+    head = text[:keep]
+    # The common case, cheaply: nothing near the cut is hidden (the token across it with the key or
+    # header before it, a quoted value to its closing quote), so no secret crosses it. A value
+    # whose key is farther back is hidden after the cut all the same: key rules take any value.
+    near = text[_token_start(text, max(keep - _NEAR_BEFORE, 0)) : _token_end(text, keep + _NEAR_AFTER)]
     if redact(near) == near:
         return head + suffix
+    window = text[: _token_end(text, keep + _CUT_CONTEXT)]
     clean = redact(window)
     if clean.startswith(redact(head)):
         return head + suffix
@@ -452,6 +455,7 @@ def cut(text: str, limit: int, suffix: str = "…") -> str:
 
 
 _CUT_CONTEXT = 200  # what the window holds past the cut: a quoted value's closing quote, a token
+_NEAR_BEFORE, _NEAR_AFTER = 80, 100  # the part around the cut looked at first
 _CUT_TOKEN = re.compile(r"\S{0,4096}")  # the longest token looked at whole (a JWT, a key body)
 _MARKS = re.compile(r"\[REDACTED:[a-z_]+\]|" + re.escape(PRIVATE_MARK))
 
@@ -461,13 +465,10 @@ def _token_start(text: str, at: int) -> int:
     return at - _CUT_TOKEN.match(text[max(at - 4096, 0) : at][::-1]).end()
 
 
-def _cut_window(text: str, keep: int) -> str:
-    """``text`` up to ``_CUT_CONTEXT`` characters past ``keep``, then to the end of the token there:
-    a window that ends inside no token (redacting it cannot leave half of one)."""
-    end = keep + _CUT_CONTEXT
-    if end >= len(text):
-        return text
-    return text[: _CUT_TOKEN.match(text, end).end()]
+def _token_end(text: str, at: int) -> int:
+    """Where the token holding position ``at`` ends (``at`` itself before whitespace): a window
+    ending there halves no token."""
+    return _CUT_TOKEN.match(text, at).end() if at < len(text) else len(text)
 
 
 def redact_count(text: str) -> tuple[str, int]:
@@ -491,14 +492,15 @@ def _redact(text: str, decode: bool = True) -> tuple[str, int, dict[str, str]]:
     values: dict[str, str] = {}
     total = 0
     lowered = text.lower()
+    # A pattern is searched first: most find nothing, and then no substitution is set up.
     for kind, pattern in _TOKEN_PATTERNS:
-        if _open(kind, text, lowered):
+        if (kind not in _GATES or _open(kind, text, lowered)) and pattern.search(text):
             text, n = _substitute(text, kind, pattern, values)
             if n:
                 total += n
                 lowered = text.lower()
     for kind, pattern in _LIBRARY_PATTERNS:
-        if _open(kind, text, lowered):
+        if (kind not in _GATES or _open(kind, text, lowered)) and pattern.search(text):
             text, n = _substitute(text, kind, pattern, values, library=True)
             total += n
     if "cookie" in lowered or "curl" in lowered:
@@ -867,7 +869,7 @@ def _config_kind(key: str) -> str:
 # A Cookie request header (every value), a Set-Cookie response header (its first value: the rest
 # are the cookie's attributes), and the cookies given to curl -b / --cookie ("name=value; ...";
 # without "=" the argument is a file).
-_COOKIE_HEADER = re.compile(r"(?<![\w-])(set-)?cookie2?[ \t]*:[ \t]*", re.IGNORECASE)
+_COOKIE_HEADER = re.compile(r"cookie2?[ \t]*:[ \t]*")  # found in the lowercased text
 _CURL_COOKIE = re.compile(r"curl\b[^\n]{0,300}?\s(?:-b|--cookie)(?:[ \t]+|=)")
 _NON_SPACE = re.compile(r"\S*")
 _COOKIE_PAIR = re.compile(r"""[ \t]*[^=\s;,"']+=[ \t]*"?(?P<value>[^;\s",\\]*)"?[ \t]*(?P<more>;?)""")
@@ -875,10 +877,18 @@ _COOKIE_PAIR = re.compile(r"""[ \t]*[^=\s;,"']+=[ \t]*"?(?P<value>[^;\s",\\]*)"?
 
 def _redact_cookies(text: str, lowered: str, values: dict[str, str]) -> tuple[str, int]:
     spans = []
-    for match in _COOKIE_HEADER.finditer(text) if "cookie" in lowered else ():
+    if len(lowered) != len(text):  # rare letters whose lowercase is longer: offsets would not line up
+        lowered = "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
+    for match in _COOKIE_HEADER.finditer(lowered) if "cookie" in lowered else ():
+        start = match.start()
+        set_cookie = lowered.endswith("set-", 0, start)
+        before = lowered[start - (5 if set_cookie else 1) : start - (4 if set_cookie else 0)] if start else ""
+        if before and (before.isalnum() or before in "_-"):
+            continue  # part of a longer name ("x-cookie:", "mycookie:")
         end = text.find("\n", match.end())
-        spans += _cookie_values(text, match.end(), len(text) if end < 0 else end, bool(match.group(1)))
-    for match in _CURL_COOKIE.finditer(text) if "curl" in lowered else ():
+        spans += _cookie_values(text, match.end(), len(text) if end < 0 else end, set_cookie)
+    curl = "curl" in lowered and (" -b" in text or "--cookie" in lowered)
+    for match in _CURL_COOKIE.finditer(text) if curl else ():
         start = match.end()
         quote = text[start : start + 1]
         if quote in ("'", '"'):
@@ -925,8 +935,8 @@ def _redact_assignments(text: str, values: dict[str, str]) -> tuple[str, int]:
         if word.start() < done:
             continue
         short = word.group(0) in ("pass", "pwd")
-        if short and not _key_part(text, word.start()):
-            continue
+        if short and not (_SHORT_KEY_TAIL.match(text, word.end()) and _key_part(text, word.start())):
+            continue  # "pass the test": a common word, so the cheap test first
         key_start, key_end = _expand_key(text, word.start(), word.end())
         if _settings_key(text[key_start:key_end]):
             continue
@@ -956,6 +966,7 @@ def _key_part(text: str, start: int) -> bool:
     return not before.isalpha() or (before.islower() and text[start].isupper())
 
 
+_SHORT_KEY_TAIL = re.compile(r"""["']?[ \t]*[:=]""")
 # What a test runner prints beside "pass": a count ("pass: 5", "PASS=3") or a result word.
 _RESULT_WORDS = frozenset("ok yes no passed failed skipped pass fail true false none".split())
 
