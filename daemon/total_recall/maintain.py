@@ -132,7 +132,7 @@ def sanitized_transcript(db: Database, source: str, project: str | None, raw: by
         drop = number in gone or (line.strip() and trust.withheld(stamp, ranges, cutoff, now))
         parsed.append((None if drop else line, obj))
     kept = [(line, obj) for line, obj in parsed if line is not None]
-    first = redact_batch([line for line, _ in kept])
+    first = redact_batch([line for line, _ in kept], decoded=False)  # the strings are read decoded next
     values = [text if obj is None else _parsed(text, obj) for text, (_, obj) in zip(first, kept)]
     second = iter(zip(first, values, redact_json_batch(values)))
     out = []

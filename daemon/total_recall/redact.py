@@ -477,9 +477,11 @@ def redact_count(text: str) -> tuple[str, int]:
     return out, count
 
 
-def redact_batch(texts: Iterable[str]) -> list[str]:
-    """Each text redacted; a secret value found in one text is also replaced in all the others."""
-    results = [_redact(t) for t in texts]
+def redact_batch(texts: Iterable[str], *, decoded: bool = True) -> list[str]:
+    """Each text redacted; a secret value found in one text is also replaced in all the others.
+    ``decoded=False`` skips the second, decoded read of text holding escapes (``_redact_decoded``),
+    for a caller that reads the decoded text itself (the archive's parsed strings)."""
+    results = [_redact(t, decode=decoded) for t in texts]
     values = _recurring({v: k for _, _, vs in results for v, k in vs.items()})
     return [_replace_values(out, values) for out, _, _ in results]
 
