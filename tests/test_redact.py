@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from total_recall.redact import redact, redact_count
+from total_recall.redact import cut, redact, redact_batch, redact_count
 
 OPENAI = "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"
 GITHUB = "ghp_" + "aB3" * 12
@@ -93,6 +93,92 @@ PLANTED = [
         "VAULT_ADDR set, token hvs.CAESIJ1234567890abcdefghijklmnop",
         "hvs.CAESIJ1234567890abcdefghijklmnop",
     ),
+    # More command lines: tools' own ways to be given a password or a key.
+    (
+        "aws_secret",
+        "aws configure set aws_secret_access_key Zt5bQw9eRt2yUi8oPa4sDf6gHj0kLz3xCv7bNm1q --profile ci",
+        "Zt5bQw9eRt2yUi8oPa4sDf6gHj0kLz3xCv7bNm1q",
+    ),
+    (
+        "token",
+        "aws configure set aws_session_token IQoJb3JpZ2luX2VjEJr/Ab1Cd2Ef3Gh4",
+        "IQoJb3JpZ2luX2VjEJr/Ab1Cd2Ef3Gh4",
+    ),
+    ("token", "npm config set //registry.npmjs.org/:_authToken Np7Tok3nValue9", "Np7Tok3nValue9"),
+    ("token", "git config --global github.token Gh7Tok3nValue9", "Gh7Tok3nValue9"),
+    ("password", "redis-cli -h cache.internal -a R3disAuthPw77 ping", "R3disAuthPw77"),
+    ("password", "redis-cli --pass 'R3dis Pw77' info", "R3dis Pw77"),
+    ("password", "mariadb -uroot -pMar1aDbPw55 zanzibar", "Mar1aDbPw55"),
+    ("password", "http -a bob:Ht7pieSecr3t https://api.example.com/status", "Ht7pieSecr3t"),
+    ("password", "https --auth=bob:Ht7pieSecr3t POST api.example.com/items", "Ht7pieSecr3t"),
+    ("password", "ssh-keygen -t ed25519 -N 'KeyPhr4se!88' -f deploy_key", "KeyPhr4se!88"),
+    ("password", "ssh-keygen -p -P 0ldPhr4se -N '' -f key", "0ldPhr4se"),
+    ("password", "openssl enc -aes-256-cbc -salt -k 0pen55lPw -in notes.txt", "0pen55lPw"),
+    (
+        "aws_secret",
+        "export AWS_SECRET_ACCESS_KEY=\\\n  Lc9QwErTyUiOpAsDfGhJkLzXcVbNm12345678Pq\naws s3 ls",
+        "Lc9QwErTyUiOpAsDfGhJkLzXcVbNm12345678Pq",
+    ),
+    ("password", "mysql --user=app --password \\\n    My5qlR00t acme", "My5qlR00t"),
+    # Cookies (request and response headers, curl's -b), short password keys, Docker's auth.
+    (
+        "cookie",
+        "> Cookie: sessionid=c00kieHdrS1dXyZ0123456789AbC\n< HTTP/2 200",
+        "c00kieHdrS1dXyZ0123456789AbC",
+    ),
+    (
+        "cookie",
+        "set-cookie: __Host-session=5e7c00k1eAbCdEf0123456789XyZ; Path=/; Secure",
+        "5e7c00k1eAbCdEf0123456789XyZ",
+    ),
+    (
+        "cookie",
+        'curl -sS -b "sessionid=c00k1e5e55i0nAbCdEf0123456789" https://app.example.com/me',
+        "c00k1e5e55i0nAbCdEf0123456789",
+    ),
+    ("password", '{"host": "db.internal", "pass": "Js0nPassV4lue"}', "Js0nPassV4lue"),
+    ("password", '{"legacy": {"pwd": "Js0nPwdV4lue9"}}', "Js0nPwdV4lue9"),
+    ("password", "smtp:\n  host: mail\n  pass: Qz8vLp2mRt9\n", "Qz8vLp2mRt9"),
+    ("password", "const dbPass = 'Qz8vLp2mRt9x';", "Qz8vLp2mRt9x"),
+    ("password", "the office wifi passcode is Wq7xPasscodeZ3.", "Wq7xPasscodeZ3"),
+    (
+        "cookie",
+        "search for the session cookie c00k1e5e55i0nAbCdEf0123456789 please",
+        "c00k1e5e55i0nAbCdEf0123456789",
+    ),
+    (
+        "docker_auth",
+        '{"auths": {"ghcr.io": {"auth": "Ym9iOkQwY2tlckh1YlB3ITQy"}}}',
+        "Ym9iOkQwY2tlckh1YlB3ITQy",
+    ),  # Key and token shapes: PuTTY's private lines, age keys, Google OAuth tokens, bot and webhook URLs.
+    (
+        "private_key",
+        "PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nPublic-Lines: 2\n"
+        "AAAAC3NzaC1lZDI1NTE5\nAAAAIOpub\n"
+        "Private-Lines: 2\nAAAAIQDlPuTTyPr1vAteK3y\nB0dyXq9Zr7Ws5Ey3Tu1Ii=\nPrivate-MAC: 4a5b6c7d8e9f",
+        "AAAAIQDlPuTTyPr1vAteK3y\nB0dyXq9Zr7Ws5Ey3Tu1Ii=",
+    ),
+    (
+        "age_key",
+        "# public key: age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p\n"
+        "AGE-SECRET-KEY-1QQPQ9QZ8VLP2MRT9AB1CD2EF3GH4IJ5KL6MN7OP8QR9ST0UV1WX2YZ3\n",
+        "AGE-SECRET-KEY-1QQPQ9QZ8VLP2MRT9AB1CD2EF3GH4IJ5KL6MN7OP8QR9ST0UV1WX2YZ3",
+    ),
+    (
+        "google_oauth_token",
+        "ya29.a0AfB_byC1x2Y3z4W5v6U7t8S9r0QpOnMlKjIhGfEdCbA0123456789",
+        "ya29.a0AfB_byC1x2Y3z4W5v6U7t8S9r0QpOnMlKjIhGfEdCbA0123456789",
+    ),
+    (
+        "discord_webhook",
+        "post to https://discord.com/api/webhooks/1234567890/Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv1Wx2Yz3 now",
+        "Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv1Wx2Yz3",
+    ),
+    (
+        "telegram_token",
+        "curl https://api.telegram.org/bot123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw/sendMessage",
+        "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw",
+    ),
 ]
 
 
@@ -137,6 +223,81 @@ def test_several_secrets_in_one_text():
     assert out == "a [REDACTED:openai_key] b [REDACTED:aws_access_key] c DB_PASSWORD=[REDACTED:password] d"
 
 
+def test_a_cut_hides_the_secret_it_crosses_whole_and_leaves_the_rest_to_the_batch():
+    # Nothing crosses the cut: the plain cut, redacted later with its batch (whose values it shares).
+    text = "DB_PASS=Kx7mQ2vZp9 " + "y " * 300
+    assert cut(text, 100) == text[:99] + "…"
+    # A token across the cut, and a quoted value across it: hidden whole, the mark kept whole.
+    assert cut("x" * 90 + f" {GITHUB} end", 100) == "x" * 90 + " [REDACTED:github_token]…"
+    quoted = "x" * 80 + ' PASSWORD="correct horse battery staple" and more'
+    assert cut(quoted, 100, "…]") == "x" * 80 + ' PASSWORD="[REDACTED:password]…]'
+    assert cut("short", 100) == "short"
+
+
+# Text as a JSON string, a repr or a URL-encoded URL holds it: an escape before a secret is a word
+# character for the patterns ("\\nghp_..." is "nghp_..."; "%3Dghp_..." is "Dghp_..."), and a name
+# after "\\n" does not start a line.
+ESCAPED = [
+    (
+        '{"script":"#!/bin/sh\\nexport GH=x\\n'
+        + GITHUB
+        + '\\nAKIAIOSFODNN7EXAMPLE\\nDB_PASS=Kx7mQ2vZp9\\n"}',
+        '{"script":"#!/bin/sh\\nexport GH=x\\n[REDACTED:github_token]\\n[REDACTED:aws_access_key]'
+        '\\nDB_PASS=[REDACTED:password]\\n"}',
+    ),
+    ("'APP=1\\nREDIS_AUTH=Kx7mQ2vZp9\\nX=1'", "'APP=1\\nREDIS_AUTH=[REDACTED:token]\\nX=1'"),
+    (f'"col\\t{OPENAI}"', '"col\\t[REDACTED:openai_key]"'),
+    (
+        f"next=https%3A%2F%2Fapi.example.com%3Faccess_token%3D{GITHUB}%26x%3D1",
+        "next=https%3A%2F%2Fapi.example.com%3Faccess_token%3D[REDACTED:github_token]%26x%3D1",
+    ),
+    # An unquoted value ends at an escaped newline as at a real one.
+    ('{"env":"DB_PASSWORD=hunter2\\nDB_HOST=db"}', '{"env":"DB_PASSWORD=[REDACTED:password]\\nDB_HOST=db"}'),
+    (
+        '{"cmd":"sshpass -p S3cretPass\\nssh ops@host"}',
+        '{"cmd":"sshpass -p [REDACTED:password]\\nssh ops@host"}',
+    ),
+    # A line continuation inside a JSON string: the value is on the next line.
+    (
+        '{"command": "export AWS_SECRET_ACCESS_KEY=\\\\\\n  Lc9QwErTyUiOpAsDfGhJkLzXcVbNm1\\naws s3 ls"}',
+        '{"command": "export AWS_SECRET_ACCESS_KEY=\\\\\\n  [REDACTED:aws_secret]\\naws s3 ls"}',
+    ),
+    # The value itself escaped: hidden whole, as it stands in the text.
+    ("login?next=%2Fhome%3Fpassword%3Dp%40ss%21w0rd", "login?next=%2Fhome%3Fpassword%3D[REDACTED:password]"),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    ESCAPED,
+    ids=[
+        "jq-c",
+        "repr",
+        "tab",
+        "url-encoded",
+        "value-before-escape",
+        "argument-before-escape",
+        "continuation",
+        "encoded-value",
+    ],
+)
+def test_a_secret_after_an_escape_or_url_encoding_is_replaced(text, expected):
+    assert redact(text) == expected
+
+
+def test_a_value_ends_where_a_token_hidden_before_it_starts():
+    assert redact(f"DB_PASS=S3cretPw9={GITHUB}") == "DB_PASS=[REDACTED:password][REDACTED:github_token]"
+    assert redact(f'"api_key": "x9y8z7={GITHUB}"') == '"api_key": "[REDACTED:api_key][REDACTED:github_token]"'
+    # Escaped, the token is hidden in the decoded read: the value before it is found there too.
+    escaped = f'{{"env":"\\nREDIS_AUTH=S3cretPw9%3D{GITHUB}"}}'
+    assert redact(escaped) == '{"env":"\\nREDIS_AUTH=[REDACTED:token][REDACTED:github_token]"}'
+
+
+def test_a_recurring_value_after_an_escape_is_replaced_too():
+    found, later = redact_batch(["DB_PASS=Kx7mQ2vZp9", '{"out":"login\\nKx7mQ2vZp9 ok"}'])
+    assert later == '{"out":"login\\n[REDACTED:recurring_secret] ok"}'
+
+
 @pytest.mark.parametrize(
     "text",
     [
@@ -165,6 +326,42 @@ def test_several_secrets_in_one_text():
         "docker login -u bob -p $DOCKER_PASS; echo $TOKEN | docker login --password-stdin",
         "vault login -method=github; htpasswd -c .htpasswd admin; the login page -p flag",
         "the machine learning password is weak",
+        # Near the new command-line rules: no value, an empty one, a reference, a setting.
+        "ssh-keygen -t ed25519 -N '' -f key; ssh-keygen -N \"\" -q",
+        "redis-cli -h cache -a $REDIS_PASS ping; redis-cli --askpass; mariadb -u root -p acme",
+        "aws configure set region eu-west-1; aws configure get aws_secret_access_key",
+        "npm config set registry https://registry.npmjs.org/; git config pull.rebase true",
+        "git config --global user.token_ttl 3600",
+        "update the config token value; the config secret rotation is due; configure secret scanning",
+        "openssl x509 -in cert.pem -noout -text; openssl enc -d -kfile key.txt",
+        "rsync -a deploy@host:/srv/app ./backup; tar -a -cf out.tar.gz src; ls -a",
+        "http --auth-type=bearer GET api.example.com; see http://example.com/a:b@c",
+        "export PATH=\\\n  /usr/local/bin",
+        # Near cookies, short password keys and Docker's auth: ordinary values, words, counts, paths.
+        "Cookie: theme=dark; lang=en-US; consent=yes\nSet-Cookie: sid=deleted; Path=/; Max-Age=0",
+        "the session cookie: it expires; curl -b cookies.txt -c cookies.txt https://example.com",
+        "git checkout -b fix/login=2",
+        "pass: the test\nbypass=1\nBYPASS_CACHE=1\nCOMPASS_HEADING=270\nencompass: 12",
+        "--- PASS: TestLogin (0.00s)\nPASS\nok  \tpkg\t0.01s\nPASS: 12 FAIL: 0\nPASS=3 FAIL=0",
+        'tests: pass=12 fail=0; {"pass": true, "pwd": "/srv/app"}; pass_rate = 0.93; passes: 4',
+        "if ok:\n    pass\nexcept KeyError: pass",
+        '{"auth": "required", "auth_type": "basic", "auths": {}}',
+        '"auth": "aGVsbG8gd29ybGQ="',
+        "the passcode policy is strict",
+        "the cookie is chocolate; cookie consent banner 2024; the cookie: 3 cups of flour",
+        # Near the key and token shapes: their names in prose and docs, placeholders.
+        "Private-Lines: the count of lines that follow; ya29 tokens expire in an hour",
+        "age-keygen prints AGE-SECRET-KEY-1... to stdout; see https://discord.com/api/webhooks docs",
+        "call https://api.telegram.org/bot<token>/getMe to test",
+        # Escapes and URL encoding in ordinary text.
+        '{"text":"We decided to use Postgres.\\nThe password policy is weak.\\n"}',
+        '{"stdout":"commit 3f9a1c2e7b4d5a6f8e9d0c1b2a3f4e5d6c7b8a9f\\nAuthor: dev\\n"}',
+        "https://example.com/search?q=the%20token%20bucket%21&page=2",
+        "C:\\\\Users\\\\dev\\\\AppData\\\\Local\\\\Temp\\\\build_2024_01.log",
+        '{"content":"max_tokens=4096\\nPASSWORD_MIN_LENGTH = 12\\nAWS_REGION=eu-west-1\\n"}',
+        '"the password is wrong\\n"',
+        '{"a":"\\nAPI_KEY=${API_KEY}\\nDB_HOST=localhost"}',
+        'log.info("password: %s\\n", pw)',
     ],
 )
 def test_ordinary_text_is_unchanged(text):

@@ -410,6 +410,25 @@ def test_26_secret_kinds_reach_neither_the_home_folder_nor_the_endpoint(tmp_path
         assert not leaked(data), (file, leaked(data))
 
 
+def test_a_secret_in_a_search_query_is_not_sent_to_the_embedding_endpoint(tmp_path, fake):
+    """A search embeds its query (and a HyDE passage) at the embedding endpoint: the query is
+    redacted first, as every text sent anywhere is; its words still find what was said."""
+    token = "ghp_QueryT0kenAbCdEfGh1234567890XyZwVuTs"
+    path = write_transcript(
+        folder(tmp_path, "/home/dev/projects/query") / "sess-query.jsonl",
+        [("user", "We decided the Zanzibar CI token lives in the vault.")],
+        cwd="/home/dev/projects/query",
+    )
+    cli("backfill", str(path), "--wait")
+    before = len(fake.requests())
+    found = cli_json("search", f"which Zanzibar repo uses token {token}", "--all-projects")
+    embedded = [r for r in fake.requests()[before:] if r["path"].endswith("/embeddings")]
+    assert embedded, "the query was embedded"
+    assert all(token not in r["body"] for r in embedded)
+    assert any("[REDACTED:github_token]" in r["body"] for r in embedded)
+    assert any("Zanzibar" in r["content"] for r in found)
+
+
 def test_a_secret_in_a_records_metadata_is_not_stored(tmp_path):
     """A record carries strings beside its text (sessionId, cwd, gitBranch, uuid) that are stored
     too. Claude Code never writes a secret there; a hand-made or hostile file may, and it is not
@@ -433,6 +452,119 @@ def test_a_secret_in_a_records_metadata_is_not_stored(tmp_path):
     }
     assert db_rows("SELECT count(*) FROM messages WHERE timestamp IS NULL")[0][0] == 1
     assert found_in_home(token) == []
+
+
+def tool_call_and_result(session: str, project: str, when: datetime, command: str, output: str) -> list[dict]:
+    """A Bash call (an assistant record) and its output (a user record), as Claude Code writes them."""
+    tool_id = f"toolu_{uuid.uuid4().hex[:12]}"
+    use = record("assistant", "", session=session, cwd=project, when=when)
+    use["message"]["content"] = [
+        {"type": "tool_use", "id": tool_id, "name": "Bash", "input": {"command": command}}
+    ]
+    result = record("user", "", session=session, cwd=project, when=when + timedelta(seconds=1))
+    result["message"]["content"] = [{"type": "tool_result", "tool_use_id": tool_id, "content": output}]
+    return [use, result]
+
+
+def write_records(path: Path, lines: list[dict]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines), encoding="utf-8")
+    return path
+
+
+def test_a_secret_crossing_the_cut_of_a_tool_call_or_its_output_is_not_kept_in_part(tmp_path):
+    """A tool call is kept as a 120-character descriptor and its output as its first 500 characters.
+    A token that crosses either cut is hidden whole: its first half alone ("Bearer Bz9Yx8Wv7Ut…",
+    "ghp_CutAtF1v…") is too short for any pattern, so it must not be what is redacted."""
+    project, session = "/home/dev/projects/cuts", "sess-cuts"
+    bearer = "Bz9Yx8Wv7Ut6Sr5Qp4On3Ml2Kj1Ih0GfEdCbA"
+    github = "ghp_CutAtF1veHundredAbCdEf1234567890QwE"
+    command = "curl -sS -X POST https://api.example.com/v1/zanzibar/exports/run/now -H "
+    command += f"'Authorization: Bearer {bearer}'"
+    assert command.index(bearer) < 120 - len("[tool Bash: ") < command.index(bearer) + len(bearer)
+    output = "x" * 480 + " token " + github + " end"
+    assert output.index(github) < 500 < output.index(github) + len(github)
+    lines = [
+        record("user", "We decided to run the Zanzibar export now.", session=session, cwd=project, when=DAY)
+    ]
+    lines += tool_call_and_result(session, project, DAY + timedelta(seconds=5), command, "ok")
+    lines += tool_call_and_result(session, project, DAY + timedelta(seconds=9), "cat build.log", output)
+    path = write_records(folder(tmp_path, project) / f"{session}.jsonl", lines)
+    cli("backfill", str(path), "--wait")
+    stored = " ".join(c for (c,) in db_rows("SELECT content FROM messages"))
+    assert "Bearer [REDACTED:bearer_token]…]" in stored and " token [REDACTED:github_token]…" in stored
+    for half in (bearer[:8], github[:9]):
+        assert half not in stored and found_in_home(half) == []
+        assert half not in search_here("zanzibar exports run token build")
+
+
+def test_the_archive_copy_hides_secrets_inside_the_strings_of_each_line(tmp_path, fake):
+    """A transcript line is JSON: inside its strings a newline is written `\\n` and a quote `\\"`,
+    so a secret at the start of a line of a tool's output or a file's content, or a JSON key of a
+    pretty-printed config, is only a secret once the string is read. The archive copy hides them
+    all, and a value found in one line where it recurs in another; a line that is not JSON (a crash
+    mid-write) keeps no secret either."""
+    project, session = "/home/dev/projects/archive", "sess-archive"
+    secrets = {
+        "json_password": "ArchJs0nPw1x",
+        "output_line": "ghp_ArchNewl1neT0kenAbCdEf1234567890QwE",
+        "file_content": "ArchWr1teP4ss",
+        "thinking": "AKIAARCHTH1NK1NGKEY7",
+        "not_json": "N0tJs0nPw88",
+    }
+    lines = [
+        record("user", "We decided to archive the Zanzibar config.", session=session, cwd=project, when=DAY)
+    ]
+    thinking = record("assistant", "", session=session, cwd=project, when=DAY + timedelta(seconds=2))
+    thinking["message"]["content"] = [
+        {"type": "thinking", "thinking": f"Old key from the notes:\n{secrets['thinking']}\nDo not echo it."}
+    ]
+    lines.append(thinking)
+    config_json = json.dumps({"name": "zanzibar", "password": secrets["json_password"]}, indent=2)
+    lines += tool_call_and_result(
+        session, project, DAY + timedelta(seconds=4), "cat config.json", config_json
+    )
+    output = f"token follows\n{secrets['output_line']}\ndone"
+    lines += tool_call_and_result(session, project, DAY + timedelta(seconds=6), "gh auth token", output)
+    write = record("assistant", "", session=session, cwd=project, when=DAY + timedelta(seconds=8))
+    content = f"APP=1\nDB_PASS={secrets['file_content']}\n"
+    write["message"]["content"] = [
+        {
+            "type": "tool_use",
+            "id": "toolu_w1",
+            "name": "Write",
+            "input": {"file_path": ".env", "content": content},
+        }
+    ]
+    lines.append(write)
+    lines.append(
+        record(
+            "user",
+            f"The old one was {secrets['json_password']} by the way.",
+            session=session,
+            cwd=project,
+            when=DAY,
+        )
+    )
+    path = write_records(folder(tmp_path, project) / f"{session}.jsonl", lines)
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(
+            '{"type": "user", "message": {"content": "cut off\\nDB_PASSWORD=' + secrets["not_json"] + "\n"
+        )
+    raw = path.read_bytes()
+    assert all(s.encode() in raw for s in secrets.values())
+    (tmp_path / "claude" / "settings.json").write_text('{"cleanupPeriodDays": 10}')
+    cli("backfill", str(path), "--wait")
+    age([path])
+    assert cli_json("maintain")["archived"]
+    [archive] = list(config.paths().archive.iterdir())
+    copy = gzip.decompress(archive.read_bytes()).decode()
+    assert [name for name, value in secrets.items() if value in copy] == []
+    kept = copy.split("\n")
+    assert len(kept) == len(raw.decode().split("\n"))  # line numbers stay those of the transcript
+    assert all(json.loads(line) for line in kept[: len(lines)])
+    assert "[REDACTED:" in kept[-2] and kept[-2].startswith('{"type": "user"')
+    assert json.loads(kept[0]) == lines[0]  # a line without a secret is kept as it was
 
 
 # === 3. only transcripts are read ==================================================================

@@ -216,8 +216,16 @@ def _write_archive(target: Path, data: bytes | Iterable[bytes]) -> None:
 def sanitized_transcript(db: Database, source: str, project: str | None, raw: bytes, now: float) -> bytes:
     """A transcript as we may keep it: every line redacted (secrets, ``<private>`` parts, values
     that recur), lines said while paused or forgotten (by line or by project) replaced by ``{}``
-    so line numbers stay those of the original."""
-    from total_recall.redact import redact_batch, redact_json
+    so line numbers stay those of the original.
+
+    Each line is redacted twice: as written, where a key stands beside its value
+    (``"password":"X"``), then string by string as parsed, where a newline escaped as ``\\n`` is a
+    newline again (a secret opening a line of a tool's output or of a file's content) and a
+    pretty-printed config's ``"password": "X"`` is no longer escaped. A line that is not JSON is
+    redacted as text both times. A line that changes is written again (compact, as Claude Code
+    writes), one that does not is kept byte for byte.
+    """
+    from total_recall.redact import redact_batch, redact_json_batch
 
     ranges = trust.paused_ranges(db)
     cutoff = trust.project_cutoff(db, project)
@@ -232,22 +240,35 @@ def sanitized_transcript(db: Database, source: str, project: str | None, raw: by
         stamp = obj.get("timestamp") if isinstance(obj, dict) else None
         drop = number in gone or (line.strip() and trust.withheld(stamp, ranges, cutoff, now))
         parsed.append((None if drop else line, obj))
-    kept = redact_batch([line for line, _ in parsed if line is not None])
-    out, it = [], iter(kept)
+    kept = [(line, obj) for line, obj in parsed if line is not None]
+    first = redact_batch([line for line, _ in kept], decoded=False)  # the strings are read decoded next
+    values = [text if obj is None else _parsed(text, obj) for text, (_, obj) in zip(first, kept)]
+    second = iter(zip(first, values, redact_json_batch(values)))
+    out = []
     for line, obj in parsed:
         if line is None:
             out.append("{}")
             continue
-        text = next(it)
-        if obj is not None:
-            try:
-                json.loads(text)
-            except ValueError:
-                # Trigger: a replacement cut through a JSON escape (or an unclosed <private> ran to
-                # the end of the line). Why: the copy must stay readable. Outcome: redact value by value.
-                text = json.dumps(redact_json(obj), ensure_ascii=False)
-        out.append(text)
+        text, value, clean = next(second)
+        if obj is None:
+            out.append(clean)
+        elif clean == value and value is not obj:
+            out.append(text)
+        else:
+            out.append(json.dumps(clean, ensure_ascii=False, separators=(",", ":")))
     return "\n".join(out).encode("utf-8")
+
+
+def _parsed(text: str, obj):
+    """The line as redacted, parsed; or the original's value when redaction broke its JSON.
+
+    Trigger: a replacement cut through a JSON escape (or an unclosed <private> ran to the end
+    of the line). Why: the copy must stay readable. Outcome: its strings are redacted one by one
+    from the original (``redact_json_batch``)."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return obj
 
 
 def refresh_all_digests(db: Database) -> list[str]:

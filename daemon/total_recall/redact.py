@@ -19,17 +19,32 @@ PyPI, Azure storage, Square, Discord, Telegram...) run too, when that package is
 own patterns cover what it has no plugin for (Hugging Face, bare npm tokens, command-line
 passwords, ``.env`` names, prose such as "the password is X"). ``redact_batch`` also replaces,
 in every text of a batch, each secret value found anywhere in it.
+
+Text holding escapes (a JSON string's ``\\n``, a repr's ``\\t``, a URL's ``%3D``) is read once
+more decoded, where a token after the escape starts a word and a name after ``\\n`` starts a line;
+each value hidden there is hidden where it stands in the text, its escapes included.
 """
 
 from __future__ import annotations
 
+import base64
+import bisect
 import re
 from collections.abc import Iterable, Iterator
 
 MARK = "[REDACTED:{}]"
 
+# One character of a bare value: no space or quote, and no escaped newline or tab (text of a JSON
+# string or a repr: "-pS3cret\\n" ends before the escape).
+_BARE = r"(?:[^\s\"'\\]|\\(?![nrt]))"
+# A command-line argument: a quoted value (spaces and all) or a bare word, not a $REFERENCE or a flag.
+_ARG = r"""["']?(?P<secret>(?<=")[^"\n]+(?=")|(?<=')[^'\n]+(?=')|(?!\\[nrt])[^\s"'$\-]""" + _BARE + "*)"
+# A key naming a secret, in a tool's "config set KEY VALUE".
+_CONFIG_KEY = r"(?P<key>[^\s=]*?(?i:secret|token|passw(?:or)?d|api[_\-]?key|_auth)[^\s=]*)"
+
 # (kind, pattern): the whole match is replaced unless the pattern has a "secret" group, in
-# which case only that group is.
+# which case only that group is; with a "key" group too, a key that configures rather than holds
+# a secret (token_ttl) or a value that is a reference ($TOKEN) is left alone.
 _TOKEN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     (
         "private_key",
@@ -64,16 +79,43 @@ _TOKEN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("password", re.compile(r"://[^\s:/@\[\]]*:(?P<secret>[^\s/\[\]]+)@(?=[\w.\-]+(?:[:/?#\s]|\Z))")),
     ("huggingface_token", re.compile(r"hf_[A-Za-z0-9]{30,}")),
     ("npm_token", re.compile(r"npm_[A-Za-z0-9]{30,}")),
-    ("npm_token", re.compile(r":_authToken=\s*(?P<secret>[^\s\"']+)")),
+    ("npm_token", re.compile(r":_authToken=\s*(?P<secret>" + _BARE + r"+)")),
     ("gitlab_token", re.compile(r"gl(?:pat|dt|ft|rt|soat|cbt)-[A-Za-z0-9_\-]{20,}")),
     ("stripe_key", re.compile(r"(?:sk|rk|pk)_(?:live|test)_[0-9A-Za-z]{16,}")),
     ("sendgrid_key", re.compile(r"SG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}")),
     ("twilio_key", re.compile(r"SK[0-9a-fA-F]{32}(?![0-9A-Za-z])")),
     ("azure_key", re.compile(r"(?:AccountKey|SharedAccessKey|sig)=(?P<secret>[A-Za-z0-9+/%]{16,}=*)")),
     # Command-line passwords: curl -u user:PASS, mysql -pPASS, sshpass -p PASS.
-    ("password", re.compile(r"(?:-u|--user)[ =][\"']?[^\s:\"']+:(?P<secret>[^\s\"']+)")),
-    ("password", re.compile(r"mysql(?:dump|admin)?\b[^\n]{0,200}?\s-p[\"']?(?P<secret>[^\s\"']+)")),
-    ("password", re.compile(r"sshpass\s+-p\s*[\"']?(?P<secret>[^\s\"']+)")),
+    ("password", re.compile(r"(?:-u|--user)[ =][\"']?[^\s:\"']+:(?P<secret>" + _BARE + r"+)")),
+    (
+        "password",
+        re.compile(r"mysql(?:dump|admin)?\b[^\n]{0,200}?\s-p[\"']?(?P<secret>" + _BARE + r"+)"),
+    ),
+    ("password", re.compile(r"sshpass\s+-p\s*[\"']?(?P<secret>" + _BARE + r"+)")),
+    ("password", re.compile(r"mariadb(?:-?dump|-?admin)?\b[^\n]{0,200}?\s-p" + _ARG)),
+    # redis-cli -a PASS, ssh-keygen -N PASSPHRASE (not the empty ''), openssl enc -k PASS,
+    # httpie's http -a user:PASS, aws configure set aws_secret_access_key X, npm config set ...
+    ("password", re.compile(r"redis-cli\b[^\n]{0,200}?\s(?:-a|--pass)[ \t]+" + _ARG)),
+    ("password", re.compile(r"ssh-keygen\b[^\n]{0,200}?\s-[NP][ \t]*" + _ARG)),
+    ("password", re.compile(r"openssl\b[^\n]{0,200}?\s-[kK][ \t]+" + _ARG)),
+    (
+        "password",
+        re.compile(
+            r"https?[ \t]+(?:[^\n|;&]{0,200}?[ \t])?(?:-a|--auth)[ =][\"']?[^\s:\"'/]+:(?P<secret>"
+            + _BARE
+            + r"+)"
+        ),
+    ),
+    (
+        "config_secret",
+        # "config set" (aws, npm, yarn, pnpm...) or git's "config"; "the config token" is prose.
+        re.compile(
+            r"config(?:(?:ure)?[ \t]+set|(?<=git[ \t]config))[ \t]+(?:-\S+[ \t]+)*"
+            + _CONFIG_KEY
+            + r"[ \t]+"
+            + _ARG
+        ),
+    ),
     # docker / podman / oc / az ... login -p PASS; echo PASS | docker login --password-stdin.
     (
         "login_password",
@@ -89,17 +131,35 @@ _TOKEN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
         ),
     ),
     # htpasswd -b FILE USER PASS, smbclient -U user%PASS, openssl -pass pass:PASS.
-    ("password", re.compile(r"htpasswd\s+-\w*b\w*\s+(?:-\w+\s+)*\S+\s+\S+\s+[\"']?(?P<secret>[^\s\"']+)")),
-    ("password", re.compile(r"-U\s+[\"']?[^\s%\"']+%(?P<secret>[^\s\"']+)")),
-    ("password", re.compile(r"-pass(?:in|out)?\s+[\"']?pass:(?P<secret>[^\s\"']+)")),
+    (
+        "password",
+        re.compile(r"htpasswd\s+-\w*b\w*\s+(?:-\w+\s+)*\S+\s+\S+\s+[\"']?(?P<secret>" + _BARE + r"+)"),
+    ),
+    ("password", re.compile(r"-U\s+[\"']?[^\s%\"']+%(?P<secret>" + _BARE + r"+)")),
+    ("password", re.compile(r"-pass(?:in|out)?\s+[\"']?pass:(?P<secret>" + _BARE + r"+)")),
     # .netrc: machine HOST [login USER] password PASS (one line or several).
     (
         "password",
         re.compile(
             r"machine[ \t]+(?:[\w\-]+\.[\w.\-]+|localhost)(?:\s+login[ \t]+\S+)?"
-            r"\s+password[ \t]+(?P<secret>[^\s\"']+)"
+            r"\s+password[ \t]+(?P<secret>" + _BARE + r"+)"
         ),
     ),
+    # ~/.docker/config.json: "auth" is base64 of user:password (checked: "auth": "required" stays).
+    ("docker_auth", re.compile(r'"auth"[ \t]*:[ \t]*"(?P<secret>[A-Za-z0-9+/]{8,}={0,2})"')),
+    # PuTTY's .ppk: the lines after "Private-Lines: N" (the public ones stay); age's secret keys;
+    # Google OAuth access tokens; the secret part of Discord webhook and Telegram bot URLs.
+    (
+        "private_key",
+        re.compile(
+            r"Private-Lines:[ \t]*\d+[ \t]*\r?\n"
+            r"(?P<secret>[A-Za-z0-9+/=]+(?:\r?\n[A-Za-z0-9+/=]+)*)(?=\r?\n|\Z)"
+        ),
+    ),
+    ("age_key", re.compile(r"AGE-SECRET-KEY-1[0-9A-Z]{20,}")),
+    ("google_oauth_token", re.compile(r"ya29\.[0-9A-Za-z_\-]{20,}")),
+    ("discord_webhook", re.compile(r"discord(?:app)?\.com/api/webhooks/\d+/(?P<secret>[A-Za-z0-9_\-]{20,})")),
+    ("telegram_token", re.compile(r"api\.telegram\.org/(?:file/)?bot(?P<secret>\d+:[A-Za-z0-9_\-]{20,})")),
     # HashiCorp Vault tokens, and the one given to `vault login`.
     ("vault_token", re.compile(r"hv[sbr]\.[A-Za-z0-9_\-]{20,}")),
     (
@@ -110,7 +170,9 @@ _TOKEN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ),
 ]
 
-_LEAD = {"bearer_token": "Bb", "authorization": "Aa"}  # header names as written in practice
+_LEAD = {"bearer_token": "Bb", "authorization": "Aa"}
+# Kinds whose value must be base64 of "user:password" (Docker's config.json "auth").
+_BASIC_AUTH_KINDS = {"docker_auth"}  # header names as written in practice
 _WORD_START_KINDS = {
     "huggingface_token",
     "npm_token",
@@ -119,6 +181,8 @@ _WORD_START_KINDS = {
     "sendgrid_key",
     "twilio_key",
     "vault_token",
+    "age_key",
+    "google_oauth_token",
 }
 # Kinds whose match must start a word: "mask-..." or "xghp_..." are not keys.
 _WORD_START = {
@@ -133,25 +197,37 @@ _WORD_START = {
 
 # A word that makes a key name sensitive. TOKEN is not sensitive in "max_tokens", "tokenizer".
 # Matched against the lowercased text: a case-insensitive regex is several times slower.
+# The alternatives share their first letters ("p(?:ass...|wd)"): each "p" of the text is tried once.
 _KEY_WORD_SOURCE = (
-    r"passw(?:or)?d|passphrase|secret|token(?!s|iz|_?count|_?limit|_?usage)|api[_\-]?key"
-    r"|access[_\-]?key|private[_\-]?key|credentials"
+    r"p(?:ass(?:w(?:or)?d|phrase|code|(?![\w.\-]))|wd(?![\w.\-])|rivate[_\-]?key)|secret"
+    r"|token(?!s|iz|_?count|_?limit|_?usage)|a(?:pi|ccess)[_\-]?key|credentials"
 )
 _KEY_WORD = re.compile(_KEY_WORD_SOURCE)
 _KEY_WORD_ANY_CASE = re.compile(_KEY_WORD_SOURCE, re.IGNORECASE)
 _KEY_CHAR = re.compile(r"[\w.\-]")
 # After the key: optional closing quote, a separator, then the value.
+# An unquoted value ends before an escaped newline or tab (text of a JSON string or a repr:
+# "PASSWORD=x\\nHOST=db"), as it ends before a real one.
+# A shell line continuation between a name and its value (`KEY=\` then the value on the next line).
+_CONTINUED = r"(?:\\(?:[ \t]*\r?\n|[ \t]+)[ \t]*)?"
 _ASSIGN_TAIL = re.compile(
-    r"""(?P<close>["']?)(?P<sep>[ \t]*(?::(?!:)|=(?!=))[ \t]*)"""
-    r"""(?P<value>"[^"\n]*"|'[^'\n]*'|[^\s"',;)}\]]+)"""
+    r"""(?P<close>["']?)(?P<sep>[ \t]*(?::(?!:)|=(?!=))[ \t]*""" + _CONTINUED + r""")"""
+    r"""(?P<value>"[^"\n]*"|'[^'\n]*'|(?:[^\s"',;)}\]\\]|\\(?![nrt]))+)"""
 )
-_FLAG_TAIL = re.compile(r"""(?P<sep>=|[ \t]+)(?P<value>"[^"\n]*"|'[^'\n]*'|[^\s"',;)}\]-][^\s"',;)}\]]*)""")
+_FLAG_TAIL = re.compile(
+    r"""(?P<sep>=|[ \t]+)"""
+    + _CONTINUED
+    + r"""(?P<value>"[^"\n]*"|'[^'\n]*'|(?!\\[nrt])[^\s"',;)}\]-](?:[^\s"',;)}\]\\]|\\(?![nrt]))*)"""
+)
 # Unquoted values that are references, not secrets: calls, env lookups, null-ish literals.
 _NOT_A_SECRET = re.compile(
-    r"[A-Za-z_][\w.]*[(\[].*|\$\{?\w+\}?|<[^>]*>|\*+|\.\.\.|…"
+    r"[A-Za-z_][\w.]*[(\[].*|\$\{?\w+\}?|<[^>]*>|\*+|\.\.\.|…|%(?:\(\w+\))?[sdr]"
     r"|None|null|nil|True|False|true|false",
 )
 _KIND_OF_WORD = {
+    "pass": "password",
+    "pwd": "password",
+    "passcode": "password",
     "passphrase": "password",
     "passwd": "password",
     "password": "password",
@@ -183,16 +259,22 @@ _SCHEMA_WORDS = frozenset(
 )
 # The shell's own names for folders: PWD=/home/me/app is a path, not a password.
 _SHELL_NAMES = frozenset({"PWD", "OLDPWD"})
-_ENV_TAIL = re.compile(r"""[ \t]*(?:=|:(?!:))[ \t]*(?P<value>"[^"\n]*"|'[^'\n]*'|[^\s"'#,;)}\]]+)""")
+_ENV_TAIL = re.compile(
+    r"""[ \t]*(?P<sep>=|:(?!:))[ \t]*"""
+    + _CONTINUED
+    + r"""(?P<value>"[^"\n]*"|'[^'\n]*'|(?:[^\s"'#,;)}\]\\]|\\(?![nrt]))+)"""
+)
 # Prose: "the DB password is X", "my token was X", "the api key for staging is X"; matched on
 # the lowercased text (a case-insensitive regex is several times slower), the value taken from
 # the text itself.
-_PROSE_WORD = re.compile(r"passw(?:or)?d|passphrase|secret|token|api[ _\-]?key|pin code|pwd?(?![a-z])")
+_PROSE_WORD = re.compile(
+    r"p(?:ass(?:w(?:or)?d|phrase|code)|in code|wd?(?![a-z]))|cookie|secret|token|api[ _\-]?key"
+)
 # "is"/"was", or a colon or "=" ("api key: X"), after the word or after a short "for the staging db".
 _PROSE_TAIL = re.compile(
     r"\b(?:[ \t]+(?:for|of|on|to|at|in)(?:[ \t]+[\w.\-]+){1,3}?)?"
     r"(?:[ \t]+(?:is|was)[ \t]+(?:now[ \t]+|still[ \t]+)?|[ \t]*[:=][ \t]*)"
-    r"""["'`]?(?P<secret>[^\s"'`,;]+)"""
+    r"""["'`]?(?P<secret>(?:[^\s"'`,;\\]|\\(?![nrt]))+)"""
 )
 # Or the value right after the word with nothing between ("the client secret 8f3e9a1b..."): only
 # a key-shaped value is taken then (see _key_shaped), so "secret sauce" stays.
@@ -262,7 +344,7 @@ _GATES: dict[str, tuple[str, ...] | re.Pattern[str]] = {
     "login_password": (" login",),
     "stripe_key": ("_live_", "_test_"),
     "azure_key": ("accountkey=", "sharedaccesskey=", "sig="),
-    "telegram_token": re.compile(r":[0-9A-Za-z_-]{35}"),
+    "telegram_token": re.compile(r":[0-9A-Za-z_-]{20}"),  # detect-secrets' 35, a bot URL's 20+
     "discord_token": re.compile(r"\.[a-zA-Z\d_-]{6}\.[a-zA-Z\d_-]{27}"),
 }
 
@@ -283,14 +365,55 @@ def strip_private(text: str) -> str:
     return _PRIVATE.sub(PRIVATE_MARK, text)
 
 
-def redact_json(obj):
-    """A copy of a parsed JSON value with every string redacted (keys too: they can hold text)."""
+def redact_json_batch(values: list) -> list:
+    """Each parsed JSON value (a str too) with every string in it redacted, keys included; as in
+    ``redact_batch``, a secret value found in one string is replaced in all of them.
+
+    The strings of one value are redacted as one text (one pass per value, not per string),
+    joined by a line no pattern reads across.
+    """
+    strings = [list(_json_strings(v)) for v in values]
+    results = [_redact(_JOIN.join(own)) for own in strings]
+    found = _recurring({v: k for _, _, vs in results for v, k in vs.items()})
+    out = []
+    for value, own, (text, _, _) in zip(values, strings, results):
+        clean = _replace_values(text, found).split(_JOIN) if own else []
+        if len(clean) != len(own):
+            # Trigger: a replacement ran over the join (an unclosed private key block or
+            # <private> part hides the rest of its text). Why: the strings no longer line up.
+            # Outcome: each string of this value redacted on its own.
+            clean = [_replace_values(_redact(s)[0], found) for s in own]
+        out.append(_rebuild_json(value, iter(clean)))
+    return out
+
+
+_JOIN = "\n\x00\n"
+
+
+def _json_strings(obj) -> Iterator[str]:
     if isinstance(obj, str):
-        return redact(obj)
+        yield obj
+    elif isinstance(obj, dict):
+        for key, value in obj.items():
+            yield key
+            yield from _json_strings(value)
+    elif isinstance(obj, list):
+        for value in obj:
+            yield from _json_strings(value)
+
+
+def _rebuild_json(obj, strings: Iterator[str]):
+    """``obj`` with its strings taken in turn from ``strings`` (in ``_json_strings``' order)."""
+    if isinstance(obj, str):
+        return next(strings)
     if isinstance(obj, dict):
-        return {redact(k): redact_json(v) for k, v in obj.items()}
+        out = {}
+        for key, value in obj.items():
+            key = next(strings)
+            out[key] = _rebuild_json(value, strings)
+        return out
     if isinstance(obj, list):
-        return [redact_json(v) for v in obj]
+        return [_rebuild_json(value, strings) for value in obj]
     return obj
 
 
@@ -299,47 +422,178 @@ def redact(text: str) -> str:
     return redact_count(text)[0]
 
 
+def cut(text: str, limit: int, suffix: str = "…") -> str:
+    """``text`` cut to about ``limit`` characters (``suffix`` included), never ending in part of a
+    secret.
+
+    Half a token ("ghp_CutAtF1v…", "Bearer Bz9Yx8Wv…") is too short for the patterns, so redacting
+    after the cut would keep it. A window a little past the cut (ending on a whitespace boundary)
+    is redacted first: when nothing crossing the cut is hidden, the plain cut is returned (redacted
+    later with its batch, whose recurring values it then shares); else the redacted window, cut
+    with its marks whole. Only the window is read: a 1 MB tool output costs what a short one does.
+    """
+    if len(text) <= limit:
+        return text
+    keep = max(limit - len(suffix), 0)
+    head = text[:keep]
+    # The common case, cheaply: nothing near the cut is hidden (the token across it with the key or
+    # header before it, a quoted value to its closing quote), so no secret crosses it. A value
+    # whose key is farther back is hidden after the cut all the same: key rules take any value.
+    near = text[_token_start(text, max(keep - _NEAR_BEFORE, 0)) : _token_end(text, keep + _NEAR_AFTER)]
+    if redact(near) == near:
+        return head + suffix
+    window = text[: _token_end(text, keep + _CUT_CONTEXT)]
+    clean = redact(window)
+    if clean.startswith(redact(head)):
+        return head + suffix
+    end = keep
+    for mark in _MARKS.finditer(clean):
+        if mark.start() < keep < mark.end():
+            end = mark.end()
+            break
+    return clean[:end] + suffix
+
+
+_CUT_CONTEXT = 200  # what the window holds past the cut: a quoted value's closing quote, a token
+_NEAR_BEFORE, _NEAR_AFTER = 80, 100  # the part around the cut looked at first
+_CUT_TOKEN = re.compile(r"\S{0,4096}")  # the longest token looked at whole (a JWT, a key body)
+_MARKS = re.compile(r"\[REDACTED:[a-z_]+\]|" + re.escape(PRIVATE_MARK))
+
+
+def _token_start(text: str, at: int) -> int:
+    """Where the token holding position ``at`` starts (``at`` itself after whitespace)."""
+    return at - _CUT_TOKEN.match(text[max(at - 4096, 0) : at][::-1]).end()
+
+
+def _token_end(text: str, at: int) -> int:
+    """Where the token holding position ``at`` ends (``at`` itself before whitespace): a window
+    ending there halves no token."""
+    return _CUT_TOKEN.match(text, at).end() if at < len(text) else len(text)
+
+
 def redact_count(text: str) -> tuple[str, int]:
     """``(redacted text, number of secrets replaced)``."""
     out, count, _values = _redact(text)
     return out, count
 
 
-def redact_batch(texts: Iterable[str]) -> list[str]:
-    """Each text redacted; a secret value found in one text is also replaced in all the others."""
-    results = [_redact(t) for t in texts]
-    values = sorted({v for _, _, vs in results for v in vs}, key=len, reverse=True)
+def redact_batch(texts: Iterable[str], *, decoded: bool = True) -> list[str]:
+    """Each text redacted; a secret value found in one text is also replaced in all the others.
+    ``decoded=False`` skips the second, decoded read of text holding escapes (``_redact_decoded``),
+    for a caller that reads the decoded text itself (the archive's parsed strings)."""
+    results = [_redact(t, decode=decoded) for t in texts]
+    values = _recurring({v: k for _, _, vs in results for v, k in vs.items()})
     return [_replace_values(out, values) for out, _, _ in results]
 
 
-def _redact(text: str) -> tuple[str, int, set[str]]:
+def _redact(text: str, decode: bool = True) -> tuple[str, int, dict[str, str]]:
+    """``(redacted text, number of secrets replaced, {each value hidden: its kind})``."""
     if not text:
-        return text, 0, set()
+        return text, 0, {}
     text = strip_private(text)
-    values: set[str] = set()
+    values: dict[str, str] = {}
     total = 0
     lowered = text.lower()
+    # A pattern is searched first: most find nothing, and then no substitution is set up.
     for kind, pattern in _TOKEN_PATTERNS:
-        if _open(kind, text, lowered):
+        if (kind not in _GATES or _open(kind, text, lowered)) and pattern.search(text):
             text, n = _substitute(text, kind, pattern, values)
             if n:
                 total += n
                 lowered = text.lower()
     for kind, pattern in _LIBRARY_PATTERNS:
-        if _open(kind, text, lowered):
+        if (kind not in _GATES or _open(kind, text, lowered)) and pattern.search(text):
             text, n = _substitute(text, kind, pattern, values, library=True)
             total += n
+    if "cookie" in lowered or "curl" in lowered:
+        text, n = _redact_cookies(text, lowered, values)
+        total += n
     text, n = _redact_assignments(text, values)
     total += n
     text, n = _redact_env(text, values)
     total += n
     text, n = _redact_prose(text, values)
     total += n
-    if values:
+    if decode:
+        text, n = _redact_decoded(text, values)
+        total += n
+    if recurring := _recurring(values):
         before = text
-        text = _replace_values(text, sorted(values, key=len, reverse=True))
+        text = _replace_values(text, recurring)
         total += text.count("[REDACTED:") - before.count("[REDACTED:")
     return text, total, values
+
+
+# Backslash escapes (a JSON string's or a repr's \n, \t, \", \\, \uXXXX) and URL encoding (%3D).
+_ESCAPE = re.compile(r"\\(?:[nrt\"'\\/]|u[0-9A-Fa-f]{4})|%[0-9A-Fa-f]{2}")
+_ESCAPED_CHAR = {"n": "\n", "r": "\r", "t": "\t"}
+
+
+def _redact_decoded(text: str, values: dict[str, str]) -> tuple[str, int]:
+    """Trigger: the text holds escapes (output of `jq -c`, a repr, a URL-encoded URL).
+    Why: a token right after "\\n" or "%3D" does not start a word for the patterns, a name after
+    "\\n" does not start a line ("\\nghp_...", "%3Dghp_...", "\\nDB_PASS=..."), one general
+    blind spot. Outcome: the text is redacted again decoded, and each value hidden there is hidden
+    where it stands in the text, escapes and all; text without escapes costs one scan."""
+    view = _decoded(text)
+    if view is None:
+        return text, 0
+    decoded, escapes = view
+    _, _, hidden = _redact(decoded, decode=False)
+    spans = []
+    for value, kind in hidden.items():
+        # A short value only as a word of its own; a long one wherever it stands ("-pS3cretPass",
+        # "S3cretPass=ghp_...": a value is found in the text as redacted so far).
+        pattern = rf"(?<![\w]){re.escape(value)}(?![\w])" if len(value) < 8 else re.escape(value)
+        for match in re.finditer(pattern, decoded):
+            spans.append((_original(escapes, match.start()), _original(escapes, match.end()), kind))
+    out: list[str] = []
+    done = 0
+    for start, end, kind in sorted(spans, key=lambda s: (s[0], -s[1])):
+        if start >= done:
+            out += [text[done:start], MARK.format(kind)]
+            done = end
+    for value, kind in hidden.items():
+        values.setdefault(value, kind)
+    if not out:
+        return text, 0
+    out.append(text[done:])
+    return "".join(out), len(out) // 2
+
+
+def _decoded(text: str) -> tuple[str, list[tuple[int, int, int]]] | None:
+    """``text`` with its escapes decoded, and each escape's (place in the decoded text, start and
+    end in ``text``); None when it has none."""
+    if "\\" not in text and "%" not in text:
+        return None
+    out: list[str] = []
+    escapes: list[tuple[int, int, int]] = []
+    done = shift = 0
+    for match in _ESCAPE.finditer(text):
+        code = match.group()
+        if code[0] == "%":
+            char = chr(int(code[1:], 16))
+        elif code[1] == "u":
+            char = chr(int(code[2:], 16))
+        else:
+            char = _ESCAPED_CHAR.get(code[1], code[1])
+        out += [text[done : match.start()], char]
+        escapes.append((match.start() - shift, match.start(), match.end()))
+        shift += len(code) - 1
+        done = match.end()
+    if not escapes:
+        return None
+    out.append(text[done:])
+    return "".join(out), escapes
+
+
+def _original(escapes: list[tuple[int, int, int]], at: int) -> int:
+    """Where position ``at`` of the decoded text is in the text (``_decoded``)."""
+    before = bisect.bisect_left(escapes, (at,)) - 1  # the last escape decoded before ``at``
+    if before < 0:
+        return at
+    place, _, end = escapes[before]
+    return end + at - place - 1
 
 
 def _replace_values(text: str, values: list[str]) -> str:
@@ -350,19 +604,38 @@ def _replace_values(text: str, values: list[str]) -> str:
 
 
 def _replace_word(text: str, value: str) -> str:
-    """Replace ``value`` where it stands as its own token (not inside a longer word)."""
-    pattern = re.compile(r"(?<![\w])" + re.escape(value) + r"(?![\w])")
+    """Replace ``value`` where it stands as its own token (not inside a longer word; an escape
+    just before it, "\\n" or "%3D", ends the word before)."""
+    pattern = re.compile(r"(?:(?<![\w])|(?<=\\[nrt])|(?<=%[0-9A-Fa-f]{2}))" + re.escape(value) + r"(?![\w])")
     return pattern.sub(MARK.format("recurring_secret"), text)
 
 
-def _remember(values: set[str], secret: str) -> None:
-    """Keep a found value to hide where it recurs, unless it is an ordinary word ("production"),
-    which would then be hidden all over the batch."""
+def _remember(values: dict[str, str], secret: str, kind: str) -> None:
+    """Note a hidden value and its kind: to hide where it recurs (``_recurring``), and, found in a
+    decoded view of the text, where it stands in the text (``_redact_decoded``)."""
     secret = secret.strip().strip("\"'")
-    if len(secret) < _MIN_RECUR or "[REDACTED" in secret or "\n" in secret:
+    if "[REDACTED" not in secret:
+        if secret:
+            values.setdefault(secret, kind)
         return
-    if _secret_like(secret) or len(secret) >= 16:
-        values.add(secret)
+    # A value that holds a token hidden before it ("S3cret=[REDACTED:github_token]"): its other parts.
+    for part in _MARK_OR_PART.split(secret):
+        part = part.strip().strip("\"'")
+        if len(part) >= 4 and any(c.isalnum() for c in part):
+            values.setdefault(part, kind)
+
+
+_MARK_OR_PART = re.compile(r"\[REDACTED:[a-z_]*\]?|\[private\]")
+
+
+def _recurring(values: dict[str, str]) -> list[str]:
+    """The values to hide wherever they recur, longest first; not an ordinary word ("production"),
+    which would then be hidden all over the batch."""
+    return sorted(
+        (v for v in values if len(v) >= _MIN_RECUR and "\n" not in v and (_secret_like(v) or len(v) >= 16)),
+        key=len,
+        reverse=True,
+    )
 
 
 def _secret_like(value: str) -> bool:
@@ -399,10 +672,14 @@ def _env_assignments(text: str) -> Iterator[tuple[str, re.Match[str]]]:
 def _env_secret_name(name: str) -> bool:
     if name in _SHELL_NAMES:
         return False
-    return any(_ENV_SECRET_PART.fullmatch(part) for part in name.split("_"))
+    return any(_ENV_SECRET_PART.fullmatch(part) and part not in _NOT_PASS for part in name.split("_"))
 
 
-def _redact_env(text: str, values: set[str]) -> tuple[str, int]:
+# Words that end in PASS and name no password (BYPASS_CACHE, COMPASS_HEADING).
+_NOT_PASS = frozenset("BYPASS COMPASS ENCOMPASS SURPASS TRESPASS OVERPASS UNDERPASS".split())
+
+
+def _redact_env(text: str, values: dict[str, str]) -> tuple[str, int]:
     out: list[str] = []
     done = count = 0
     for key, match in _env_assignments(text):
@@ -412,13 +689,18 @@ def _redact_env(text: str, values: set[str]) -> tuple[str, int]:
         start, end = match.span("value")
         if value[:1] in "\"'":
             start, end, value = start + 1, end - 1, value[1:-1]
-        if not value.strip() or value.startswith("[REDACTED") or _NOT_A_SECRET.fullmatch(value):
-            continue
+        if "[REDACTED" in value:  # a value ends where a token hidden before it starts
+            value = value[: value.index("[REDACTED")]
+            end = start + len(value)
+        if not value.strip(" \\") or _NOT_A_SECRET.fullmatch(value):
+            continue  # no value, a reference, or the escaped backslash of a line continuation
         if _settings_key(key):
             continue
         if value.isalpha() and value.islower() and len(value) < 6:
             continue  # KEY=true-ish words such as "none", "auto"
-        _remember(values, value)
+        if key == "PASS" and _not_a_password(key, value, match.group("sep")):
+            continue
+        _remember(values, value, _env_kind(key))
         out += [text[done:start], MARK.format(_env_kind(key))]
         done = end
         count += 1
@@ -463,8 +745,10 @@ def _prose_values(text: str) -> Iterator[tuple[int, int, bool, str]]:
     for word in _PROSE_WORD.finditer(lowered):
         if word.group(0).startswith("pw") and word.start() and lowered[word.start() - 1].isalpha():
             continue  # "pw" inside a word
-        tail = _PROSE_TAIL.match(lowered, word.end())
         kind = _prose_kind(word.group(0))
+        # "cookie" only before a key-shaped value ("the session cookie 8f3e9a1b..."): "cookie: X"
+        # and "cookie=X" are headers and pairs (_redact_cookies), "the cookie is chocolate" prose.
+        tail = _PROSE_TAIL.match(lowered, word.end()) if kind != "cookie" else None
         if tail:
             yield (*tail.span("secret"), False, kind)
             continue
@@ -475,6 +759,8 @@ def _prose_values(text: str) -> Iterator[tuple[int, int, bool, str]]:
 
 def _prose_kind(word: str) -> str:
     """The kind a prose word names, as for assignments (_KIND_OF_WORD); "pw", "pin code": a password."""
+    if word == "cookie":
+        return "cookie"
     return "api_key" if word.startswith("api") else _KIND_OF_WORD.get(word, "password")
 
 
@@ -490,7 +776,7 @@ def _key_shaped(value: str) -> bool:
     return sum(a != b for a, b in zip(digit, digit[1:])) >= 4
 
 
-def _redact_prose(text: str, values: set[str]) -> tuple[str, int]:
+def _redact_prose(text: str, values: dict[str, str]) -> tuple[str, int]:
     out: list[str] = []
     done = count = 0
     for start, end, direct, kind in _prose_values(text):
@@ -501,7 +787,7 @@ def _redact_prose(text: str, values: set[str]) -> tuple[str, int]:
             continue
         while end > start and text[end - 1] in _TRAILING:
             end -= 1
-        _remember(values, text[start:end])
+        _remember(values, text[start:end], kind)
         out += [text[done:start], MARK.format(kind)]
         done = end
         count += 1
@@ -512,7 +798,11 @@ def _redact_prose(text: str, values: set[str]) -> tuple[str, int]:
 
 
 def _substitute(
-    text: str, kind: str, pattern: re.Pattern[str], values: set[str] | None = None, library: bool = False
+    text: str,
+    kind: str,
+    pattern: re.Pattern[str],
+    values: dict[str, str] | None = None,
+    library: bool = False,
 ) -> tuple[str, int]:
     mark = MARK.format(kind)
     lead = _LEAD.get(kind)
@@ -537,10 +827,20 @@ def _substitute(
                 continue
         else:
             start, end = match.span("secret") if "secret" in pattern.groupindex else match.span()
+            if "[REDACTED" in text[start:end]:
+                continue
+        if kind in _BASIC_AUTH_KINDS and not _basic_auth(text[start:end]):
+            continue
+        named = kind
+        if "key" in pattern.groupindex:
+            key = match.group("key")
+            if _settings_key(key) or _NOT_A_SECRET.fullmatch(text[start:end]):
+                continue
+            named = _config_kind(key)
         if values is not None:
-            _remember(values, text[start:end])
+            _remember(values, text[start:end], named)
         out.append(text[done:start])
-        out.append(mark)
+        out.append(mark if named == kind else MARK.format(named))
         done = end
     if not out:
         return text, 0
@@ -548,13 +848,97 @@ def _substitute(
     return "".join(out), len(out) // 2
 
 
-def _redact_assignments(text: str, values: set[str]) -> tuple[str, int]:
+def _basic_auth(value: str) -> bool:
+    """Whether ``value`` is base64 of "user:password" (printable text holding a colon)."""
+    try:
+        plain = base64.b64decode(value, validate=True).decode("utf-8")
+    except ValueError:
+        return False
+    return ":" in plain and plain.isprintable()
+
+
+def _config_kind(key: str) -> str:
+    """The kind a tool's config key names (``aws configure set aws_session_token X``: a token)."""
+    lowered = key.lower()
+    if "aws_secret_access_key" in lowered:
+        return "aws_secret"
+    for word, kind in (("passw", "password"), ("secret", "secret"), ("key", "api_key")):
+        if word in lowered:
+            return kind
+    return "token"
+
+
+# A Cookie request header (every value), a Set-Cookie response header (its first value: the rest
+# are the cookie's attributes), and the cookies given to curl -b / --cookie ("name=value; ...";
+# without "=" the argument is a file).
+_COOKIE_HEADER = re.compile(r"cookie2?[ \t]*:[ \t]*")  # found in the lowercased text
+_CURL_COOKIE = re.compile(r"curl\b[^\n]{0,300}?\s(?:-b|--cookie)(?:[ \t]+|=)")
+_NON_SPACE = re.compile(r"\S*")
+_COOKIE_PAIR = re.compile(r"""[ \t]*[^=\s;,"']+=[ \t]*"?(?P<value>[^;\s",\\]*)"?[ \t]*(?P<more>;?)""")
+
+
+def _redact_cookies(text: str, lowered: str, values: dict[str, str]) -> tuple[str, int]:
+    spans = []
+    if len(lowered) != len(text):  # rare letters whose lowercase is longer: offsets would not line up
+        lowered = "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
+    for match in _COOKIE_HEADER.finditer(lowered) if "cookie" in lowered else ():
+        start = match.start()
+        set_cookie = lowered.endswith("set-", 0, start)
+        before = lowered[start - (5 if set_cookie else 1) : start - (4 if set_cookie else 0)] if start else ""
+        if before and (before.isalnum() or before in "_-"):
+            continue  # part of a longer name ("x-cookie:", "mycookie:")
+        end = text.find("\n", match.end())
+        spans += _cookie_values(text, match.end(), len(text) if end < 0 else end, set_cookie)
+    curl = "curl" in lowered and (" -b" in text or "--cookie" in lowered)
+    for match in _CURL_COOKIE.finditer(text) if curl else ():
+        start = match.end()
+        quote = text[start : start + 1]
+        if quote in ("'", '"'):
+            end = text.find(quote, start + 1)
+            spans += _cookie_values(text, start + 1, len(text) if end < 0 else end, False)
+        else:
+            end = _NON_SPACE.match(text, start).end()
+            spans += _cookie_values(text, start, end, False)
+    out: list[str] = []
+    done = 0
+    for start, end in sorted(spans):
+        if start >= done:
+            _remember(values, text[start:end], "cookie")
+            out += [text[done:start], MARK.format("cookie")]
+            done = end
+    if not out:
+        return text, 0
+    out.append(text[done:])
+    return "".join(out), len(out) // 2
+
+
+def _cookie_values(text: str, start: int, end: int, first_only: bool) -> list[tuple[int, int]]:
+    """The spans of the values worth hiding among the "name=value; ..." pairs at text[start:end]: a
+    session id is long or mixes letters and digits; "theme=dark", "lang=en-US" stay."""
+    spans = []
+    while pair := _COOKIE_PAIR.match(text, start, end):
+        value = pair.group("value")
+        long = len(value) >= 12 or (
+            len(value) >= 6 and any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
+        )
+        if long and "[REDACTED" not in value and not _NOT_A_SECRET.fullmatch(value):
+            spans.append(pair.span("value"))
+        if first_only or not pair.group("more"):
+            break
+        start = pair.end()
+    return spans
+
+
+def _redact_assignments(text: str, values: dict[str, str]) -> tuple[str, int]:
     out: list[str] = []
     done = 0  # text[:done] is already in out
     count = 0
     for word in _key_words(text):
         if word.start() < done:
             continue
+        short = word.group(0) in ("pass", "pwd")
+        if short and not (_SHORT_KEY_TAIL.match(text, word.end()) and _key_part(text, word.start())):
+            continue  # "pass the test": a common word, so the cheap test first
         key_start, key_end = _expand_key(text, word.start(), word.end())
         if _settings_key(text[key_start:key_end]):
             continue
@@ -562,15 +946,40 @@ def _redact_assignments(text: str, values: set[str]) -> tuple[str, int]:
         if value_span is None:
             continue
         start, end = value_span
-        _remember(values, text[start:end])
+        if short and _not_a_password(text[key_start:key_end], text[start:end], text[key_end:start]):
+            continue
+        kind = _kind(text[key_start:key_end], word.group(0))
+        _remember(values, text[start:end], kind)
         out.append(text[done:start])
-        out.append(MARK.format(_kind(text[key_start:key_end], word.group(0))))
+        out.append(MARK.format(kind))
         done = end
         count += 1
     if not count:
         return text, 0
     out.append(text[done:])
     return "".join(out), count
+
+
+def _key_part(text: str, start: int) -> bool:
+    """Trigger: "pass" or "pwd" inside a longer key. Why: "db_pass", "dbPass" and "DB-PASS" name a
+    password; "bypass", "compass" and "BYPASS" do not. Outcome: the word must start the key or a
+    part of it (after _ - . or a camelCase hump)."""
+    before = text[start - 1] if start else ""
+    return not before.isalpha() or (before.islower() and text[start].isupper())
+
+
+_SHORT_KEY_TAIL = re.compile(r"""["']?[ \t]*[:=]""")
+# What a test runner prints beside "pass": a count ("pass: 5", "PASS=3") or a result word.
+_RESULT_WORDS = frozenset("ok yes no passed failed skipped pass fail true false none".split())
+
+
+def _not_a_password(key: str, value: str, between: str) -> bool:
+    """Trigger: the value of a "pass" or "pwd" key. Why: "pass" and "PASS" are also a test runner's
+    counts and results ("pass: 5", "--- PASS: TestLogin"), and "pwd" a folder. Outcome: those stay."""
+    value = value.strip("\"'")
+    if value.isdigit() or value.lower() in _RESULT_WORDS or _PATH.match(value):
+        return True
+    return key == "PASS" and ":" in between
 
 
 def _key_words(text: str) -> Iterator[re.Match[str]]:
@@ -611,9 +1020,10 @@ def _value_span(text: str, key_start: int, key_end: int) -> tuple[int, int] | No
             return None
     elif _NOT_A_SECRET.fullmatch(value) or _looks_like_prose(key, match, text, key_start):
         return None
-    if value.startswith("[REDACTED:"):
-        return None
-    return start, end
+    if "[REDACTED:" in value:  # a value ends where a token hidden before it starts
+        value = value[: value.index("[REDACTED:")]
+        end = start + len(value)
+    return (start, end) if value.strip(" \\") else None  # an escaped line continuation is no value
 
 
 def _looks_like_prose(key: str, match: re.Match[str], text: str, key_start: int) -> bool:

@@ -120,11 +120,14 @@ class SearchContext:
             self.notes.append(text)
 
     def qvec(self, text: str) -> bytes | None:
+        """The query's vector. The query is redacted first: a secret typed into a search is sent
+        to no embedding endpoint (HyDE's passage is redacted before the LLM sees it, too)."""
         if text not in self._qvec_cache:
             from total_recall.embed import to_blob
+            from total_recall.redact import redact
 
             try:
-                self._qvec_cache[text] = to_blob(self.embedder.embed([text])[0])
+                self._qvec_cache[text] = to_blob(self.embedder.embed([redact(text)])[0])
             except (EmbeddingError, TransientError) as exc:
                 self._note(f"embedding the query failed ({exc}); keyword search only")
                 return None

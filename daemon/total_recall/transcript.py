@@ -919,13 +919,13 @@ def _plan_or_todos(block: dict[str, Any], plans: dict[str, str], tasks: _Tasks |
         return None
     if name == "ExitPlanMode":
         plan = args.get("plan") if isinstance(args.get("plan"), str) else plans.get("latest", "")
-        return f"[plan]\n{plan.strip()[:PLAN_CHARS]}\n[/plan]" if plan.strip() else None
+        return f"[plan]\n{_cut(plan.strip(), PLAN_CHARS, '')}\n[/plan]" if plan.strip() else None
     if name == "TodoWrite" and isinstance(args.get("todos"), list):
         rows = []
         for todo in args["todos"]:
             if isinstance(todo, dict) and isinstance(todo.get("content"), str) and todo["content"].strip():
                 status = todo.get("status") if todo.get("status") in TODO_STATUSES else "pending"
-                rows.append(f"- [{status}] {' '.join(todo['content'].split())[:300]}")
+                rows.append(f"- [{status}] {_cut(' '.join(todo['content'].split()), 300, '')}")
         return "[todos]\n" + "\n".join(rows) + "\n[/todos]" if rows else None
     if name in ("TaskCreate", "TaskUpdate"):
         tasks = tasks if tasks is not None else _Tasks()
@@ -1026,7 +1026,7 @@ def _task_text(subject: Any, description: Any) -> str | None:
         if len(detail) > TASK_DETAIL_CHARS:
             detail = detail[:TASK_DETAIL_CHARS].rsplit(" ", 1)[0].rstrip(",;:") + "…"
         subject = f"{subject} — {detail}"
-    return subject[:300]
+    return _cut(subject, 300, "")
 
 
 def _same_word(word: str, other: str) -> bool:
@@ -1042,9 +1042,9 @@ def _tool_descriptor(block: dict[str, Any], cwd: str | None) -> str:
     arg = next((args[k] for k in TOOL_ARG_KEYS if isinstance(args.get(k), str) and args[k].strip()), "")
     if cwd and arg.startswith(cwd.rstrip("/") + "/"):
         arg = arg[len(cwd.rstrip("/")) + 1 :]
-    arg = " ".join(arg[: TOOL_DESCRIPTOR_CHARS * 2].split())
+    arg = " ".join(_head(arg, TOOL_DESCRIPTOR_CHARS * 2).split())
     text = f"{TOOL_CALL}{name}: {arg}]" if arg else f"{TOOL_CALL}{name}]"
-    return text if len(text) <= TOOL_DESCRIPTOR_CHARS else text[: TOOL_DESCRIPTOR_CHARS - 2] + "…]"
+    return _cut(text, TOOL_DESCRIPTOR_CHARS, "…]")
 
 
 def _tool_result_text(record: dict[str, Any], blocks: list[dict[str, Any]], report: bool = False) -> str:
@@ -1057,7 +1057,7 @@ def _tool_result_text(record: dict[str, Any], blocks: list[dict[str, Any]], repo
     parts = []
     for block in blocks:
         if block.get("type") == "tool_result":
-            body = _result_body(block.get("content"))[: limit * 2]
+            body = _head(_result_body(block.get("content")), limit * 2)
             if block.get("is_error") is True and body.startswith(REFUSED):
                 parts.append(REFUSED_MARK)
                 continue
@@ -1065,10 +1065,31 @@ def _tool_result_text(record: dict[str, Any], blocks: list[dict[str, Any]], repo
     text = "\n".join(p for p in parts if p).strip()
     if not text and isinstance(record.get("toolUseResult"), str):
         text = record["toolUseResult"].strip()
-    text = _strip_context(text[: limit * 2])[0]
+    text = _strip_context(_head(text, limit * 2))[0]
     if report:
         text = _REPORT_USAGE.sub("", text).strip()
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return _cut(text, limit)
+
+
+def _cut(text: str, limit: int, suffix: str = "…") -> str:
+    """``text`` cut to ``limit`` characters, ``suffix`` included, never ending in half a secret: the
+    indexer redacts after the cut, when half a token no longer looks like one (redact.cut)."""
+    if len(text) <= limit:
+        return text
+    from total_recall.redact import cut  # lazy: detect-secrets takes ~0.2 s to import
+
+    return cut(text, limit, suffix)
+
+
+def _head(text: str, limit: int) -> str:
+    """A first, cheap cut of a text that may be huge, far past where it is cut for good (``_cut``):
+    it ends on a whitespace boundary, so no token there is halved."""
+    if len(text) <= limit:
+        return text
+    return text[: _TOKEN_REST.match(text, limit).end()]
+
+
+_TOKEN_REST = re.compile(r"\S{0,4096}")
 
 
 # The notes a user may add to an AskUserQuestion's picks, as the result's text gives them.
@@ -1115,7 +1136,7 @@ def _answered_questions(record: dict[str, Any], blocks: list[dict[str, Any]]) ->
         notes = ANSWER_NOTES.search("\n".join(_result_body(b.get("content")) for b in blocks))
         if notes and notes.group(1).strip():
             said.append(notes.group(1).strip())
-    return "\n".join(said)[:REPORT_CHARS]
+    return _cut("\n".join(said), REPORT_CHARS, "")
 
 
 # Claude Code's result for a refused tool call, and the mark it is read as.
@@ -1140,7 +1161,7 @@ def _refusal_feedback(blocks: list[dict[str, Any]]) -> str:
         words = _REFUSAL_NOTE.sub("", body.split(REFUSAL_SAID, 1)[1]).strip()
         if words and not words.startswith(REFUSAL_NOT_SAID) and words not in said:
             said.append(words)
-    return "\n".join(said)[:REPORT_CHARS]
+    return _cut("\n".join(said), REPORT_CHARS, "")
 
 
 def _text_of(blocks: list[dict[str, Any]]) -> str:
