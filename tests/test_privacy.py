@@ -380,3 +380,46 @@ def test_without_an_endpoint_nothing_touches_the_network(tmp_path, monkeypatch):
     assert any(e[1] == "socket.connect" and e[2] == "AF_UNIX" for e in events)
     network = [e for e in events if not (e[1] == "socket.connect" and e[2] == "AF_UNIX")]
     assert network == []
+
+
+def test_the_local_model_starts_no_telemetry(tmp_path, monkeypatch):
+    """onnxruntime's telemetry client, started at its import, works below Python's socket module:
+    it writes under the user's ~/.cache and resolves its collector from C. The daemon indexes and
+    serves a search with connect(2) traced, and lives past the client's first upload (~9 s)."""
+    user = tmp_path / "user"
+    user.mkdir()
+    monkeypatch.setenv("HOME", str(user))
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.delenv("ORT_DISABLE_TELEMETRY", raising=False)
+    path = write_transcript(project_dir(tmp_path) / "offline-session.jsonl", TALK, cwd=PROJECT)
+    cli("init")
+    trace = tmp_path / "connect.trace"
+    command = [sys.executable, "-m", "total_recall", "daemon"]
+    strace = shutil.which("strace")
+    if strace:
+        command = [strace, "-f", "-qq", "-e", "trace=connect,bind", "-o", str(trace), *command]
+    started = time.monotonic()
+    with (tmp_path / "daemon.log").open("wb") as log:
+        proc = subprocess.Popen(command, env=env(), stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: config.paths().socket.exists(), timeout=60)
+        payload = {
+            "session_id": "offline-session",
+            "transcript_path": str(path),
+            "cwd": PROJECT,
+            "hook_event_name": "SessionEnd",
+        }
+        assert hook(payload).returncode == 0
+        wait_until_done(1, timeout=FINISH)
+        found = cli_json("search", "Zanzibar billing exports", "--all-projects", process=True)
+        assert any("Zanzibar" in r["content"] for r in found)
+        time.sleep(max(0.0, started + 15 - time.monotonic()))
+    finally:
+        cli("stop", check=False)
+        proc.wait(timeout=60)
+    # No device id and no event store (~/.cache/Microsoft/DeveloperTools/.onnxruntime).
+    assert sorted(str(p.relative_to(user)) for p in user.rglob("*")) == []
+    if strace:
+        lines = trace.read_text(encoding="utf-8").splitlines()
+        assert any(line.split()[1].startswith("bind(") for line in lines)  # it saw the search socket
+        assert [line for line in lines if "connect(" in line and "AF_INET" in line] == []

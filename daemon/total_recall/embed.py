@@ -133,6 +133,22 @@ _LOADED: dict[tuple[Path | None, Path | None, int], tuple[Any, Any, set[str]]] =
 _LOADED_LOCK = threading.Lock()
 
 
+def import_onnxruntime() -> Any:
+    """onnxruntime, imported with its telemetry off.
+
+    Trigger: onnxruntime (1.32 on Linux) starts Microsoft's telemetry client when it is imported:
+    it writes a device id and an event store under ~/.cache/Microsoft and, seconds later, looks
+    up mobile.events.data.microsoft.com to send them. Why: with no endpoint configured nothing may
+    leave the machine (DESIGN.md, Privacy); the client reads ORT_DISABLE_TELEMETRY only at import,
+    and `onnxruntime.disable_telemetry_events()` afterwards stops none of it. Outcome: the variable
+    is set before every import of ours, so the client never starts, endpoint or not.
+    """
+    os.environ["ORT_DISABLE_TELEMETRY"] = "1"
+    import onnxruntime
+
+    return onnxruntime
+
+
 class LocalEmbedder:
     """all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime; never touches the network.
 
@@ -201,8 +217,7 @@ class LocalEmbedder:
         return tokenizer
 
     def _load_session(self, model: Path) -> Any:
-        import onnxruntime as ort
-
+        ort = import_onnxruntime()
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = self._threads
         opts.inter_op_num_threads = 1

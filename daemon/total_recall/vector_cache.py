@@ -311,8 +311,9 @@ class VectorCache:
 
     def _scorer(self) -> Any:
         if self._session is None:
-            import onnxruntime as ort
+            from total_recall.embed import import_onnxruntime
 
+            ort = import_onnxruntime()
             options = ort.SessionOptions()
             # One thread: the search server's two threads already scan two tables at once.
             options.intra_op_num_threads = 1
