@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import urllib.error
@@ -18,7 +19,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from helpers import cli, db_rows, env, write_transcript
+from helpers import cli, db_rows, env, wait_for, write_transcript
 
 # Read at import, before the autouse isolation fixture drops every TOTAL_RECALL_* variable.
 REQUIRE_BROWSER = bool(os.environ.get("TOTAL_RECALL_REQUIRE_BROWSER"))
@@ -324,7 +325,7 @@ def test_search_open_pin_and_forget_in_a_real_browser(ui, browser):
 
     wait = WebDriverWait(browser, 20)
     browser.get(ui["url"])
-    assert "token=" not in browser.current_url  # the token went into a cookie
+    wait.until(lambda driver: "token=" not in driver.current_url)  # the token went into a cookie
     assert browser.find_element(By.TAG_NAME, "h1").text == "Timeline"
     assert "nightly backup job" in browser.find_element(By.CLASS_NAME, "timeline").text
 
@@ -363,3 +364,41 @@ def test_search_open_pin_and_forget_in_a_real_browser(ui, browser):
     browser.get(ui["base"] + "/graph")
     graph = wait.until(lambda d: d.find_element(By.ID, "graph").get_attribute("data-ready"))
     assert int(graph) >= 2  # the vendored Cytoscape.js ran under the page's CSP and drew the entities
+
+
+def test_the_browser_is_started_without_the_token_and_still_gets_in(tmp_path, isolated_home, browser):
+    """Every user can read a process's command line and connect to 127.0.0.1: the browser `ui`
+    starts is given a file only the user can read, which sends it on with the token."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    path = tmp_path / "claude" / "projects" / "-home-dev-projects-atlas" / "ui-sess.jsonl"
+    write_transcript(path, TURNS, cwd=PROJECT, start=START, session="ui-sess")
+    cli("backfill", str(path), "--wait")
+    given = tmp_path / "browser-argv"
+    recorder = tmp_path / "browser"
+    recorder.write_text(f'#!/bin/sh\necho "$@" >> {given}\n', encoding="utf-8")
+    recorder.chmod(0o700)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "total_recall", "ui"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**env(), "DISPLAY": ":99", "BROWSER": f"{recorder} %s"},
+    )
+    try:
+        token = proc.stdout.readline().split("token=")[1].strip()
+        wait_for(lambda: given.exists() and given.read_text(encoding="utf-8").strip(), timeout=60)
+        argv = given.read_text(encoding="utf-8").strip()
+        assert token not in argv
+        opener = isolated_home / argv.removeprefix("file://").rpartition("/")[2]
+        assert argv == opener.as_uri()
+        assert oct(opener.stat().st_mode & 0o777) == "0o600"
+        browser.get(argv)
+        WebDriverWait(browser, 20).until(lambda driver: driver.current_url.startswith("http://127.0.0.1:"))
+        WebDriverWait(browser, 20).until(lambda driver: "token=" not in driver.current_url)
+        assert browser.find_element(By.TAG_NAME, "h1").text == "Timeline"
+    finally:
+        proc.send_signal(signal.SIGINT)  # Ctrl+C, as the printed line says
+        proc.wait(timeout=10)
+    assert not opener.exists()

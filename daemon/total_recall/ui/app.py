@@ -1,16 +1,18 @@
 """`total-recall ui`: a local web view of the memory (Starlette on uvicorn, Jinja2 templates).
 
 Security, for a server that holds a person's conversations: it listens on 127.0.0.1 only; every
-request needs the random token of this run (from the printed URL, then an HttpOnly SameSite=Strict
-cookie); the Host header must name this loopback address (DNS rebinding) and an Origin header, when
-sent, must be ours; there are no CORS headers; state changes are POST with a CSRF token. Writes go
-through the library functions the CLI uses (memory.pin/edit/forget/decide).
+request needs the random token of this run (from the printed URL or the 0600 file a browser is
+opened on, then an HttpOnly SameSite=Strict cookie); the Host header must name this loopback address
+(DNS rebinding) and an Origin header, when sent, must be ours; there are no CORS headers; state
+changes are POST with a CSRF token. Writes go through the library functions the CLI uses
+(memory.pin/edit/forget/decide).
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import html
 import os
 import secrets
 import socket
@@ -26,7 +28,7 @@ import structlog
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, RedirectResponse, Response
+from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
@@ -83,8 +85,11 @@ class Guard:
         given = request.query_params.get("token")
         if given is not None and hmac.compare_digest(given.encode(), self.token.encode()):
             # The token leaves the address bar (and history) at once; the cookie carries it on.
+            # A page of ours moves on, not a redirect: the browser arrives from the opening file
+            # (`serve`), another site, and would not send a SameSite=Strict cookie along a redirect
+            # that navigation started; a refresh this page asks for is our own navigation.
             rest = urlencode([(k, v) for k, v in request.query_params.multi_items() if k != "token"])
-            response = RedirectResponse(scope["path"] + (f"?{rest}" if rest else ""), status_code=303)
+            response = moving_on(scope["path"] + (f"?{rest}" if rest else ""))
             response.set_cookie(self.cookie, self.token, httponly=True, samesite="strict", path="/")
             return await response(scope, receive, send_secure)
         cookie = request.cookies.get(self.cookie, "")
@@ -97,6 +102,34 @@ class Guard:
                 send_secure,
             )
         await self.app(scope, receive, send_secure)
+
+
+def moving_on(url: str) -> Response:
+    """A page that sends the browser on to url (same site) at once."""
+    target = html.escape(url, quote=True)
+    body = (
+        '<!DOCTYPE html><html><head><meta charset="utf-8">'
+        f'<meta http-equiv="refresh" content="0;url={target}">'
+        f'<title>total-recall</title></head><body><a href="{target}">Open the memory</a></body></html>'
+    )
+    return Response(body, media_type="text/html")
+
+
+def opening_file(url: str) -> Path:
+    """A file, readable by the user only, that sends a browser on to url (which holds the token).
+
+    Trigger: `ui` opens a browser. Why: the browser is started with what it opens on its command
+    line, which every user of the machine can read (/proc/PID/cmdline, ps), and any of them can
+    connect to 127.0.0.1; with the token there they could read and forget the memory. Outcome: the
+    command line names this file in the 0700 home, as Jupyter does; `serve` deletes it when stopped
+    by Ctrl+C (uvicorn ends the process by SIGTERM's own action; the token died with the run).
+    """
+    path = config.paths().home / f"ui-{os.getpid()}.html"
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(moving_on(url).body)
+    return path
 
 
 async def _deny(status: int, text: str, scope: dict, receive: Callable, send: Callable) -> None:
@@ -218,10 +251,12 @@ def serve(
     token = secrets.token_urlsafe(32)
     url = f"http://127.0.0.1:{port}/?token={token}"
     announce(url)
+    opener = None
     if open_browser and _has_gui():
         import webbrowser
 
-        threading.Timer(0.3, webbrowser.open, [url]).start()
+        opener = opening_file(url)
+        threading.Timer(0.3, webbrowser.open, [opener.as_uri()]).start()
     server = uvicorn.Server(
         uvicorn.Config(
             create_app(token, port),
@@ -231,5 +266,9 @@ def serve(
             server_header=False,
         )
     )
-    server.run(sockets=[sock])
+    try:
+        server.run(sockets=[sock])
+    finally:
+        if opener is not None:
+            opener.unlink(missing_ok=True)
     return 0
