@@ -429,6 +429,31 @@ def test_a_secret_in_a_search_query_is_not_sent_to_the_embedding_endpoint(tmp_pa
     assert any("Zanzibar" in r["content"] for r in found)
 
 
+def test_a_secret_typed_into_an_edit_is_neither_stored_nor_sent_to_the_embedding_endpoint(tmp_path, fake):
+    """`edit` (the CLI and the web view) replaces a memory's text and embeds it at once: the new
+    text is redacted first, as a note is, so a token typed there reaches no table and no endpoint."""
+    token = "ghp_EditT0kenAbCdEfGh1234567890XyZwVuTsR"
+    path = write_transcript(
+        folder(tmp_path, "/home/dev/projects/edit") / "sess-edit.jsonl",
+        [("user", "We decided the Zanzibar deploys run from the release branch.")],
+        cwd="/home/dev/projects/edit",
+    )
+    cli("backfill", str(path), "--wait")
+    idea = db_rows("SELECT id FROM ideas WHERE content LIKE '%Zanzibar%'")[0][0]
+    before = len(fake.requests())
+    edited = json.loads(
+        cli("edit", str(idea), f"Zanzibar deploys push with the token {token}", "--json").stdout
+    )
+    embedded = [r for r in fake.requests()[before:] if r["path"].endswith("/embeddings")]
+    assert edited["embedded"] and embedded, "the new text was embedded at once"
+    assert all(token not in r["body"] for r in embedded)
+    assert any("[REDACTED:github_token]" in r["body"] for r in embedded)
+    assert db_rows("SELECT content FROM ideas WHERE id = ?", (idea,)) == [
+        ("Zanzibar deploys push with the token [REDACTED:github_token]",)
+    ]
+    assert found_in_home(token) == []
+
+
 def test_a_secret_in_a_records_metadata_is_not_stored(tmp_path):
     """A record carries strings beside its text (sessionId, cwd, gitBranch, uuid) that are stored
     too. Claude Code never writes a secret there; a hand-made or hostile file may, and it is not

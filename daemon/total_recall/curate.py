@@ -54,9 +54,14 @@ def pin(db: Database, idea_id: int, pinned: bool = True) -> dict:
 
 
 def edit(db: Database, idea_id: int, text: str) -> dict:
+    from total_recall.redact import redact
+
     text = text.strip()
     if not text:
         raise TotalRecallError("the new text is empty; use `total-recall forget` to remove a memory")
+    # Redacted as a note is: the new text is stored, logged in the event and embedded at once,
+    # at the embedding endpoint when one is configured.
+    text = redact(text)
     with db.write():
         idea = _idea(db, idea_id)
         memories.set_content(db, idea_id, text, store.content_hash(text), time.time())
