@@ -431,10 +431,14 @@ EMBED_TALK = [
 ]
 
 
-def embedding_phase(fake: FakeOpenAIProcess, *, working: bool, dim: int) -> None:
+def embedding_phase(fake: FakeOpenAIProcess, *, working: bool, dim: int, failure: dict | None = None) -> None:
     # Retry-After 0 keeps the embedder's own retries instant; the failures stay failures.
-    action = {} if working else {"status": 500, "retry_after": 0}
+    action = {} if working else failure or {"status": 500, "retry_after": 0}
     fake.write_script({"embeddings": {"dim": dim, "default": action}})
+
+
+def queue_errors() -> list[tuple]:
+    return local_rows("SELECT state, last_error FROM work_queue WHERE last_error IS NOT NULL")
 
 
 def pending_vectors() -> int:
@@ -443,13 +447,15 @@ def pending_vectors() -> int:
     )
 
 
-def run_embedding_outage(tmp_path, monkeypatch, fake, model: str, dim: int) -> None:
+def run_embedding_outage(
+    tmp_path, monkeypatch, fake, model: str, dim: int, failure: dict | None = None
+) -> None:
     """Index while the embedding endpoint fails, search by keywords, then let the repair pass run."""
     path = write_transcript(transcript_path(tmp_path, "embed"), EMBED_TALK, cwd=PROJECT)
     monkeypatch.setenv("TOTAL_RECALL_EMBED_MODEL", model)
     monkeypatch.setenv("TOTAL_RECALL_DAEMON_HEARTBEAT", "1")
     monkeypatch.setenv("TOTAL_RECALL_DAEMON_BATCH_WINDOW", "0")
-    embedding_phase(fake, working=False, dim=dim)
+    embedding_phase(fake, working=False, dim=dim, failure=failure)
     cli("init")
     with daemon_process(tmp_path / "daemon-outage.log") as proc:
         payload = {
@@ -459,8 +465,9 @@ def run_embedding_outage(tmp_path, monkeypatch, fake, model: str, dim: int) -> N
             "hook_event_name": "Stop",
         }
         assert hook(payload).returncode == 0
-        wait_for(lambda: queue_states().get("done") == 1, timeout=FINISH, interval=0.2)
+        wait_for(lambda: queue_states().get("done") == 1 or queue_errors(), timeout=FINISH, interval=0.2)
     assert proc.returncode == 0
+    assert queue_errors() == [], log_text(tmp_path / "daemon-outage.log")[-3000:]
     ideas = db_rows("SELECT count(*), sum(needs_embedding) FROM ideas")[0]
     assert ideas[0] >= 4 and ideas[1] == ideas[0]  # stored, every one marked for the repair pass
     found = cli("search", "Meilisearch catalogue", "--all-projects", "--json")
@@ -471,7 +478,7 @@ def run_embedding_outage(tmp_path, monkeypatch, fake, model: str, dim: int) -> N
         # Still failing: heartbeats come and go, the marks stay.
         wait_for(lambda: log_text(log).count('"heartbeat"') >= 2, timeout=60, interval=0.2)
         assert pending_vectors() >= ideas[0]
-        embedding_phase(fake, working=True, dim=dim)
+        embedding_phase(fake, working=True, dim=dim, failure=failure)
         wait_for(lambda: pending_vectors() == 0 or proc.poll() is not None, timeout=30, interval=0.2)
         assert proc.poll() is None, log_text(log)[-3000:]
         found = cli_json("search", "which search engine for the products", "--all-projects")
@@ -513,6 +520,15 @@ def test_embedding_outage_keeps_memories_searchable_and_the_repair_pass_fills_ve
 def test_embedding_outage_at_daemon_start_is_repaired_without_restart(tmp_path, monkeypatch, fake):
     # An unknown model: its dimension comes from a probe request, which fails during the outage.
     run_embedding_outage(tmp_path, monkeypatch, fake, "fake-embed", 8)
+
+
+@pytest.mark.parametrize("lie", ["ragged", "non_finite"])
+def test_an_embedding_endpoint_answering_unusable_vectors_is_an_outage_not_a_failed_batch(
+    tmp_path, monkeypatch, fake, lie
+):
+    # A 200 whose vectors differ in length, or hold NaN: the batch is stored and marked for the
+    # repair pass as in an outage; it is neither failed (retried, then parked) nor stored with NaN.
+    run_embedding_outage(tmp_path, monkeypatch, fake, "text-embedding-3-small", 1536, failure={lie: True})
 
 
 # --- the daemon's database while others use it -----------------------------------------------
