@@ -421,6 +421,39 @@ def test_every_llm_call_is_accounted_and_the_token_budget_holds(tmp_path, monkey
     assert len([r for r in fake.requests() if r["path"].endswith("/chat/completions")]) == 2
 
 
+@pytest.mark.parametrize(
+    "usage",
+    [
+        {"prompt_tokens": 1e30, "completion_tokens": 5, "total_tokens": 1e30},  # beyond SQLite's integers
+        {
+            "prompt_tokens": -100000,
+            "completion_tokens": -5,
+            "total_tokens": -100005,
+        },  # would refill the budget
+        {"prompt_tokens": "many", "completion_tokens": [1], "total_tokens": None},  # not numbers
+    ],
+    ids=["huge", "negative", "not-numbers"],
+)
+def test_a_lying_token_count_neither_fails_the_batch_nor_discards_the_answer(
+    tmp_path, monkeypatch, fake, usage
+):
+    path = write_transcript(transcript_path(tmp_path, "usage"), numbered_conversation(BATCH), cwd=PROJECT)
+    fake.write_script({"chat": {"default": {**good_answer(range(1, BATCH + 1)), "usage": usage}}})
+    monkeypatch.setenv("TOTAL_RECALL_LLM_BASE_URL", fake.base_url)
+    cli("init")
+    assert index(path).returncode == 0
+    assert local_rows("SELECT state, last_error FROM work_queue") == [("done", None)]
+    # The answer was good: its items are stored, from the one request made.
+    assert [c for _, c in ideas_of(path)] == [
+        f"Fact from line {n}: component {n} keeps a {n} s budget." for n in range(1, BATCH + 1)
+    ]
+    assert len([r for r in fake.requests() if r["path"].endswith("/chat/completions")]) == 1
+    [(prompt, completion)] = db_rows(
+        "SELECT prompt_tokens, completion_tokens FROM llm_calls WHERE extractor = 'llm' AND ok = 1"
+    )
+    assert prompt >= 0 and completion >= 0
+
+
 # --- a failing embedding backend -------------------------------------------------------------
 
 EMBED_TALK = [
