@@ -42,6 +42,7 @@ with a dropped connection is visible. An action is a dict; every key is optional
     reject_response_format  true: answer 400 the way servers without JSON mode do
     ragged         true (embeddings): the last vector of the answer is one component short
     non_finite     true (embeddings): every vector's first component is NaN
+    no_index       true (embeddings): the data entries carry no "index" (some servers omit it)
 
 A chat default may also be a callable ``f(request_json) -> str | dict`` (a str is the content).
 
@@ -254,7 +255,8 @@ def _embedding_body(request: dict, action: dict, dim: int) -> dict:
         "object": "list",
         "model": request.get("model", "fake-model"),
         "data": [
-            {"object": "embedding", "index": i, "embedding": _encode_vector(v, encoding)}
+            {"object": "embedding", "embedding": _encode_vector(v, encoding)}
+            | ({} if action.get("no_index") else {"index": i})
             for i, v in enumerate(vectors)
         ],
         "usage": {"prompt_tokens": tokens, "total_tokens": tokens},

@@ -564,6 +564,17 @@ def test_an_embedding_endpoint_answering_unusable_vectors_is_an_outage_not_a_fai
     run_embedding_outage(tmp_path, monkeypatch, fake, "text-embedding-3-small", 1536, failure={lie: True})
 
 
+def test_embeddings_without_an_index_are_taken_in_the_order_given(tmp_path, monkeypatch, fake):
+    path = write_transcript(transcript_path(tmp_path, "noindex"), EMBED_TALK, cwd=PROJECT)
+    monkeypatch.setenv("TOTAL_RECALL_EMBED_MODEL", "fake-embed")
+    fake.write_script({"embeddings": {"dim": 8, "default": {"no_index": True}}})
+    cli("init")
+    assert index(path).returncode == 0
+    assert queue_errors() == []
+    assert pending_vectors() == 0
+    assert_vectors_match_contents(8)
+
+
 # --- the daemon's database while others use it -----------------------------------------------
 
 STDLIB_LOADS_EXTENSIONS = hasattr(sqlite3.connect(":memory:"), "enable_load_extension")

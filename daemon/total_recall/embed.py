@@ -393,7 +393,13 @@ class OpenAIEmbedder:
     def _check(self, response: Any, expected: int) -> np.ndarray:
         import numpy as np
 
-        data = sorted(getattr(response, "data", None) or [], key=lambda d: d.index)
+        data = list(getattr(response, "data", None) or [])
+        indexes = [getattr(d, "index", None) for d in data]
+        if sorted(i for i in indexes if isinstance(i, int)) == list(range(len(data))):
+            data = [d for _, d in sorted(zip(indexes, data), key=lambda pair: pair[0])]
+        # else: Trigger: entries without an index, or not each of 0..n-1 once (some servers omit
+        # it). Why: sorting by it failed the batch (None < None) or would scramble the vectors.
+        # Outcome: the order the server gave, which is the inputs' order.
         if len(data) != expected:
             raise EmbeddingError(f"embedding endpoint returned {len(data)} vectors for {expected} texts")
         try:
