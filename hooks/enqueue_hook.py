@@ -81,8 +81,11 @@ def parse(raw: bytes, truncated: bool) -> dict:
         return salvage(raw)
     try:
         data = json.loads(raw)
-    except ValueError:
-        return {}
+    except (ValueError, RecursionError):
+        # Trigger: bytes that are not UTF-8, nesting past the parser's depth, or a payload cut
+        # off, all after the leading fields. Why: those fields still name the transcript, and
+        # the event must not be lost for a fault in a bulky field. Outcome: the leading fields.
+        return salvage(raw)
     return data if isinstance(data, dict) else {}
 
 

@@ -189,6 +189,25 @@ def test_huge_hook_input_still_records_its_transcript(isolated_home, transcript)
     assert (row["transcript_path"], row["session_id"], row["event"]) == (str(transcript), "abc", "Stop")
 
 
+@pytest.mark.parametrize(
+    "tail",
+    [
+        b', "last_assistant_message": "caf\xe9 \xff done"}',  # bytes that are not UTF-8
+        b', "tool_response": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",  # nested past the parser's depth
+        b', "last_assistant_message": "cut off in the midd',  # the payload ends early
+    ],
+    ids=["invalid-utf8", "deep-nesting", "cut-off"],
+)
+def test_hook_input_that_does_not_parse_still_records_its_transcript(isolated_home, transcript, tail):
+    """The fields Claude Code puts first name the transcript; a fault further on must not lose it."""
+    dbfile = make_db(isolated_home)
+    head = json.dumps(stop_payload(transcript)).encode()[:-1]
+    done = run_hook(ENQUEUE, head + tail)
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+    [row] = queue_rows(dbfile)
+    assert (row["transcript_path"], row["session_id"], row["event"]) == (str(transcript), "abc", "Stop")
+
+
 # --- enqueue: the spool path ---------------------------------------------------------------
 
 
