@@ -81,8 +81,11 @@ def parse(raw: bytes, truncated: bool) -> dict:
         return salvage(raw)
     try:
         data = json.loads(raw)
-    except ValueError:
-        return {}
+    except (ValueError, RecursionError):
+        # Trigger: bytes that are not UTF-8, nesting past the parser's depth, or a payload cut
+        # off, all after the leading fields. Why: those fields still name the transcript, and
+        # the event must not be lost for a fault in a bulky field. Outcome: the leading fields.
+        return salvage(raw)
     return data if isinstance(data, dict) else {}
 
 
@@ -259,9 +262,15 @@ def lock_spool(fd: int) -> None:
 def append_spool(home: str, record: dict) -> None:
     os.makedirs(home, mode=0o700, exist_ok=True)
     line = (json.dumps({k: record[k] for k in SPOOL_KEYS}) + "\n").encode("ascii")
-    fd = os.open(os.path.join(home, "spool.jsonl"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    fd = os.open(os.path.join(home, "spool.jsonl"), os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
     try:
         lock_spool(fd)
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            # Trigger: the spool ends inside a line (an earlier append cut short by a full disk
+            # or a file size limit). Why: glued to that half line, this record would be dropped
+            # with it when the daemon drains the spool. Outcome: the half line ends first.
+            line = b"\n" + line
         os.write(fd, line)
     finally:
         os.close(fd)  # closing releases the flock

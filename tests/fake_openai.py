@@ -40,6 +40,9 @@ with a dropped connection is visible. An action is a dict; every key is optional
     truncate       true: send only the first half of the normal JSON body (Content-Length matches
                    the bytes sent, so the client sees a complete but unparseable body)
     reject_response_format  true: answer 400 the way servers without JSON mode do
+    ragged         true (embeddings): the last vector of the answer is one component short
+    non_finite     true (embeddings): every vector's first component is NaN
+    no_index       true (embeddings): the data entries carry no "index" (some servers omit it)
 
 A chat default may also be a callable ``f(request_json) -> str | dict`` (a str is the content).
 
@@ -242,13 +245,18 @@ def _encode_vector(vector: list[float], encoding: str) -> Any:
 def _embedding_body(request: dict, action: dict, dim: int) -> dict:
     texts = _inputs(request)
     vectors = action.get("embeddings") or [fake_embedding(t, dim) for t in texts]
+    if action.get("non_finite"):
+        vectors = [[math.nan, *v[1:]] for v in vectors]
+    if action.get("ragged") and vectors:
+        vectors = [*vectors[:-1], vectors[-1][:-1]]
     encoding = request.get("encoding_format") or "float"
     tokens = sum(max(1, len(t) // 4) for t in texts)
     return {
         "object": "list",
         "model": request.get("model", "fake-model"),
         "data": [
-            {"object": "embedding", "index": i, "embedding": _encode_vector(v, encoding)}
+            {"object": "embedding", "embedding": _encode_vector(v, encoding)}
+            | ({} if action.get("no_index") else {"index": i})
             for i, v in enumerate(vectors)
         ],
         "usage": {"prompt_tokens": tokens, "total_tokens": tokens},

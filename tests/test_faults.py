@@ -421,6 +421,39 @@ def test_every_llm_call_is_accounted_and_the_token_budget_holds(tmp_path, monkey
     assert len([r for r in fake.requests() if r["path"].endswith("/chat/completions")]) == 2
 
 
+@pytest.mark.parametrize(
+    "usage",
+    [
+        {"prompt_tokens": 1e30, "completion_tokens": 5, "total_tokens": 1e30},  # beyond SQLite's integers
+        {
+            "prompt_tokens": -100000,
+            "completion_tokens": -5,
+            "total_tokens": -100005,
+        },  # would refill the budget
+        {"prompt_tokens": "many", "completion_tokens": [1], "total_tokens": None},  # not numbers
+    ],
+    ids=["huge", "negative", "not-numbers"],
+)
+def test_a_lying_token_count_neither_fails_the_batch_nor_discards_the_answer(
+    tmp_path, monkeypatch, fake, usage
+):
+    path = write_transcript(transcript_path(tmp_path, "usage"), numbered_conversation(BATCH), cwd=PROJECT)
+    fake.write_script({"chat": {"default": {**good_answer(range(1, BATCH + 1)), "usage": usage}}})
+    monkeypatch.setenv("TOTAL_RECALL_LLM_BASE_URL", fake.base_url)
+    cli("init")
+    assert index(path).returncode == 0
+    assert local_rows("SELECT state, last_error FROM work_queue") == [("done", None)]
+    # The answer was good: its items are stored, from the one request made.
+    assert [c for _, c in ideas_of(path)] == [
+        f"Fact from line {n}: component {n} keeps a {n} s budget." for n in range(1, BATCH + 1)
+    ]
+    assert len([r for r in fake.requests() if r["path"].endswith("/chat/completions")]) == 1
+    [(prompt, completion)] = db_rows(
+        "SELECT prompt_tokens, completion_tokens FROM llm_calls WHERE extractor = 'llm' AND ok = 1"
+    )
+    assert prompt >= 0 and completion >= 0
+
+
 # --- a failing embedding backend -------------------------------------------------------------
 
 EMBED_TALK = [
@@ -431,10 +464,14 @@ EMBED_TALK = [
 ]
 
 
-def embedding_phase(fake: FakeOpenAIProcess, *, working: bool, dim: int) -> None:
+def embedding_phase(fake: FakeOpenAIProcess, *, working: bool, dim: int, failure: dict | None = None) -> None:
     # Retry-After 0 keeps the embedder's own retries instant; the failures stay failures.
-    action = {} if working else {"status": 500, "retry_after": 0}
+    action = {} if working else failure or {"status": 500, "retry_after": 0}
     fake.write_script({"embeddings": {"dim": dim, "default": action}})
+
+
+def queue_errors() -> list[tuple]:
+    return local_rows("SELECT state, last_error FROM work_queue WHERE last_error IS NOT NULL")
 
 
 def pending_vectors() -> int:
@@ -443,13 +480,15 @@ def pending_vectors() -> int:
     )
 
 
-def run_embedding_outage(tmp_path, monkeypatch, fake, model: str, dim: int) -> None:
+def run_embedding_outage(
+    tmp_path, monkeypatch, fake, model: str, dim: int, failure: dict | None = None
+) -> None:
     """Index while the embedding endpoint fails, search by keywords, then let the repair pass run."""
     path = write_transcript(transcript_path(tmp_path, "embed"), EMBED_TALK, cwd=PROJECT)
     monkeypatch.setenv("TOTAL_RECALL_EMBED_MODEL", model)
     monkeypatch.setenv("TOTAL_RECALL_DAEMON_HEARTBEAT", "1")
     monkeypatch.setenv("TOTAL_RECALL_DAEMON_BATCH_WINDOW", "0")
-    embedding_phase(fake, working=False, dim=dim)
+    embedding_phase(fake, working=False, dim=dim, failure=failure)
     cli("init")
     with daemon_process(tmp_path / "daemon-outage.log") as proc:
         payload = {
@@ -459,8 +498,9 @@ def run_embedding_outage(tmp_path, monkeypatch, fake, model: str, dim: int) -> N
             "hook_event_name": "Stop",
         }
         assert hook(payload).returncode == 0
-        wait_for(lambda: queue_states().get("done") == 1, timeout=FINISH, interval=0.2)
+        wait_for(lambda: queue_states().get("done") == 1 or queue_errors(), timeout=FINISH, interval=0.2)
     assert proc.returncode == 0
+    assert queue_errors() == [], log_text(tmp_path / "daemon-outage.log")[-3000:]
     ideas = db_rows("SELECT count(*), sum(needs_embedding) FROM ideas")[0]
     assert ideas[0] >= 4 and ideas[1] == ideas[0]  # stored, every one marked for the repair pass
     found = cli("search", "Meilisearch catalogue", "--all-projects", "--json")
@@ -471,7 +511,7 @@ def run_embedding_outage(tmp_path, monkeypatch, fake, model: str, dim: int) -> N
         # Still failing: heartbeats come and go, the marks stay.
         wait_for(lambda: log_text(log).count('"heartbeat"') >= 2, timeout=60, interval=0.2)
         assert pending_vectors() >= ideas[0]
-        embedding_phase(fake, working=True, dim=dim)
+        embedding_phase(fake, working=True, dim=dim, failure=failure)
         wait_for(lambda: pending_vectors() == 0 or proc.poll() is not None, timeout=30, interval=0.2)
         assert proc.poll() is None, log_text(log)[-3000:]
         found = cli_json("search", "which search engine for the products", "--all-projects")
@@ -513,6 +553,26 @@ def test_embedding_outage_keeps_memories_searchable_and_the_repair_pass_fills_ve
 def test_embedding_outage_at_daemon_start_is_repaired_without_restart(tmp_path, monkeypatch, fake):
     # An unknown model: its dimension comes from a probe request, which fails during the outage.
     run_embedding_outage(tmp_path, monkeypatch, fake, "fake-embed", 8)
+
+
+@pytest.mark.parametrize("lie", ["ragged", "non_finite"])
+def test_an_embedding_endpoint_answering_unusable_vectors_is_an_outage_not_a_failed_batch(
+    tmp_path, monkeypatch, fake, lie
+):
+    # A 200 whose vectors differ in length, or hold NaN: the batch is stored and marked for the
+    # repair pass as in an outage; it is neither failed (retried, then parked) nor stored with NaN.
+    run_embedding_outage(tmp_path, monkeypatch, fake, "text-embedding-3-small", 1536, failure={lie: True})
+
+
+def test_embeddings_without_an_index_are_taken_in_the_order_given(tmp_path, monkeypatch, fake):
+    path = write_transcript(transcript_path(tmp_path, "noindex"), EMBED_TALK, cwd=PROJECT)
+    monkeypatch.setenv("TOTAL_RECALL_EMBED_MODEL", "fake-embed")
+    fake.write_script({"embeddings": {"dim": 8, "default": {"no_index": True}}})
+    cli("init")
+    assert index(path).returncode == 0
+    assert queue_errors() == []
+    assert pending_vectors() == 0
+    assert_vectors_match_contents(8)
 
 
 # --- the daemon's database while others use it -----------------------------------------------

@@ -189,6 +189,25 @@ def test_huge_hook_input_still_records_its_transcript(isolated_home, transcript)
     assert (row["transcript_path"], row["session_id"], row["event"]) == (str(transcript), "abc", "Stop")
 
 
+@pytest.mark.parametrize(
+    "tail",
+    [
+        b', "last_assistant_message": "caf\xe9 \xff done"}',  # bytes that are not UTF-8
+        b', "tool_response": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",  # nested past the parser's depth
+        b', "last_assistant_message": "cut off in the midd',  # the payload ends early
+    ],
+    ids=["invalid-utf8", "deep-nesting", "cut-off"],
+)
+def test_hook_input_that_does_not_parse_still_records_its_transcript(isolated_home, transcript, tail):
+    """The fields Claude Code puts first name the transcript; a fault further on must not lose it."""
+    dbfile = make_db(isolated_home)
+    head = json.dumps(stop_payload(transcript)).encode()[:-1]
+    done = run_hook(ENQUEUE, head + tail)
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+    [row] = queue_rows(dbfile)
+    assert (row["transcript_path"], row["session_id"], row["event"]) == (str(transcript), "abc", "Stop")
+
+
 # --- enqueue: the spool path ---------------------------------------------------------------
 
 
@@ -321,6 +340,46 @@ def test_concurrent_hooks_lose_nothing_while_another_process_writes(isolated_hom
         r["session_id"] for r in spool_lines(isolated_home)
     ]
     assert sorted(recorded) == sorted(f"s{i}" for i in range(200))
+
+
+def test_a_spool_line_cut_short_by_a_full_disk_does_not_swallow_the_next_record(isolated_home, tmp_path):
+    """A write cut short (file size limit, full disk) leaves a line without its newline; the next
+    hook's record must not be glued to it and dropped with it when the daemon drains the spool."""
+    import resource
+
+    from total_recall import queue
+
+    folder = tmp_path / "claude" / "projects" / "-home-u-proj"
+    folder.mkdir(parents=True)
+    paths = {name: folder / f"{name}.jsonl" for name in ("before", "cut", "after")}
+    for path in paths.values():
+        path.write_text('{"type":"user"}\n', encoding="utf-8")
+    isolated_home.mkdir()  # no database: every record goes to the spool
+    spool = isolated_home / "spool.jsonl"
+    assert run_hook(ENQUEUE, stop_payload(paths["before"])).returncode == 0
+    room = spool.stat().st_size + 40
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (room, room))
+
+    cut = subprocess.run(
+        [sys.executable, "-I", "-S", str(ENQUEUE)],
+        input=json.dumps(stop_payload(paths["cut"])).encode(),
+        capture_output=True,
+        preexec_fn=limited,
+        timeout=HANG_GUARD,
+    )
+    assert (cut.returncode, cut.stdout) == (0, b"")
+    assert spool.stat().st_size == room and not spool.read_bytes().endswith(b"\n")  # a half line
+    assert run_hook(ENQUEUE, stop_payload(paths["after"])).returncode == 0
+
+    database = db.connect(isolated_home / "memory.db")
+    try:
+        queue.drain_spool(database, spool)
+    finally:
+        database.close()
+    queued = [r["transcript_path"] for r in queue_rows(isolated_home / "memory.db")]
+    assert queued == [str(paths["before"]), str(paths["after"])]
 
 
 # --- session_start -------------------------------------------------------------------------

@@ -7,6 +7,7 @@ No sleeps and no subprocesses: leases, backoff, the batch window and parking are
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -136,6 +137,22 @@ def daemon(tmp_path):
     worker = Daemon(conn, settings, config.paths(), clock=clock)
     yield worker, clock
     conn.close()
+
+
+def test_the_heartbeat_goes_on_after_the_clock_steps_back(daemon):
+    """The status file, the repair pass and the other chores run at every heartbeat; a clock
+    stepped back an hour (NTP, a resumed VM) must not stop them for that hour."""
+    worker, clock = daemon
+
+    def updated() -> float:
+        return json.loads(config.paths().status.read_text(encoding="utf-8"))["updated"]
+
+    worker.heartbeat()
+    assert updated() == T0
+    clock.advance(-3600)
+    clock.advance(worker.settings.daemon.heartbeat)  # one interval later by the stepped clock
+    worker.heartbeat()
+    assert updated() == clock()
 
 
 def claude_transcript(tmp_path: Path, name: str = "s1") -> Path:

@@ -244,6 +244,43 @@ def _llm_answer(request: dict) -> str:
     )
 
 
+LYING_ANSWERS = {
+    "no-items": {"something": "else"},
+    "wrong-types": {"items": [{"type": "decision", "content": 42, "source_line": 1}, "text", None]},
+    "other-lines": {
+        "items": [
+            {"type": "decision", "content": f"LLM: said of line {n}", "source_line": n}
+            for n in (1, 50, -1, "2x")
+        ]
+    },
+}
+
+
+@pytest.mark.parametrize("answer", LYING_ANSWERS.values(), ids=LYING_ANSWERS.keys())
+def test_a_re_extraction_answer_silent_about_a_line_keeps_its_offline_memories(
+    claude_dir, monkeypatch, answer
+):
+    """After an outage the LLM answers garbage, wrong types or lines of no batch: a line it says
+    nothing of (no conforming item, no skip reason) keeps the memories the offline extractor made."""
+    from fake_openai import FakeOpenAI
+
+    with FakeOpenAI(chat=json.dumps(answer)) as srv:
+        monkeypatch.setenv("TOTAL_RECALL_LLM_BASE_URL", srv.base_url)
+        srv.queue_chat({"status": 400, "error": "model not loaded"})  # the outage: one refused call
+        first = write_transcript(transcript_path(claude_dir, "sess-a"), CONVERSATION[:4], cwd=PROJECT)
+        cli("backfill", str(first), "--wait")
+        query = "SELECT source_line, content FROM ideas WHERE file_id = (SELECT id FROM files WHERE path = ?)"
+        offline = sorted(db_rows(query, (str(first),)))
+        assert {line for line, _ in offline} >= {2, 3, 4}
+        second = write_transcript(transcript_path(claude_dir, "sess-b"), CONVERSATION[4:6], cwd=PROJECT)
+        cli("backfill", str(second), "--wait")  # the LLM answers again, and re-extracts sess-a
+        assert len(srv.requests_to("/v1/chat/completions")) >= 3
+    after = sorted(db_rows(query, (str(first),)))
+    kept = 1 if answer is LYING_ANSWERS["other-lines"] else 0  # line 1 was answered there
+    assert [r for r in after if r[0] > kept] == [r for r in offline if r[0] > kept]
+    assert db_rows("SELECT count(*) FROM fallback_batches WHERE done_at IS NULL") == [(0,)]
+
+
 def test_llm_extraction_makes_one_call_per_batch_and_falls_back_offline(claude_dir, monkeypatch, store):
     from fake_openai import FakeOpenAI
 

@@ -14,7 +14,17 @@ from pathlib import Path
 import pytest
 
 from conftest import isolate, use_copy_of
-from helpers import cli, cli_json, db_rows, local_rows, sqlite_connect, sqlite_module, write_transcript
+from helpers import (
+    cli,
+    cli_json,
+    daemon_process,
+    db_rows,
+    local_rows,
+    sqlite_connect,
+    sqlite_module,
+    wait_for,
+    write_transcript,
+)
 from total_recall import config
 
 PROJECT = "/home/dev/projects/robust"
@@ -55,6 +65,41 @@ def test_daemon_once_releases_the_dead_daemons_claims_at_start(tmp_path, fake):
     cli("daemon", "--once", timeout=120)
     assert [r[0] for r in queue_rows()] == ["done"]
     assert db_rows("SELECT count(*) FROM messages")[0][0] == len(TURNS)
+
+
+def test_work_stamped_before_the_clock_stepped_back_is_not_held_for_the_size_of_the_step(
+    tmp_path, fake, monkeypatch
+):
+    """The clock stepped back an hour (NTP, a resumed VM): a hook's record stamped before the step,
+    and a failed batch's retry time set before it, are an hour 'in the future'; the daemon must
+    not wait that hour to index them."""
+    monkeypatch.setenv("TOTAL_RECALL_DAEMON_BATCH_WINDOW", "1")
+    spooled, retried = transcript(tmp_path, "stamped-ahead"), transcript(tmp_path, "retry-ahead")
+    cli("init")
+    ahead = time.time() + 3600
+    record = {"transcript_path": str(spooled), "session_id": "stamped-ahead", "cwd": PROJECT}
+    record |= {"event": "Stop", "size_seen": spooled.stat().st_size, "enqueued_at": ahead}
+    config.paths().spool.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    conn = sqlite_connect(config.paths().db)
+    with conn:
+        conn.execute(
+            "INSERT INTO work_queue (transcript_path, session_id, cwd, event, size_seen, enqueued_at, "
+            "state, attempts, last_error, not_before) VALUES (?, ?, ?, 'Stop', ?, ?, 'pending', 1, "
+            "'TransientError: endpoint down', ?)",
+            (str(retried), "retry-ahead", PROJECT, retried.stat().st_size, time.time() - 10, ahead + 10),
+        )
+    conn.close()
+    log = tmp_path / "daemon.log"
+    with daemon_process(log) as proc:
+        # Only a hang guard: without the fix both rows wait an hour.
+        wait_for(lambda: [r[0] for r in queue_rows()] == ["done", "done"] or proc.poll(), timeout=60)
+    assert proc.returncode == 0
+    for path in (spooled, retried):
+        rows = db_rows(
+            "SELECT count(*) FROM messages WHERE file_id = (SELECT id FROM files WHERE path = ?)",
+            (str(path),),
+        )
+        assert rows == [(len(TURNS),)]
 
 
 def test_backfill_wait_releases_stale_claims_under_the_lock(tmp_path, fake):

@@ -428,8 +428,10 @@ class Daemon:
             self._seen_event = latest
 
     def heartbeat(self, *, force: bool = False) -> None:
-        now = time.time()
-        if not force and now - self._last_heartbeat < self.settings.daemon.heartbeat:
+        now = self.clock()
+        # A negative elapsed time is a clock stepped back (NTP, a resumed VM): the heartbeat is
+        # due, or the chores and the status file would wait for the size of the step.
+        if not force and 0 <= now - self._last_heartbeat < self.settings.daemon.heartbeat:
             return
         self._last_heartbeat = now
         try:

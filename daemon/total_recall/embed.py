@@ -408,12 +408,27 @@ class OpenAIEmbedder:
     def _check(self, response: Any, expected: int) -> np.ndarray:
         import numpy as np
 
-        data = sorted(getattr(response, "data", None) or [], key=lambda d: d.index)
+        data = list(getattr(response, "data", None) or [])
+        indexes = [getattr(d, "index", None) for d in data]
+        if sorted(i for i in indexes if isinstance(i, int)) == list(range(len(data))):
+            data = [d for _, d in sorted(zip(indexes, data), key=lambda pair: pair[0])]
+        # else: Trigger: entries without an index, or not each of 0..n-1 once (some servers omit
+        # it). Why: sorting by it failed the batch (None < None) or would scramble the vectors.
+        # Outcome: the order the server gave, which is the inputs' order.
         if len(data) != expected:
             raise EmbeddingError(f"embedding endpoint returned {len(data)} vectors for {expected} texts")
-        matrix = np.asarray([d.embedding for d in data], dtype=np.float32)
+        try:
+            matrix = np.asarray([d.embedding for d in data], dtype=np.float32)
+        except (TypeError, ValueError) as exc:
+            # Trigger: a 200 whose vectors differ in length or hold no numbers. Why: a lying
+            # endpoint is an outage (the batch is stored, its vectors left to the repair pass), not
+            # a failed batch that is extracted again and parked. Outcome: EmbeddingError.
+            lengths = sorted({len(d.embedding) for d in data if hasattr(d.embedding, "__len__")})
+            raise EmbeddingError(f"embedding endpoint returned unusable vectors (lengths {lengths})") from exc
         if matrix.ndim != 2 or matrix.shape[1] == 0:
             raise EmbeddingError(f"embedding endpoint returned vectors of shape {matrix.shape}")
+        if not np.isfinite(matrix).all():
+            raise EmbeddingError("embedding endpoint returned vectors holding NaN or infinity")
         if self._dim is None:
             self._dim = int(matrix.shape[1])
         elif matrix.shape[1] != self._dim:

@@ -621,8 +621,8 @@ class Indexer:
 
         Trigger: after a transcript is processed and on the heartbeat, with an LLM configured and
         budget left. Why: the offline answer was a stopgap ("retry until it works"). Outcome: the
-        batch's offline ideas (unpinned, said only there) are replaced by the LLM's, in one
-        transaction; on failure the batch waits for the next try and nothing changes.
+        offline ideas (unpinned, said only there) of the lines the answer speaks of are replaced by
+        the LLM's, in one transaction; on failure the batch waits for the next try and nothing changes.
         """
         llm = self.llm()
         if llm is None:
@@ -671,6 +671,14 @@ class Indexer:
             output = protocol.validate_output(
                 raw, {m["line"] for m in new}, {k["id"] for k in context["known"]}
             ).output
+            # Trigger: the answer says nothing (no conforming item, no skip reason) of some lines:
+            # garbage, wrong types, lines of other batches. Why: silence is no statement that a
+            # line holds nothing; replacing would delete its offline memories for nothing.
+            # Outcome: only the lines the answer speaks of have their offline memories replaced.
+            spoken = {int(i["source_line"]) for i in output["items"]}
+            spoken |= {int(s["line"]) for s in output["skip_lines"]}
+            if spoken != set(lines):
+                log.warning("llm_reextract_partial", file=path, lines=len(lines), answered=len(spoken))
             self._point_from_chunks(path, output)
             vectors = self._embed_batch([output], [])
             now = self.clock()
@@ -689,7 +697,7 @@ class Indexer:
             try:
                 with self.db.write():
                     self._still_unforgotten(path, ident, marks)
-                    stale = memories.ideas_said_only_on(self.db, path, lines)
+                    stale = memories.ideas_said_only_on(self.db, path, sorted(spoken)) if spoken else []
                     store.delete_ideas(self.db, stale, "extract:llm-retry", now)
                     store.apply_output(self.db, ctx, output, vectors)
                     self._write_calls(now)

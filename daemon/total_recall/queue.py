@@ -23,6 +23,9 @@ log = structlog.get_logger(__name__)
 
 IMMEDIATE_EVENTS = ("backfill", "SessionEnd", "PreCompact")
 BACKOFF_START, BACKOFF_CAP = 1.0, 10.0
+# seconds; a time stamped further ahead than this (a hook's enqueued_at, a retry's not_before,
+# which are at most BACKOFF_CAP ahead) was stamped before the clock stepped back
+CLOCK_STEP = 60.0
 SPOOL_LOCK_WAIT = 5.0  # seconds; a hook holds the lock for one append (its own wait is 1 s)
 SPOOL_KEYS = ("transcript_path", "session_id", "cwd", "event", "size_seen", "enqueued_at")
 
@@ -152,6 +155,10 @@ def claim_next(
     Ready: its oldest pending row is `window` seconds old (so a session's messages arriving
     within the window form one batch), or it was enqueued by an event that should not wait,
     or `immediate` (daemon --once). Expired leases (a crashed daemon) count as pending.
+
+    Trigger: a row's enqueued_at or not_before lies more than CLOCK_STEP ahead of now. Why: it
+    was stamped before the clock stepped back (NTP, a resumed VM); waiting for it would hold the
+    work for the size of the step. Outcome: it is ready now.
     """
     with db.write():
         db.execute(
@@ -162,19 +169,19 @@ def claim_next(
         placeholders = ",".join("?" * len(IMMEDIATE_EVENTS))
         row = db.one(
             "SELECT transcript_path FROM work_queue WHERE state = 'pending' "
-            "AND (not_before IS NULL OR not_before <= ?) "
-            f"AND (? OR event IN ({placeholders}) OR enqueued_at <= ?) "
+            "AND (not_before IS NULL OR not_before <= ? OR not_before > ?) "
+            f"AND (? OR event IN ({placeholders}) OR enqueued_at <= ? OR enqueued_at > ?) "
             "ORDER BY enqueued_at LIMIT 1",
-            (now, int(immediate), *IMMEDIATE_EVENTS, now - window),
+            (now, now + CLOCK_STEP, int(immediate), *IMMEDIATE_EVENTS, now - window, now + CLOCK_STEP),
         )
         if row is None:
             return None
         path = row["transcript_path"]
         rows = db.execute(
-            "SELECT id, session_id, cwd, attempts FROM work_queue "
-            "WHERE transcript_path = ? AND state = 'pending' AND (not_before IS NULL OR not_before <= ?) "
+            "SELECT id, session_id, cwd, attempts FROM work_queue WHERE transcript_path = ? "
+            "AND state = 'pending' AND (not_before IS NULL OR not_before <= ? OR not_before > ?) "
             "ORDER BY id",
-            (path, now),
+            (path, now, now + CLOCK_STEP),
         ).fetchall()
         ids = [r["id"] for r in rows]
         db.execute(
@@ -344,4 +351,4 @@ def next_ready_in(db: Database, *, now: float, window: float) -> float | None:
     )
     if ready is None:
         return None
-    return max(0.0, ready - now)
+    return 0.0 if ready - now > CLOCK_STEP else max(0.0, ready - now)  # see claim_next

@@ -173,9 +173,25 @@ def _content(response: Any) -> str | None:
     return getattr(message, "content", None)
 
 
+TOKEN_COUNT_CAP = 10**9  # far above any real call, far below SQLite's largest integer
+
+
 def _usage(response: Any) -> tuple[int, int]:
     usage = getattr(response, "usage", None)
-    return int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0)
+    return _tokens(getattr(usage, "prompt_tokens", None)), _tokens(getattr(usage, "completion_tokens", None))
+
+
+def _tokens(value: Any) -> int:
+    """A reported token count as a count.
+
+    Trigger: the server's usage holds a non-number, a negative, NaN or a count beyond SQLite's
+    integers. Why: a lying count must neither throw away a good answer, fail the batch when the
+    call is recorded, nor refill the daily budget. Outcome: 0 for what is no count (as a missing
+    usage), at most TOKEN_COUNT_CAP (a huge count still spends the budget).
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        return 0
+    return int(min(value, TOKEN_COUNT_CAP))
 
 
 def redact_input(obj: Any) -> Any:
