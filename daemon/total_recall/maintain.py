@@ -149,13 +149,13 @@ def _slices(fh: IO[bytes]) -> Iterator[tuple[int, bytes]]:
 def _sanitized_slice(
     db: Database, source: str, project: str | None, before: int, lines: bytes, now: float
 ) -> bytes:
-    """``sanitized_transcript`` of the lines that follow `before` others. It numbers lines from 1
-    (a forgotten line is known by its number): as many empty lines in front keep each line's
-    number, and their outputs (one line each) are dropped. The slice's last newline is put back
-    after, so the line after it (the next slice's first) is never judged here."""
+    """``sanitized_transcript`` of the lines that follow `before` others, numbered from there (a
+    forgotten line is known by its number). The slice's last newline is put back after, so the line
+    after it (the next slice's first) is never judged here."""
     end = b"\n" if lines.endswith(b"\n") else b""
-    data = sanitized_transcript(db, source, project, b"\n" * before + lines[: len(lines) - len(end)], now)
-    return data.split(b"\n", before)[-1] + end
+    return (
+        sanitized_transcript(db, source, project, lines[: len(lines) - len(end)], now, first=before + 1) + end
+    )
 
 
 def scrub_archive(db: Database, source: str, before: str | None = None, now: float | None = None) -> bool:
@@ -213,10 +213,13 @@ def _write_archive(target: Path, data: bytes | Iterable[bytes]) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def sanitized_transcript(db: Database, source: str, project: str | None, raw: bytes, now: float) -> bytes:
+def sanitized_transcript(
+    db: Database, source: str, project: str | None, raw: bytes, now: float, first: int = 1
+) -> bytes:
     """A transcript as we may keep it: every line redacted (secrets, ``<private>`` parts, values
     that recur), lines said while paused or forgotten (by line or by project) replaced by ``{}``
-    so line numbers stay those of the original.
+    so line numbers stay those of the original. ``first``: the number of raw's first line (a
+    slice of a longer transcript).
 
     Each line is redacted twice: as written, where a key stands beside its value
     (``"password":"X"``), then string by string as parsed, where a newline escaped as ``\\n`` is a
@@ -232,7 +235,7 @@ def sanitized_transcript(db: Database, source: str, project: str | None, raw: by
     gone = trust.forgotten_lines(db, source)
     lines = raw.decode("utf-8", "replace").split("\n")
     parsed: list = []
-    for number, line in enumerate(lines, 1):
+    for number, line in enumerate(lines, first):
         try:
             obj = json.loads(line) if line.strip() else None
         except ValueError:
