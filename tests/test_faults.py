@@ -31,6 +31,7 @@ from helpers import (
     env,
     hook,
     local_rows,
+    memory_store,
     sqlite_connect,
     sqlite_module,
     start_daemon,
@@ -573,6 +574,96 @@ def test_embeddings_without_an_index_are_taken_in_the_order_given(tmp_path, monk
     assert queue_errors() == []
     assert pending_vectors() == 0
     assert_vectors_match_contents(8)
+
+
+TAGGED_TALK = [
+    ("user", "Melanie: I painted a lake at sunrise last weekend with my new watercolours."),
+    ("assistant", "Caroline: That sounds lovely! Which colours did you mix for the water?"),
+    ("user", "Melanie: Mostly cobalt blue and a little burnt sienna for the reeds."),
+    ("assistant", "Caroline: Burnt sienna is a great choice for warm reeds against cool water."),
+    ("user", "Melanie: I want to paint the same lake at dusk next weekend."),
+]
+
+
+def chunk_vectors() -> tuple[list[dict], dict[int, bytes]]:
+    from total_recall import vectors
+
+    with memory_store() as database:
+        chunks = [
+            dict(r) for r in database.all("SELECT id, project, content, context, seq FROM chunks ORDER BY id")
+        ]
+        return chunks, vectors.vectors_of(database, "chunks", [c["id"] for c in chunks])
+
+
+def test_vectors_an_older_recipe_made_are_embedded_again_in_the_background(
+    tmp_path, monkeypatch, fake, store
+):
+    # A store indexed before embed_text left out a turn's speaker tag (embed_version 1) keeps
+    # vectors of "Melanie: ..." until they are embedded again: a slice at a time, resumable, by the
+    # daemon's heartbeat, with the store searchable throughout (db.EMBED_VERSION).
+    from fake_openai import fake_embedding
+    from total_recall import db as dbmod
+    from total_recall import vectors
+    from total_recall.embed import from_blob, to_blob
+
+    dim = 8
+    path = write_transcript(transcript_path(tmp_path, "recipe"), TAGGED_TALK, cwd=PROJECT)
+    monkeypatch.setenv("TOTAL_RECALL_EMBED_MODEL", "fake-embed")
+    monkeypatch.setenv("TOTAL_RECALL_DAEMON_HEARTBEAT", "1")
+    fake.write_script({"embeddings": {"dim": dim, "default": {}}})
+    cli("init")
+    assert index(path).returncode == 0
+    chunks, stored = chunk_vectors()
+    tagged = [c for c in chunks if c["id"] in stored and vectors.embed_text(c) != c["content"]]
+    assert len(tagged) == len(TAGGED_TALK)  # every turn opens with its speaker's tag
+
+    step = dbmod.int8_scale(dim) / 127
+
+    def made_from(database, chunk: dict, text: str) -> bool:
+        vector = from_blob(vectors.vectors_of(database, "chunks", [chunk["id"]])[chunk["id"]])
+        return max(abs(a - b) for a, b in zip(vector, fake_embedding(text, dim))) <= step / 2 + 1e-6
+
+    with memory_store() as database:
+        # The store as an older version left it: each vector made from the words as said.
+        assert database.get_meta("embed_version") == str(dbmod.EMBED_VERSION)  # new stores are current
+        with database.write():
+            old = [(c["id"], c["project"], to_blob(fake_embedding(c["content"], dim))) for c in tagged]
+            vectors.store(database, "chunk_embeddings", "chunk_id", old)
+            database.set_meta("embed_version", 1)
+        # One slice: its chunk is made from the text without the tag, the cursor marks where it stopped.
+        worker = vectors.Vectors(database, config.load())
+        assert worker.refresh_stale(limit=1) == 1
+        assert made_from(database, tagged[0], vectors.embed_text(tagged[0]))
+        assert made_from(database, tagged[1], tagged[1]["content"])
+        assert database.get_meta("embed_refresh_after") == str(tagged[0]["id"])
+        assert vectors.stale(database)
+
+    # The rest by the daemon's heartbeat, while searches are answered.
+    log = tmp_path / "daemon.log"
+    with daemon_process(log, serving=True) as proc:
+        found = cli_json("search", "which colours for the water", "--all-projects")
+        assert any("cobalt" in r["content"] or "colours" in r["content"] for r in found)
+        wait_for(
+            lambda: (
+                db_rows("SELECT value FROM meta WHERE key = 'embed_version'") == [(str(dbmod.EMBED_VERSION),)]
+                or proc.poll() is not None
+            ),
+            timeout=60,
+            interval=0.2,
+        )
+        assert proc.poll() is None, log_text(log)[-3000:]
+    assert proc.returncode == 0
+    assert db_rows("SELECT count(*) FROM meta WHERE key = 'embed_refresh_after'") == [(0,)]
+    with memory_store() as database:
+        assert all(made_from(database, c, vectors.embed_text(c)) for c in tagged)
+    assert '"vectors_refreshed"' in log_text(log)
+
+    # `reembed` refreshes them all at once (and is a no-op on a current store).
+    with memory_store() as database, database.write():
+        database.set_meta("embed_version", 1)
+    assert cli_json("reembed")["refreshed"] == len(tagged)
+    assert cli_json("reembed")["refreshed"] == 0
+    assert db_rows("SELECT value FROM meta WHERE key = 'embed_version'") == [(str(dbmod.EMBED_VERSION),)]
 
 
 # --- the daemon's database while others use it -----------------------------------------------

@@ -373,7 +373,7 @@ def test_a_vector_search_fills_its_pool_through_the_hnsw_index(pg_url):
 
     database = pg.connect(pg_url)
     try:
-        pg.ensure_vector_tables(database, "test-model", 16)
+        pg.ensure_vector_tables(database, "test-model", 16, 2)
         database.execute("INSERT INTO files (id, path) VALUES (1, '/t.jsonl')")
         rng = random.Random(7)
         rows = []

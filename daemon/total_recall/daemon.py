@@ -402,11 +402,13 @@ class Daemon:
                 log.warning("digest_write_failed", project=project, error=str(exc))
 
     def housekeeping(self, now: float) -> None:
-        """Heartbeat chores: prune old queue rows, repair vectors, decay working memory, weekly maintain."""
+        """Heartbeat chores: prune old queue rows, repair vectors (and refresh a slice of those an
+        older recipe made), decay working memory, weekly maintain."""
         from total_recall import maintain
 
         queue.prune_done(self.db, now=now)
         self.indexer.embed_pending()
+        self.indexer.vectors.refresh_stale()  # one slice: indexing new turns waits a few seconds at most
         self.indexer.reextract_fallbacks()
         if self.store is not self.db:
             self._follow_shared_store()

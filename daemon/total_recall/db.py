@@ -364,6 +364,12 @@ def migrate(db: Database, migrations_dir: Path | None = None) -> int:
 
 # The vec0 tables, their key column, and how many vectors each chunk of a partition holds.
 VECTOR_TABLES = {"idea_embeddings": "idea_id", "span_embeddings": "span_id", "chunk_embeddings": "chunk_id"}
+# The recipe of the stored vectors (meta `embed_version`): what a chunk's vector is made from
+# (vectors.embed_text). Bump it when that changes: a store whose chunks were embedded by an older
+# recipe has them embedded again in the background, a slice per heartbeat (vectors.refresh_stale),
+# so what was indexed before an upgrade is searched as what is indexed after it.
+# 1: the line's words as said; 2: without the names it addresses and a turn's speaker tag (I88, I90).
+EMBED_VERSION = 2
 # vec0 allocates whole chunks per partition (project); its default of 1,024 slots (1.5 MB at 384
 # dimensions) made most of a small project's file empty slots. Measured on 100k vectors in 20
 # projects (BENCHMARKS.md §5): 128 costs ~5% on a KNN over every project, nothing measurable on
@@ -499,7 +505,7 @@ def ensure_vector_tables(db: Database, model: str, dim: int) -> bool:
     if db.dialect == "postgres":
         from total_recall import pg
 
-        return pg.ensure_vector_tables(db, model, dim)
+        return pg.ensure_vector_tables(db, model, dim, EMBED_VERSION)
     recorded_model, recorded_dim = db.get_meta("embed_model"), db.get_meta("embed_dim")
     if recorded_model is not None and (recorded_model != model or int(recorded_dim or 0) != dim):
         with db.write():
@@ -508,9 +514,10 @@ def ensure_vector_tables(db: Database, model: str, dim: int) -> bool:
     with db.write():
         for table, key in VECTOR_TABLES.items():
             _create_or_rebuild_vec(db, table, key, dim)
+        if recorded_model is None:  # new vector tables: every vector is made by this recipe
+            db.set_meta("embed_version", EMBED_VERSION)
         db.set_meta("embed_model", model)
         db.set_meta("embed_dim", dim)
-        db.set_meta("embed_version", 1)
         db.execute("DELETE FROM meta WHERE key = 'embed_model_mismatch'")
     vacuum_if_sparse(db)
     return True
@@ -529,7 +536,13 @@ def drop_vector_tables(db: Database) -> None:
         db.execute(
             "UPDATE chunks SET needs_embedding = 1 WHERE kind != 'tool_result' AND content NOT LIKE '[tool %'"
         )
-        for key in ("embed_model", "embed_dim", "embed_model_mismatch"):
+        for key in (
+            "embed_model",
+            "embed_dim",
+            "embed_model_mismatch",
+            "embed_version",
+            "embed_refresh_after",
+        ):
             db.execute("DELETE FROM meta WHERE key = ?", (key,))
 
 

@@ -506,6 +506,9 @@ def _move_words(local: Database, remote: Database, settings: config.Settings) ->
         remote.get_meta("embed_model"),
         remote.get_meta("embed_dim"),
     )
+    # A vector made by an older recipe (db.EMBED_VERSION) is not carried over: the store's repair
+    # pass embeds that chunk as it embeds the rest.
+    same_model = same_model and not vectors.stale(local)
     projects: dict[str | None, str | None] = {}
 
     def project(path: str | None) -> str | None:

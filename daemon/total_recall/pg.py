@@ -404,8 +404,9 @@ def _refuse_newer(database: PgDatabase, head: int) -> int:
     return head
 
 
-def ensure_vector_tables(database: PgDatabase, model: str, dim: int) -> bool:
-    """pgvector tables for this model's dimension (db.ensure_vector_tables on PostgreSQL)."""
+def ensure_vector_tables(database: PgDatabase, model: str, dim: int, version: int) -> bool:
+    """pgvector tables for this model's dimension (db.ensure_vector_tables on PostgreSQL); a new
+    store records `version` (db.EMBED_VERSION) as the recipe of its vectors."""
     recorded_model, recorded_dim = database.get_meta("embed_model"), database.get_meta("embed_dim")
     if recorded_model is not None and (recorded_model != model or int(recorded_dim or 0) != dim):
         with database.write():
@@ -426,9 +427,10 @@ def ensure_vector_tables(database: PgDatabase, model: str, dim: int) -> bool:
                 f"CREATE INDEX IF NOT EXISTS {table}_hnsw ON {table} USING hnsw (embedding vector_l2_ops)"
             )
             database.conn.execute(f"CREATE INDEX IF NOT EXISTS {table}_project ON {table} (project)")
+        if recorded_model is None:  # new vector tables: every vector is made by this recipe
+            database.set_meta("embed_version", version)
         database.set_meta("embed_model", model)
         database.set_meta("embed_dim", dim)
-        database.set_meta("embed_version", 1)
         database.execute("DELETE FROM meta WHERE key = 'embed_model_mismatch'")
     return True
 

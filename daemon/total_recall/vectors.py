@@ -20,6 +20,7 @@ from total_recall.errors import EmbeddingError, TransientError
 log = structlog.get_logger(__name__)
 
 VECTOR_RETRY_SECONDS = 15.0
+REFRESH_SLICE = 256  # chunks embedded again per heartbeat after a recipe change (a few seconds)
 # owner table -> (vec0 table, key column)
 TABLES = {
     "ideas": ("idea_embeddings", "idea_id"),
@@ -263,6 +264,54 @@ class Vectors:
             store(self.db, table, key, [(r["id"], r["project"], to_blob(v)) for r, v in zip(rows, vectors)])
         return True
 
+    def refresh_stale(self, limit: int = REFRESH_SLICE) -> int:
+        """Embed again, `limit` at a time, the chunks whose vectors an older recipe made.
+
+        Trigger: the store's `embed_version` is below db.EMBED_VERSION (indexed before an upgrade
+        changed embed_text); the daemon's heartbeat asks for one slice, `reembed` for all. Why: a
+        vector is derived data, and an old one ranks its line as the old code would, however the
+        search improved. Outcome: each slice is stored with the cursor (`embed_refresh_after`) in
+        one transaction, old vectors serve searches until replaced, and the version is raised when
+        the last slice is done; on an embedding failure the cursor stays and the next pass resumes.
+        """
+        from total_recall.embed import to_blob
+
+        if not self.ok() or not stale(self.db):
+            return 0
+        after = int(self.db.get_meta("embed_refresh_after") or 0)
+        rows = self.db.all(
+            "SELECT id, project, content, context, seq FROM chunks WHERE id > ? AND needs_embedding = 0 "
+            "ORDER BY id LIMIT ?",
+            (after, limit),
+        )
+        have = vectors_of(self.db, "chunks", [r["id"] for r in rows])
+        old = [r for r in rows if r["id"] in have]  # a tool line's chunk never had one
+        try:
+            made = self.embedder.embed([embed_text(dict(r)) for r in old]) if old else []
+        except (EmbeddingError, TransientError) as exc:
+            log.warning("embedding_failed", table="chunk_embeddings", count=len(old), error=str(exc))
+            return 0
+        with self.db.write():
+            # Only rows that are still as they were read: a chunk forgotten or rewritten while this
+            # slice was embedded keeps no vector of its old words.
+            current = _contents(self.db, [r["id"] for r in old])
+            keep = [
+                (r["id"], r["project"], to_blob(v))
+                for r, v in zip(old, made)
+                if current.get(r["id"]) == r["content"]
+            ]
+            if keep:
+                store(self.db, "chunk_embeddings", "chunk_id", keep)
+            if len(rows) < limit:
+                from total_recall.db import EMBED_VERSION
+
+                self.db.set_meta("embed_version", EMBED_VERSION)
+                self.db.execute("DELETE FROM meta WHERE key = 'embed_refresh_after'")
+            else:
+                self.db.set_meta("embed_refresh_after", rows[-1]["id"])
+        log.info("vectors_refreshed", chunks=len(keep), done=len(rows) < limit)
+        return len(keep)
+
     def embed_idea(self, idea_id: int) -> bool:
         """Give one memory its vector now (an edit), so vector search finds it before any heartbeat.
 
@@ -297,10 +346,33 @@ def reembed(db: Database, settings: config.Settings) -> dict:
     dropped = recorded is not None and (recorded != embedder.model_id or db.get_meta("embed_model_mismatch"))
     if dropped:
         dbmod.drop_vector_tables(db)
-    count = Vectors(db, settings, embedder=embedder).embed_pending()
+    worker = Vectors(db, settings, embedder=embedder)
+    count = worker.embed_pending()
+    refreshed, place = 0, ...  # the refresh cursor before the last slice (none read yet)
+    while stale(db) and place != (place := db.get_meta("embed_refresh_after")):
+        refreshed += worker.refresh_stale()  # a slice that failed leaves the cursor where it was
     return {
         "model": embedder.model_id,
         "dim": embedder.dim,
         "dropped_old_vectors": bool(dropped),
         "embedded": count,
+        "refreshed": refreshed,
     }
+
+
+def _contents(db: Database, ids: list[int]) -> dict[int, str]:
+    """The current text of these chunks, by id (a forgotten one is missing)."""
+    if not ids:
+        return {}
+    marks = ",".join("?" * len(ids))
+    return {
+        r["id"]: r["content"] for r in db.all(f"SELECT id, content FROM chunks WHERE id IN ({marks})", ids)
+    }
+
+
+def stale(db: Database) -> bool:
+    """Whether chunk vectors made by an older recipe remain (Vectors.refresh_stale)."""
+    from total_recall.db import EMBED_VERSION
+
+    version = db.get_meta("embed_version")
+    return version is not None and int(version) < EMBED_VERSION
