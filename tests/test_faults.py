@@ -637,6 +637,8 @@ def test_vectors_an_older_recipe_made_are_embedded_again_in_the_background(
         assert made_from(database, tagged[1], tagged[1]["content"])
         assert database.get_meta("embed_refresh_after") == str(tagged[0]["id"])
         assert vectors.stale(database)
+    if store == "sqlite":  # doctor reads the home's own file
+        assert cli_json("doctor", "--fast")["vectors_to_refresh"] == len(chunks) - 1
 
     # The rest by the daemon's heartbeat, while searches are answered.
     log = tmp_path / "daemon.log"
@@ -657,6 +659,7 @@ def test_vectors_an_older_recipe_made_are_embedded_again_in_the_background(
     with memory_store() as database:
         assert all(made_from(database, c, vectors.embed_text(c)) for c in tagged)
     assert '"vectors_refreshed"' in log_text(log)
+    assert cli_json("doctor", "--fast")["vectors_to_refresh"] is None
 
     # `reembed` refreshes them all at once (and is a no-op on a current store).
     with memory_store() as database, database.write():

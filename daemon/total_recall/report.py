@@ -6,7 +6,7 @@ import os
 import time
 from typing import Any
 
-from total_recall import config, memories, queue, state, trust
+from total_recall import config, memories, queue, state, trust, vectors
 from total_recall.db import VEC_FIX_HINT, Database, fts5_available, schema_version, sqlite_version
 from total_recall.errors import TotalRecallError
 from total_recall.indexer import budget_exhausted, today_start_utc
@@ -129,6 +129,8 @@ def _database_checks(db: Database) -> dict:
             schema_version=schema_version(db),
             embed_model_recorded=db.get_meta("embed_model"),
             embed_model_mismatch=db.get_meta("embed_model_mismatch"),
+            # Chunks whose vectors an older embed_text made, embedded again a slice per heartbeat.
+            vectors_to_refresh=vectors.refresh_left(db),
         )
     except db.dbapi.Error as exc:  # damaged pages: reported under "database"
         out["schema_error"] = str(exc)

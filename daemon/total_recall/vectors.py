@@ -370,6 +370,16 @@ def _contents(db: Database, ids: list[int]) -> dict[int, str]:
     }
 
 
+def refresh_left(db: Database) -> int | None:
+    """How many chunks an older recipe's vectors may still cover (None: every vector is current);
+    `doctor` shows it while the daemon refreshes them."""
+    if not stale(db):
+        return None
+    after = int(db.get_meta("embed_refresh_after") or 0)
+    left = db.scalar("SELECT count(*) FROM chunks WHERE id > ? AND needs_embedding = 0", (after,), default=0)
+    return int(left)
+
+
 def stale(db: Database) -> bool:
     """Whether chunk vectors made by an older recipe remain (Vectors.refresh_stale)."""
     from total_recall.db import EMBED_VERSION
