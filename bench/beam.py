@@ -56,7 +56,13 @@ def messages(batch: dict) -> list[dict]:
     return out
 
 
-def convert(samples: Iterable[dict], root: Path, corpus: locomo.Corpus | None = None) -> locomo.Corpus:
+def convert(
+    samples: Iterable[dict], root: Path, corpus: locomo.Corpus | None = None, layout: str = "bench"
+) -> locomo.Corpus:
+    """One transcript per batch, a week apart (BATCH_STEP); `layout` "one-file" writes each chat as
+    one transcript instead, its lines numbered on through the batches (locomo.LAYOUTS)."""
+    if layout not in ("bench", "one-file"):
+        raise ValueError(f"unknown layout {layout!r} for BEAM; choose bench or one-file")
     corpus = corpus or locomo.Corpus()
     root = Path(root).resolve()
     for sample in samples:
@@ -65,12 +71,14 @@ def convert(samples: Iterable[dict], root: Path, corpus: locomo.Corpus | None = 
         corpus.projects[sid] = cwd
         folder = root / locomo.project_dir_name(cwd)
         folder.mkdir(parents=True, exist_ok=True)
+        whole = f"beam/{sid}/chat" if layout == "one-file" else None
+        written: list[str] = []
         for number, batch in enumerate(sample["chat"]):
             start = START + number * BATCH_STEP
             key = f"beam/{sid}/batch_{number}"
-            session = str(locomo.uuid.uuid5(locomo.uuid.NAMESPACE_URL, key))
+            session = str(locomo.uuid.uuid5(locomo.uuid.NAMESPACE_URL, whole or key))
             path = folder / f"{session}.jsonl"
-            lines = []
+            lines = written if whole else []
             for index, msg in enumerate(messages(batch)):
                 role = "user" if msg.get("role") == "user" else "assistant"
                 when = start + index * locomo.TURN_STEP
@@ -82,11 +90,15 @@ def convert(samples: Iterable[dict], root: Path, corpus: locomo.Corpus | None = 
                 )
                 dia = f"M{msg.get('id')}"
                 corpus.turns[(sid, dia)] = locomo.Turn(
-                    sid, dia, str(path), index + 1, role, text, when.strftime("%Y-%m-%dT%H:%M:%SZ")
+                    sid, dia, str(path), len(lines), role, text, when.strftime("%Y-%m-%dT%H:%M:%SZ")
                 )
-            if lines:
+            if lines and not whole:
                 path.write_text("\n".join(lines) + "\n", encoding="utf-8")
                 corpus.files.append(str(path))
+        if written:
+            path = folder / f"{locomo.uuid.uuid5(locomo.uuid.NAMESPACE_URL, whole)}.jsonl"
+            path.write_text("\n".join(written) + "\n", encoding="utf-8")
+            corpus.files.append(str(path))
     return corpus
 
 

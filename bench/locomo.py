@@ -119,9 +119,9 @@ def sessions(conversation: dict) -> list[tuple[int, str | None, list[dict]]]:
     return sorted(found, key=lambda s: s[0])
 
 
-def turn_text(turn: dict) -> str:
+def turn_text(turn: dict, captions: bool = True) -> str:
     text = str(turn.get("text") or "").strip()
-    caption = str(turn.get("blip_caption") or "").strip()
+    caption = str(turn.get("blip_caption") or "").strip() if captions else ""
     return f"{text} [shared an image: {caption}]" if caption else text
 
 
@@ -200,13 +200,19 @@ def convert(
     corpus: Corpus | None = None,
     vary: Callable[[str], str] | None = None,
     names: bool = False,
+    layout: str = "bench",
 ) -> Corpus:
     """Write every session of every conversation as a transcript under root; return the turn map.
 
     `copy` > 0 writes another copy (new session ids, paths and projects) whose turns are not
     recorded in the map; `vary` rewrites each turn's text first (see `variant`); `names` renders
     each turn as "Speaker: text" (the other rendering: speakers only as user/assistant roles).
+    `layout` (LAYOUTS) is how another converter might have written the same turns: "one-file" puts
+    every session of a conversation in one transcript, its lines numbered on through the sessions;
+    "no-captions" leaves out the image captions.
     """
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown layout {layout!r}; choose from {', '.join(LAYOUTS)}")
     corpus = corpus or Corpus()
     root = Path(root).resolve()
     for sample in samples:
@@ -217,46 +223,41 @@ def convert(
         folder = root / project_dir_name(cwd)
         folder.mkdir(parents=True, exist_ok=True)
         previous = FALLBACK_START
+        whole = f"locomo/{sid}/{copy}/conversation" if layout == "one-file" else None
+        written: list[str] = []
         for number, date_text, turns in sessions(conv):
             start = parse_session_time(date_text) or previous + timedelta(days=1)
             previous = start
-            _write_session(
-                corpus, folder, sid, cwd, number, start, turns, conv.get("speaker_a"), copy, vary, names
-            )
+            key = f"locomo/{sid}/{copy}/session_{number}"
+            session = str(uuid.uuid5(uuid.NAMESPACE_URL, whole or key))
+            path = folder / f"{session}.jsonl"
+            lines = written if whole else []
+            for index, turn in enumerate(turns):
+                role = "user" if turn.get("speaker") == conv.get("speaker_a") else "assistant"
+                when = start + index * TURN_STEP
+                text = turn_text(turn, captions=layout != "no-captions")
+                text = vary(text) if vary else text
+                if names and turn.get("speaker"):
+                    text = f"{turn['speaker']}: {text}"
+                lines.append(
+                    json.dumps(record(role, text, session=session, cwd=cwd, when=when, key=f"{key}/{index}"))
+                )
+                dia = str(turn.get("dia_id") or f"D{number}:{index + 1}")
+                if not copy:
+                    corpus.turns[(sid, dia)] = Turn(
+                        sid, dia, str(path), len(lines), role, text, when.strftime("%Y-%m-%dT%H:%M:%SZ")
+                    )
+            if not whole:
+                _write(corpus, path, lines)
+        if whole and written:
+            _write(corpus, folder / f"{uuid.uuid5(uuid.NAMESPACE_URL, whole)}.jsonl", written)
     return corpus
 
 
-def _write_session(
-    corpus: Corpus,
-    folder: Path,
-    sid: str,
-    cwd: str,
-    number: int,
-    start: datetime,
-    turns: list[dict],
-    speaker_a: Any,
-    copy: int,
-    vary: Callable[[str], str] | None,
-    names: bool = False,
-) -> None:
-    key = f"locomo/{sid}/{copy}/session_{number}"
-    session = str(uuid.uuid5(uuid.NAMESPACE_URL, key))
-    path = folder / f"{session}.jsonl"
-    lines = []
-    for index, turn in enumerate(turns):
-        role = "user" if turn.get("speaker") == speaker_a else "assistant"
-        when = start + index * TURN_STEP
-        text = vary(turn_text(turn)) if vary else turn_text(turn)
-        if names and turn.get("speaker"):
-            text = f"{turn['speaker']}: {text}"
-        lines.append(
-            json.dumps(record(role, text, session=session, cwd=cwd, when=when, key=f"{key}/{index}"))
-        )
-        dia = str(turn.get("dia_id") or f"D{number}:{index + 1}")
-        if not copy:
-            corpus.turns[(sid, dia)] = Turn(
-                sid, dia, str(path), index + 1, role, text, when.strftime("%Y-%m-%dT%H:%M:%SZ")
-            )
+LAYOUTS = ("bench", "one-file", "no-captions")
+
+
+def _write(corpus: Corpus, path: Path, lines: list[str]) -> None:
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     corpus.files.append(str(path))
 

@@ -1,7 +1,7 @@
 """Recall on the dev data: total-recall's search against BM25 over the raw turns, same run.
 
     python bench/recall.py [--sets locomo-roles,locomo-names,beam,sessions] [-k 1,5,10] [--save F.json]
-                           [--store postgres] [--all-projects]
+                           [--store postgres] [--all-projects] [--layout one-file|no-captions]
 
 Datasets (each indexed in its own throw-away home with the normal pipeline, `total-recall backfill
 DIR --wait`, embedded default: offline extractor + local MiniLM):
@@ -27,7 +27,10 @@ Splits: tuning decisions are made on the tune split only; the confirm split chec
 (the pgserver wheel of the test extra), as a team's shared store would: the same pipeline and search
 over pgvector and PostgreSQL full text. `--all-projects` asks every question over every project of its
 set, and ranks BM25 over every turn of the set, as a search made outside any project (the web view,
-MCP) is: harder where a set's projects are small. Runs in throw-away homes; asserts nothing.
+MCP) is: harder where a set's projects are small. `--layout` writes the LoCoMo and BEAM transcripts
+as another converter might (every session of a conversation, every batch of a chat, in one file; or
+LoCoMo without its image captions), to check that no figure hangs on the bench's own conversion.
+Runs in throw-away homes; asserts nothing.
 """
 
 from __future__ import annotations
@@ -190,15 +193,17 @@ def as_keywords(q: locomo.Question) -> locomo.Question:
 
 
 # -- datasets: (corpus, questions, left out), written under root ----------------------------
-def load_set(name: str, root: Path, locomo_path: Path, beam_root: Path):
+def load_set(name: str, root: Path, locomo_path: Path, beam_root: Path, layout: str = "bench"):
+    """A set's transcripts written under root, in `layout` (locomo.LAYOUTS: the bench's own, or how
+    another converter might write them; the sessions set's fixtures have only theirs)."""
     if name in ("locomo-roles", "locomo-names"):
         samples = locomo.load(locomo_path)
-        corpus = locomo.convert(samples, root, names=name == "locomo-names")
+        corpus = locomo.convert(samples, root, names=name == "locomo-names", layout=layout)
         qs, left = locomo.questions(samples, corpus)
         return corpus, qs, left
     if name in ("beam", "beam-qa"):
         samples = [beam.load(f) for f in beam.folders(beam_root)]
-        corpus = beam.convert(samples, root)
+        corpus = beam.convert(samples, root, layout="one-file" if layout == "one-file" else "bench")
         if name == "beam-qa":
             items = json.loads(BEAM_QA.read_text(encoding="utf-8"))
             return (corpus, *beam.labelled_questions(items, samples, corpus))
@@ -337,14 +342,16 @@ def evaluate_set(
     beam_root: Path,
     store_url: str | None = None,
     everywhere: bool = False,
+    layout: str = "bench",
 ) -> dict[str, Any]:
     """One dataset in its own throw-away home (its memories in `store_url` when given); returns
     every figure. With `everywhere`, each question is asked over every project of the set and BM25
-    ranks every turn of the set, as a search outside any project (the web view, MCP) would."""
+    ranks every turn of the set, as a search outside any project (the web view, MCP) would;
+    `layout` writes its transcripts as another converter might (load_set)."""
     k = max(ks)
     with harness.Sandbox(extra_env={"TOTAL_RECALL_STORE_URL": store_url} if store_url else None) as box:
         root = box.claude / "projects"  # only transcripts under it are read
-        corpus, qs, left_out = load_set(name, root, locomo_path, beam_root)
+        corpus, qs, left_out = load_set(name, root, locomo_path, beam_root, layout)
         stats, sources = index(box, corpus, root)
         stats["evidence_with_an_idea"] = _extraction_ceiling(corpus, qs, sources)
         started = time.perf_counter()
@@ -363,6 +370,7 @@ def evaluate_set(
     return {
         "set": name,
         "everywhere": everywhere,
+        "layout": layout,
         "ks": list(ks),
         "questions": len(qs),
         "left_out": left_out,
@@ -379,7 +387,8 @@ def render(report: dict[str, Any]) -> str:
     out = [
         f"# {report['set']}"
         + (" (PostgreSQL store)" if report.get("store") == "postgres" else "")
-        + (" (every project)" if report.get("everywhere") else ""),
+        + (" (every project)" if report.get("everywhere") else "")
+        + (f" (layout: {report['layout']})" if report.get("layout", "bench") != "bench" else ""),
         f"questions scored: {report['questions']} (left out: {report['left_out']})",
         f"index: {json.dumps(report['index'])}",
         f"span results: {json.dumps(report['spans'])}",
@@ -525,13 +534,22 @@ def main(argv: list[str] | None = None) -> int:
         default="sqlite",
         help="where the memories live: the local file, or a throw-away PostgreSQL server (test extra)",
     )
+    parser.add_argument(
+        "--layout",
+        choices=locomo.LAYOUTS,
+        default="bench",
+        help="write the transcripts as another converter might: every session of a conversation "
+        "(every batch of a BEAM chat) in one file, or LoCoMo without its image captions",
+    )
     args = parser.parse_args(argv)
     harness.quiet()
     reports = []
     with contextlib.ExitStack() as stack:
         new_database = postgres_databases(stack) if args.store == "postgres" else lambda: None
         for name in [s.strip() for s in args.sets.split(",") if s.strip()]:
-            report = evaluate_set(name, args.k, args.data, args.beam, new_database(), args.all_projects)
+            report = evaluate_set(
+                name, args.k, args.data, args.beam, new_database(), args.all_projects, args.layout
+            )
             report["store"] = args.store
             print(render(report), flush=True)
             print(flush=True)

@@ -55,12 +55,15 @@ def store_env(folder: Path, store: str, create: bool = False) -> Iterator[dict[s
         server.cleanup()
 
 
-def index(name: str, folder: Path, locomo_path: Path, beam_root: Path, store: str = "sqlite") -> None:
-    """Index one set into folder (kept), with its questions and BM25's rankings beside it."""
+def index(
+    name: str, folder: Path, locomo_path: Path, beam_root: Path, store: str = "sqlite", layout: str = "bench"
+) -> None:
+    """Index one set into folder (kept), with its questions and BM25's rankings beside it; its
+    transcripts written in `layout` (recall.load_set)."""
     folder.mkdir(parents=True, exist_ok=True)
     with store_env(folder, store, create=True) as env, harness.Sandbox(folder, extra_env=env) as box:
         root = box.claude / "projects"
-        corpus, qs, _left = recall.load_set(name, root, locomo_path, beam_root)
+        corpus, qs, _left = recall.load_set(name, root, locomo_path, beam_root, layout)
         recall.index(box, corpus, root)
         typed = [recall.as_keywords(q) for q in qs]
         turns = locomo.TurnIndex(recall.baseline_texts(corpus))
@@ -153,6 +156,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true", help="print {set: {split: figures}} as JSON")
     parser.add_argument(
+        "--layout", choices=locomo.LAYOUTS, default="bench", help="index: the transcripts' layout (recall.py)"
+    )
+    parser.add_argument(
         "--store",
         choices=("sqlite", "postgres"),
         default="sqlite",
@@ -163,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     names = [s.strip() for s in args.sets.split(",") if s.strip()]
     if args.what == "index":
         for name in names:
-            index(name, args.dir / name, args.data, args.beam, args.store)
+            index(name, args.dir / name, args.data, args.beam, args.store, args.layout)
             print(f"indexed {name}", flush=True)
         return 0
     for spec in args.assign:

@@ -131,6 +131,29 @@ def test_captions_are_appended_to_the_turn_text(corpus):
     assert line_of(turn.file, 3)["message"]["content"] == expected
 
 
+def test_other_layouts_write_the_same_turns_as_another_converter_might(tiny_file, tmp_path, corpus):
+    samples = locomo.load(tiny_file)
+    whole = locomo.convert(samples, tmp_path / "one-file", layout="one-file")
+    assert len(whole.files) == 1  # every session of the conversation in one transcript
+    first_session = sum(1 for t in corpus.turns.values() if t.file == corpus.turns[("tiny-1", "D1:1")].file)
+    for dia, turn in corpus.turns.items():
+        moved = whole.turns[dia]
+        assert (moved.text, moved.role, moved.timestamp) == (turn.text, turn.role, turn.timestamp)
+        assert moved.line == turn.line + (first_session if dia[1].startswith("D2:") else 0)
+        assert line_of(moved.file, moved.line)["timestamp"].startswith(turn.timestamp[:19])
+    assert {json.loads(x)["sessionId"] for x in Path(whole.files[0]).read_text().splitlines()} == {
+        Path(whole.files[0]).stem
+    }
+    bare = locomo.convert(samples, tmp_path / "bare", layout="no-captions")
+    assert bare.turns[("tiny-1", "D1:3")].text == "Pixel loves the beach near Porto."
+    assert (
+        line_of(bare.turns[("tiny-1", "D1:3")].file, 3)["message"]["content"]
+        == "Pixel loves the beach near Porto."
+    )
+    with pytest.raises(ValueError, match="unknown layout"):
+        locomo.convert(samples, tmp_path / "x", layout="sideways")
+
+
 def test_timestamps_come_from_the_session_date_one_minute_per_turn(corpus):
     s1, s2 = corpus.turns[("tiny-1", "D1:1")].file, corpus.turns[("tiny-1", "D2:1")].file
     assert [line_of(s1, i)["timestamp"] for i in (1, 4)] == [
@@ -291,6 +314,16 @@ def test_recall_tool_asks_over_every_project_when_told(tiny_file, tmp_path):
     assert report["figures"]["confirm"]["total-recall"]["overall"]["n"] == 3
 
 
+def test_recall_tool_indexes_another_layout_when_told(tiny_file, tmp_path):
+    save = tmp_path / "figures.json"
+    proc = _recall_tool(tiny_file, save, "locomo-roles", "--layout", "one-file")
+    assert "# locomo-roles (layout: one-file)" in proc.stdout
+    (report,) = json.loads(save.read_text())
+    assert report["layout"] == "one-file" and report["index"]["transcripts"] == 1
+    assert report["index"]["turns"] == 8 and report["questions"] == 3
+    assert report["figures"]["confirm"]["total-recall"]["overall"]["n"] == 3
+
+
 def test_names_rendering_writes_speaker_names_into_the_turns(tiny_file, tmp_path):
     corpus = locomo.convert(locomo.load(tiny_file), tmp_path / "names", names=True)
     turn = corpus.turns[("tiny-1", "D1:4")]
@@ -365,6 +398,21 @@ def test_beam_chats_become_one_transcript_per_batch_with_message_ids_mapped(tmp_
         ("knowledge_update", ("M4", "M5")),
     ]
     assert left == {"other_category": 1, "no_evidence": 0}
+
+
+def test_a_beam_chat_in_one_file_keeps_its_message_ids_and_times(tmp_path):
+    import beam
+
+    samples, corpus = _beam_chat(tmp_path)
+    whole = beam.convert(samples, tmp_path / "one-file", layout="one-file")
+    assert len(whole.files) == 1
+    first_batch = sum(1 for t in corpus.turns.values() if t.file == corpus.turns[("100K_9", "M0")].file)
+    for key, turn in corpus.turns.items():
+        moved = whole.turns[key]
+        offset = 0 if turn.file == corpus.turns[("100K_9", "M0")].file else first_batch
+        assert (moved.line, moved.text, moved.timestamp) == (turn.line + offset, turn.text, turn.timestamp)
+        assert line_of(moved.file, moved.line)["timestamp"].startswith(turn.timestamp[:19])
+    assert [q.evidence for q in beam.questions(samples, whole)[0]] == [("M2",), ("M4", "M5")]
 
 
 def test_our_beam_questions_map_to_message_lines_and_a_stale_fingerprint_is_an_error(tmp_path):
