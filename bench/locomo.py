@@ -209,7 +209,8 @@ def convert(
     each turn as "Speaker: text" (the other rendering: speakers only as user/assistant roles).
     `layout` (LAYOUTS) is how another converter might have written the same turns: "one-file" puts
     every session of a conversation in one transcript, its lines numbered on through the sessions;
-    "no-captions" leaves out the image captions.
+    "no-captions" leaves out the image captions; "one-side" writes every turn as the user's (with
+    `names`, only the "Name:" tags tell the speakers apart, as in a group chat).
     """
     if layout not in LAYOUTS:
         raise ValueError(f"unknown layout {layout!r}; choose from {', '.join(LAYOUTS)}")
@@ -233,7 +234,11 @@ def convert(
             path = folder / f"{session}.jsonl"
             lines = written if whole else []
             for index, turn in enumerate(turns):
-                role = "user" if turn.get("speaker") == conv.get("speaker_a") else "assistant"
+                role = (
+                    "user"
+                    if turn.get("speaker") == conv.get("speaker_a") or layout == "one-side"
+                    else "assistant"
+                )
                 when = start + index * TURN_STEP
                 text = turn_text(turn, captions=layout != "no-captions")
                 text = vary(text) if vary else text
@@ -254,7 +259,7 @@ def convert(
     return corpus
 
 
-LAYOUTS = ("bench", "one-file", "no-captions")
+LAYOUTS = ("bench", "one-file", "no-captions", "one-side")
 
 
 def _write(corpus: Corpus, path: Path, lines: list[str]) -> None:

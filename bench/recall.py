@@ -1,7 +1,7 @@
 """Recall on the dev data: total-recall's search against BM25 over the raw turns, same run.
 
     python bench/recall.py [--sets locomo-roles,locomo-names,beam,sessions] [-k 1,5,10] [--save F.json]
-                           [--store postgres] [--all-projects] [--layout one-file|no-captions]
+                           [--store postgres] [--all-projects] [--layout one-file|no-captions|one-side]
 
 Datasets (each indexed in its own throw-away home with the normal pipeline, `total-recall backfill
 DIR --wait`, embedded default: offline extractor + local MiniLM):
@@ -28,8 +28,9 @@ Splits: tuning decisions are made on the tune split only; the confirm split chec
 over pgvector and PostgreSQL full text. `--all-projects` asks every question over every project of its
 set, and ranks BM25 over every turn of the set, as a search made outside any project (the web view,
 MCP) is: harder where a set's projects are small. `--layout` writes the LoCoMo and BEAM transcripts
-as another converter might (every session of a conversation, every batch of a chat, in one file; or
-LoCoMo without its image captions), to check that no figure hangs on the bench's own conversion.
+as another converter might (every session of a conversation, every batch of a chat, in one file;
+LoCoMo without its image captions; or every LoCoMo turn as the user's), to check that no figure hangs on
+the bench's own conversion.
 Runs in throw-away homes; asserts nothing.
 """
 
@@ -539,7 +540,8 @@ def main(argv: list[str] | None = None) -> int:
         choices=locomo.LAYOUTS,
         default="bench",
         help="write the transcripts as another converter might: every session of a conversation "
-        "(every batch of a BEAM chat) in one file, or LoCoMo without its image captions",
+        "(every batch of a BEAM chat) in one file, LoCoMo without its image captions, or every "
+        "LoCoMo turn as the user's (one-side)",
     )
     args = parser.parse_args(argv)
     harness.quiet()

@@ -150,6 +150,9 @@ def test_other_layouts_write_the_same_turns_as_another_converter_might(tiny_file
         line_of(bare.turns[("tiny-1", "D1:3")].file, 3)["message"]["content"]
         == "Pixel loves the beach near Porto."
     )
+    flat = locomo.convert(samples, tmp_path / "flat", names=True, layout="one-side")
+    assert {t.role for t in flat.turns.values()} == {"user"}
+    assert flat.turns[("tiny-1", "D1:4")].text.startswith("Ben: My cello teacher")
     with pytest.raises(ValueError, match="unknown layout"):
         locomo.convert(samples, tmp_path / "x", layout="sideways")
 

@@ -327,6 +327,29 @@ def test_a_question_naming_a_participant_ranks_their_line_first(tmp_path):
         }
 
 
+def test_speakers_who_share_a_role_are_told_apart_by_their_tags(tmp_path):
+    """Every turn written as the user's "Name: text" (a group chat, or a conversion that keeps no
+    roles): the role says nothing about who spoke, and Sam's lines that address Ana vote her onto
+    the other side. The tags say who is who: a question about what Ana booked ranks Ana's line
+    above Sam's, which its words alone rank first."""
+    _conversation(
+        tmp_path,
+        [
+            ("user", "Sam: Hi Ana! How was the week?"),
+            ("user", "Ana: Busy! I booked a trip to Porto for the design workshop."),
+            ("user", "Sam: Ana, I booked a trip too: Lisbon, for the conference, and booked the hotel!"),
+            ("user", "Ana: Lisbon is lovely in spring."),
+            ("user", "Sam: Thanks Ana, see you after the trip."),
+        ],
+    )
+    assert _first_memory("Where did Ana book a trip to?")["source_line"] == 2
+    with memory_store() as database:
+        assert participants(database, "Did Sam and Ana meet in Lisbon?", None) == {
+            "Ana": "@Ana",
+            "Sam": "@Sam",
+        }
+
+
 def test_a_participant_typed_in_lower_case_is_one_in_the_cli_and_through_the_daemon(tmp_path):
     """/remember is typed in lower case: "where did ana book a trip" (or "Where did sam ...?") names
     Ana as the question with a capital does, whether the CLI searches in its own process or the

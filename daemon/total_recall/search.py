@@ -800,7 +800,7 @@ def rescore(seen: Seen, ranked: list[Candidate], q: querymod.Query) -> list[Cand
     if COVERAGE_WEIGHT <= 0 or len(terms) < 2:
         return sorted(ranked, key=lambda c: -c.score)
     seen.read_topics(c.id for c in head if c.origin is None)  # held to the same measure
-    texts, roles, own = seen.text, seen.role, seen.own
+    texts, own = seen.text, seen.own
     bags = {key(c): {_stem(w) for w in querymod.WORD.findall(texts.get(key(c), "").lower())} for c in head}
     n = len(bags)
     idf = {t: math.log(1 + n / (1 + sum(t in bag for bag in bags.values()))) for t in terms}
@@ -811,6 +811,9 @@ def rescore(seen: Seen, ranked: list[Candidate], q: querymod.Query) -> list[Cand
         cand.score *= 1 - COVERAGE_WEIGHT + COVERAGE_WEIGHT * coverage
     sides = set((q.participants or {}).values())
     side = q.speaker or (sides.pop() if len(sides) == 1 else None)
+    # Who said a line: its role, or for a side that is one speaker's tagged lines, its tag.
+    tags = side and side.startswith(TAG_SIDE)
+    roles = _speaker_tags({c.origin: own.get(c.origin, "") for c in head if c.origin}) if tags else seen.role
     if side and ROLE_BOOST > 0:
         # "What did I ask about X", "what did you suggest for Y", "what did Melanie paint": the
         # question names the side of the conversation that holds its answer (pronouns: beam tune
@@ -923,6 +926,18 @@ def _line_texts(db: Database, origins: list[tuple]) -> tuple[dict, dict, dict, d
     return _joined(out), roles, _joined(own), windows
 
 
+def _speaker_tags(own: dict[tuple, str]) -> dict[tuple, str]:
+    """The speaker tag each line opens with, as a side ("@Melanie" for "Melanie: ...")."""
+    from total_recall.extract.offline import speaker_tag
+
+    out = {}
+    for place, words in own.items():
+        name = speaker_tag(words)[0]
+        if name:
+            out[place] = TAG_SIDE + name
+    return out
+
+
 def _joined(parts: dict[tuple, list[str]]) -> dict[tuple, str]:
     return {key: " ".join(texts) for key, texts in parts.items()}
 
@@ -932,6 +947,7 @@ PARTICIPANT_LINES = 100  # lines naming a person that are read to tell which sid
 PARTICIPANT_VOTES = 2  # lines that must place a name on one side
 PARTICIPANT_SHARE = 0.75  # of them on that side
 OTHER_SIDE = {"user": "assistant", "assistant": "user"}
+TAG_SIDE = "@"  # a side that is one speaker's tagged lines ("@Melanie"), not a role
 
 
 def typed_in_lower_case(text: str) -> bool:
@@ -964,14 +980,19 @@ def participants(
         return {}
     match = querymod.any_of(sorted(names))
     votes = {name: {"user": 0, "assistant": 0} for name in names}
+    tagged: dict[str, list[str]] = {name: [] for name in names}  # the roles of the lines it opens
+    speakers: dict[str, set[str]] = {"user": set(), "assistant": set()}  # the tags each role opens with
     for row in lookup.lines_matching(db, match, projects, PARTICIPANT_LINES):
         role, words = row["role"], row["content"] or ""
         if role not in OTHER_SIDE or (typed and not any(name in words for name in names)):
             continue  # (a line that says none of the words as a name cannot place one)
         if not row["seq"]:
             speaker, words = speaker_tag(words)
+            if speaker:
+                speakers[role].add(speaker)
             if speaker in votes:
                 votes[speaker][role] += 1
+                tagged[speaker].append(role)
         for sentence in vectors.SENTENCE_END.split(words):
             for name in set(vocatives(sentence)[0]) & names:
                 votes[name][OTHER_SIDE[role]] += 1
@@ -981,6 +1002,12 @@ def participants(
         if total >= PARTICIPANT_VOTES:
             side = max(tally, key=lambda s: tally[s])
             out[name] = side if tally[side] >= PARTICIPANT_SHARE * total else None
+        if len(tagged[name]) >= PARTICIPANT_VOTES and any(len(speakers[r]) > 1 for r in tagged[name]):
+            # Trigger: the name's lines open with its tag, and other speakers' lines open in the
+            # same role (a group chat, or every turn written as the user's "Name: text"). Why: the
+            # role holds more than this person, and names it addresses vote for the wrong side.
+            # Outcome: the side is the lines the name opens.
+            out[name] = TAG_SIDE + name
     return out
 
 
