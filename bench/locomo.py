@@ -210,7 +210,9 @@ def convert(
     `layout` (LAYOUTS) is how another converter might have written the same turns: "one-file" puts
     every session of a conversation in one transcript, its lines numbered on through the sessions;
     "no-captions" leaves out the image captions; "one-side" writes every turn as the user's (with
-    `names`, only the "Name:" tags tell the speakers apart, as in a group chat).
+    `names`, only the "Name:" tags tell the speakers apart, as in a group chat); "thinking" writes
+    every reply as Claude Code writes one with extended thinking: a thinking line, then the text's
+    line (the evidence), one `message.id`.
     """
     if layout not in LAYOUTS:
         raise ValueError(f"unknown layout {layout!r}; choose from {', '.join(LAYOUTS)}")
@@ -244,9 +246,10 @@ def convert(
                 text = vary(text) if vary else text
                 if names and turn.get("speaker"):
                     text = f"{turn['speaker']}: {text}"
-                lines.append(
-                    json.dumps(record(role, text, session=session, cwd=cwd, when=when, key=f"{key}/{index}"))
-                )
+                line = record(role, text, session=session, cwd=cwd, when=when, key=f"{key}/{index}")
+                if role == "assistant" and layout == "thinking":
+                    lines.append(json.dumps(_thinking_line(line)))
+                lines.append(json.dumps(line))
                 dia = str(turn.get("dia_id") or f"D{number}:{index + 1}")
                 if not copy:
                     corpus.turns[(sid, dia)] = Turn(
@@ -259,7 +262,18 @@ def convert(
     return corpus
 
 
-LAYOUTS = ("bench", "one-file", "no-captions", "one-side")
+LAYOUTS = ("bench", "one-file", "no-captions", "one-side", "thinking")
+
+
+def _thinking_line(reply: dict) -> dict:
+    """The line Claude Code writes before a reply's text when the model thinks first: the same
+    `message.id`, a thinking block (its words are not the reply's)."""
+    line = json.loads(json.dumps(reply))
+    line["uuid"] = str(uuid.uuid5(uuid.NAMESPACE_URL, reply["uuid"] + "/thinking"))
+    line["message"]["content"] = [
+        {"type": "thinking", "thinking": "Let me think how to answer.", "signature": "x"}
+    ]
+    return line
 
 
 def _write(corpus: Corpus, path: Path, lines: list[str]) -> None:

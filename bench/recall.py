@@ -1,7 +1,7 @@
 """Recall on the dev data: total-recall's search against BM25 over the raw turns, same run.
 
     python bench/recall.py [--sets locomo-roles,locomo-names,beam,sessions] [-k 1,5,10] [--save F.json]
-                           [--store postgres] [--all-projects] [--layout one-file|no-captions|one-side]
+                           [--store postgres] [--all-projects] [--layout L]
 
 Datasets (each indexed in its own throw-away home with the normal pipeline, `total-recall backfill
 DIR --wait`, embedded default: offline extractor + local MiniLM):
@@ -29,8 +29,9 @@ over pgvector and PostgreSQL full text. `--all-projects` asks every question ove
 set, and ranks BM25 over every turn of the set, as a search made outside any project (the web view,
 MCP) is: harder where a set's projects are small. `--layout` writes the LoCoMo and BEAM transcripts
 as another converter might (every session of a conversation, every batch of a chat, in one file;
-LoCoMo without its image captions; or every LoCoMo turn as the user's), to check that no figure hangs on
-the bench's own conversion.
+LoCoMo without its image captions; every LoCoMo turn as the user's; or every LoCoMo reply after a thinking
+line, as Claude Code writes a reply with extended thinking), to check that no figure hangs on the bench's
+own conversion.
 Runs in throw-away homes; asserts nothing.
 """
 
@@ -541,7 +542,7 @@ def main(argv: list[str] | None = None) -> int:
         default="bench",
         help="write the transcripts as another converter might: every session of a conversation "
         "(every batch of a BEAM chat) in one file, LoCoMo without its image captions, or every "
-        "LoCoMo turn as the user's (one-side)",
+        "LoCoMo turn as the user's (one-side), or every LoCoMo reply after a thinking line (thinking)",
     )
     args = parser.parse_args(argv)
     harness.quiet()

@@ -153,6 +153,15 @@ def test_other_layouts_write_the_same_turns_as_another_converter_might(tiny_file
     flat = locomo.convert(samples, tmp_path / "flat", names=True, layout="one-side")
     assert {t.role for t in flat.turns.values()} == {"user"}
     assert flat.turns[("tiny-1", "D1:4")].text.startswith("Ben: My cello teacher")
+    thought = locomo.convert(samples, tmp_path / "thinking", layout="thinking")
+    reply = thought.turns[("tiny-1", "D1:4")]
+    assert (
+        reply.role == "assistant"
+        and line_of(reply.file, reply.line)["message"]["content"][0]["type"] == "text"
+    )
+    before = line_of(reply.file, reply.line - 1)
+    assert before["message"]["content"][0]["type"] == "thinking"
+    assert before["message"]["id"] == line_of(reply.file, reply.line)["message"]["id"]
     with pytest.raises(ValueError, match="unknown layout"):
         locomo.convert(samples, tmp_path / "x", layout="sideways")
 

@@ -130,6 +130,45 @@ def test_an_idea_of_a_merged_response_points_at_its_text_line(tmp_path):
     assert hits[0]["kind"] == "idea" and (hits[0]["source_file"], hits[0]["source_line"]) == (str(path), 3)
 
 
+def test_a_reply_whose_thinking_line_comes_first_points_at_its_one_text_line(tmp_path):
+    """The commonest reply with extended thinking: a thinking line, then one text line, one
+    `message.id`. Its memory, its words' windows and its search result are all on the text line,
+    not on the thinking line where the message starts (a check by line counted every such hit a miss)."""
+    path = _backfill(
+        tmp_path / "claude",
+        [
+            _line("user", "Which queue should the billing events go through?", 1),
+            _line(
+                "assistant",
+                [{"type": "thinking", "thinking": "Let me weigh the options.", "signature": "x"}],
+                2,
+                "msg_t",
+            ),
+            _line(
+                "assistant",
+                [
+                    {
+                        "type": "text",
+                        "text": "We decided to route billing events through RabbitMQ, "
+                        "since it is already deployed.",
+                    }
+                ],
+                3,
+                "msg_t",
+            ),
+        ],
+    )
+    assert {
+        line for line, _ in db_rows("SELECT source_line, content FROM ideas WHERE content LIKE '%RabbitMQ%'")
+    } == {3}
+    assert db_rows(
+        "SELECT DISTINCT source_line, message_line FROM chunks WHERE content LIKE '%RabbitMQ%'"
+    ) == [(3, 2)]
+    hits = cli_json("search", "which queue for the billing events", "--project", "atlas")
+    top = next(r for r in hits if "RabbitMQ" in r["content"])
+    assert (top["source_file"], top["source_line"]) == (str(path), 3)
+
+
 def test_a_line_with_no_memory_is_found_by_its_words_as_a_message(tmp_path):
     path = transcript(tmp_path / "claude")
     assert not db_rows("SELECT id FROM ideas WHERE source_line = 5")  # a tool result is no memory

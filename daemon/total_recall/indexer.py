@@ -211,8 +211,12 @@ class Indexer:
             it = iter(clean[len(texts) :])
             for msg, text in zip(result.messages, clean):
                 msg.text = text
+                # One piece keeps its own line: a reply whose thinking line comes first says its
+                # words on the next.
                 msg.parts = (
-                    [(n, next(it)) for n, _ in msg.parts] if len(msg.parts) > 1 else [(msg.line, text)]
+                    [(n, next(it)) for n, _ in msg.parts]
+                    if len(msg.parts) > 1
+                    else [(msg.parts[0][0] if msg.parts else msg.line, text)]
                 )
             redact_metadata(result.messages, file_session)
             if result.end_offset <= offset:
@@ -716,8 +720,8 @@ class Indexer:
         chunks (line and text), stored when it was first indexed."""
         for item in output.get("items", []):
             parts = memories.message_pieces(self.db, path, int(item["source_line"]))
-            if len({n for n, _ in parts}) < 2:
-                continue
+            if {n for n, _ in parts} <= {int(item["source_line"])}:
+                continue  # no pieces, or all on the message's first line
             item["message_line"] = int(item["source_line"])
             item["source_line"] = transcript.line_holding(parts, item["content"], item["message_line"])
 
@@ -991,7 +995,9 @@ def point_at_text_lines(outputs: list[dict], messages: list[transcript.Message])
     for output in outputs:
         for item in output.get("items", []):
             message = by_line.get(int(item["source_line"]))
-            if message is None or len(message.parts) < 2:
+            # A response whose thinking line comes first has its words on a later line, even when
+            # that line is its only piece.
+            if message is None or {n for n, _ in message.parts} <= {message.line}:
                 continue
             item["message_line"] = message.line
             item["source_line"] = message.line_of(item["content"])

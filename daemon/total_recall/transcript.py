@@ -168,9 +168,12 @@ class Message:
 
 def line_holding(parts: list[tuple[int, str]], text: str, default: int) -> int:
     """Of (physical line, text) pieces, the line whose piece holds `text`, else most of its words
-    (the first such on a tie); `default` when there is nothing to choose between."""
-    if len(parts) < 2:
+    (the first such on a tie); `default` when there is no piece. A response whose thinking line
+    comes first holds its words on a later line, even when that line is its only piece."""
+    if not parts:
         return default
+    if len(parts) == 1:
+        return parts[0][0]
     words = set(_WORD.findall(text.lower()))
     best, best_share = parts[0][0], -1.0
     for number, piece in parts:
