@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 
@@ -279,6 +281,54 @@ def test_a_re_extraction_answer_silent_about_a_line_keeps_its_offline_memories(
     kept = 1 if answer is LYING_ANSWERS["other-lines"] else 0  # line 1 was answered there
     assert [r for r in after if r[0] > kept] == [r for r in offline if r[0] > kept]
     assert db_rows("SELECT count(*) FROM fallback_batches WHERE done_at IS NULL") == [(0,)]
+
+
+def _thinking_first_reply(path: Path, text: str) -> Path:
+    """A prompt, then a reply as Claude Code writes one with extended thinking: a thinking line
+    (line 2), then its text's line (line 3), one `message.id`."""
+    from helpers import record
+
+    when = datetime(2026, 3, 2, 10, 0, tzinfo=timezone.utc)
+    prompt = record(
+        "user", "Which queue should the billing events go through?", session=path.stem, cwd=PROJECT, when=when
+    )
+    reply = record("assistant", text, session=path.stem, cwd=PROJECT, when=when, msg_id="msg_think")
+    thinking = json.loads(json.dumps(reply))
+    thinking["message"]["content"] = [
+        {"type": "thinking", "thinking": "Weighing the queues.", "signature": "x"}
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in (prompt, thinking, reply)))
+    return path
+
+
+def test_llm_items_of_a_reply_after_its_thinking_line_point_at_its_text_line(claude_dir, monkeypatch):
+    """The LLM names a reply by its message's first line (the thinking line); its items land on the
+    text's line, whether extracted at once or again after an outage (read back from the chunks)."""
+    from fake_openai import FakeOpenAI
+
+    text = "We decided to route billing events through RabbitMQ, since it is already deployed."
+    query = (
+        "SELECT source_line FROM ideas WHERE content LIKE 'LLM: %' "
+        "AND file_id = (SELECT id FROM files WHERE path = ?)"
+    )
+    with FakeOpenAI(chat=_llm_answer) as srv:
+        monkeypatch.setenv("TOTAL_RECALL_LLM_BASE_URL", srv.base_url)
+        first = _thinking_first_reply(transcript_path(claude_dir, "sess-a"), text)
+        cli("backfill", str(first), "--wait")
+        lines = {n for (n,) in db_rows(query, (str(first),))}
+        assert 3 in lines and 2 not in lines  # the text's line, not the thinking line
+
+        srv.queue_chat({"status": 400, "error": "model not loaded"})  # an outage: offline memories
+        second = _thinking_first_reply(
+            transcript_path(claude_dir, "sess-b"), text.replace("RabbitMQ", "Kafka")
+        )
+        cli("backfill", str(second), "--wait")
+        assert db_rows(query, (str(second),)) == []
+        third = write_transcript(transcript_path(claude_dir, "sess-c"), CONVERSATION[:2], cwd=PROJECT)
+        cli("backfill", str(third), "--wait")  # the LLM answers again, and re-extracts sess-b
+    lines = {n for (n,) in db_rows(query, (str(second),))}
+    assert 3 in lines and 2 not in lines
 
 
 def test_llm_extraction_makes_one_call_per_batch_and_falls_back_offline(claude_dir, monkeypatch, store):
