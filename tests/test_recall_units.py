@@ -58,27 +58,24 @@ def _first_memory(question: str) -> dict:
     return [r for r in cli_json("search", question, "--project", "atlas") if r["kind"] != "span"][0]
 
 
+def _thought_reply(text: str, n: int, msg_id: str) -> list[str]:
+    """A reply as Claude Code writes one with extended thinking: a thinking line (n), its text (n + 1)."""
+    thinking = [{"type": "thinking", "thinking": "Let me think it over.", "signature": "x"}]
+    return [
+        _line("assistant", thinking, n, msg_id),
+        _line("assistant", [{"type": "text", "text": text}], n + 1, msg_id),
+    ]
+
+
 def transcript(claude_dir):
     """A prompt, one response written over three lines (thinking, text, tool_use), a tool result
     holding an error only it mentions, and a short user reply."""
     lines = [
         _line("user", "The session cache keeps dropping logins, can you look at it?", 1),
-        _line(
-            "assistant",
-            [{"type": "thinking", "thinking": "Let me think about the cache.", "signature": "x"}],
+        *_thought_reply(
+            "We should move the session cache from memcached to Redis "
+            "because memcached evicts entries under memory pressure.",
             2,
-            "msg_a",
-        ),
-        _line(
-            "assistant",
-            [
-                {
-                    "type": "text",
-                    "text": "We should move the session cache from memcached to Redis "
-                    "because memcached evicts entries under memory pressure.",
-                }
-            ],
-            3,
             "msg_a",
         ),
         _line(
@@ -138,22 +135,9 @@ def test_a_reply_whose_thinking_line_comes_first_points_at_its_one_text_line(tmp
         tmp_path / "claude",
         [
             _line("user", "Which queue should the billing events go through?", 1),
-            _line(
-                "assistant",
-                [{"type": "thinking", "thinking": "Let me weigh the options.", "signature": "x"}],
+            *_thought_reply(
+                "We decided to route billing events through RabbitMQ, since it is already deployed.",
                 2,
-                "msg_t",
-            ),
-            _line(
-                "assistant",
-                [
-                    {
-                        "type": "text",
-                        "text": "We decided to route billing events through RabbitMQ, "
-                        "since it is already deployed.",
-                    }
-                ],
-                3,
                 "msg_t",
             ),
         ],
