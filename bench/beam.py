@@ -93,12 +93,11 @@ def convert(
                     sid, dia, str(path), len(lines), role, text, when.strftime("%Y-%m-%dT%H:%M:%SZ")
                 )
             if lines and not whole:
-                path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-                corpus.files.append(str(path))
+                locomo.write_lines(corpus, path, lines)
         if written:
-            path = folder / f"{locomo.uuid.uuid5(locomo.uuid.NAMESPACE_URL, whole)}.jsonl"
-            path.write_text("\n".join(written) + "\n", encoding="utf-8")
-            corpus.files.append(str(path))
+            locomo.write_lines(
+                corpus, folder / f"{locomo.uuid.uuid5(locomo.uuid.NAMESPACE_URL, whole)}.jsonl", written
+            )
     return corpus
 
 

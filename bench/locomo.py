@@ -256,9 +256,9 @@ def convert(
                         sid, dia, str(path), len(lines), role, text, when.strftime("%Y-%m-%dT%H:%M:%SZ")
                     )
             if not whole:
-                _write(corpus, path, lines)
+                write_lines(corpus, path, lines)
         if whole and written:
-            _write(corpus, folder / f"{uuid.uuid5(uuid.NAMESPACE_URL, whole)}.jsonl", written)
+            write_lines(corpus, folder / f"{uuid.uuid5(uuid.NAMESPACE_URL, whole)}.jsonl", written)
     return corpus
 
 
@@ -276,7 +276,8 @@ def _thinking_line(reply: dict) -> dict:
     return line
 
 
-def _write(corpus: Corpus, path: Path, lines: list[str]) -> None:
+def write_lines(corpus: Corpus, path: Path, lines: list[str]) -> None:
+    """One transcript file of these JSONL lines, listed in the corpus."""
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     corpus.files.append(str(path))
 
