@@ -348,9 +348,12 @@ def reembed(db: Database, settings: config.Settings) -> dict:
         dbmod.drop_vector_tables(db)
     worker = Vectors(db, settings, embedder=embedder)
     count = worker.embed_pending()
-    refreshed, place = 0, ...  # the refresh cursor before the last slice (none read yet)
-    while stale(db) and place != (place := db.get_meta("embed_refresh_after")):
-        refreshed += worker.refresh_stale()  # a slice that failed leaves the cursor where it was
+    refreshed = 0
+    while stale(db):
+        cursor = db.get_meta("embed_refresh_after")
+        refreshed += worker.refresh_stale()
+        if stale(db) and db.get_meta("embed_refresh_after") == cursor:
+            break  # the slice failed (the embedder is down): the cursor stayed, the daemon resumes
     return {
         "model": embedder.model_id,
         "dim": embedder.dim,
