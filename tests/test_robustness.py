@@ -319,11 +319,18 @@ def ideas_now() -> set[tuple]:
     )
 
 
+def chunks_with_vectors() -> set[tuple]:
+    """(line, window) of every chunk that has a vector: what the meaning side of search can find."""
+    return set(db_rows("SELECT source_line, seq FROM chunks c JOIN chunk_embeddings e ON e.chunk_id = c.id"))
+
+
 def test_damaged_database_doctor_reports_and_recover_rebuilds_everything(tmp_path, fake):
     path = transcript(tmp_path, turns=LONGER)
     cli("backfill", str(path), "--wait", timeout=120)
     before = ideas_now()
     assert before
+    embedded = chunks_with_vectors()
+    assert len(embedded) >= len(LONGER)
     damage_table("ideas")
 
     broken = cli("search", "billing database", "--project", PROJECT, check=False)
@@ -340,6 +347,7 @@ def test_damaged_database_doctor_reports_and_recover_rebuilds_everything(tmp_pat
     cli("daemon", "--once", timeout=120)
     assert ideas_now() == before
     assert db_rows("SELECT count(*) FROM messages")[0][0] == len(LONGER)
+    assert chunks_with_vectors() == embedded  # the salvaged lines are found by meaning again
     conn = sqlite_connect(config.paths().db)
     assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
     conn.close()

@@ -523,6 +523,16 @@ def ensure_vector_tables(db: Database, model: str, dim: int) -> bool:
     return True
 
 
+def mark_all_for_embedding(db: Database) -> None:
+    """Flag every idea, span and chunk that has a vector for the repair pass (in the caller's
+    transaction): the vectors are gone or about to be. A tool line's chunk never had one."""
+    db.execute("UPDATE ideas SET needs_embedding = 1")
+    db.execute("UPDATE spans SET needs_embedding = 1")
+    db.execute(
+        "UPDATE chunks SET needs_embedding = 1 WHERE kind != 'tool_result' AND content NOT LIKE '[tool %'"
+    )
+
+
 def drop_vector_tables(db: Database) -> None:
     """Forget all vectors (before re-embedding with another model)."""
     with db.write():
@@ -531,11 +541,7 @@ def drop_vector_tables(db: Database) -> None:
         for table in VECTOR_TABLES:
             db.execute(f"DROP TABLE IF EXISTS {table}")
             log_vector_changes(db, table, [WHOLE_TABLE])
-        db.execute("UPDATE ideas SET needs_embedding = 1")
-        db.execute("UPDATE spans SET needs_embedding = 1")
-        db.execute(
-            "UPDATE chunks SET needs_embedding = 1 WHERE kind != 'tool_result' AND content NOT LIKE '[tool %'"
-        )
+        mark_all_for_embedding(db)
         for key in (
             "embed_model",
             "embed_dim",

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from total_recall import state
-from total_recall.db import Database
+from total_recall.db import Database, mark_all_for_embedding
 
 VECTOR_META = ("embed_model", "embed_dim", "embed_version", "embed_model_mismatch")
 MAX_ROWID = 2**63 - 1
@@ -161,8 +161,7 @@ def copy_into(source: Path, target_db: Database) -> dict:
                         stats["errors"].append(f"{table}: row refused ({exc})")
             stats["tables"][table] = copied
         with target_db.write():  # vectors are not copied: the repair pass embeds every memory again
-            target_db.execute("UPDATE ideas SET needs_embedding = 1")
-            target_db.execute("UPDATE spans SET needs_embedding = 1")
+            mark_all_for_embedding(target_db)
         stats["dangling"] = _drop_dangling(target_db, new_tables)
         with target_db.write():
             # A line recorded as extracted whose memories were all lost is read again: without its
