@@ -229,7 +229,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("models", {"extract.protocol", "extract.offline", "extract.llm", "embed"}),
     ("storage", {"db", "queue", "trust", "state", "pg", "transactions", "vector_cache"}),
     ("storage owners", {"store", "vectors", "memories", "erasure", "salvage", "lookup"}),
-    ("engine", {"indexer", "search"}),
+    ("engine", {"indexer", "search", "repoint"}),
     ("memory", {"digest", "curate", "maintain", "note", "exchange"}),
     ("runtime", {"daemon", "server"}),
     ("commands", {"backfill", "report", "recover", "browse", "bootstrap", "service", "mcp_server"}),

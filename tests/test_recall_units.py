@@ -12,6 +12,7 @@ from helpers import (
     cli_json,
     daemon_process,
     db_rows,
+    db_write,
     memory_store,
     stored_vectors,
     write_transcript,
@@ -873,3 +874,142 @@ def test_a_rare_word_outranks_a_common_word_said_many_times_in_either_store(tmp_
     found = cli_json("search", "kerberos deploy", "--project", "atlas")
     lines = [r["source_line"] for r in found if r["kind"] != "span"]
     assert lines[0] == 3
+
+
+def test_pointers_an_older_indexer_left_on_a_thinking_line_move_to_the_text_line(tmp_path):
+    """A store indexed before a reply's only piece after its thinking line kept its own line has
+    that reply's memories, sources and windows on the thinking line: the transcript is read again, a
+    slice at a time, and every such row moves to where indexing it now puts it (repoint.py, I150)."""
+    from total_recall import config, repoint
+
+    machine = config.load().machine_name()
+    path = _backfill(
+        tmp_path / "claude",
+        [
+            _line("user", "Which queue should the billing events go through?", 1),
+            *_thought_reply(
+                "We decided to route billing events through RabbitMQ, since it is already deployed.",
+                2,
+                "msg_t",
+            ),
+            _line("user", "And where do the invoices go once they are rendered?", 4),
+            *_thought_reply(
+                "We decided to keep rendered invoices in S3 under a per-tenant prefix.", 5, "msg_u"
+            ),
+            _line("user", "Fine. Who signs the invoice PDFs?", 7),
+            _line(
+                "assistant",
+                [{"type": "text", "text": "The billing worker signs them with the HSM key."}],
+                8,
+                "msg_v",
+            ),
+        ],
+    )
+    lines = {
+        "ideas": "SELECT source_line, content FROM ideas",
+        "idea_sources": "SELECT s.source_line, content FROM idea_sources s JOIN ideas i ON i.id = s.idea_id",
+        "chunks": "SELECT source_line, message_line, seq, content FROM chunks",
+    }
+
+    def pointers() -> dict[str, set]:
+        return {table: set(db_rows(sql)) for table, sql in lines.items()}
+
+    fresh = pointers()
+    assert {line for line, _ in fresh["ideas"]} >= {3, 6}
+    with memory_store() as database:
+        assert not repoint.pending(
+            database, machine
+        )  # a store created empty by this version: nothing to read
+
+    # The store as the older indexer left it: each of those replies' rows on its thinking line.
+    with memory_store() as database, database.write():
+        for first, text in ((2, 3), (5, 6)):
+            database.execute("UPDATE ideas SET source_line = ? WHERE source_line = ?", (first, text))
+            database.execute("UPDATE idea_sources SET source_line = ? WHERE source_line = ?", (first, text))
+            database.execute("UPDATE chunks SET source_line = ? WHERE source_line = ?", (first, text))
+        database.execute("DELETE FROM meta WHERE key = 'pointer_version'")
+    old = pointers()
+    assert old != fresh and {line for line, _ in old["ideas"]} >= {2, 5}
+    hits = cli_json("search", "which queue for the billing events", "--project", "atlas")
+    assert next(r for r in hits if "RabbitMQ" in r["content"])["source_line"] == 2
+
+    # A few bytes at a time: every slice resumes where the one before stopped.
+    slices = 0
+    with memory_store() as database:
+        assert repoint.pending(database, machine) and repoint.left(database, machine) == 1
+        while repoint.pending(database, machine):
+            repoint.run_slice(database, config.load(), budget=1)
+            slices += 1
+            assert slices < 50
+        assert repoint.left(database, machine) is None
+    assert slices > 3  # one message a slice: the pass was cut inside the transcript and resumed
+    assert pointers() == fresh
+    hits = cli_json("search", "which queue for the billing events", "--project", "atlas")
+    top = next(r for r in hits if "RabbitMQ" in r["content"])
+    assert (top["source_file"], top["source_line"]) == (str(path), 3)
+    moved = db_rows("SELECT old, new FROM memory_events WHERE cause = 'repoint'")
+    assert len(moved) == len([1 for line, _ in fresh["ideas"] if line in (3, 6)])
+    assert all(json.loads(o)["source_line"] + 1 == json.loads(n)["source_line"] for o, n in moved)
+
+    # A pass over rows the current indexer wrote moves nothing.
+    with memory_store() as database:
+        with database.write():
+            database.execute("DELETE FROM meta WHERE key = ?", (f"repointed:{machine}",))
+        report = repoint.run_slice(database, config.load())
+    assert report == {"transcripts": 1, "moved": 0, "done": True}
+    assert pointers() == fresh
+
+
+def test_the_daemon_moves_pointers_an_older_indexer_left_in_the_background(tmp_path, monkeypatch, store):
+    """The running daemon does the pass of the test above on its heartbeat; `doctor` shows what is left."""
+    from helpers import wait_for
+    from total_recall import config, maintain
+
+    monkeypatch.setenv("TOTAL_RECALL_DAEMON_HEARTBEAT", "1")
+    machine = config.load().machine_name()
+    path = _backfill(
+        tmp_path / "claude",
+        [
+            _line("user", "Which queue should the billing events go through?", 1),
+            *_thought_reply(
+                "We decided to route billing events through RabbitMQ, since it is already deployed.",
+                2,
+                "msg_t",
+            ),
+        ],
+    )
+    db_write(
+        "UPDATE ideas SET source_line = 2 WHERE source_line = 3",
+        "UPDATE idea_sources SET source_line = 2 WHERE source_line = 3",
+        "UPDATE chunks SET source_line = 2 WHERE source_line = 3",
+        "DELETE FROM meta WHERE key = 'pointer_version'",
+    )
+    with memory_store() as database:  # the digests as the older indexer wrote them
+        maintain.refresh_all_digests(database)
+    assert f"{path.name}:2)" in "".join(p.read_text() for p in config.paths().digests.glob("*.md"))
+    if store == "sqlite":  # doctor reads the home's own file
+        assert cli_json("doctor", "--fast")["transcripts_to_repoint"] == 1
+    log = tmp_path / "daemon.log"
+    with daemon_process(log) as proc:
+        wait_for(
+            lambda: (
+                bool(db_rows("SELECT 1 FROM meta WHERE key = ?", (f"repointed:{machine}",)))
+                or proc.poll() is not None
+            ),
+            timeout=60,
+            interval=0.2,
+        )
+        assert proc.poll() is None, log.read_text()[-3000:]
+    assert proc.returncode == 0
+    assert db_rows("SELECT source_line FROM ideas WHERE content LIKE '%RabbitMQ%'") == [(3,)]
+    assert db_rows(
+        "SELECT DISTINCT source_line, message_line FROM chunks WHERE content LIKE '%RabbitMQ%'"
+    ) == [(3, 2)]
+    hits = cli_json("search", "which queue for the billing events", "--project", "atlas")
+    top = next(r for r in hits if "RabbitMQ" in r["content"])
+    assert (top["source_file"], top["source_line"]) == (str(path), 3)
+    if store == "sqlite":
+        assert cli_json("doctor", "--fast")["transcripts_to_repoint"] is None
+    # The session-start digests cite file:line: written again with the moved line.
+    digests = "".join(p.read_text() for p in config.paths().digests.glob("*.md"))
+    assert f"{path.name}:3)" in digests and f"{path.name}:2)" not in digests

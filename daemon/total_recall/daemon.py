@@ -21,7 +21,7 @@ from typing import Any
 
 import structlog
 
-from total_recall import config, queue, trust
+from total_recall import config, queue, repoint, trust
 from total_recall.db import Database
 from total_recall.errors import DaemonRunning, TransientError
 from total_recall.indexer import Indexer
@@ -403,12 +403,15 @@ class Daemon:
 
     def housekeeping(self, now: float) -> None:
         """Heartbeat chores: prune old queue rows, repair vectors (and refresh a slice of those an
-        older recipe made), decay working memory, weekly maintain."""
+        older recipe made), move a slice of the pointers an older indexer left, decay working
+        memory, weekly maintain."""
         from total_recall import maintain
 
         queue.prune_done(self.db, now=now)
         self.indexer.embed_pending()
         self.indexer.vectors.refresh_stale()  # one slice: indexing new turns waits a few seconds at most
+        if repoint.run_slice(self.store, self.settings)["moved"]:  # likewise: pointers an older indexer left
+            maintain.refresh_all_digests(self.store)  # they cite file:line
         self.indexer.reextract_fallbacks()
         if self.store is not self.db:
             self._follow_shared_store()

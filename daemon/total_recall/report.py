@@ -6,7 +6,7 @@ import os
 import time
 from typing import Any
 
-from total_recall import config, memories, queue, state, trust, vectors
+from total_recall import config, memories, queue, repoint, state, trust, vectors
 from total_recall.db import VEC_FIX_HINT, Database, fts5_available, schema_version, sqlite_version
 from total_recall.errors import TotalRecallError
 from total_recall.indexer import budget_exhausted, today_start_utc
@@ -71,7 +71,7 @@ def doctor(
         database["fix"] = salvage.CORRUPT_HINT
     out: dict[str, Any] = {"home": str(paths.home), "database": database, "store": store_check(settings)}
     if db is not None:
-        out.update(_database_checks(db))
+        out.update(_database_checks(db, settings))
     out.update(
         {
             "embedder": _embedder_info(settings, load_embedder),
@@ -113,7 +113,7 @@ def _daemon_info(paths: Any, state: dict) -> dict:
     return info
 
 
-def _database_checks(db: Database) -> dict:
+def _database_checks(db: Database, settings: config.Settings) -> dict:
     out: dict[str, Any] = {
         "sqlite_version": sqlite_version(db),
         "sqlite_driver": db.driver,
@@ -131,6 +131,8 @@ def _database_checks(db: Database) -> dict:
             embed_model_mismatch=db.get_meta("embed_model_mismatch"),
             # Chunks whose vectors an older embed_text made, embedded again a slice per heartbeat.
             vectors_to_refresh=vectors.refresh_left(db),
+            # Transcripts read again for pointers left on a reply's thinking line (repoint.py).
+            transcripts_to_repoint=repoint.left(db, settings.machine_name()),
         )
     except db.dbapi.Error as exc:  # damaged pages: reported under "database"
         out["schema_error"] = str(exc)

@@ -99,6 +99,28 @@ def count(db: Database) -> int:
     return db.scalar("SELECT count(*) FROM index_state", default=0)
 
 
+# The transcripts after a cursor (path, byte offset): those past its path in path order, and its
+# own while it is read part way (offset > 0). repoint.py walks them.
+_AFTER = "source_file > ? OR (source_file = ? AND ? > 0)"
+
+
+def indexed_after(db: Database, path: str, offset: int) -> Any:
+    """The first indexed transcript after the cursor (source_file, byte_offset, head_hash), or None."""
+    return db.one(
+        f"SELECT source_file, byte_offset, head_hash FROM index_state WHERE {_AFTER} "
+        "ORDER BY source_file LIMIT 1",
+        (path, path, offset),
+    )
+
+
+def count_indexed_after(db: Database, path: str, offset: int) -> int:
+    return int(db.scalar(f"SELECT count(*) FROM index_state WHERE {_AFTER}", (path, path, offset), default=0))
+
+
+def drop_meta(db: Database, key: str) -> None:
+    db.execute("DELETE FROM meta WHERE key = ?", (key,))
+
+
 def llm_usage_since(db: Database, since: float) -> Any:
     """calls, prompt_tokens, completion_tokens of the LLM extractor since `since`."""
     return db.one(

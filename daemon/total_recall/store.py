@@ -781,6 +781,41 @@ def import_span(db: Database, row: dict, parent_id: int | None, now: float) -> i
     return int(cur.lastrowid)
 
 
+def move_to_text_lines(db: Database, path: str, moves: dict[int, int], cause: str, now: float) -> int:
+    """Move the memories, sources, windows and todo closings on each reply's first line of `moves`
+    to its text's line (repoint.py; in the caller's transaction); each memory's move is an event.
+    A row whose twin is on the text line already stays."""
+    fid = state.FILE_ID
+    moved = 0
+    for first, text in sorted(moves.items()):
+        for r in db.all(
+            f"SELECT id FROM ideas WHERE file_id = {fid} AND source_line = ? "
+            f"AND NOT EXISTS (SELECT 1 FROM ideas o WHERE o.file_id = ideas.file_id AND o.source_line = ? "
+            "AND o.content_hash = ideas.content_hash)",
+            (path, first, text),
+        ):
+            db.execute("UPDATE ideas SET source_line = ? WHERE id = ?", (text, r["id"]))
+            event(db, "idea", r["id"], "update", {"source_line": first}, {"source_line": text}, cause, now)
+            moved += 1
+        moved += db.execute(
+            f"UPDATE idea_sources SET source_line = ? WHERE file_id = {fid} AND source_line = ? "
+            "AND NOT EXISTS (SELECT 1 FROM idea_sources o WHERE o.idea_id = idea_sources.idea_id "
+            "AND o.file_id = idea_sources.file_id AND o.source_line = ?)",
+            (text, path, first, text),
+        ).rowcount
+        moved += db.execute(
+            f"UPDATE chunks SET source_line = ? WHERE file_id = {fid} AND source_line = ? "
+            "AND message_line = ? AND NOT EXISTS (SELECT 1 FROM chunks o WHERE o.file_id = chunks.file_id "
+            "AND o.source_line = ?)",
+            (text, path, first, first, text),
+        ).rowcount
+        moved += db.execute(
+            "UPDATE ideas SET closed_source_line = ? WHERE closed_source_file = ? AND closed_source_line = ?",
+            (text, path, first),
+        ).rowcount
+    return moved
+
+
 def events_of(db: Database, kind: str, object_id: int) -> list:
     """The audit log of one object, oldest first: at, action, old, new (JSON text), cause."""
     return db.all(
