@@ -16,7 +16,7 @@ from typing import Any
 
 import structlog
 
-from total_recall import config, salvage
+from total_recall import config, repoint, salvage
 
 log = structlog.get_logger(__name__)
 
@@ -52,6 +52,12 @@ def recover() -> dict:
     database = dbmod.connect(fresh, settings=config.load())
     try:
         stats = salvage.copy_into(kept, database)
+        # Rows an older indexer left on a reply's thinking line move first, while the offsets still
+        # say what was indexed: read again from byte 0, the reply's text line would get a second
+        # copy of its windows beside the old ones (repoint.py).
+        settings = config.load()
+        while repoint.pending(database, settings.machine_name()):
+            repoint.run_slice(database, settings)
         files = sorted(_known_transcripts(database))
         with database.write():
             # From byte 0: any line whose rows were lost is extracted again; the rest is skipped.

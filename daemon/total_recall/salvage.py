@@ -127,6 +127,10 @@ def copy_into(source: Path, target_db: Database) -> dict:
         stats["errors"].append(f"schema unreadable: {exc}")
         return stats
     new_tables = set(_tables(target_db.conn))
+    with target_db.write():
+        # The fresh database says its pointers are current (0014); the rows copied into it say what
+        # the old one said, so its key (or its absence: read its transcripts again) is what holds.
+        target_db.execute("DELETE FROM meta WHERE key = 'pointer_version'")
     target_db.execute("PRAGMA foreign_keys = OFF")
     try:
         for table in tables:
