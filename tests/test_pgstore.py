@@ -394,3 +394,35 @@ def test_a_vector_search_fills_its_pool_through_the_hnsw_index(pg_url):
         assert len(vectors.knn(database, "chunk_embeddings", "chunk_id", probe, 60)) == 40
     finally:
         database.close()
+
+
+def test_migrate_store_carries_a_reply_s_memories_on_its_text_line_from_a_store_an_older_version_made(
+    tmp_path, pg_url
+):
+    """A local store indexed before pointers of thinking-first replies were fixed has the pass run
+    before its rows are copied (repoint.py, I150): in the shared store they are on the text's line."""
+    from helpers import db_write
+    from test_recall_units import _backfill, _line, _thought_reply
+
+    _backfill(
+        tmp_path / "claude",
+        [
+            _line("user", "Which queue should the billing events go through?", 1),
+            *_thought_reply(
+                "We decided to route billing events through RabbitMQ, since it is already deployed.",
+                2,
+                "msg_t",
+            ),
+        ],
+    )
+    db_write(
+        "UPDATE ideas SET source_line = 2 WHERE source_line = 3",
+        "UPDATE idea_sources SET source_line = 2 WHERE source_line = 3",
+        "UPDATE chunks SET source_line = 2 WHERE source_line = 3",
+        "DELETE FROM meta WHERE key = 'pointer_version'",
+    )
+    cli_json("migrate-store", pg_url)
+    assert _pg_rows(pg_url, "SELECT source_line FROM ideas WHERE content LIKE %s", ("%RabbitMQ%",)) == [(3,)]
+    assert _pg_rows(
+        pg_url, "SELECT DISTINCT source_line, message_line FROM chunks WHERE content LIKE %s", ("%RabbitMQ%",)
+    ) == [(3, 2)]

@@ -24,7 +24,7 @@ from typing import Any, TextIO
 
 import structlog
 
-from total_recall import config, erasure, memories, store, vectors
+from total_recall import config, erasure, memories, repoint, store, vectors
 from total_recall import projects as projects_mod
 from total_recall.db import Database
 from total_recall.errors import TotalRecallError
@@ -555,6 +555,10 @@ def migrate_store(local: Database, settings: config.Settings, url: str) -> dict:
         raise TotalRecallError(
             f"migrate-store takes a postgresql:// URL, not {config.without_password(url)!r}"
         )
+    # Rows copied as an older indexer pointed them would stay so there (repoint.py reads this
+    # machine's transcripts for its own store): the pass is finished here first.
+    while repoint.pending(local, settings.machine_name()):
+        repoint.run_slice(local, settings)  # each slice moves the cursor on, or marks the pass done
     remote = pg.connect(url)
     home = config.ensure_home()
     fd, name = tempfile.mkstemp(prefix=".migrate-", suffix=".jsonl", dir=home)  # 0600
