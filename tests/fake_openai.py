@@ -30,6 +30,8 @@ with a dropped connection is visible. An action is a dict; every key is optional
     finish_reason  default "stop"
     embeddings     explicit list of vectors (embeddings); default: the hashed vectors below
     hang           seconds to wait before doing anything else (the client may time out meanwhile)
+    trickle        seconds between the body's bytes, sent one at a time after the headers (a server
+                   that keeps a slow answer alive: every read returns within the client's timeout)
     close          true: drop the connection without sending a response
     status         HTTP status; for status >= 400 the body is an OpenAI-style error object
     error          message for that error object
@@ -348,12 +350,12 @@ class _Handler(BaseHTTPRequestHandler):
         data = json.dumps(payload).encode()
         if action.get("truncate"):
             data = data[: len(data) // 2]
-        self._send(status, data, "application/json", headers)
+        self._send(status, data, "application/json", headers, trickle=float(action.get("trickle") or 0))
 
     def _send_json(self, status: int, payload: dict) -> None:
         self._send(status, json.dumps(payload).encode(), "application/json", {})
 
-    def _send(self, status: int, data: bytes, content_type: str, headers: dict) -> None:
+    def _send(self, status: int, data: bytes, content_type: str, headers: dict, trickle: float = 0) -> None:
         try:
             self.send_response(status)
             self.send_header("Content-Type", content_type)
@@ -361,7 +363,15 @@ class _Handler(BaseHTTPRequestHandler):
             for name, value in headers.items():
                 self.send_header(name, str(value))
             self.end_headers()
-            self.wfile.write(data)
+            if not trickle:
+                self.wfile.write(data)
+                return
+            for i in range(len(data)):
+                self.wfile.write(data[i : i + 1])
+                self.wfile.flush()
+                if self.server.fake.stopping.wait(trickle):
+                    self.close_connection = True
+                    return  # server shutting down
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # the client gave up (timeout); nothing to tell it
 

@@ -83,6 +83,16 @@ def test_hang_makes_the_client_time_out_and_the_request_is_recorded_first():
         assert len(srv.requests) == 1
 
 
+def test_trickle_sends_the_answer_a_byte_at_a_time():
+    import time
+
+    with FakeOpenAI() as srv:
+        srv.queue_chat({"trickle": 0.001})
+        started = time.monotonic()
+        assert chat(client(srv.base_url, timeout=5)).choices[0].message.content == "OK"
+        assert time.monotonic() - started > 0.1  # a few hundred bytes, a millisecond apart
+
+
 def test_closed_connection_truncated_and_non_json_bodies_fail_in_the_client():
     with FakeOpenAI() as srv:
         srv.queue_chat({"close": True}, {"truncate": True}, {"body": "<html>bad gateway</html>"})
