@@ -183,6 +183,20 @@ def test_openai_retries_timeouts_and_dropped_connections():
     assert out.shape == (1, 8)
 
 
+def test_openai_cuts_an_answer_trickled_past_the_timeout_and_retries():
+    import time
+
+    sleeps: list[float] = []
+    with FakeOpenAI() as srv:
+        srv.queue_embeddings({"trickle": 0.2})
+        started = time.monotonic()
+        out = OpenAIEmbedder(base_url=srv.base_url, model="m", timeout=1, sleep=sleeps.append).embed(["a"])
+        elapsed = time.monotonic() - started
+    assert len(srv.requests) == 2 and sleeps == [1.0]
+    assert elapsed < 1 + 0.2 + 3  # the whole trickled body would take minutes
+    np.testing.assert_allclose(out[0], fake_embedding("a"), atol=1e-6)
+
+
 def test_openai_gives_up_after_bounded_attempts_with_a_transient_error():
     sleeps: list[float] = []
     with FakeOpenAI() as srv:

@@ -170,6 +170,20 @@ def test_hang_past_the_timeout_is_retried(srv, tmp_path):
     assert "Timeout" in rec.calls[0]["error"]
 
 
+def test_an_answer_trickled_past_the_timeout_is_cut_and_retried(srv, tmp_path):
+    # Every byte comes within the read timeout, so only a deadline on the whole call ends it: the
+    # whole body at this pace would take minutes.
+    import time
+
+    srv.queue_chat({"trickle": 0.2})
+    rec = Recorder()
+    started = time.monotonic()
+    out = rec.extractor(settings_for(srv, tmp_path, timeout="1")).extract(input_obj())
+    assert out == ANSWER
+    assert len(chats(srv)) == 2 and "Timeout" in rec.calls[0]["error"]
+    assert time.monotonic() - started < 1 + 0.2 + 5  # the cut call, its backoff, the answer
+
+
 @pytest.mark.parametrize(
     "action", [{"close": True}, {"truncate": True}, {"body": "<html>Bad gateway</html>"}]
 )

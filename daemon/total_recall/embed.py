@@ -350,7 +350,11 @@ class OpenAIEmbedder:
                 # refuses to start without one. Outcome: a placeholder is sent instead.
                 key = self._api_key or "no-key"
                 self._client = openai.OpenAI(
-                    base_url=self.base_url, api_key=key, timeout=self._timeout, max_retries=0
+                    base_url=self.base_url,
+                    api_key=key,
+                    timeout=self._timeout,
+                    max_retries=0,
+                    http_client=retry.bounded_http_client(self._timeout),
                 )
             return self._client
 

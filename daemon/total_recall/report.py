@@ -6,7 +6,7 @@ import os
 import time
 from typing import Any
 
-from total_recall import config, memories, queue, repoint, state, trust, vectors
+from total_recall import config, memories, queue, repoint, retry, state, trust, vectors
 from total_recall.db import VEC_FIX_HINT, Database, fts5_available, schema_version, sqlite_version
 from total_recall.errors import TotalRecallError
 from total_recall.indexer import budget_exhausted, today_start_utc
@@ -168,6 +168,7 @@ def probe_llm(settings: config.Settings, timeout: float = LLM_PROBE_TIMEOUT) -> 
         api_key=settings.llm_api_key() or "not-needed",
         timeout=timeout,
         max_retries=0,
+        http_client=retry.bounded_http_client(timeout),
     )
     try:
         served = [m.id for m in client.models.list()]

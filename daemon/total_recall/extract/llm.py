@@ -127,7 +127,11 @@ class _Endpoint:
                 import openai
 
                 self._client = openai.OpenAI(
-                    base_url=self.base_url, api_key=self._api_key, timeout=self.timeout, max_retries=0
+                    base_url=self.base_url,
+                    api_key=self._api_key,
+                    timeout=self.timeout,
+                    max_retries=0,
+                    http_client=retry.bounded_http_client(self.timeout),
                 )
             return self._client
 
