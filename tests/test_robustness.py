@@ -712,3 +712,18 @@ def test_recover_of_a_store_an_older_version_made_moves_its_pointers_and_copies_
     )
     with memory_store() as database:
         assert not repoint.pending(database, config.load().machine_name())
+
+
+def test_recover_extracts_again_no_response_whose_memories_survived_on_its_text_line(tmp_path, fake):
+    """A response written over several lines (thinking, text, tool call) keeps its row at its first
+    line and its memories on its text's line: `recover` must not take that row for one whose
+    memories were all lost, or the response is extracted a second time (with an LLM, a paid call
+    and memories worded anew beside the old)."""
+    from test_recall_units import transcript as merged_transcript
+
+    merged_transcript(tmp_path / "claude")
+    assert db_rows("SELECT source_line FROM ideas WHERE content LIKE '%Redis%'") == [(3,)]
+    rows = set(db_rows("SELECT source_line, content_hash FROM messages"))
+    out = cli_json("recover", timeout=120)
+    assert set(db_rows("SELECT source_line, content_hash FROM messages")) == rows
+    assert out["lines_to_extract_again"] == 0

@@ -169,12 +169,20 @@ def copy_into(source: Path, target_db: Database) -> dict:
         stats["dangling"] = _drop_dangling(target_db, new_tables)
         with target_db.write():
             # A line recorded as extracted whose memories were all lost is read again: without its
-            # `messages` row the indexer extracts it anew (tombstones still apply).
+            # `messages` row the indexer extracts it anew (tombstones still apply). A response written
+            # over several lines keeps its row at its first line and its memories on the lines that
+            # hold their words (its windows say which): a memory on any of them is not lost.
+            def on_its_lines(alias: str) -> str:
+                return (
+                    f"{alias}.file_id = messages.file_id AND ({alias}.source_line = messages.source_line "
+                    f"OR {alias}.source_line IN (SELECT c.source_line FROM chunks c WHERE c.file_id = "
+                    "messages.file_id AND c.message_line = messages.source_line))"
+                )
+
             stats["lines_to_extract_again"] = target_db.execute(
-                "DELETE FROM messages WHERE skip_reason IS NULL AND NOT EXISTS (SELECT 1 FROM ideas i "
-                "WHERE i.file_id = messages.file_id AND i.source_line = messages.source_line) "
-                "AND NOT EXISTS (SELECT 1 FROM idea_sources s WHERE s.file_id = messages.file_id "
-                "AND s.source_line = messages.source_line)"
+                "DELETE FROM messages WHERE skip_reason IS NULL "
+                f"AND NOT EXISTS (SELECT 1 FROM ideas i WHERE {on_its_lines('i')}) "
+                f"AND NOT EXISTS (SELECT 1 FROM idea_sources s WHERE {on_its_lines('s')})"
             ).rowcount
     finally:
         target_db.execute("PRAGMA foreign_keys = ON")
