@@ -118,9 +118,11 @@ def _moves(
                 if offset - start[0] >= budget:
                     return moves, (offset, line), offset - start[0]
                 rest = min(READ_BYTES, budget - (offset - start[0]))  # at least one whole message
-                result = transcript.read_new(Path(path), offset, line, fh=fh, max_bytes=rest)
+                result = transcript.read_new(
+                    Path(path), offset, line, fh=fh, max_bytes=rest, max_scan_bytes=SLICE_BYTES
+                )
                 if result.end_offset <= offset:
-                    break  # an endless line: nothing indexed lies past it
+                    break  # one line longer than a slice (a sparse file): the rest is passed over
                 for m in result.messages:
                     pieces = {n for n, _ in m.parts}
                     if (
