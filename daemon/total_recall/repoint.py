@@ -32,7 +32,7 @@ POINTER_VERSION = 2  # 1: a reply's only piece at its first line; 2: at the line
 SLICE_BYTES = 16 * 1024 * 1024  # transcript bytes read again per heartbeat (well under a second)
 READ_BYTES = 4 * 1024 * 1024
 CAUSE = "repoint"  # the memory_events cause of a move
-MAX_FILES = 200  # transcripts per slice (each is a transaction, even when gone)
+MAX_FILES = 200  # transcripts per slice (another machine's, on a shared store, are passed over)
 
 
 def pending(db: Database, machine: str) -> bool:
@@ -80,13 +80,16 @@ def run_slice(db: Database, settings: config.Settings, budget: int = SLICE_BYTES
         spent += max(read, 1)
         finished = end is None
         at = {"path": path, "offset": 0 if finished else end[0], "line": 0 if finished else end[1]}
-        with db.write():
-            moved = store.move_to_text_lines(db, path, moves, CAUSE, time.time()) if moves else 0
-            db.set_meta(f"repoint_at:{machine}", json.dumps(at))
-        report["moved"] += moved
         report["transcripts"] += finished
-        if moved:
+        if moves:  # the moves with the cursor past them; a transcript with none waits for the slice's end
+            with db.write():
+                moved = store.move_to_text_lines(db, path, moves, CAUSE, time.time())
+                db.set_meta(f"repoint_at:{machine}", json.dumps(at))
+            report["moved"] += moved
             log.info("pointers_moved", file=path, rows=moved)
+    if not report["done"]:
+        with db.write():
+            db.set_meta(f"repoint_at:{machine}", json.dumps(at))
     return report
 
 
