@@ -1584,3 +1584,43 @@ def test_what_the_extractor_writes_is_redacted_too():
 def test_an_ordinary_word_used_as_a_value_is_not_hidden_everywhere():
     first, later = redact_batch(['api_key: "production"', "deploy to production on Friday"])
     assert "production" not in first and later == "deploy to production on Friday"
+
+
+def test_a_memory_that_stays_cites_the_branch_of_the_reply_it_is_still_said_in(tmp_path, fake, store):
+    """Forgetting the session a memory was first said in leaves it citing where it is still said:
+    here the text line of a reply written after its thinking line, which has no row of its own (the
+    reply's row is at its first line): the memory takes that reply's branch, not none."""
+    from helpers import record
+
+    project = "/home/dev/projects/branches"
+    fact = "The staging database runs on port 5433."
+    write_transcript(folder(tmp_path, project) / "sess-a.jsonl", [("user", fact)], cwd=project)
+    when = DAY + timedelta(days=1)
+    said = [
+        record(
+            "user",
+            "Which port does staging use?",
+            session="sess-b",
+            cwd=project,
+            when=when,
+            branch="feature-x",
+        ),
+        record(
+            "assistant", fact, session="sess-b", cwd=project, when=when, msg_id="msg_b", branch="feature-x"
+        ),
+        record(
+            "assistant", fact, session="sess-b", cwd=project, when=when, msg_id="msg_b", branch="feature-x"
+        ),
+    ]
+    said[1]["message"]["content"] = [{"type": "thinking", "thinking": "Look it up.", "signature": "x"}]
+    later = folder(tmp_path, project) / "sess-b.jsonl"
+    later.write_text("".join(json.dumps(r) + "\n" for r in said))
+    cli("backfill", "--all", "--wait")
+    [(idea_id, mentions)] = db_rows("SELECT id, mention_count FROM ideas WHERE content LIKE '%5433%'")
+    assert mentions == 2
+    cli_json("forget", "--session", "sess-a")
+    assert db_rows(
+        "SELECT (SELECT path FROM files WHERE id = file_id), source_line, session_id, git_branch FROM ideas "
+        "WHERE id = ?",
+        (idea_id,),
+    ) == [(str(later), 3, "sess-b", "feature-x")]

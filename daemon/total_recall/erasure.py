@@ -333,9 +333,13 @@ def _repoint(db: Database, plan: dict, cause: str, now: float) -> tuple[list[int
     for idea_id, (src, words) in sorted(plan.items()):
         row = db.one("SELECT content, project, intent FROM ideas WHERE id = ?", (idea_id,))
         f, ln = src["source_file"], src["source_line"]
+        # The line's own row, or, for a later line of a response written over several lines (its
+        # row is at the response's first line), the row its windows name.
         branch = db.scalar(
-            f"SELECT git_branch FROM messages WHERE file_id = {state.FILE_ID} AND source_line = ? LIMIT 1",
-            (f, ln),
+            f"SELECT git_branch FROM messages WHERE file_id = {state.FILE_ID} AND source_line IN (?, "
+            f"(SELECT message_line FROM chunks WHERE file_id = {state.FILE_ID} AND source_line = ? LIMIT 1)) "
+            "ORDER BY source_line DESC LIMIT 1",
+            (f, ln, f, ln),
         )
         span = db.scalar(
             "SELECT id FROM spans WHERE source_file = ? AND start_line <= ? AND end_line >= ? "
