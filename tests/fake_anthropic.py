@@ -22,6 +22,8 @@ Requests without tools (titles, summaries, quota probes) and prompts no rule mat
 
 A reply is a str (assistant text) or a dict whose keys combine:
 
+    thinking    a thinking block sent before the text (extended thinking: the CLI writes it on a
+                line of its own, before the text's line, under one message id)
     text        assistant text
     tool_use    {"name": ..., "input": {...}} or {"name_matching": REGEX, "input": {...}}: the
                 first tool offered in the request whose name matches (so a test need not know how
@@ -103,6 +105,10 @@ def tool_names(request: dict) -> list[str]:
 
 def _content_blocks(request: dict, reply: dict, serial: int) -> list[dict]:
     blocks: list[dict] = []
+    if reply.get("thinking"):
+        blocks.append(
+            {"type": "thinking", "thinking": str(reply["thinking"]), "signature": f"sig_fake_{serial:04d}"}
+        )
     if reply.get("text"):
         blocks.append({"type": "text", "text": str(reply["text"])})
     call = reply.get("tool_use")
@@ -153,11 +159,28 @@ def _sse_events(message: dict) -> list[tuple[str, dict]]:
     for index, block in enumerate(message["content"]):
         if block["type"] == "text":
             empty, delta = {"type": "text", "text": ""}, {"type": "text_delta", "text": block["text"]}
+        elif block["type"] == "thinking":
+            empty = {"type": "thinking", "thinking": "", "signature": ""}
+            delta = {"type": "thinking_delta", "thinking": block["thinking"]}
+            events += [
+                (
+                    "content_block_start",
+                    {"type": "content_block_start", "index": index, "content_block": empty},
+                ),
+                ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}),
+            ]
+            empty, delta = None, {"type": "signature_delta", "signature": block["signature"]}
         else:
             empty = {**block, "input": {}}
             delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+        if empty is not None:
+            events.append(
+                (
+                    "content_block_start",
+                    {"type": "content_block_start", "index": index, "content_block": empty},
+                )
+            )
         events += [
-            ("content_block_start", {"type": "content_block_start", "index": index, "content_block": empty}),
             ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}),
             ("content_block_stop", {"type": "content_block_stop", "index": index}),
         ]

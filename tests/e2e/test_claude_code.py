@@ -305,6 +305,40 @@ def test_a_decision_said_in_a_session_is_searchable_with_its_file_and_line(cc, d
     assert "PostgreSQL for the job queue" in lines[hit["source_line"] - 1]
 
 
+THOUGHT = "Which broker should the billing events go through?"
+THOUGHT_REPLY = "We decided to route billing events through RabbitMQ, since it is already deployed."
+
+
+def test_a_reply_with_extended_thinking_points_at_the_line_that_holds_its_words(cc):
+    """The CLI writes a reply with a thinking block as a thinking line and then its text's line, one
+    message id: the reply's decision, found by search, opens on the text's line (I43)."""
+    cc.fake.script(THOUGHT, [{"thinking": "Billing already publishes to RabbitMQ.", "text": THOUGHT_REPLY}])
+    project = cc.project("billing")
+    session = cc.session(THOUGHT, project)
+    records = [json.loads(line) for line in session.transcript.read_text(encoding="utf-8").splitlines()]
+
+    def blocks(n: int) -> list[str]:
+        content = (records[n - 1].get("message") or {}).get("content")
+        return [b.get("type") for b in content] if isinstance(content, list) else []
+
+    [text_line] = [n for n in range(1, len(records) + 1) if "RabbitMQ, since" in json.dumps(records[n - 1])]
+    assert blocks(text_line) == ["text"] and blocks(text_line - 1) == ["thinking"]  # the shape under test
+    assert records[text_line - 2]["message"]["id"] == records[text_line - 1]["message"]["id"]
+    hit = within(
+        SEARCHABLE_WITHIN,
+        lambda: next(
+            (
+                r
+                for r in search(cc, "which broker for the billing events", project)
+                if "RabbitMQ" in r["content"] and r["source_file"] == str(session.transcript)
+            ),
+            None,
+        ),
+        lambda: f"no result from {session.transcript}; daemon log:\n{daemon_log_tail(cc)}",
+    )
+    assert hit["source_line"] == text_line
+
+
 def test_the_next_session_gets_the_decision_at_start_and_an_unrelated_project_does_not(cc, decision):
     shop, garden = cc.project("shop"), cc.project("garden")
     within(
