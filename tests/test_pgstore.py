@@ -401,26 +401,10 @@ def test_migrate_store_carries_a_reply_s_memories_on_its_text_line_from_a_store_
 ):
     """A local store indexed before pointers of thinking-first replies were fixed has the pass run
     before its rows are copied (repoint.py, I150): in the shared store they are on the text's line."""
-    from helpers import db_write
-    from test_recall_units import _backfill, _line, _thought_reply
+    from test_recall_units import as_an_older_version_left_it, billing_reply
 
-    _backfill(
-        tmp_path / "claude",
-        [
-            _line("user", "Which queue should the billing events go through?", 1),
-            *_thought_reply(
-                "We decided to route billing events through RabbitMQ, since it is already deployed.",
-                2,
-                "msg_t",
-            ),
-        ],
-    )
-    db_write(
-        "UPDATE ideas SET source_line = 2 WHERE source_line = 3",
-        "UPDATE idea_sources SET source_line = 2 WHERE source_line = 3",
-        "UPDATE chunks SET source_line = 2 WHERE source_line = 3",
-        "DELETE FROM meta WHERE key = 'pointer_version'",
-    )
+    billing_reply(tmp_path / "claude")
+    as_an_older_version_left_it()
     cli_json("migrate-store", pg_url)
     assert _pg_rows(pg_url, "SELECT source_line FROM ideas WHERE content LIKE %s", ("%RabbitMQ%",)) == [(3,)]
     assert _pg_rows(

@@ -12,7 +12,6 @@ from helpers import (
     cli_json,
     daemon_process,
     db_rows,
-    db_write,
     memory_store,
     stored_vectors,
     write_transcript,
@@ -66,6 +65,30 @@ def _thought_reply(text: str, n: int, msg_id: str) -> list[str]:
         _line("assistant", thinking, n, msg_id),
         _line("assistant", [{"type": "text", "text": text}], n + 1, msg_id),
     ]
+
+
+# A question and its reply after a thinking line (lines 1-3).
+BILLING = [
+    _line("user", "Which queue should the billing events go through?", 1),
+    *_thought_reply(
+        "We decided to route billing events through RabbitMQ, since it is already deployed.", 2, "msg_t"
+    ),
+]
+
+
+def billing_reply(claude_dir):
+    """BILLING, indexed."""
+    return _backfill(claude_dir, BILLING)
+
+
+def as_an_older_version_left_it(moves=((2, 3),)) -> None:
+    """The store as a version before 2026-11-27 left it: each (thinking line, text line) reply's
+    memories, sources and windows on its thinking line, and no `pointer_version`."""
+    with memory_store() as database, database.write():
+        for first, text in moves:
+            for table in ("ideas", "idea_sources", "chunks"):
+                database.execute(f"UPDATE {table} SET source_line = ? WHERE source_line = ?", (first, text))
+        database.execute("DELETE FROM meta WHERE key = 'pointer_version'")
 
 
 def transcript(claude_dir):
@@ -132,20 +155,12 @@ def test_a_reply_whose_thinking_line_comes_first_points_at_its_one_text_line(tmp
     """The commonest reply with extended thinking: a thinking line, then one text line, one
     `message.id`. Its memory, its words' windows and its search result are all on the text line,
     not on the thinking line where the message starts (a check by line counted every such hit a miss)."""
-    path = _backfill(
-        tmp_path / "claude",
-        [
-            _line("user", "Which queue should the billing events go through?", 1),
-            *_thought_reply(
-                "We decided to route billing events through RabbitMQ, since it is already deployed.",
-                2,
-                "msg_t",
-            ),
-        ],
-    )
-    assert {
-        line for line, _ in db_rows("SELECT source_line, content FROM ideas WHERE content LIKE '%RabbitMQ%'")
-    } == {3}
+    assert_billing_reply_on_its_text_line(billing_reply(tmp_path / "claude"))
+
+
+def assert_billing_reply_on_its_text_line(path) -> None:
+    """BILLING's reply: its memory, its windows and its search result on line 3, not the thinking line."""
+    assert db_rows("SELECT source_line FROM ideas WHERE content LIKE '%RabbitMQ%'") == [(3,)]
     assert db_rows(
         "SELECT DISTINCT source_line, message_line FROM chunks WHERE content LIKE '%RabbitMQ%'"
     ) == [(3, 2)]
@@ -886,12 +901,7 @@ def test_pointers_an_older_indexer_left_on_a_thinking_line_move_to_the_text_line
     path = _backfill(
         tmp_path / "claude",
         [
-            _line("user", "Which queue should the billing events go through?", 1),
-            *_thought_reply(
-                "We decided to route billing events through RabbitMQ, since it is already deployed.",
-                2,
-                "msg_t",
-            ),
+            *BILLING,
             _line("user", "And where do the invoices go once they are rendered?", 4),
             *_thought_reply(
                 "We decided to keep rendered invoices in S3 under a per-tenant prefix.", 5, "msg_u"
@@ -921,13 +931,7 @@ def test_pointers_an_older_indexer_left_on_a_thinking_line_move_to_the_text_line
             database, machine
         )  # a store created empty by this version: nothing to read
 
-    # The store as the older indexer left it: each of those replies' rows on its thinking line.
-    with memory_store() as database, database.write():
-        for first, text in ((2, 3), (5, 6)):
-            database.execute("UPDATE ideas SET source_line = ? WHERE source_line = ?", (first, text))
-            database.execute("UPDATE idea_sources SET source_line = ? WHERE source_line = ?", (first, text))
-            database.execute("UPDATE chunks SET source_line = ? WHERE source_line = ?", (first, text))
-        database.execute("DELETE FROM meta WHERE key = 'pointer_version'")
+    as_an_older_version_left_it(((2, 3), (5, 6)))
     old = pointers()
     assert old != fresh and {line for line, _ in old["ideas"]} >= {2, 5}
     hits = cli_json("search", "which queue for the billing events", "--project", "atlas")
@@ -967,23 +971,8 @@ def test_the_daemon_moves_pointers_an_older_indexer_left_in_the_background(tmp_p
 
     monkeypatch.setenv("TOTAL_RECALL_DAEMON_HEARTBEAT", "1")
     machine = config.load().machine_name()
-    path = _backfill(
-        tmp_path / "claude",
-        [
-            _line("user", "Which queue should the billing events go through?", 1),
-            *_thought_reply(
-                "We decided to route billing events through RabbitMQ, since it is already deployed.",
-                2,
-                "msg_t",
-            ),
-        ],
-    )
-    db_write(
-        "UPDATE ideas SET source_line = 2 WHERE source_line = 3",
-        "UPDATE idea_sources SET source_line = 2 WHERE source_line = 3",
-        "UPDATE chunks SET source_line = 2 WHERE source_line = 3",
-        "DELETE FROM meta WHERE key = 'pointer_version'",
-    )
+    path = billing_reply(tmp_path / "claude")
+    as_an_older_version_left_it()
     with memory_store() as database:  # the digests as the older indexer wrote them
         maintain.refresh_all_digests(database)
     assert f"{path.name}:2)" in "".join(p.read_text() for p in config.paths().digests.glob("*.md"))
@@ -1001,13 +990,7 @@ def test_the_daemon_moves_pointers_an_older_indexer_left_in_the_background(tmp_p
         )
         assert proc.poll() is None, log.read_text()[-3000:]
     assert proc.returncode == 0
-    assert db_rows("SELECT source_line FROM ideas WHERE content LIKE '%RabbitMQ%'") == [(3,)]
-    assert db_rows(
-        "SELECT DISTINCT source_line, message_line FROM chunks WHERE content LIKE '%RabbitMQ%'"
-    ) == [(3, 2)]
-    hits = cli_json("search", "which queue for the billing events", "--project", "atlas")
-    top = next(r for r in hits if "RabbitMQ" in r["content"])
-    assert (top["source_file"], top["source_line"]) == (str(path), 3)
+    assert_billing_reply_on_its_text_line(path)
     if store == "sqlite":
         assert cli_json("doctor", "--fast")["transcripts_to_repoint"] is None
     # The session-start digests cite file:line: written again with the moved line.

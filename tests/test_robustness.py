@@ -681,28 +681,13 @@ def test_recover_of_a_store_an_older_version_made_moves_its_pointers_and_copies_
     current) and reads every transcript again from byte 0. Rows an older indexer left on a reply's
     thinking line move first (I150): read again, the reply's text line would otherwise get its
     windows a second time beside the old ones."""
-    from helpers import db_write, memory_store
-    from test_recall_units import _backfill, _line, _thought_reply
+    from helpers import memory_store
+    from test_recall_units import as_an_older_version_left_it, billing_reply
     from total_recall import repoint
 
-    _backfill(
-        tmp_path / "claude",
-        [
-            _line("user", "Which queue should the billing events go through?", 1),
-            *_thought_reply(
-                "We decided to route billing events through RabbitMQ, since it is already deployed.",
-                2,
-                "msg_t",
-            ),
-        ],
-    )
+    billing_reply(tmp_path / "claude")
     fresh = db_rows("SELECT source_line, message_line, seq, content FROM chunks ORDER BY source_line, seq")
-    db_write(
-        "UPDATE ideas SET source_line = 2 WHERE source_line = 3",
-        "UPDATE idea_sources SET source_line = 2 WHERE source_line = 3",
-        "UPDATE chunks SET source_line = 2 WHERE source_line = 3",
-        "DELETE FROM meta WHERE key = 'pointer_version'",
-    )
+    as_an_older_version_left_it()
     assert cli_json("recover", timeout=120)["recovered"]
     cli("daemon", "--once", timeout=120)
     assert db_rows("SELECT source_line FROM ideas WHERE content LIKE '%RabbitMQ%'") == [(3,)]
