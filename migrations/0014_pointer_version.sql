@@ -4,6 +4,6 @@
 -- which left those of a reply whose only piece follows its thinking line on the thinking line:
 -- each machine reads its transcripts again once, in the background, and moves them.
 
-INSERT INTO meta (key, value)
+INSERT OR IGNORE INTO meta (key, value)
     SELECT 'pointer_version', '2'
     WHERE NOT EXISTS (SELECT 1 FROM messages) AND NOT EXISTS (SELECT 1 FROM chunks);

@@ -5,4 +5,5 @@
 
 INSERT INTO meta (key, value)
     SELECT 'pointer_version', '2'
-    WHERE NOT EXISTS (SELECT 1 FROM messages) AND NOT EXISTS (SELECT 1 FROM chunks);
+    WHERE NOT EXISTS (SELECT 1 FROM messages) AND NOT EXISTS (SELECT 1 FROM chunks)
+    ON CONFLICT (key) DO NOTHING;
