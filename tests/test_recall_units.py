@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
 
@@ -33,7 +34,8 @@ def _line(kind: str, content, n: int, msg_id: str | None = None) -> str:
         "sessionId": SESSION,
         "version": "2.1.39",
         "gitBranch": "main",
-        "uuid": f"00000000-0000-4000-8000-{n:012d}",
+        # One record, one uuid, as Claude Code writes them (a copy of a record keeps its uuid).
+        "uuid": str(uuid.uuid5(uuid.NAMESPACE_URL, json.dumps([kind, content, n, msg_id]))),
         "timestamp": f"2026-03-02T10:{n:02d}:00.000Z",
         "type": kind,
     }
@@ -996,3 +998,52 @@ def test_the_daemon_moves_pointers_an_older_indexer_left_in_the_background(tmp_p
     # The session-start digests cite file:line: written again with the moved line.
     digests = "".join(p.read_text() for p in config.paths().digests.glob("*.md"))
     assert f"{path.name}:3)" in digests and f"{path.name}:2)" not in digests
+
+
+def billing_reply_and_its_fork(claude_dir):
+    """BILLING indexed, then a session forked from it: its transcript starts with copies of BILLING's
+    records (same uuids, its own session id) and goes on with a line of its own (4); both indexed."""
+    first = billing_reply(claude_dir)
+    fork = first.with_name("6a7e5d0f-0000-4000-8000-000000000002.jsonl")
+    copies = [json.loads(line) | {"sessionId": fork.stem} for line in BILLING]
+    said = _line("user", "And which queue takes the refunds? We decided refunds go through SQS.", 4)
+    fork.write_text("".join(json.dumps(r) + "\n" for r in copies) + said.replace(SESSION, fork.stem) + "\n")
+    cli("backfill", str(fork), "--wait")
+    return first, fork
+
+
+def test_the_lines_a_forked_session_copied_count_once(tmp_path):
+    """`claude --resume ID --fork-session` starts the new transcript with copies of the old one's
+    records (same uuids, the new session id): the copies are stored as skipped (`copied`), so the
+    decision said once keeps one mention, one source and one result; what the fork says after them
+    is indexed as usual (I152)."""
+    first, fork = billing_reply_and_its_fork(tmp_path / "claude")
+    assert db_rows("SELECT mention_count FROM ideas WHERE content LIKE '%RabbitMQ%'") == [(1,)]
+    assert {
+        r[0] for r in db_rows("SELECT (SELECT path FROM files WHERE id = file_id) FROM idea_sources")
+    } == {
+        str(first),
+        str(fork),
+    }  # the fork's own line is a source, its copies are not
+    assert db_rows(
+        "SELECT source_line, skip_reason FROM messages WHERE file_id = (SELECT id FROM files WHERE path = ?) "
+        "AND source_line < 4 ORDER BY source_line",
+        (str(fork),),
+    ) == [(1, "copied"), (2, "copied")]  # the reply's two lines are one message, stored at its first
+    assert db_rows(
+        "SELECT count(*) FROM chunks WHERE file_id = (SELECT id FROM files WHERE path = ?)", (str(fork),)
+    ) == [(1,)]
+    hits = cli_json("search", "which queue for the billing events", "--project", "atlas")
+    assert {r["source_file"] for r in hits if "RabbitMQ" in r["content"]} == {str(first)}
+    assert any("SQS" in r["content"] for r in cli_json("search", "refunds queue", "--project", "atlas"))
+
+
+def test_a_record_uuid_that_is_no_uuid_is_not_stored(tmp_path):
+    """The uuid is stored beside the line (I152); a hand-made or hostile record could put anything
+    there, a token included: only a value shaped like a uuid is kept."""
+    token = "sk-ant-api03-" + "Q" * 40
+    odd = json.loads(_line("user", "Which region hosts the staging cluster?", 1)) | {"uuid": token}
+    _backfill(tmp_path / "claude", [json.dumps(odd), *BILLING[1:]])
+    assert db_rows("SELECT source_line, uuid FROM messages ORDER BY source_line")[0] == (1, None)
+    assert all(u and len(u) == 36 for _, u in db_rows("SELECT source_line, uuid FROM messages")[1:])
+    assert not db_rows("SELECT 1 FROM messages WHERE uuid LIKE '%sk-ant%'")

@@ -42,11 +42,12 @@ CONTEXT_QUERY_CHARS = 600  # the batch's opening is enough to find related topic
 # Chunks: the conversation's own text as retrieval units (DESIGN.md "Search").
 # Everything a reader of the transcript sees is found by its words; what a person or Claude said in
 # the conversation (and compaction summaries of it) is found by meaning too.
-NOT_CHUNKED = {"injected_context", "synthetic", "warmup", "empty", "thinking_only", "interrupt"}
+NOT_CHUNKED = {"injected_context", "synthetic", "warmup", "empty", "thinking_only", "interrupt", "copied"}
 EMBEDDED_KINDS = {"prompt", "response", "subagent_prompt", "subagent_response", "compact_summary"}
 NOT_EMBEDDED = {"headless_summarizer", "compaction_prompt", "meta", "command"}
 WINDOW_WORDS = 160  # about the 256 tokens the local model reads
 STRIDE_WORDS = 120  # windows overlap by 40 words, so a sentence cut by one is whole in the next
+UUID_SHAPE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 
 class _ForgottenMeanwhile(Exception):
@@ -241,6 +242,7 @@ class Indexer:
                 return False
             ident = self._stored_under(ident)
             self._withhold(path, result.messages, {ident["checkout"], ident["project"]})
+            self._mark_copies(path, result.messages)
             marks = self._forget_marks(
                 path, ident, result.messages[0].line if result.messages else 0, result.end_line
             )
@@ -318,6 +320,18 @@ class Indexer:
                 m.text, m.skip_reason = "", reason
                 if getattr(m, "parts", None):  # per-line pieces of a merged response, where present
                     m.parts = []
+
+    def _mark_copies(self, path: str, messages: list) -> None:
+        """Trigger: a line whose record uuid another transcript's stored line holds (a session
+        forked with --fork-session, or a resume that copied history, starts its new transcript with
+        copies of the old one's records). Why: what was said once must count once: no second
+        mention, no second source, no second window of the same words. Outcome: the line is
+        stored as skipped (`copied`); the original keeps its memories (I152)."""
+        uuids = [m.uuid for m in messages if m.uuid and m.skip_reason is None]
+        copied = memories.copied_uuids(self.db, path, uuids) if uuids else set()
+        for m in messages:
+            if m.skip_reason is None and m.uuid in copied:
+                m.skip_reason = "copied"
 
     def _state(self, path: str) -> dict:
         row = state.of(self.db, path)
@@ -801,6 +815,7 @@ class Indexer:
                     m.timestamp,
                     reason,
                     now,
+                    m.uuid,
                 )
             )
         store.insert_messages(self.db, rows)
@@ -850,6 +865,8 @@ def redact_metadata(messages: list[transcript.Message], fallback_session: str) -
     one shaped like a secret is not kept. Claude Code never writes such a value; a hand-made or
     hostile file might. The session falls back to the file's; a cwd or branch keeps its redacted
     form (a few distinct values per read: about 0.1 ms)."""
+    for m in messages:  # a record uuid is stored too: one of any other shape is none
+        m.uuid = m.uuid if m.uuid and UUID_SHAPE.fullmatch(m.uuid) else None
     values = sorted({v for m in messages for v in (m.session_id, m.cwd, m.git_branch) if v})
     changed = {v: clean for v, clean in zip(values, redact_batch(values)) if clean != v} if values else {}
     for m in messages if changed else ():

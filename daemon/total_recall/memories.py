@@ -50,7 +50,7 @@ def words_count(db: Database) -> dict[str, int]:
 # The columns migrate-store reads of each table of the words index (its id aside).
 WORDS_COLUMNS = {
     "messages": f"{path_of('messages')}, source_line, session_id, project, git_branch, role, kind, content, "
-    "content_hash, timestamp, skip_reason, indexed_at",
+    "content_hash, timestamp, skip_reason, indexed_at, uuid",
     "chunks": f"{path_of('chunks')}, source_line, message_line, seq, session_id, project, role, kind, "
     "timestamp, content, context, needs_embedding, machine",
 }
@@ -801,6 +801,22 @@ def message_hashes(db: Database, source_file: str, first: int, last: int) -> set
         (source_file, first, last),
     )
     return {(r["source_line"], r["content_hash"]) for r in rows}
+
+
+def copied_uuids(db: Database, source_file: str, uuids: list[str]) -> set[str]:
+    """Of these record uuids, those another transcript's stored lines hold already (a forked
+    session's copies of the lines it started from)."""
+    found: set[str] = set()
+    for i in range(0, len(uuids), 500):
+        part = uuids[i : i + 500]
+        found.update(
+            db.column(
+                f"SELECT DISTINCT uuid FROM messages WHERE uuid IN ({marks(part)}) "
+                f"AND file_id != coalesce({FILE_ID}, 0)",
+                (*part, source_file),
+            )
+        )
+    return found
 
 
 def messages_at(db: Database, source_file: str, lines: list[int]) -> list:

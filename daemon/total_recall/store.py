@@ -838,6 +838,7 @@ MESSAGE_COLUMNS = (
     "timestamp",
     "skip_reason",
     "indexed_at",
+    "uuid",
 )
 
 

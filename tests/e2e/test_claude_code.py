@@ -29,7 +29,7 @@ import pytest
 
 from conftest import REPO
 from fake_anthropic import FakeAnthropic, tool_results
-from helpers import cli, cli_json, start_daemon, wait_for
+from helpers import cli, cli_json, db_rows, start_daemon, wait_for
 from total_recall import config
 
 pytestmark = pytest.mark.e2e
@@ -337,6 +337,37 @@ def test_a_reply_with_extended_thinking_points_at_the_line_that_holds_its_words(
         lambda: f"no result from {session.transcript}; daemon log:\n{daemon_log_tail(cc)}",
     )
     assert hit["source_line"] == text_line
+
+
+FORKED = "We decided the invoices are rendered by WeasyPrint, not by a headless browser."
+
+
+def test_a_forked_session_counts_what_it_copied_from_the_old_one_once(cc):
+    """`--resume ID --fork-session` writes a new transcript that starts with the old one's records
+    (same uuids): the decision said once keeps one mention and its one source (I152), and what the
+    fork says next is found in the fork."""
+    project = cc.project("invoices")
+    cc.fake.script(FORKED, ["Noted: WeasyPrint renders the invoices."])
+    cc.fake.script("And the PDF fonts?", ["The fonts are embedded from the repository's fonts folder."])
+    first = cc.session(FORKED, project)
+    fork = cc.session("And the PDF fonts?", project, "--resume", first.id, "--fork-session")
+    assert fork.transcript != first.transcript and FORKED in fork.transcript.read_text(encoding="utf-8")
+
+    def settled():
+        hits = search(cc, "fonts for the invoice PDFs", project)
+        return any("fonts folder" in r["content"] and r["source_file"] == str(fork.transcript) for r in hits)
+
+    within(
+        SEARCHABLE_WITHIN,
+        settled,
+        lambda: f"the fork's reply is not found; daemon log:\n{daemon_log_tail(cc)}",
+    )
+    assert db_rows("SELECT mention_count FROM ideas WHERE content LIKE '%WeasyPrint renders%'") == [(1,)]
+    sources = db_rows(
+        "SELECT (SELECT path FROM files WHERE id = s.file_id) FROM idea_sources s "
+        "JOIN ideas i ON i.id = s.idea_id WHERE i.content LIKE '%WeasyPrint%'"
+    )
+    assert sources and {path for (path,) in sources} == {str(first.transcript)}
 
 
 def test_the_next_session_gets_the_decision_at_start_and_an_unrelated_project_does_not(cc, decision):
