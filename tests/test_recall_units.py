@@ -1038,6 +1038,32 @@ def test_the_lines_a_forked_session_copied_count_once(tmp_path):
     assert any("SQS" in r["content"] for r in cli_json("search", "refunds queue", "--project", "atlas"))
 
 
+@pytest.mark.parametrize("how", ["memory", "session"])
+def test_forgetting_lines_forgets_the_copies_a_forked_session_holds_of_them(tmp_path, how):
+    """The copies are the same records: forgetting the memory said on a line, or the session, takes
+    the fork's copies of those lines too (no row keeps their words, a re-read does not bring them
+    back), and the fork's own line stays (I152, I38)."""
+    first, fork = billing_reply_and_its_fork(tmp_path / "claude")
+    if how == "memory":
+        [(idea_id,)] = db_rows("SELECT id FROM ideas WHERE content LIKE '%RabbitMQ%'")
+        cli_json("forget", str(idea_id))
+    else:
+        cli_json("forget", "--session", SESSION)
+    assert db_rows("SELECT count(*) FROM messages WHERE content LIKE '%RabbitMQ%'") == [(0,)]
+    assert db_rows("SELECT count(*) FROM chunks WHERE content LIKE '%RabbitMQ%'") == [(0,)]
+    with memory_store() as database, database.write():  # the fork read again from its first byte
+        database.execute(
+            "UPDATE index_state SET byte_offset = 0, line_number = 0, head_hash = NULL WHERE source_file = ?",
+            (str(fork),),
+        )
+    cli("backfill", str(fork), "--wait")
+    assert db_rows("SELECT count(*) FROM messages WHERE content LIKE '%RabbitMQ%'") == [(0,)]
+    assert not any(
+        "RabbitMQ" in r["content"] for r in cli_json("search", "billing events queue", "--all-projects")
+    )
+    assert any("SQS" in r["content"] for r in cli_json("search", "refunds queue", "--project", "atlas"))
+
+
 def test_a_record_uuid_that_is_no_uuid_is_not_stored(tmp_path):
     """The uuid is stored beside the line (I152); a hand-made or hostile record could put anything
     there, a token included: only a value shaped like a uuid is kept."""

@@ -111,7 +111,8 @@ def erase(db: Database, idea_id, session, projects, before, now) -> dict:
         plan, source_lines = _said_elsewhere(db, ids, set(lines), set(scope_files), session, before)
         ids = [i for i in ids if i not in plan]
         lines += source_lines
-    lines = sorted(set(lines))
+    # A forked session's copies of these lines are the same records: they go with them (I152).
+    lines = sorted(set(lines) | set(memories.copies_of(db, lines)))
     texts = db.column(f"SELECT content FROM ideas WHERE id IN ({_in(ids)})", ids)
     span_ids = _spans_drawing_on(db, ids + sorted(plan), lines)
     replaced = _replaced_from(db, lines)

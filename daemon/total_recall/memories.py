@@ -8,6 +8,7 @@ curate, maintain, report, the web view); applying extractor output is `store.py`
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from total_recall import projects as projects_mod
@@ -816,6 +817,37 @@ def copied_uuids(db: Database, source_file: str, uuids: list[str]) -> set[str]:
                 (*part, source_file),
             )
         )
+    return found
+
+
+def copies_of(db: Database, lines: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """(path, line) of the copies other transcripts hold of these lines' records: rows stored as
+    `copied` under the uuid of the row holding each line (its own, or its response's first line)."""
+    uuids: set[str] = set()
+    for f, same_file in itertools.groupby(sorted(lines), key=lambda pair: pair[0]):
+        numbers = [ln for _, ln in same_file]
+        for i in range(0, len(numbers), 400):
+            part = numbers[i : i + 400]
+            uuids.update(
+                db.column(
+                    f"SELECT uuid FROM messages WHERE file_id = {FILE_ID} AND uuid IS NOT NULL "
+                    f"AND (source_line IN ({marks(part)}) OR source_line IN (SELECT message_line FROM chunks "
+                    f"WHERE file_id = {FILE_ID} AND source_line IN ({marks(part)})))",
+                    (f, *part, f, *part),
+                )
+            )
+    found: list[tuple[str, int]] = []
+    ordered = sorted(uuids)
+    for i in range(0, len(ordered), 500):
+        part = ordered[i : i + 500]
+        found += [
+            (r["source_file"], r["source_line"])
+            for r in db.all(
+                f"SELECT {path_of('messages')}, source_line FROM messages "
+                f"WHERE skip_reason = 'copied' AND uuid IN ({marks(part)})",
+                part,
+            )
+        ]
     return found
 
 
