@@ -91,6 +91,7 @@ def as_an_older_version_left_it(moves=((2, 3),)) -> None:
             for table in ("ideas", "idea_sources", "chunks"):
                 database.execute(f"UPDATE {table} SET source_line = ? WHERE source_line = ?", (first, text))
         database.execute("DELETE FROM meta WHERE key = 'pointer_version'")
+        database.execute("UPDATE messages SET uuid = NULL")  # lines stored before 0015 have none
 
 
 def transcript(claude_dir):
@@ -921,6 +922,7 @@ def test_pointers_an_older_indexer_left_on_a_thinking_line_move_to_the_text_line
         "ideas": "SELECT source_line, content FROM ideas",
         "idea_sources": "SELECT s.source_line, content FROM idea_sources s JOIN ideas i ON i.id = s.idea_id",
         "chunks": "SELECT source_line, message_line, seq, content FROM chunks",
+        "messages": "SELECT source_line, uuid FROM messages",
     }
 
     def pointers() -> dict[str, set]:

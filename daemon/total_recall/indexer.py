@@ -47,7 +47,6 @@ EMBEDDED_KINDS = {"prompt", "response", "subagent_prompt", "subagent_response", 
 NOT_EMBEDDED = {"headless_summarizer", "compaction_prompt", "meta", "command"}
 WINDOW_WORDS = 160  # about the 256 tokens the local model reads
 STRIDE_WORDS = 120  # windows overlap by 40 words, so a sentence cut by one is whole in the next
-UUID_SHAPE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 
 class _ForgottenMeanwhile(Exception):
@@ -866,7 +865,7 @@ def redact_metadata(messages: list[transcript.Message], fallback_session: str) -
     hostile file might. The session falls back to the file's; a cwd or branch keeps its redacted
     form (a few distinct values per read: about 0.1 ms)."""
     for m in messages:  # a record uuid is stored too: one of any other shape is none
-        m.uuid = m.uuid if m.uuid and UUID_SHAPE.fullmatch(m.uuid) else None
+        m.uuid = transcript.record_uuid(m.uuid)
     values = sorted({v for m in messages for v in (m.session_id, m.cwd, m.git_branch) if v})
     changed = {v: clean for v, clean in zip(values, redact_batch(values)) if clean != v} if values else {}
     for m in messages if changed else ():

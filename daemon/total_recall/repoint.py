@@ -5,7 +5,9 @@ Claude Code writes a reply with extended thinking as a thinking line and then it
 memories, their sources, its windows and a todo it closed on the thinking line (DESIGN.md I43), so
 `file:line` opened the wrong line. The transcripts still say where each piece is: every transcript
 this machine indexed is read again, once, a slice per daemon heartbeat, and the rows on such a
-reply's first line move to its text's line, where indexing it now puts them (I150).
+reply's first line move to its text's line, where indexing it now puts them (I150). The same read
+gives the lines stored before migration 0015 their record uuid, so a session forked from one of them
+later is recognised as a copy (I152).
 
 State (meta): `pointer_version` is POINTER_VERSION in a store created empty by this code (the
 migrations set it), so nothing there is read again; otherwise `repointed:<machine>` marks the
@@ -76,17 +78,19 @@ def run_slice(db: Database, settings: config.Settings, budget: int = SLICE_BYTES
             break
         path = row["source_file"]
         start = (at["offset"], at["line"]) if path == at["path"] else (0, 0)
-        moves, end, read = _moves(path, row, start, budget - spent, settings)
+        moves, uuids, end, read = _moves(path, row, start, budget - spent, settings)
         spent += max(read, 1)
         finished = end is None
         at = {"path": path, "offset": 0 if finished else end[0], "line": 0 if finished else end[1]}
         report["transcripts"] += finished
-        if moves:  # the moves with the cursor past them; a transcript with none waits for the slice's end
+        if moves or uuids:  # with the cursor past them; a transcript with neither waits for the slice's end
             with db.write():
-                moved = store.move_to_text_lines(db, path, moves, CAUSE, time.time())
+                moved = store.move_to_text_lines(db, path, moves, CAUSE, time.time()) if moves else 0
+                store.fill_uuids(db, path, uuids)
                 db.set_meta(f"repoint_at:{machine}", json.dumps(at))
             report["moved"] += moved
-            log.info("pointers_moved", file=path, rows=moved)
+            if moved:
+                log.info("pointers_moved", file=path, rows=moved)
     if not report["done"]:
         with db.write():
             db.set_meta(f"repoint_at:{machine}", json.dumps(at))
@@ -105,21 +109,23 @@ def _cursor(db: Database, machine: str) -> dict:
 
 def _moves(
     path: str, row, start: tuple[int, int], budget: int, settings: config.Settings
-) -> tuple[dict[int, int], tuple[int, int] | None, int]:
+) -> tuple[dict[int, int], dict[int, str], tuple[int, int] | None, int]:
     """{first line: text line} of the single-piece replies read from `start` up to what was indexed,
-    where to resume (None: this transcript is done) and the bytes read."""
+    {line: record uuid} of every message read (what lines stored before 0015 lack), where to resume
+    (None: this transcript is done) and the bytes read."""
     indexed = int(row["byte_offset"] or 0)
     moves: dict[int, int] = {}
+    uuids: dict[int, str] = {}
     if trust.refusal(path, settings) or indexed <= start[0]:
-        return moves, None, 0
+        return moves, uuids, None, 0
     offset, line = start
     try:
         with trust.open_transcript(path, settings) as fh:
             if transcript.was_rewritten(Path(path), indexed, row["head_hash"], fh=fh):
-                return moves, None, 0
+                return moves, uuids, None, 0
             while offset < indexed:
                 if offset - start[0] >= budget:
-                    return moves, (offset, line), offset - start[0]
+                    return moves, uuids, (offset, line), offset - start[0]
                 rest = min(READ_BYTES, budget - (offset - start[0]))  # at least one whole message
                 result = transcript.read_new(
                     Path(path), offset, line, fh=fh, max_bytes=rest, max_scan_bytes=SLICE_BYTES
@@ -127,6 +133,8 @@ def _moves(
                 if result.end_offset <= offset:
                     break  # one line longer than a slice (a sparse file): the rest is passed over
                 for m in result.messages:
+                    if m.end_offset <= indexed and transcript.record_uuid(m.uuid):
+                        uuids[m.line] = m.uuid
                     pieces = {n for n, _ in m.parts}
                     if (
                         m.role == "assistant"
@@ -138,4 +146,4 @@ def _moves(
                 offset, line = result.end_offset, result.end_line
     except (TranscriptError, TranscriptRefused, OSError) as exc:
         log.info("repoint_skipped", file=path, reason=str(exc))
-    return moves, None, offset - start[0]
+    return moves, uuids, None, offset - start[0]

@@ -816,6 +816,15 @@ def move_to_text_lines(db: Database, path: str, moves: dict[int, int], cause: st
     return moved
 
 
+def fill_uuids(db: Database, path: str, uuids: dict[int, str]) -> None:
+    """Give the stored lines of a transcript that have none their record uuid (lines stored before
+    0015; repoint.py reads them from the transcript). In the caller's transaction."""
+    db.executemany(
+        f"UPDATE messages SET uuid = ? WHERE file_id = {state.FILE_ID} AND source_line = ? AND uuid IS NULL",
+        [(u, path, line) for line, u in sorted(uuids.items())],
+    )
+
+
 def events_of(db: Database, kind: str, object_id: int) -> list:
     """The audit log of one object, oldest first: at, action, old, new (JSON text), cause."""
     return db.all(

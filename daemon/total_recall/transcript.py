@@ -166,6 +166,14 @@ class Message:
         return line_holding(self.parts, text, self.line)
 
 
+# A record's uuid as Claude Code writes one (what is stored of it; anything else is no uuid).
+UUID_SHAPE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
+def record_uuid(value: str | None) -> str | None:
+    return value if value and UUID_SHAPE.fullmatch(value) else None
+
+
 def line_holding(parts: list[tuple[int, str]], text: str, default: int) -> int:
     """Of (physical line, text) pieces, the line whose piece holds `text`, else most of its words
     (the first such on a tie); `default` when there is no piece. A response whose thinking line
