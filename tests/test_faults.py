@@ -629,8 +629,7 @@ def test_vectors_an_older_recipe_made_are_embedded_again_in_the_background(
         with database.write():
             old = [(c["id"], c["project"], to_blob(fake_embedding(c["content"], dim))) for c in tagged]
             vectors.store(database, "chunk_embeddings", "chunk_id", old)
-            # Such a store never recorded a recipe: the key came with the refresh.
-            database.execute("DELETE FROM meta WHERE key = 'embed_version'")
+            database.set_meta("embed_version", 1)  # what every version before the refresh wrote
         # One slice: its chunk is made from the text without the tag, the cursor marks where it stopped.
         worker = vectors.Vectors(database, config.load())
         assert worker.refresh_stale(limit=1) == 1

@@ -387,15 +387,5 @@ def stale(db: Database) -> bool:
     """Whether chunk vectors made by an older recipe remain (Vectors.refresh_stale)."""
     from total_recall.db import EMBED_VERSION
 
-    version = recipe_version(db)
-    return version is not None and version < EMBED_VERSION
-
-
-def recipe_version(db: Database) -> int | None:
-    """The embed_text recipe that made the stored vectors (meta `embed_version`); None before any
-    vector table exists. A store with vectors and no such key was indexed before the key was
-    recorded (2026-11-27): recipe 1."""
     version = db.get_meta("embed_version")
-    if version is not None:
-        return int(version)
-    return 1 if db.get_meta("embed_model") is not None else None
+    return version is not None and int(version) < EMBED_VERSION
