@@ -864,8 +864,6 @@ def redact_metadata(messages: list[transcript.Message], fallback_session: str) -
     one shaped like a secret is not kept. Claude Code never writes such a value; a hand-made or
     hostile file might. The session falls back to the file's; a cwd or branch keeps its redacted
     form (a few distinct values per read: about 0.1 ms)."""
-    for m in messages:  # a record uuid is stored too: one of any other shape is none
-        m.uuid = transcript.record_uuid(m.uuid)
     values = sorted({v for m in messages for v in (m.session_id, m.cwd, m.git_branch) if v})
     changed = {v: clean for v, clean in zip(values, redact_batch(values)) if clean != v} if values else {}
     for m in messages if changed else ():

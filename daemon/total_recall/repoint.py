@@ -133,15 +133,12 @@ def _moves(
                 if result.end_offset <= offset:
                     break  # one line longer than a slice (a sparse file): the rest is passed over
                 for m in result.messages:
-                    if m.end_offset <= indexed and transcript.record_uuid(m.uuid):
+                    if m.end_offset > indexed:
+                        continue  # read but not indexed yet: the indexer places it
+                    if m.uuid:
                         uuids[m.line] = m.uuid
                     pieces = {n for n, _ in m.parts}
-                    if (
-                        m.role == "assistant"
-                        and len(pieces) == 1
-                        and m.line not in pieces
-                        and m.end_offset <= indexed
-                    ):
+                    if m.role == "assistant" and len(pieces) == 1 and m.line not in pieces:
                         moves[m.line] = next(iter(pieces))
                 offset, line = result.end_offset, result.end_line
     except (TranscriptError, TranscriptRefused, OSError) as exc:

@@ -166,11 +166,12 @@ class Message:
         return line_holding(self.parts, text, self.line)
 
 
-# A record's uuid as Claude Code writes one (what is stored of it; anything else is no uuid).
+# A record's uuid as Claude Code writes one (it is stored, I152); a value of any other shape, which a
+# hand-made or hostile file could make a token, is no uuid.
 UUID_SHAPE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 
-def record_uuid(value: str | None) -> str | None:
+def _record_uuid(value: str | None) -> str | None:
     return value if value and UUID_SHAPE.fullmatch(value) else None
 
 
@@ -822,7 +823,7 @@ class _Reader:
             "session_id": session or self._session_fallback(),
             "cwd": _str(record.get("cwd")),
             "git_branch": _str(record.get("gitBranch")),
-            "uuid": _str(record.get("uuid")),
+            "uuid": _record_uuid(_str(record.get("uuid"))),
             "is_sidechain": record.get("isSidechain") is True or self.agent_file,
             "agent_id": agent,
         }
