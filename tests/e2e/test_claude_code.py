@@ -52,6 +52,7 @@ TODOS = ["Tag the 2.0 release in git", "Announce the 2.0 release on the mailing 
 # What the model adds to each in a TaskCreate: the first says more than its subject, the second not.
 DESCRIPTIONS = ["Create the v2.0 tag on main and push it.", "Announce the release on the list."]
 TODO_TOOLS = ("TodoWrite", "TaskCreate", "TaskUpdate")
+SUBAGENT_TOOLS = ("Task", "Agent")  # the subagent launcher, as 2.0.x and 2.1.x name it
 
 
 # --- the CLI ------------------------------------------------------------------------------------
@@ -175,7 +176,7 @@ class ClaudeCode:
         `tasks=False`: the CLI offers TodoWrite instead of TaskCreate/TaskUpdate."""
         self.sessions += 1
         debug = self.root / "claude-debug" / f"{self.sessions:02d}.txt"  # hooks, MCP, API: read on failure
-        allowed = ",".join(TODO_TOOLS + MCP_SERVERS)
+        allowed = ",".join(TODO_TOOLS + SUBAGENT_TOOLS + MCP_SERVERS)
         out = self.claude(
             "-p",
             prompt,
@@ -368,6 +369,65 @@ def test_a_forked_session_counts_what_it_copied_from_the_old_one_once(cc):
         "JOIN ideas i ON i.id = s.idea_id WHERE i.content LIKE '%WeasyPrint%'"
     )
     assert sources and {path for (path,) in sources} == {str(first.transcript)}
+
+
+DELEGATE = "Have a subagent find out why the payment webhook test is flaky."
+SUB_PROMPT = "Investigate the flaky payment webhook test and report the cause."
+SUB_REPORT = (
+    "The payment webhook test is flaky because the signature check compares timestamps in local time, "
+    "so it fails for an hour after every daylight saving change. The fix is to compare them in UTC "
+    "and to freeze the clock in the test."
+)
+
+
+def test_a_subagents_report_is_found_in_its_own_transcript_and_in_the_parents(cc):
+    """The model launches a subagent: the CLI writes its transcript in a file of its own, fires
+    SubagentStop with that file, and hands the report to the parent as the tool's result. The
+    report is found once, with both places among its sources, and the subagent's file is indexed
+    under the parent's session."""
+    project = cc.project("payments")
+    launch = {
+        "tool_use": {
+            "name_matching": r"^(Task|Agent)$",
+            "input": {
+                "description": "Find the flaky test's cause",
+                "prompt": SUB_PROMPT,
+                "subagent_type": "general-purpose",
+            },
+        }
+    }
+    cc.fake.script(DELEGATE, [launch, "The subagent found it: timestamps must be compared in UTC."])
+    cc.fake.script(SUB_PROMPT, [SUB_REPORT])
+    session = cc.session(DELEGATE, project)
+    agents = sorted(cc.claude_dir.glob(f"projects/*/{session.id}/subagents/agent-*.jsonl"))
+    agent = next((a for a in agents if SUB_REPORT in a.read_text(encoding="utf-8")), None)
+    assert agent is not None, f"no subagent transcript holds the report; found {agents}"
+    assert SUB_REPORT in session.transcript.read_text(encoding="utf-8")  # the tool's result
+
+    def reported() -> list[dict]:
+        hits = search(cc, "why is the payment webhook test flaky", project)
+        return [r for r in hits if r["kind"] != "span" and "local time" in r["content"]]
+
+    def places(hit: dict) -> set[str]:
+        return {hit["source_file"]} | {s["source_file"] for s in hit.get("sources") or []}
+
+    within(
+        SEARCHABLE_WITHIN,
+        lambda: any({str(agent), str(session.transcript)} <= places(r) for r in reported()),
+        lambda: (
+            f"the report is not found with both places: {reported()}; queue: {cli_json('status')['queue']}; "
+            f"daemon log:\n{daemon_log_tail(cc)}"
+        ),
+    )
+    shown = [
+        (r["kind"], r["content"][:60], Path(r["source_file"]).name, r.get("source_line")) for r in reported()
+    ]
+    assert len(shown) == 1, shown
+    sessions = db_rows(
+        "SELECT DISTINCT m.session_id FROM messages m JOIN files f ON f.id = m.file_id WHERE f.path = ?",
+        (str(agent),),
+    )
+    assert sessions == [(session.id,)]
 
 
 def test_the_next_session_gets_the_decision_at_start_and_an_unrelated_project_does_not(cc, decision):
