@@ -222,7 +222,7 @@ def test_session_with_task_call_reads_each_line_once(fixture):
     assert lines[35].text == ("Now let me draft the beads.\n[tool Task: Draft beads for linting setup]")
     # The Plan subagent's report (line 56, 9,962 characters) is read whole, its usage counts left out.
     report = lines[56].text
-    assert len(report) > 9000 and report.endswith("dependency structure.\nagentId: afb92ff")
+    assert len(report) > 9000 and report.endswith("dependency structure.\nagentId: afb92ff (to resume it)")
     assert "<usage>" not in report and lines[26].kind == "tool_result" and len(lines[26].text) <= 500
     # A tool result arriving between two lines of one response ends the merged message there.
     assert (lines[17].last_line, lines[22].message_id) == (19, lines[17].message_id)
@@ -547,7 +547,7 @@ def test_a_subagents_report_is_kept_whole_and_other_tool_output_short(tmp_path):
         ],
     )
     lines = by_line(read_new(path))
-    assert lines[2].text == f"{report}\nagentId: a1b2c3d"  # whole, with its resume id, no usage or note
+    assert lines[2].text == f"{report}\nagentId: a1b2c3d (to resume it)"  # whole, resume id kept, no usage
     assert (lines[2].kind, lines[2].role, lines[2].skip_reason) == ("tool_result", "user", "tool_output")
     assert len(lines[4].text) <= 500 and lines[4].text.startswith("zzz")
     assert lines[6].text.startswith("[error] The user doesn't want") and len(lines[6].text) <= 500
@@ -557,7 +557,7 @@ def test_a_subagents_report_is_kept_whole_and_other_tool_output_short(tmp_path):
         tmp_path / "late.jsonl",
         [user([tool_result(body)], toolUseResult={"agentId": "a1b2c3d", "totalDurationMs": 38799})],
     )
-    assert by_line(read_new(late))[1].text == f"{report}\nagentId: a1b2c3d"
+    assert by_line(read_new(late))[1].text == f"{report}\nagentId: a1b2c3d (to resume it)"
 
     # 2.1.x words the note to the model otherwise; it goes too, and a report's own parentheses stay.
     said = "Found it (the parser, line 12): the last field is dropped."
@@ -569,7 +569,7 @@ def test_a_subagents_report_is_kept_whole_and_other_tool_output_short(tmp_path):
         tmp_path / "newer.jsonl",
         [user([tool_result(newer)], toolUseResult={"agentId": "a49e", "totalDurationMs": 101})],
     )
-    assert by_line(read_new(path))[1].text == f"{said}\nagentId: a49e"
+    assert by_line(read_new(path))[1].text == f"{said}\nagentId: a49e (to resume it)"
 
 
 ASKED = [

@@ -60,8 +60,10 @@ REPORT_TOOLS = ("Task", "Agent")  # a tuple: a name of any JSON shape is compare
 REPORT_CHARS = 20_000
 _REPORT_USAGE = re.compile(r"\s*<usage>[^<]*</usage>\s*$")
 # The resume id's note to the model: "(for resuming to continue this agent's work if needed)" (2.0.x),
-# "(use SendMessage with to: 'a49…', summary: '<5-10 word recap>' to continue this agent)" (2.1.x).
+# "(use SendMessage with to: 'a49…', summary: '<5-10 word recap>' to continue this agent)" (2.1.x);
+# read as RESUME_NOTE, which keeps what it says for a developer in three words.
 _REPORT_RESUME_NOTE = re.compile(r"(\bagentId: [\w-]+) \([^()\n]*\bcontinue this agent[^()\n]*\)")
+RESUME_NOTE = "(to resume it)"
 
 # Record types documented for Claude Code up to 2.1.x; anything else counts as "unknown:<type>".
 KNOWN_TYPES = frozenset(
@@ -1064,9 +1066,9 @@ def _tool_descriptor(block: dict[str, Any], cwd: str | None) -> str:
 
 def _tool_result_text(record: dict[str, Any], blocks: list[dict[str, Any]], report: bool = False) -> str:
     """A tool's output, cut to TOOL_RESULT_CHARS; a subagent's report (`report`) up to REPORT_CHARS,
-    without the token and time counts Claude Code appends, nor its note to the model on how to
-    resume the agent (the resume id stays: a developer may want it back; the note's dozen words made
-    a short report too unlike the subagent's own line to be shown as one result with it). A call the user refused is REFUSED_MARK, not Claude Code's boilerplate ("if it was
+    without the token and time counts Claude Code appends; its note to the model on how to resume
+    the agent is RESUME_NOTE (the resume id stays: a developer may want it back; the note's dozen
+    words made a short report too unlike the subagent's own line to be shown as one result with it). A call the user refused is REFUSED_MARK, not Claude Code's boilerplate ("if it was
     a file edit, the new_string was NOT written…"), whose words ranked it for questions about edits
     and rejections; the refused call is on a line before it."""
     limit = REPORT_CHARS if report else TOOL_RESULT_CHARS
@@ -1083,7 +1085,7 @@ def _tool_result_text(record: dict[str, Any], blocks: list[dict[str, Any]], repo
         text = record["toolUseResult"].strip()
     text = _strip_context(_head(text, limit * 2))[0]
     if report:
-        text = _REPORT_RESUME_NOTE.sub(r"\1", _REPORT_USAGE.sub("", text)).strip()
+        text = _REPORT_RESUME_NOTE.sub(rf"\1 {RESUME_NOTE}", _REPORT_USAGE.sub("", text)).strip()
     return _cut(text, limit)
 
 
