@@ -27,7 +27,10 @@ A reply is a str (assistant text) or a dict whose keys combine:
     text        assistant text
     tool_use    {"name": ..., "input": {...}} or {"name_matching": REGEX, "input": {...}}: the
                 first tool offered in the request whose name matches (so a test need not know how
-                the client spells an MCP tool); no match is answered with text saying so
+                the client spells an MCP tool); a tool the request only names as deferred (Claude
+                Code 2.1.2xx on: its task and MCP tools) is first loaded with a ToolSearch call,
+                which does not count as one of the turn's replies; no match is answered with text
+                saying so
     status      HTTP status; >= 400 sends an Anthropic-style error object
 
 The stop reason is ``tool_use`` when a tool is called, else ``end_turn``.
@@ -46,6 +49,7 @@ from typing import Any
 MESSAGES = "/v1/messages"
 COUNT_TOKENS = "/v1/messages/count_tokens"
 MODEL = "claude-fake"
+TOOL_SEARCH = "ToolSearch"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -75,13 +79,23 @@ def _is_prompt(message: dict) -> bool:
 
 
 def latest_prompt(request: dict) -> tuple[str, int]:
-    """The text of the newest prompt and how many assistant messages followed it."""
+    """The text of the newest prompt and how many assistant messages followed it (a call that only
+    loads a deferred tool is not one: it is how the fake reaches a scripted call, see _load)."""
     messages = [m for m in request.get("messages") or [] if isinstance(m, dict)]
     for index in range(len(messages) - 1, -1, -1):
         if _is_prompt(messages[index]):
-            answered = sum(1 for m in messages[index + 1 :] if m.get("role") == "assistant")
+            answered = sum(
+                1 for m in messages[index + 1 :] if m.get("role") == "assistant" and not _only_loads(m)
+            )
             return _text_of(messages[index].get("content")), answered
     return "", 0
+
+
+def _only_loads(message: dict) -> bool:
+    content = message.get("content")
+    blocks = [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+    calls = [b for b in blocks if b.get("type") == "tool_use"]
+    return bool(calls) and all(b.get("name") == TOOL_SEARCH for b in calls)
 
 
 def tool_results(request: dict) -> list[dict]:
@@ -97,6 +111,26 @@ def tool_results(request: dict) -> list[dict]:
 
 def tool_names(request: dict) -> list[str]:
     return [t.get("name", "") for t in request.get("tools") or [] if isinstance(t, dict)]
+
+
+DEFERRED_LIST = re.compile(
+    r"deferred tools are now available via ToolSearch\b[^\n]*:\n((?:[A-Za-z][\w-]*\n?)+)"
+)
+
+
+def deferred_tools(request: dict) -> list[str]:
+    """The tools a request names without offering them: Claude Code 2.1.2xx on sends some (its task
+    tools, MCP tools) by name only, in a reminder listing what its ToolSearch tool can load."""
+    names: list[str] = []
+    for message in request.get("messages") or []:
+        text = _text_of(message.get("content")) if isinstance(message, dict) else ""
+        for listed in DEFERRED_LIST.findall(text):
+            names += [n for n in listed.split("\n") if n and n not in names]
+    return names
+
+
+def _deferred(request: dict, pattern: str) -> str | None:
+    return next((n for n in deferred_tools(request) if re.search(pattern, n)), None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -116,6 +150,12 @@ def _content_blocks(request: dict, reply: dict, serial: int) -> list[dict]:
         name = call.get("name") or next(
             (n for n in tool_names(request) if re.search(call.get("name_matching", "^$"), n)), None
         )
+        if name is None and TOOL_SEARCH in tool_names(request):
+            deferred = _deferred(request, call.get("name_matching", "^$"))
+            if deferred is not None:
+                # Trigger: the tool is deferred (named, not offered). Why: the client offers it once
+                # the model loads it. Outcome: this reply loads it; the next one calls it.
+                return [_load(deferred, serial)]
         if name is None:
             # Trigger: the client offered no tool of that shape. Why: the test should read what
             # was offered, not a hang. Outcome: a text reply naming the pattern.
@@ -129,6 +169,15 @@ def _content_blocks(request: dict, reply: dict, serial: int) -> list[dict]:
             }
         )
     return blocks or [{"type": "text", "text": "OK"}]
+
+
+def _load(name: str, serial: int) -> dict:
+    return {
+        "type": "tool_use",
+        "id": f"toolu_fake_{serial:04d}",
+        "name": TOOL_SEARCH,
+        "input": {"query": f"select:{name}", "max_results": 1},
+    }
 
 
 def _message(request: dict, blocks: list[dict], serial: int) -> dict:

@@ -89,3 +89,46 @@ def test_a_streamed_tool_call_arrives_as_input_json():
     deltas = [data["delta"] for name, data in sent if name == "content_block_delta"]
     assert json.loads(deltas[1]["partial_json"]) == {"todos": []}
     assert sent[-2][1]["delta"]["stop_reason"] == "tool_use"
+
+
+def test_a_deferred_tool_is_loaded_with_tool_search_before_the_scripted_call():
+    """Claude Code 2.1.2xx on names some tools (its task tools, MCP tools) in a reminder instead of
+    offering them; the model loads one with ToolSearch, and the turn's script goes on after it."""
+    listed = (
+        "<system-reminder>\nThe following deferred tools are now available via ToolSearch. Use ToolSearch "
+        'with query "select:<name>" to load tool schemas before calling them:\nCronCreate\nmcp__x__search\n'
+        "</system-reminder>"
+    )
+    tools = [{"name": "Bash", "input_schema": {}}, {"name": "ToolSearch", "input_schema": {}}]
+    with FakeAnthropic() as srv:
+        srv.script(
+            "find the decision", [{"tool_use": {"name_matching": r"__search$", "input": {"q": 1}}}, "Done."]
+        )
+        prompt = {
+            "role": "user",
+            "content": [{"type": "text", "text": listed}, {"type": "text", "text": "find the decision"}],
+        }
+        messages = [prompt]
+        _, raw = post(srv, {"model": "m", "tools": tools, "messages": messages})
+        [load] = json.loads(raw)["content"]
+        assert (load["name"], load["input"]["query"]) == ("ToolSearch", "select:mcp__x__search")
+        loaded = {
+            "type": "tool_result",
+            "tool_use_id": load["id"],
+            "content": [{"type": "tool_reference", "tool_name": "mcp__x__search"}],
+        }
+        messages += [{"role": "assistant", "content": [load]}, {"role": "user", "content": [loaded]}]
+        _, raw = post(
+            srv,
+            {
+                "model": "m",
+                "tools": [*tools, {"name": "mcp__x__search", "input_schema": {}}],
+                "messages": messages,
+            },
+        )
+        [call] = json.loads(raw)["content"]
+        assert (call["type"], call["name"], call["input"]) == ("tool_use", "mcp__x__search", {"q": 1})
+        answer = {"type": "tool_result", "tool_use_id": call["id"], "content": "r"}
+        messages += [{"role": "assistant", "content": [call]}, {"role": "user", "content": [answer]}]
+        _, raw = post(srv, {"model": "m", "tools": tools, "messages": messages})
+        assert json.loads(raw)["content"] == [{"type": "text", "text": "Done."}]

@@ -570,6 +570,47 @@ def test_a_subagents_report_is_kept_whole_and_other_tool_output_short(tmp_path):
         [user([tool_result(newer)], toolUseResult={"agentId": "a49e", "totalDurationMs": 101})],
     )
     assert by_line(read_new(path))[1].text == f"{said}\nagentId: a49e (to resume it)"
+    # "to continue this agent" in the report's own words, not in a resume note: they stay.
+    assert _report_of(tmp_path, "Next, agentId: x1 (I could not continue this agent) stays.") == (
+        "Next, agentId: x1 (I could not continue this agent) stays."
+    )
+
+
+def _report_of(tmp_path: Path, text: str) -> str:
+    body = [{"type": "text", "text": text}]
+    path = write(
+        tmp_path / "one.jsonl",
+        [user([tool_result(body)], toolUseResult={"agentId": "x1", "totalDurationMs": 5})],
+    )
+    return by_line(read_new(path))[1].text
+
+
+def test_a_subagent_launched_in_the_background_reads_as_launched_not_as_its_instructions(tmp_path):
+    """Newer Claude Code (2.1.332) runs a subagent in the background: the call's result is ~900 characters
+    of instructions to the model, the report comes later in the subagent's own file."""
+    launched = (
+        "Async agent launched successfully. (This tool result is internal metadata — never quote or paste "
+        "any part of it, including the agentId below, into a user-facing reply.)\nagentId: a69 (internal ID "
+        "- do not mention to user. Use SendMessage with to: 'a69', summary: '<5-10 word recap>' to continue "
+        "this agent.)\nThe agent is working in the background. You will be notified automatically when it "
+        "completes. If the user asks for progress, say the agent is still running."
+    )
+    structured = {
+        "isAsync": True,
+        "status": "async_launched",
+        "agentId": "a69",
+        "description": "Find the cause",
+    }
+    records = [
+        assistant([tool_use("Agent", description="Find the cause", prompt="...")], "m1"),
+        user([tool_result([{"type": "text", "text": launched}])], toolUseResult=structured),
+    ]
+    lines = by_line(read_new(write(tmp_path / "s.jsonl", records)))
+    assert lines[2].text == "Agent launched in the background: Find the cause\nagentId: a69 (to resume it)"
+    assert (lines[2].kind, lines[2].skip_reason) == ("tool_result", "tool_output")
+    # The same in a read that did not see the call.
+    late = by_line(read_new(write(tmp_path / "late.jsonl", records[1:])))
+    assert late[1].text == lines[2].text
 
 
 ASKED = [

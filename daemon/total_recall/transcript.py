@@ -61,15 +61,17 @@ REPORT_CHARS = 20_000
 _REPORT_USAGE = re.compile(r"\s*<usage>[^<]*</usage>\s*$")
 # The resume id's note to the model: "(for resuming to continue this agent's work if needed)" (2.0.x),
 # "(use SendMessage with to: 'a49…', summary: '<5-10 word recap>' to continue this agent)" (2.1.x);
-# read as RESUME_NOTE, which keeps what it says for a developer in three words.
-_REPORT_RESUME_NOTE = re.compile(r"(\bagentId: [\w-]+) \([^()\n]*\bcontinue this agent[^()\n]*\)")
+# at the report's end; read as RESUME_NOTE, which keeps what it says for a developer in three words.
+_REPORT_RESUME_NOTE = re.compile(r"(\bagentId: [\w-]+) \([^()\n]*\bcontinue this agent[^()\n]*\)\s*$")
 RESUME_NOTE = "(to resume it)"
 
-# Record types documented for Claude Code up to 2.1.x; anything else counts as "unknown:<type>".
+# Record types documented or seen for Claude Code up to 2.1.x; anything else counts as "unknown:<type>".
 KNOWN_TYPES = frozenset(
     "user assistant system summary progress file-history-snapshot queue-operation attachment "
     "permission-mode mode agent-name custom-title ai-title last-prompt pr-link frame-link "
-    "worktree-state relocated bridge-session attribution-snapshot".split()
+    "worktree-state relocated bridge-session attribution-snapshot "
+    # seen in 2.1.332: request records (what was sent to the API) and bookkeeping, nothing said
+    "api-request api-request-shape api-request-blob atis-latch tools-used cost-state".split()
 )
 COMMAND_PREFIXES = (
     "<command-name>",
@@ -652,7 +654,9 @@ class _Reader:
                 return self._message(item, item, env, "user", kind, said, skip)
             # A subagent's final report is what it found and proposed: kept whole, not cut to
             # TOOL_RESULT_CHARS like other tool output (sessions tune split: recall@1 0.393 -> 0.431).
-            text = _tool_result_text(record, blocks, report=self._is_report(record, blocks))
+            text = _background_launch(record) or _tool_result_text(
+                record, blocks, report=self._is_report(record, blocks)
+            )
             return self._message(item, item, env, "user", "tool_result", text, "tool_output")
         kind, skip, text = self._classify_prompt(record, _text_of(blocks), env["is_sidechain"])
         return self._message(item, item, env, "user", kind, text, skip)
@@ -1064,13 +1068,29 @@ def _tool_descriptor(block: dict[str, Any], cwd: str | None) -> str:
     return _cut(text, TOOL_DESCRIPTOR_CHARS, "…]")
 
 
+def _background_launch(record: dict[str, Any]) -> str | None:
+    """A Task/Agent call that started its subagent in the background (seen in Claude Code 2.1.332) has
+    no report yet, only instructions to the model (about 900 characters: "Async agent launched
+    successfully … do not report, assume, or predict them …"), whose words would match questions about
+    agents, progress and files. It reads as what happened; the report is in the subagent's own file,
+    and the notification that later brings it to the parent is a meta line (META_PREFIXES)."""
+    result = record.get("toolUseResult")
+    if not isinstance(result, dict) or result.get("status") != "async_launched":
+        return None
+    description = (_str(result.get("description")) or "").strip()
+    text = "Agent launched in the background" + (f": {description}" if description else "")
+    agent = (_str(result.get("agentId")) or "").strip()
+    return _cut(text + (f"\nagentId: {agent} {RESUME_NOTE}" if agent else ""), TOOL_RESULT_CHARS)
+
+
 def _tool_result_text(record: dict[str, Any], blocks: list[dict[str, Any]], report: bool = False) -> str:
     """A tool's output, cut to TOOL_RESULT_CHARS; a subagent's report (`report`) up to REPORT_CHARS,
     without the token and time counts Claude Code appends; its note to the model on how to resume
     the agent is RESUME_NOTE (the resume id stays: a developer may want it back; the note's dozen
-    words made a short report too unlike the subagent's own line to be shown as one result with it). A call the user refused is REFUSED_MARK, not Claude Code's boilerplate ("if it was
-    a file edit, the new_string was NOT written…"), whose words ranked it for questions about edits
-    and rejections; the refused call is on a line before it."""
+    words made a short report too unlike the subagent's own line to be shown as one result with it).
+    A call the user refused is REFUSED_MARK, not Claude Code's boilerplate ("if it was a file edit,
+    the new_string was NOT written…"), whose words ranked it for questions about edits and
+    rejections; the refused call is on a line before it."""
     limit = REPORT_CHARS if report else TOOL_RESULT_CHARS
     parts = []
     for block in blocks:

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from fake_anthropic import FakeAnthropic, tool_results
+from fake_anthropic import FakeAnthropic, deferred_tools, tool_results
 from helpers import cli, cli_json, db_rows, start_daemon, wait_for
 from total_recall import config
 
@@ -373,6 +373,7 @@ def test_a_forked_session_counts_what_it_copied_from_the_old_one_once(cc):
 
 DELEGATE = "Have a subagent find out why the payment webhook test is flaky."
 SUB_PROMPT = "Investigate the flaky payment webhook test and report the cause."
+LAUNCHED = "Find the flaky test's cause"
 SUB_REPORT = (
     "The payment webhook test is flaky because the signature check compares timestamps in local time, "
     "so it fails for an hour after every daylight saving change. The fix is to compare them in UTC "
@@ -380,20 +381,17 @@ SUB_REPORT = (
 )
 
 
-def test_a_subagents_report_is_found_in_its_own_transcript_and_in_the_parents(cc):
-    """The model launches a subagent: the CLI writes its transcript in a file of its own, fires
-    SubagentStop with that file, and hands the report to the parent as the tool's result. The
-    report is found once, with both places among its sources, and the subagent's file is indexed
-    under the parent's session."""
+def test_a_subagents_report_is_found_once_in_its_own_transcript(cc):
+    """The model launches a subagent: the CLI writes its transcript in a file of its own (indexed under
+    the parent's session) and fires SubagentStop with it. Up to 2.1.197 the report is also the call's
+    result in the parent: found once, with both places among its sources. In 2.1.332 the subagent
+    runs in the background: the call's result is instructions to the model, read as the launch it is,
+    and the report comes back as a notification, which is not read a second time."""
     project = cc.project("payments")
     launch = {
         "tool_use": {
             "name_matching": r"^(Task|Agent)$",
-            "input": {
-                "description": "Find the flaky test's cause",
-                "prompt": SUB_PROMPT,
-                "subagent_type": "general-purpose",
-            },
+            "input": {"description": LAUNCHED, "prompt": SUB_PROMPT, "subagent_type": "general-purpose"},
         }
     }
     cc.fake.script(DELEGATE, [launch, "The subagent found it: timestamps must be compared in UTC."])
@@ -402,7 +400,12 @@ def test_a_subagents_report_is_found_in_its_own_transcript_and_in_the_parents(cc
     agents = sorted(cc.claude_dir.glob(f"projects/*/{session.id}/subagents/agent-*.jsonl"))
     agent = next((a for a in agents if SUB_REPORT in a.read_text(encoding="utf-8")), None)
     assert agent is not None, f"no subagent transcript holds the report; found {agents}"
-    assert SUB_REPORT in session.transcript.read_text(encoding="utf-8")  # the tool's result
+    records = [json.loads(line) for line in session.transcript.read_text(encoding="utf-8").splitlines()]
+    [result] = [
+        r for r in records if isinstance(r.get("toolUseResult"), dict) and "agentId" in r["toolUseResult"]
+    ]
+    background = result["toolUseResult"].get("status") == "async_launched"
+    parent = set() if background else {str(session.transcript)}
 
     def reported() -> list[dict]:
         hits = search(cc, "why is the payment webhook test flaky", project)
@@ -413,10 +416,10 @@ def test_a_subagents_report_is_found_in_its_own_transcript_and_in_the_parents(cc
 
     within(
         SEARCHABLE_WITHIN,
-        lambda: any({str(agent), str(session.transcript)} <= places(r) for r in reported()),
+        lambda: any({str(agent)} | parent <= places(r) for r in reported()),
         lambda: (
-            f"the report is not found with both places: {reported()}; queue: {cli_json('status')['queue']}; "
-            f"daemon log:\n{daemon_log_tail(cc)}"
+            f"the report is not found in {[str(agent), *parent]}: {reported()}; "
+            f"queue: {cli_json('status')['queue']}; daemon log:\n{daemon_log_tail(cc)}"
         ),
     )
     shown = [
@@ -428,6 +431,14 @@ def test_a_subagents_report_is_found_in_its_own_transcript_and_in_the_parents(cc
         (str(agent),),
     )
     assert sessions == [(session.id,)]
+    if background:
+        line = records.index(result) + 1
+        [(text,)] = db_rows(
+            "SELECT m.content FROM messages m JOIN files f ON f.id = m.file_id "
+            "WHERE f.path = ? AND m.source_line = ?",
+            (str(session.transcript), line),
+        )
+        assert text.startswith(f"Agent launched in the background: {LAUNCHED}\nagentId: "), text
 
 
 def test_the_next_session_gets_the_decision_at_start_and_an_unrelated_project_does_not(cc, decision):
@@ -499,7 +510,8 @@ def test_todos_from_the_clis_todo_tools_appear_open_then_close_when_completed(cc
     cc.fake.script(plan, [*planned(), "Two steps are planned."])
     cc.fake.script(done, [*completed(), "Both are done."])
     cc.session(plan, release, tasks=tasks)
-    offered = [t["name"] for t in cc.fake.conversation_requests(plan)[0]["json"]["tools"]]
+    first = cc.fake.conversation_requests(plan)[0]["json"]
+    offered = [t["name"] for t in first["tools"]] + deferred_tools(first)  # deferred: 2.1.2xx on
     assert tool in offered and ("TodoWrite" in offered) != tasks, offered
     within(
         SEARCHABLE_WITHIN,
@@ -584,7 +596,10 @@ def test_a_tool_call_from_the_model_reaches_our_mcp_server_and_its_answer_return
     call = {"tool_use": {"name_matching": MCP_SEARCH, "input": {"query": "job queue database"}}}
     cc.fake.script(ask, [call, "It is PostgreSQL, as decided."])
     cc.session(ask, shop)
-    offered = [t["name"] for t in cc.fake.conversation_requests(ask)[0]["json"]["tools"]]
+    first = cc.fake.conversation_requests(ask)[0]
+    offered = [t["name"] for t in first["json"]["tools"]]
+    # Offered, or (2.1.2xx on) deferred: named in a reminder, loaded with ToolSearch on first use.
+    offered += deferred_tools(first["json"])
     assert any(n.endswith("total-recall__search") for n in offered), offered
     answers = [r for request in cc.fake.conversation_requests(ask) for r in tool_results(request["json"])]
     assert answers, "the model's tool call was never answered"
