@@ -1075,3 +1075,46 @@ def test_a_record_uuid_that_is_no_uuid_is_not_stored(tmp_path):
     assert db_rows("SELECT source_line, uuid FROM messages ORDER BY source_line")[0] == (1, None)
     assert all(u and len(u) == 36 for _, u in db_rows("SELECT source_line, uuid FROM messages")[1:])
     assert not db_rows("SELECT 1 FROM messages WHERE uuid LIKE '%sk-ant%'")
+
+
+REVIEWED = {
+    "file": "src/webhooks.py",
+    "line": 42,
+    "summary": "The webhook signature check compares timestamps in local time.",
+    "failure_scenario": "A request signed during a daylight saving change is rejected as expired.",
+    "severity": "important",
+}
+
+
+def test_a_code_reviews_findings_are_problems_found_at_the_call_and_their_fix_a_solution(tmp_path):
+    """A review that reports with Claude Code's ReportFindings tool says what it found only in the
+    call's input: each finding is a problem memory at the call's line, found by a developer's
+    question weeks later, and the re-report after the fix is a solution."""
+    review = {
+        "type": "tool_use",
+        "id": "toolu_r1",
+        "name": "ReportFindings",
+        "input": {"findings": [REVIEWED]},
+    }
+    fixed = {
+        "type": "tool_use",
+        "id": "toolu_r2",
+        "name": "ReportFindings",
+        "input": {"findings": [dict(REVIEWED, outcome="fixed")]},
+    }
+    path = _backfill(
+        tmp_path / "claude",
+        [
+            _line("user", "Review the webhook changes.", 1),
+            _line("assistant", [review], 2, "msg_r1"),
+            _line("user", [{"type": "tool_result", "tool_use_id": "toolu_r1", "content": "Reported."}], 3),
+            _line("user", "Fix the important one.", 4),
+            _line("assistant", [fixed], 5, "msg_r2"),
+        ],
+    )
+    rows = db_rows("SELECT source_line, intent FROM ideas WHERE content LIKE '%timestamps in local time%'")
+    assert (2, "problem") in rows and (5, "solution") in rows, rows
+    hits = cli_json("search", "what did the review find about webhook signatures", "--project", "atlas")
+    places = [(r["source_file"], r.get("source_line")) for r in hits[:5]]
+    shown = [(r["kind"], r.get("source_line"), r["content"][:50], r["intent"]) for r in hits]
+    assert "local time" in hits[0]["content"] and {(str(path), 2), (str(path), 5)} <= set(places), shown

@@ -1022,3 +1022,48 @@ def test_growing_file_matches_one_read(tmp_path, data, cuts):
     whole = read_new(path)
     reads = read_grown(path, data, [int(c * len(data)) for c in cuts])
     assert join_continuations(reads) == [(m.line, m.last_line, m.text) for m in whole.messages]
+
+
+FINDINGS = [
+    {
+        "file": "src/auth.py",
+        "line": 42,
+        "summary": "The webhook signature check compares timestamps in local time.",
+        "failure_scenario": "A request signed at 01:30 UTC on a DST change day is rejected as expired.",
+        "severity": "important",
+    },
+    {"file": "src/cache.py", "summary": "The cache key leaves out the tenant id.", "failure_scenario": "x"},
+    {"file": "a.py", "failure_scenario": "no summary: not a finding"},
+]
+
+
+def test_a_code_reviews_findings_are_read_as_issues_and_their_fixes_as_fixed(tmp_path):
+    """Claude Code's ReportFindings tool (2.1.332) carries a review's result in its input, not as
+    text: each finding is a line of the response, labelled as the problem it is, and a re-report
+    after fixes says what became of each."""
+    fixed = [dict(FINDINGS[0], outcome="fixed"), dict(FINDINGS[1], outcome="no_change_needed")]
+    path = write(
+        tmp_path / "s.jsonl",
+        [
+            assistant(
+                [text("Two findings."), tool_use("ReportFindings", level="high", findings=FINDINGS)], "m1"
+            ),
+            user([tool_result("Findings reported.")]),
+            assistant([tool_use("ReportFindings", "toolu_2", findings=fixed)], "m2"),
+            assistant([tool_use("ReportFindings", "toolu_3", findings=[])], "m3"),
+        ],
+    )
+    lines = by_line(read_new(path))
+    assert lines[1].text == (
+        "Two findings.\n"
+        "Issue: The webhook signature check compares timestamps in local time. (important, in "
+        "src/auth.py:42) A request signed at 01:30 UTC on a DST change day is rejected as expired.\n"
+        "Issue: The cache key leaves out the tenant id. (in src/cache.py) x"
+    )
+    assert lines[1].skip_reason is None
+    assert lines[3].text == (
+        "Review finding was fixed: The webhook signature check compares timestamps in local time. "
+        "(important, in src/auth.py:42)\n"
+        "Review finding needs no change: The cache key leaves out the tenant id. (in src/cache.py)"
+    )
+    assert (lines[4].text, lines[4].skip_reason) == ("[tool ReportFindings]", "tool_use_only")

@@ -948,12 +948,51 @@ def _plan_or_todos(block: dict[str, Any], plans: dict[str, str], tasks: _Tasks |
                 status = todo.get("status") if todo.get("status") in TODO_STATUSES else "pending"
                 rows.append(f"- [{status}] {_cut(' '.join(todo['content'].split()), 300, '')}")
         return "[todos]\n" + "\n".join(rows) + "\n[/todos]" if rows else None
+    if name == "ReportFindings" and isinstance(args.get("findings"), list):
+        return _review_findings(args["findings"])
     if name in ("TaskCreate", "TaskUpdate"):
         tasks = tasks if tasks is not None else _Tasks()
         text = tasks.create(block) if name == "TaskCreate" else tasks.completed(args)
         status = "pending" if name == "TaskCreate" else "completed"
         return f"[todos]\n- [{status}] {text}\n[/todos]" if text else None
     return None
+
+
+FINDING_CHARS = 600  # one review finding: its statement and how it fails
+# How a finding re-reported after fixes reads ("was fixed" is what the extractors take for a solution).
+FINDING_OUTCOMES = {
+    "fixed": "Review finding was fixed",
+    "skipped": "Review finding was skipped",
+    "no_change_needed": "Review finding needs no change",
+}
+REVIEW_SEVERITIES = ("important", "pre_existing", "nit")
+
+
+def _review_findings(findings: list[Any]) -> str | None:
+    """A code review's findings (Claude Code's ReportFindings tool, seen in 2.1.332: the review's
+    result is this call's input, not text), one line each: "Issue: <summary> (<severity>, in
+    <file:line>) <how it fails>", so they read as the problems they are, or, re-reported after
+    fixes, as what became of them ("Review finding was fixed: <summary> …")."""
+    rows = []
+    for finding in findings:
+        if not isinstance(finding, dict) or not isinstance(finding.get("summary"), str):
+            continue
+        summary = " ".join(finding["summary"].split())
+        if not summary:
+            continue
+        where = _str(finding.get("file")) or ""
+        line = finding.get("line")
+        if where and isinstance(line, int) and not isinstance(line, bool) and line > 0:
+            where += f":{line}"
+        details = [finding["severity"]] if finding.get("severity") in REVIEW_SEVERITIES else []
+        details += [f"in {where}"] if where else []
+        row = f"{FINDING_OUTCOMES.get(finding.get('outcome'), 'Issue')}: {summary}"
+        row += f" ({', '.join(details)})" if details else ""
+        scenario = finding.get("failure_scenario")
+        if isinstance(scenario, str) and scenario.strip() and finding.get("outcome") is None:
+            row += " " + " ".join(scenario.split())
+        rows.append(_cut(row, FINDING_CHARS))
+    return "\n".join(rows) if rows else None
 
 
 class _Tasks:
