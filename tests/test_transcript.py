@@ -554,11 +554,7 @@ def test_a_subagents_report_is_kept_whole_and_other_tool_output_short(tmp_path):
     assert lines[6].text.startswith("[error] The user doesn't want") and len(lines[6].text) <= 500
 
     # The call in an earlier read: the result's structured data says an agent ran.
-    late = write(
-        tmp_path / "late.jsonl",
-        [user([tool_result(body)], toolUseResult={"agentId": "a1b2c3d", "totalDurationMs": 38799})],
-    )
-    assert by_line(read_new(late))[1].text == f"{report}\nagentId: a1b2c3d (to resume it)"
+    assert _report_of(tmp_path, body) == f"{report}\nagentId: a1b2c3d (to resume it)"
 
     # 2.1.x words the note to the model otherwise; it goes too, and a report's own parentheses stay.
     said = "Found it (the parser, line 12): the last field is dropped."
@@ -566,22 +562,17 @@ def test_a_subagents_report_is_kept_whole_and_other_tool_output_short(tmp_path):
         "agentId: a49e (use SendMessage with to: 'a49e', summary: '<5-10 word recap>' to continue this agent)"
     )
     newer = [{"type": "text", "text": said}, {"type": "text", "text": f"{note}\n{usage}"}]
-    path = write(
-        tmp_path / "newer.jsonl",
-        [user([tool_result(newer)], toolUseResult={"agentId": "a49e", "totalDurationMs": 101})],
-    )
-    assert by_line(read_new(path))[1].text == f"{said}\nagentId: a49e (to resume it)"
+    assert _report_of(tmp_path, newer) == f"{said}\nagentId: a49e (to resume it)"
     # "to continue this agent" in the report's own words, not in a resume note: they stay.
-    assert _report_of(tmp_path, "Next, agentId: x1 (I could not continue this agent) stays.") == (
-        "Next, agentId: x1 (I could not continue this agent) stays."
-    )
+    own = "Next, agentId: x1 (I could not continue this agent) stays."
+    assert _report_of(tmp_path, [{"type": "text", "text": own}]) == own
 
 
-def _report_of(tmp_path: Path, text: str) -> str:
-    body = [{"type": "text", "text": text}]
+def _report_of(tmp_path: Path, body: list[dict]) -> str:
+    """The text of a Task result read without its call: its structured data says an agent ran."""
     path = write(
-        tmp_path / "one.jsonl",
-        [user([tool_result(body)], toolUseResult={"agentId": "x1", "totalDurationMs": 5})],
+        tmp_path / "late.jsonl",
+        [user([tool_result(body)], toolUseResult={"agentId": "a1b2c3d", "totalDurationMs": 38799})],
     )
     return by_line(read_new(path))[1].text
 

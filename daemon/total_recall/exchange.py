@@ -557,8 +557,7 @@ def migrate_store(local: Database, settings: config.Settings, url: str) -> dict:
         )
     # Rows copied as an older indexer pointed them would stay so there (repoint.py reads this
     # machine's transcripts for its own store): the pass is finished here first.
-    while repoint.pending(local, settings.machine_name()):
-        repoint.run_slice(local, settings)  # each slice moves the cursor on, or marks the pass done
+    repoint.finish(local, settings)
     remote = pg.connect(url)
     home = config.ensure_home()
     fd, name = tempfile.mkstemp(prefix=".migrate-", suffix=".jsonl", dir=home)  # 0600

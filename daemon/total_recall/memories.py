@@ -808,8 +808,7 @@ def copied_uuids(db: Database, source_file: str, uuids: list[str]) -> set[str]:
     """Of these record uuids, those another transcript's stored lines hold already (a forked
     session's copies of the lines it started from)."""
     found: set[str] = set()
-    for i in range(0, len(uuids), 500):
-        part = uuids[i : i + 500]
+    for part in _chunks(uuids):
         found.update(
             db.column(
                 f"SELECT DISTINCT uuid FROM messages WHERE uuid IN ({marks(part)}) "
@@ -825,9 +824,7 @@ def copies_of(db: Database, lines: list[tuple[str, int]]) -> list[tuple[str, int
     `copied` under the uuid of the row holding each line (its own, or its response's first line)."""
     uuids: set[str] = set()
     for f, same_file in itertools.groupby(sorted(lines), key=lambda pair: pair[0]):
-        numbers = [ln for _, ln in same_file]
-        for i in range(0, len(numbers), 400):
-            part = numbers[i : i + 400]
+        for part in _chunks([ln for _, ln in same_file], 400):  # bound twice per statement
             uuids.update(
                 db.column(
                     f"SELECT uuid FROM messages WHERE file_id = {FILE_ID} AND uuid IS NOT NULL "
@@ -837,9 +834,7 @@ def copies_of(db: Database, lines: list[tuple[str, int]]) -> list[tuple[str, int
                 )
             )
     found: list[tuple[str, int]] = []
-    ordered = sorted(uuids)
-    for i in range(0, len(ordered), 500):
-        part = ordered[i : i + 500]
+    for part in _chunks(sorted(uuids)):
         found += [
             (r["source_file"], r["source_line"])
             for r in db.all(

@@ -49,15 +49,14 @@ def recover() -> dict:
         if src.exists():
             os.replace(src, Path(f"{kept}{suffix}"))
     fresh = paths.recovering(stamp)
-    database = dbmod.connect(fresh, settings=config.load())
+    settings = config.load()
+    database = dbmod.connect(fresh, settings=settings)
     try:
         stats = salvage.copy_into(kept, database)
         # Rows an older indexer left on a reply's thinking line move first, while the offsets still
         # say what was indexed: read again from byte 0, the reply's text line would get a second
         # copy of its windows beside the old ones (repoint.py).
-        settings = config.load()
-        while repoint.pending(database, settings.machine_name()):
-            repoint.run_slice(database, settings)
+        repoint.finish(database, settings)
         files = sorted(_known_transcripts(database))
         with database.write():
             # From byte 0: any line whose rows were lost is extracted again; the rest is skipped.

@@ -97,6 +97,13 @@ def run_slice(db: Database, settings: config.Settings, budget: int = SLICE_BYTES
     return report
 
 
+def finish(db: Database, settings: config.Settings) -> None:
+    """The whole pass at once (recover and migrate-store, before they copy rows): each slice moves
+    the cursor on or marks the pass done, so this ends."""
+    while pending(db, settings.machine_name()):
+        run_slice(db, settings)
+
+
 def _cursor(db: Database, machine: str) -> dict:
     """Where the pass stands: the transcript it is in (or the last one done, offset 0)."""
     raw = db.get_meta(f"repoint_at:{machine}")

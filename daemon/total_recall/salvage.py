@@ -130,7 +130,7 @@ def copy_into(source: Path, target_db: Database) -> dict:
     with target_db.write():
         # The fresh database says its pointers are current (0014); the rows copied into it say what
         # the old one said, so its key (or its absence: read its transcripts again) is what holds.
-        target_db.execute("DELETE FROM meta WHERE key = 'pointer_version'")
+        state.drop_meta(target_db, "pointer_version")
     target_db.execute("PRAGMA foreign_keys = OFF")
     try:
         for table in tables:
