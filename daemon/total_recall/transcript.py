@@ -36,6 +36,7 @@ import os
 import re
 import stat
 import sys
+import textwrap
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -394,31 +395,49 @@ def _prefix_hashes(head: bytes, offset: int) -> set[str]:
 
 
 SKIPPED_FOLDERS = frozenset({"tool-results", "memory", "file-history", "plans"})
+SUBAGENTS = "subagents"  # `<session>/subagents/`: the session's subagents' (and workflows' agents') files
 
 
 def discover(root: Path) -> list[Path]:
     """Every transcript under a folder, sorted: a `projects` root, one project folder, or any tree.
 
-    Covers sessions, 2.0.x `agent-*.jsonl` files beside them and 2.1.x `<session>/subagents/`;
-    spilled tool output and other non-transcript folders are passed over.
+    Covers sessions, 2.0.x `agent-*.jsonl` files beside them, 2.1.x `<session>/subagents/` and a
+    workflow's agents in `<session>/subagents/workflows/<run>/` (2.1.332); spilled tool output,
+    other non-transcript folders and a workflow's `journal.jsonl` (its run log, whose agent results
+    are their transcripts' last lines) are passed over: under `subagents` only `agent-*` files are
+    transcripts.
     """
     root = Path(root)
     if not root.is_dir():
         return []
-    found = {
-        p
-        for p in root.rglob("*.jsonl")
-        if p.is_file() and not SKIPPED_FOLDERS.intersection(p.relative_to(root).parts[:-1])
-    }
+    found = set()
+    for p in root.rglob("*.jsonl"):
+        folders = p.relative_to(root).parts[:-1]
+        if not p.is_file() or SKIPPED_FOLDERS.intersection(folders):
+            continue
+        if _subagents_folder(p) is not None and not p.name.startswith("agent-"):
+            continue
+        found.add(p)
     return sorted(found)
+
+
+def _subagents_folder(path: Path) -> Path | None:
+    """The `<session>/subagents` folder a file is in: directly, or in a workflow's run folder
+    (`subagents/workflows/<run>/`, Claude Code 2.1.332); None for any other file."""
+    if path.parent.name == SUBAGENTS:
+        return path.parent
+    run = path.parent
+    if run.parent.name == "workflows" and run.parent.parent.name == SUBAGENTS:
+        return run.parent.parent
+    return None
 
 
 def session_of(path: Path, fh: IO[bytes] | None = None) -> str:
     """The session a transcript belongs to: sidechain files map to their parent session.
     `fh`: the transcript already opened (else `path` is opened when its records must say it)."""
     path = Path(path)
-    if path.parent.name == "subagents" and path.parent.parent.name:
-        return path.parent.parent.name
+    if (subagents := _subagents_folder(path)) is not None and subagents.parent.name:
+        return subagents.parent.name
     if path.name.startswith("agent-"):
         # Trigger: 2.0.x layout, agent file next to the sessions. Why: its name does not say
         # the parent, but every record carries the parent's sessionId. Outcome: first one found.
@@ -685,6 +704,8 @@ class _Reader:
             return ("meta" if is_meta else base), "injected_context", ""
         if is_meta:
             return "meta", "meta", _CAVEAT.sub("", text).strip()
+        if sidechain and text.startswith(WORKFLOW_TASK_FRAME):
+            text = _workflow_task(text)
         if text.startswith(COMMAND_PREFIXES):
             return "command", "command", _command_text(text)
         if text.startswith(INTERRUPT_PREFIX):
@@ -950,12 +971,73 @@ def _plan_or_todos(block: dict[str, Any], plans: dict[str, str], tasks: _Tasks |
         return "[todos]\n" + "\n".join(rows) + "\n[/todos]" if rows else None
     if name == "ReportFindings" and isinstance(args.get("findings"), list):
         return _review_findings(args["findings"])
+    if name == STRUCTURED_OUTPUT:
+        return _cut("\n".join(_structured_lines(args)), REPORT_CHARS) or None
     if name in ("TaskCreate", "TaskUpdate"):
         tasks = tasks if tasks is not None else _Tasks()
         text = tasks.create(block) if name == "TaskCreate" else tasks.completed(args)
         status = "pending" if name == "TaskCreate" else "completed"
         return f"[todos]\n- [{status}] {text}\n[/todos]" if text else None
     return None
+
+
+# A workflow agent asked for a schema (Claude Code 2.1.332) gives its result as this call's input, not as
+# text: its report is the call, read as lines (_structured_lines).
+STRUCTURED_OUTPUT = "StructuredOutput"
+STRUCTURED_DEPTH = 6  # deeper values are left out
+
+
+# How Claude Code 2.1.332 frames a workflow agent's task, computed by the workflow's script: a first line
+# (~420 characters: "… carries no user authority … The computed task text follows:"), then the task,
+# every line indented by two spaces.
+WORKFLOW_TASK_FRAME = "[Workflow harness"
+
+
+def _workflow_task(text: str) -> str:
+    """The task a workflow's script gave its agent, without the harness's frame around it."""
+    frame, _, task = text.partition("\n")
+    task = textwrap.dedent(task).strip()
+    return task if task and frame.rstrip().endswith(":") else text
+
+
+def _structured_lines(value: Any, depth: int = 0) -> list[str]:
+    """A structured result as the lines a person would write: a scalar as itself, an object's plain
+    values as "key: value" (its first text bare when it stands for an item of a list), a list one
+    item a line. {"findings": [{"title": "Counter never reset", "file": "queue.py"}]} reads
+    "findings:" then "- Counter never reset; file: queue.py"."""
+    if depth > STRUCTURED_DEPTH:
+        return []
+    if isinstance(value, str):
+        return [" ".join(value.split())] if value.strip() else []
+    if isinstance(value, (bool, int, float)):
+        return [json.dumps(value)]
+    if isinstance(value, list):
+        return [
+            f"- {line}" if n == 0 else f"  {line}"
+            for item in value
+            for n, line in enumerate(_structured_lines(item, depth + 1))
+        ]
+    if not isinstance(value, dict):
+        return []
+    flat = all(isinstance(v, (str, bool, int, float)) or v is None for v in value.values())
+    if flat and depth > 0:
+        parts, bare = [], True
+        for key, v in value.items():
+            [text] = _structured_lines(v, depth + 1) or [""]
+            if text:
+                parts.append(text if bare and isinstance(v, str) else f"{key}: {text}")
+                bare = bare and not isinstance(v, str)
+        return ["; ".join(parts)] if parts else []
+    lines = []
+    for key, v in value.items():
+        inner = _structured_lines(v, depth + 1)
+        if not inner:
+            continue
+        if isinstance(v, (dict, list)):
+            lines += [f"{key}:", *inner]
+        else:
+            lines.append(f"{key}: {inner[0]}")
+    return lines
 
 
 FINDING_CHARS = 600  # one review finding: its statement and how it fails
@@ -1112,12 +1194,22 @@ def _background_launch(record: dict[str, Any]) -> str | None:
     no report yet, only instructions to the model (about 900 characters: "Async agent launched
     successfully … do not report, assume, or predict them …"), whose words would match questions about
     agents, progress and files. It reads as what happened; the report is in the subagent's own file,
-    and the notification that later brings it to the parent is a meta line (META_PREFIXES)."""
+    and the notification that later brings it to the parent is a meta line (META_PREFIXES).
+
+    A Workflow call (2.1.332: a script of subagents) is launched the same way, with ~1,500 characters
+    of paths and resume instructions; it reads as "Workflow launched in the background: <summary>" and
+    its run id (what `resumeFromRunId` takes). Its agents write their own files under
+    `<session>/subagents/workflows/<run>/`, where their reports are read."""
     result = record.get("toolUseResult")
     if not isinstance(result, dict) or result.get("status") != "async_launched":
         return None
-    description = (_str(result.get("description")) or "").strip()
-    text = "Agent launched in the background" + (f": {description}" if description else "")
+    workflow = result.get("taskType") == "local_workflow" or _str(result.get("runId")) is not None
+    description = (_str(result.get("description")) or _str(result.get("summary")) or "").strip()
+    text = ("Workflow" if workflow else "Agent") + " launched in the background"
+    text += f": {' '.join(description.split())}" if description else ""
+    if workflow:
+        run = (_str(result.get("runId")) or "").strip()
+        return _cut(text + (f"\nrunId: {run}" if run else ""), TOOL_RESULT_CHARS)
     agent = (_str(result.get("agentId")) or "").strip()
     return _cut(text + (f"\nagentId: {agent} {RESUME_NOTE}" if agent else ""), TOOL_RESULT_CHARS)
 

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from fake_anthropic import FakeAnthropic, deferred_tools, tool_results
+from fake_anthropic import FakeAnthropic, deferred_tools, tool_names, tool_results
 from helpers import cli, cli_json, db_rows, start_daemon, wait_for
 from total_recall import config
 
@@ -53,6 +53,7 @@ TODOS = ["Tag the 2.0 release in git", "Announce the 2.0 release on the mailing 
 DESCRIPTIONS = ["Create the v2.0 tag on main and push it.", "Announce the release on the list."]
 TODO_TOOLS = ("TodoWrite", "TaskCreate", "TaskUpdate")
 SUBAGENT_TOOLS = ("Task", "Agent")  # the subagent launcher, as 2.0.x and 2.1.x name it
+WORKFLOW_TOOLS = ("Workflow",)  # a script of subagents, run in the background (2.1.332)
 
 
 # --- the CLI ------------------------------------------------------------------------------------
@@ -176,7 +177,7 @@ class ClaudeCode:
         `tasks=False`: the CLI offers TodoWrite instead of TaskCreate/TaskUpdate."""
         self.sessions += 1
         debug = self.root / "claude-debug" / f"{self.sessions:02d}.txt"  # hooks, MCP, API: read on failure
-        allowed = ",".join(TODO_TOOLS + SUBAGENT_TOOLS + MCP_SERVERS)
+        allowed = ",".join(TODO_TOOLS + SUBAGENT_TOOLS + WORKFLOW_TOOLS + MCP_SERVERS)
         out = self.claude(
             "-p",
             prompt,
@@ -439,6 +440,114 @@ def test_a_subagents_report_is_found_once_in_its_own_transcript(cc):
             (str(session.transcript), line),
         )
         assert text.startswith(f"Agent launched in the background: {LAUNCHED}\nagentId: "), text
+
+
+WORKFLOW_ASK = "Use a workflow to check how the import job retries a failed upload."
+WORKFLOW_SUMMARY = "Check the import job's retries"
+WORKFLOW_AGENT_PROMPT = "Read the import job and report how it retries a failed upload."
+WORKFLOW_REPORT = (
+    "The import job retries a failed upload five times with exponential backoff starting at two "
+    "seconds, but it never resets the attempt counter between files, so after one bad file every "
+    "later upload gets a single try."
+)
+WORKFLOW_REVIEW_PROMPT = "Review the import job's upload code for bugs."
+WORKFLOW_FINDING = "Uploads larger than 2 GB are read into memory whole instead of being streamed"
+FINDINGS_SCHEMA = {
+    "type": "object",
+    "properties": {"findings": {"type": "array", "items": {"type": "object"}}},
+    "required": ["findings"],
+}
+WORKFLOW_SCRIPT = "\n".join(
+    [
+        "export const meta = { name: 'import-retries', "
+        f"description: {json.dumps(WORKFLOW_SUMMARY)}, phases: [{{ title: 'Read' }}] }}",
+        f"const report = await agent({json.dumps(WORKFLOW_AGENT_PROMPT)}, "
+        "{ label: 'read', phase: 'Read' })",
+        f"const review = await agent({json.dumps(WORKFLOW_REVIEW_PROMPT)}, "
+        f"{{ label: 'review', phase: 'Read', schema: {json.dumps(FINDINGS_SCHEMA)} }})",
+        "return { report, findings: review.findings }",
+    ]
+)
+
+
+def test_a_workflows_agent_reports_are_found_under_the_session_that_ran_it(cc):
+    """Claude Code 2.1.332's Workflow tool runs a script of subagents in the background: each agent
+    writes a transcript under `<session>/subagents/workflows/<run>/` beside the run's journal, and
+    the script's result comes back to the parent in a notification. The agents' reports are found,
+    under the parent's session, a structured one (an agent given a schema answers with a
+    StructuredOutput call) by its words too; an agent's task reads without the harness's frame; the
+    launch reads as the launch it is; the journal is no transcript."""
+    project = cc.project("imports")
+    run = {"tool_use": {"name": "Workflow", "input": {"script": WORKFLOW_SCRIPT}}}
+    cc.fake.script(WORKFLOW_ASK, [run, "The workflow is running.", "The workflow found the retry bug."])
+    cc.fake.script(WORKFLOW_AGENT_PROMPT, [WORKFLOW_REPORT])
+    finding = {"title": WORKFLOW_FINDING, "file": "imports/upload.py", "severity": "high"}
+    structured = {"tool_use": {"name_matching": "^StructuredOutput$", "input": {"findings": [finding]}}}
+    cc.fake.script(WORKFLOW_REVIEW_PROMPT, [structured, "Done."])
+    session = cc.session(WORKFLOW_ASK, project)
+    if "Workflow" not in tool_names(cc.fake.conversation_requests(WORKFLOW_ASK)[0]["json"]):
+        pytest.skip(f"Claude Code {CLI_VERSION} offers no Workflow tool")
+    agents = sorted(cc.claude_dir.glob(f"projects/*/{session.id}/subagents/workflows/*/agent-*.jsonl"))
+    assert agents, "the workflow wrote no agent transcript"
+    [agent] = [a for a in agents if WORKFLOW_REPORT in a.read_text(encoding="utf-8")]
+
+    def reported() -> list[dict]:
+        hits = search(cc, "why does the import job give later uploads only one try", project)
+        return [r for r in hits if r["kind"] != "span" and "attempt counter" in r["content"]]
+
+    def places(hit: dict) -> set[str]:
+        return {hit["source_file"]} | {s["source_file"] for s in hit.get("sources") or []}
+
+    within(
+        SEARCHABLE_WITHIN,
+        lambda: any(str(agent) in places(r) for r in reported()),
+        lambda: (
+            f"the report is not found in {agent}: {reported()}; "
+            f"queue: {cli_json('status')['queue']}; daemon log:\n{daemon_log_tail(cc)}"
+        ),
+    )
+    shown = [
+        (r["kind"], r["content"][:60], Path(r["source_file"]).name, r.get("source_line")) for r in reported()
+    ]
+    assert len(shown) == 1, shown
+    sessions = db_rows(
+        "SELECT DISTINCT m.session_id FROM messages m JOIN files f ON f.id = m.file_id WHERE f.path = ?",
+        (str(agent),),
+    )
+    assert sessions == [(session.id,)]
+    records = [json.loads(line) for line in session.transcript.read_text(encoding="utf-8").splitlines()]
+    [launch] = [
+        n + 1
+        for n, r in enumerate(records)
+        if r.get("type") == "user" and "Workflow launched" in json.dumps(r.get("message"))
+    ]
+    [(text,)] = db_rows(
+        "SELECT m.content FROM messages m JOIN files f ON f.id = m.file_id "
+        "WHERE f.path = ? AND m.source_line = ?",
+        (str(session.transcript), launch),
+    )
+    assert text.startswith(f"Workflow launched in the background: {WORKFLOW_SUMMARY}"), text
+    assert "Transcript dir" not in text and str(cc.claude_dir) not in text, text
+    indexed = {Path(p).name for (p,) in db_rows("SELECT path FROM files")}
+    assert "journal.jsonl" not in indexed, indexed
+    [(task,)] = db_rows(
+        "SELECT m.content FROM messages m JOIN files f ON f.id = m.file_id WHERE f.path = ? AND m.kind = ?",
+        (str(agent), "subagent_prompt"),
+    )
+    assert task == WORKFLOW_AGENT_PROMPT
+
+    [reviewer] = [a for a in agents if WORKFLOW_REVIEW_PROMPT in a.read_text(encoding="utf-8")]
+    hits = within(
+        SEARCHABLE_WITHIN,
+        lambda: [
+            r
+            for r in search(cc, "which uploads get read into memory instead of streamed", project)
+            if r["source_file"] == str(reviewer) and WORKFLOW_FINDING in r["content"]
+        ],
+        lambda: f"the structured finding is not found in {reviewer}; daemon log:\n{daemon_log_tail(cc)}",
+    )
+    line = hits[0]["source_line"]
+    assert "StructuredOutput" in reviewer.read_text(encoding="utf-8").splitlines()[line - 1]
 
 
 def test_the_next_session_gets_the_decision_at_start_and_an_unrelated_project_does_not(cc, decision):
