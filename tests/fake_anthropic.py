@@ -17,8 +17,10 @@ before it is answered. A conversation request (one that offers ``tools``) is ans
 that rule's ``replies[n]`` where n counts the assistant messages after that prompt, so a rule
 scripts one whole turn: ``[tool call, text]`` answers the prompt with the tool call and the
 request that carries its ``tool_result`` with the text. Past the end, the last reply repeats.
-Requests without tools (titles, summaries, quota probes) and prompts no rule matches get
-``default`` (plain text "OK").
+Requests without tools (titles, summaries, quota probes, a session goal's check) and prompts no
+rule matches get ``default`` (plain text "OK"), or the reply of the newest *side* rule
+(``srv.answer_side(match, reply)``) whose ``match`` occurs anywhere in a tool-less request's body:
+the CLI's side calls are told apart by their system prompt, not by a user's prompt.
 
 A reply is a str (assistant text) or a dict whose keys combine:
 
@@ -285,7 +287,7 @@ class _Handler(BaseHTTPRequestHandler):
                 404,
                 {"type": "error", "error": {"type": "not_found_error", "message": f"no route {self.path}"}},
             )
-        reply = fake.reply_for(body)
+        reply = fake.reply_for(body, raw.decode("utf-8", "replace"))
         if int(reply.get("status", 200)) >= 400:
             return self._send_json(int(reply["status"]), _error_body(int(reply["status"])))
         serial = fake.serial()
@@ -336,6 +338,7 @@ class FakeAnthropic:
     def __init__(self, default: str | dict = "OK") -> None:
         self.default = default
         self.rules: list[tuple[str, list]] = []
+        self.side_rules: list[tuple[str, str | dict]] = []
         self.requests: list[dict] = []
         self._lock = threading.Lock()
         self._serial = 0
@@ -356,6 +359,11 @@ class FakeAnthropic:
         """Answer the prompt containing `match` with `replies`, one per model request of its turn."""
         with self._lock:
             self.rules.insert(0, (match, list(replies)))
+
+    def answer_side(self, match: str, reply: str | dict) -> None:
+        """Answer a request that offers no tools (a side call of the CLI) whose body holds `match`."""
+        with self._lock:
+            self.side_rules.insert(0, (match, reply))
 
     def conversation_requests(self, containing: str = "") -> list[dict]:
         """Recorded model requests of a conversation (they offer tools) whose body holds `containing`."""
@@ -385,11 +393,14 @@ class FakeAnthropic:
             self._serial += 1
             return self._serial
 
-    def reply_for(self, request: dict) -> dict:
+    def reply_for(self, request: dict, raw: str = "") -> dict:
         prompt, answered = latest_prompt(request)
         replies = None
-        if request.get("tools"):
-            with self._lock:
+        with self._lock:
+            if request.get("tools"):
                 replies = next((r for match, r in self.rules if match in prompt), None)
+            else:
+                side = next((r for match, r in self.side_rules if match in raw), None)
+                replies = None if side is None else [side]
         reply = replies[min(answered, len(replies) - 1)] if replies else self.default
         return {"text": reply} if isinstance(reply, str) else dict(reply)

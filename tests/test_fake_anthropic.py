@@ -71,6 +71,23 @@ def test_streaming_sends_the_message_api_events_and_requests_without_tools_get_t
     assert events(raw)[4][1]["delta"]["stop_reason"] == "end_turn"
 
 
+def test_a_side_rule_answers_a_request_without_tools_whose_body_holds_its_match():
+    with FakeAnthropic() as srv:
+        srv.answer_side("evaluating a stop-condition hook", '{"ok": true}')
+        srv.script("evaluating", ["the conversation's rule"])
+        check = {
+            "system": "You are evaluating a stop-condition hook.",
+            "messages": [{"role": "user", "content": "x"}],
+        }
+        _, raw = post(srv, {"model": "m", **check})
+        assert json.loads(raw)["content"] == [{"type": "text", "text": '{"ok": true}'}]
+        _, raw = post(srv, {"model": "m", "messages": [{"role": "user", "content": "a title"}]})
+        assert json.loads(raw)["content"] == [{"type": "text", "text": "OK"}]  # no match: the default
+        prompt = {"role": "user", "content": "evaluating a stop-condition hook"}
+        _, raw = post(srv, {"model": "m", "tools": TOOLS, "messages": [prompt]})
+        assert json.loads(raw)["content"] == [{"type": "text", "text": "the conversation's rule"}]
+
+
 def test_a_streamed_tool_call_arrives_as_input_json():
     with FakeAnthropic() as srv:
         srv.script("plan", [{"text": "Planning.", "tool_use": {"name": "TodoWrite", "input": {"todos": []}}}])

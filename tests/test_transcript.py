@@ -682,6 +682,43 @@ def test_a_workflow_agents_task_reads_without_the_harness_frame_and_its_structur
     assert own[1].text == "[Workflow harness] what is this?"
 
 
+def goal_status(**fields):
+    envelope = {"sessionId": SESSION, "cwd": "/repo", "timestamp": "2026-01-01T00:00:00.000Z"}
+    return {"type": "attachment", **envelope, "attachment": {"type": "goal_status", **fields}}
+
+
+def test_a_session_goal_reads_as_the_users_todo_closed_when_met_or_cleared(tmp_path):
+    """`/goal <condition>` (2.1.332): Claude Code records the goal and each check of it in `goal_status`
+    attachments: set (sentinel), not yet met (a reason), met (a reason), cleared by the user (sentinel
+    and met). A check's news after a response's lines ends the response instead of joining it."""
+    goal = "every test in  test/auth passes"
+    todo = "Goal: every test in test/auth passes"
+    records = [
+        goal_status(met=False, sentinel=True, condition=goal),
+        user(
+            "<command-name>/goal</command-name>\n<command-args>every test in test/auth passes</command-args>"
+        ),
+        assistant([text("Working on the auth tests.")], "m1"),
+        goal_status(met=False, condition=goal, reason="Two tests still fail."),
+        assistant([text("Fixed both.")], "m2"),
+        goal_status(met=True, condition=goal, reason="All 14 tests pass.", iterations=2),
+        goal_status(met=True, sentinel=True, condition="the deploy is green"),
+        goal_status(met=True, condition=""),
+    ]
+    lines = by_line(read_new(write(tmp_path / "s.jsonl", records)))
+    assert (lines[1].role, lines[1].kind, lines[1].skip_reason) == ("user", "goal", None)
+    assert lines[1].text == f"[todos]\n- [pending] {todo}\n[/todos]"
+    assert lines[2].kind == "command" and 4 not in lines  # a check that found it not yet met adds nothing
+    assert (lines[3].text, lines[5].text) == ("Working on the auth tests.", "Fixed both.")
+    assert (lines[6].role, lines[6].kind) == ("assistant", "goal")
+    assert lines[6].text == f"[todos]\n- [completed] {todo}\n[/todos]\nGoal met: All 14 tests pass."
+    assert lines[7].role == "user"
+    assert lines[7].text == (
+        "[todos]\n- [completed] Goal: the deploy is green\n[/todos]\nGoal cleared before it was met."
+    )
+    assert 8 not in lines  # no condition, nothing to say
+
+
 ASKED = [
     ASKED_TOOLS,
     {

@@ -46,6 +46,7 @@ SAID = {
     "command": "user ran",
     "meta": "added by Claude Code",
     "interrupt": "user interrupted",
+    "goal": "session goal",
 }
 
 

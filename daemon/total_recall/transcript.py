@@ -609,8 +609,12 @@ class _Reader:
             self._apply(item)
 
     def _joins_pending(self, record: dict[str, Any] | None) -> bool:
-        if record is not None and record["type"] == "attachment" and _queued_prompt(record):
-            return False  # what the user typed while Claude worked ends the response before it
+        if (
+            record is not None
+            and record["type"] == "attachment"
+            and (_queued_prompt(record) or _goal(record))
+        ):
+            return False  # what the user typed while Claude worked, or a goal's news, ends the response
         if record is None or record["type"] not in ("user", "assistant"):
             return True  # structure between a response's lines does not end it
         return _group_key(record) == _group_key(self.pending[0].record)
@@ -639,6 +643,9 @@ class _Reader:
             env = self._envelope(record)
             kind, skip, text = self._classify_prompt(record, queued, env["is_sidechain"])
             self.messages.append(self._message(item, item, env, "user", kind, text, skip))
+        elif record["type"] == "attachment" and (goal := _goal(record)):
+            role, text = goal
+            self.messages.append(self._message(item, item, self._envelope(record), role, "goal", text, None))
 
     def _count(self, item: _Line) -> None:
         self.end_offset, self.end_line = item.end, item.number
@@ -1373,6 +1380,36 @@ def _queued_prompt(record: dict[str, Any]) -> str:
         return ""
     text = _text_of(_blocks(attachment.get("prompt")))
     return "" if text.startswith(META_PREFIXES) else text
+
+
+GOAL_CHARS = 300  # a goal's condition, as a todo entry (TodoWrite's entries are cut so too)
+
+
+def _goal(record: dict[str, Any]) -> tuple[str, str] | None:
+    """A session goal's news as (role, text), from the `goal_status` attachment Claude Code 2.1.332
+    writes: when a goal is set (`/goal <condition>`, or a goal the model proposed and the user
+    approved: `sentinel`, not `met`), a pending todo "Goal: <condition>" said by the user; when its
+    Stop hook finds it met (`met`, with the evaluator's reason), that todo completed and the reason;
+    when the user clears it early (`sentinel` and `met`), that todo closed too, saying so, since it is
+    no longer work anyone will do. A check that found it not yet met adds nothing (its reason is
+    also the hook's feedback, a meta line)."""
+    attachment = record.get("attachment")
+    if not isinstance(attachment, dict) or attachment.get("type") != "goal_status":
+        return None
+    condition = " ".join((_str(attachment.get("condition")) or "").split())
+    if not condition:
+        return None
+    todo = _cut(f"Goal: {condition}", GOAL_CHARS, "")
+    met, sentinel = attachment.get("met") is True, attachment.get("sentinel") is True
+    if sentinel and not met:
+        return "user", f"[todos]\n- [pending] {todo}\n[/todos]"
+    if not met:
+        return None
+    reason = " ".join((_str(attachment.get("reason")) or "").split())
+    said = "Goal cleared before it was met." if sentinel else f"Goal met: {reason}" if reason else "Goal met."
+    return (
+        "user" if sentinel else "assistant"
+    ), f"[todos]\n- [completed] {todo}\n[/todos]\n{_cut(said, GOAL_CHARS)}"
 
 
 # Claude Code's note before the output of a local command (`!ls`, `/mcp`): the same words every time.

@@ -639,6 +639,52 @@ def test_todos_from_the_clis_todo_tools_appear_open_then_close_when_completed(cc
     assert todo_states(cc, release) == {t: True for t in TODOS}  # still found, marked done
 
 
+GOAL_CHECK = "evaluating a stop-condition hook"  # the system prompt of the CLI's check of a goal
+GOALS = {
+    "met": ("every test in test/auth passes", '{"ok": true, "reason": "All 14 tests in test/auth pass."}'),
+    "open": ("the import job streams uploads", '{"ok": false, "reason": "Uploads are still read whole."}'),
+}
+
+
+def goal_todos(cc: ClaudeCode, project: Path, goal: str) -> list[dict]:
+    return [
+        r
+        for r in search(cc, f"goal {goal}", project)
+        if r["kind"] == "idea" and r["intent"] == "todo" and r["content"] == f"Goal: {goal}"
+    ]
+
+
+@pytest.mark.parametrize("outcome", ["met", "open"])
+def test_a_session_goal_is_a_todo_closed_when_its_check_finds_it_met(cc, outcome):
+    """`/goal <condition>` (2.1.332) sets a goal that a Stop hook checks with a model call after each
+    turn: the goal is an open todo of the user's, closed when the check finds it met. A goal never met
+    stays open (the CLI gives up after some blocked stops); the check's reason is found with a met one."""
+    goal, verdict = GOALS[outcome]
+    project = cc.project(f"goal-{outcome}")
+    cc.fake.answer_side(GOAL_CHECK, verdict)
+    try:
+        session = cc.session(f"/goal {goal}", project)
+    finally:
+        cc.fake.side_rules.clear()
+    records = [json.loads(line) for line in session.transcript.read_text(encoding="utf-8").splitlines()]
+    statuses = [r["attachment"] for r in records if (r.get("attachment") or {}).get("type") == "goal_status"]
+    if not statuses:
+        pytest.skip(f"Claude Code {CLI_VERSION} has no session goals")
+    [todo] = within(
+        SEARCHABLE_WITHIN,
+        lambda: [t for t in goal_todos(cc, project, goal) if t["closed"] == (outcome == "met")],
+        lambda: f"no {outcome} todo for the goal: {goal_todos(cc, project, goal)}; {daemon_log_tail(cc)}",
+    )
+    assert todo["source_file"] == str(session.transcript)
+    assert records[todo["source_line"] - 1]["attachment"]["type"] == "goal_status"
+    if outcome == "met":
+        assert goal not in digest_of(project)
+        hits = search(cc, "how many auth tests pass", project)
+        assert any("All 14 tests in test/auth pass." in r["content"] for r in hits), hits
+    else:
+        assert f"Goal: {goal}" in digest_of(project)
+
+
 def files_holding(folder: Path, secret: bytes) -> list[str]:
     return [str(p) for p in folder.rglob("*") if p.is_file() and secret in p.read_bytes()]
 
