@@ -382,6 +382,46 @@ SUB_REPORT = (
 )
 
 
+def found_once(cc: ClaudeCode, question: str, words: str, project: Path, files: set[str]) -> None:
+    """Within SEARCHABLE_WITHIN, `question` finds the text holding `words` as one result (spans aside),
+    with every one of `files` among the places it was said."""
+
+    def reported() -> list[dict]:
+        return [r for r in search(cc, question, project) if r["kind"] != "span" and words in r["content"]]
+
+    def places(hit: dict) -> set[str]:
+        return {hit["source_file"]} | {s["source_file"] for s in hit.get("sources") or []}
+
+    within(
+        SEARCHABLE_WITHIN,
+        lambda: any(files <= places(r) for r in reported()),
+        lambda: (
+            f"{words!r} is not found in {sorted(files)}: {reported()}; "
+            f"queue: {cli_json('status')['queue']}; daemon log:\n{daemon_log_tail(cc)}"
+        ),
+    )
+    shown = [
+        (r["kind"], r["content"][:60], Path(r["source_file"]).name, r.get("source_line")) for r in reported()
+    ]
+    assert len(shown) == 1, shown
+
+
+def sessions_of(transcript: Path) -> list[str]:
+    """The sessions the messages read from a transcript file are stored under."""
+    sql = "SELECT DISTINCT m.session_id FROM messages m JOIN files f ON f.id = m.file_id WHERE f.path = ?"
+    return [session for (session,) in db_rows(sql, (str(transcript),))]
+
+
+def line_text(transcript: Path, line: int) -> str:
+    """The stored text of one line of a transcript."""
+    sql = (
+        "SELECT m.content FROM messages m JOIN files f ON f.id = m.file_id "
+        "WHERE f.path = ? AND m.source_line = ?"
+    )
+    [(text,)] = db_rows(sql, (str(transcript), line))
+    return text
+
+
 def test_a_subagents_report_is_found_once_in_its_own_transcript(cc):
     """The model launches a subagent: the CLI writes its transcript in a file of its own (indexed under
     the parent's session) and fires SubagentStop with it. Up to 2.1.197 the report is also the call's
@@ -408,37 +448,10 @@ def test_a_subagents_report_is_found_once_in_its_own_transcript(cc):
     background = result["toolUseResult"].get("status") == "async_launched"
     parent = set() if background else {str(session.transcript)}
 
-    def reported() -> list[dict]:
-        hits = search(cc, "why is the payment webhook test flaky", project)
-        return [r for r in hits if r["kind"] != "span" and "local time" in r["content"]]
-
-    def places(hit: dict) -> set[str]:
-        return {hit["source_file"]} | {s["source_file"] for s in hit.get("sources") or []}
-
-    within(
-        SEARCHABLE_WITHIN,
-        lambda: any({str(agent)} | parent <= places(r) for r in reported()),
-        lambda: (
-            f"the report is not found in {[str(agent), *parent]}: {reported()}; "
-            f"queue: {cli_json('status')['queue']}; daemon log:\n{daemon_log_tail(cc)}"
-        ),
-    )
-    shown = [
-        (r["kind"], r["content"][:60], Path(r["source_file"]).name, r.get("source_line")) for r in reported()
-    ]
-    assert len(shown) == 1, shown
-    sessions = db_rows(
-        "SELECT DISTINCT m.session_id FROM messages m JOIN files f ON f.id = m.file_id WHERE f.path = ?",
-        (str(agent),),
-    )
-    assert sessions == [(session.id,)]
+    found_once(cc, "why is the payment webhook test flaky", "local time", project, {str(agent)} | parent)
+    assert sessions_of(agent) == [session.id]
     if background:
-        line = records.index(result) + 1
-        [(text,)] = db_rows(
-            "SELECT m.content FROM messages m JOIN files f ON f.id = m.file_id "
-            "WHERE f.path = ? AND m.source_line = ?",
-            (str(session.transcript), line),
-        )
+        text = line_text(session.transcript, records.index(result) + 1)
         assert text.startswith(f"Agent launched in the background: {LAUNCHED}\nagentId: "), text
 
 
@@ -491,41 +504,21 @@ def test_a_workflows_agent_reports_are_found_under_the_session_that_ran_it(cc):
     assert agents, "the workflow wrote no agent transcript"
     [agent] = [a for a in agents if WORKFLOW_REPORT in a.read_text(encoding="utf-8")]
 
-    def reported() -> list[dict]:
-        hits = search(cc, "why does the import job give later uploads only one try", project)
-        return [r for r in hits if r["kind"] != "span" and "attempt counter" in r["content"]]
-
-    def places(hit: dict) -> set[str]:
-        return {hit["source_file"]} | {s["source_file"] for s in hit.get("sources") or []}
-
-    within(
-        SEARCHABLE_WITHIN,
-        lambda: any(str(agent) in places(r) for r in reported()),
-        lambda: (
-            f"the report is not found in {agent}: {reported()}; "
-            f"queue: {cli_json('status')['queue']}; daemon log:\n{daemon_log_tail(cc)}"
-        ),
+    found_once(
+        cc,
+        "why does the import job give later uploads only one try",
+        "attempt counter",
+        project,
+        {str(agent)},
     )
-    shown = [
-        (r["kind"], r["content"][:60], Path(r["source_file"]).name, r.get("source_line")) for r in reported()
-    ]
-    assert len(shown) == 1, shown
-    sessions = db_rows(
-        "SELECT DISTINCT m.session_id FROM messages m JOIN files f ON f.id = m.file_id WHERE f.path = ?",
-        (str(agent),),
-    )
-    assert sessions == [(session.id,)]
+    assert sessions_of(agent) == [session.id]
     records = [json.loads(line) for line in session.transcript.read_text(encoding="utf-8").splitlines()]
     [launch] = [
         n + 1
         for n, r in enumerate(records)
         if r.get("type") == "user" and "Workflow launched" in json.dumps(r.get("message"))
     ]
-    [(text,)] = db_rows(
-        "SELECT m.content FROM messages m JOIN files f ON f.id = m.file_id "
-        "WHERE f.path = ? AND m.source_line = ?",
-        (str(session.transcript), launch),
-    )
+    text = line_text(session.transcript, launch)
     assert text.startswith(f"Workflow launched in the background: {WORKFLOW_SUMMARY}"), text
     assert "Transcript dir" not in text and str(cc.claude_dir) not in text, text
     indexed = {Path(p).name for (p,) in db_rows("SELECT path FROM files")}
