@@ -682,6 +682,20 @@ def test_a_workflow_agents_task_reads_without_the_harness_frame_and_its_structur
     assert own[1].text == "[Workflow harness] what is this?"
 
 
+def test_an_edits_result_reads_without_claude_codes_note_to_the_model(tmp_path):
+    """2.1.332 ends an Edit or Write result with a note to the model, a dozen words of every edit."""
+    note = " (file state is current in your context \u2014 no need to Read it back)"
+    records = [
+        assistant([tool_use("Edit", file_path="/repo/app.py", old_string="a", new_string="b")], "m1"),
+        user([tool_result("The file /repo/app.py has been updated successfully." + note)]),
+        assistant([tool_use("Write", call="toolu_2", file_path="/repo/notes.md", content="x")], "m2"),
+        user([tool_result("File created successfully at: /repo/notes.md" + note, call="toolu_2")]),
+    ]
+    lines = by_line(read_new(write(tmp_path / "s.jsonl", records)))
+    assert lines[2].text == "The file /repo/app.py has been updated successfully."
+    assert lines[4].text == "File created successfully at: /repo/notes.md"
+
+
 def goal_status(**fields):
     envelope = {"sessionId": SESSION, "cwd": "/repo", "timestamp": "2026-01-01T00:00:00.000Z"}
     return {"type": "attachment", **envelope, "attachment": {"type": "goal_status", **fields}}

@@ -65,6 +65,10 @@ _REPORT_USAGE = re.compile(r"\s*<usage>[^<]*</usage>\s*$")
 # at the report's end; read as RESUME_NOTE, which keeps what it says for a developer in three words.
 _REPORT_RESUME_NOTE = re.compile(r"(\bagentId: [\w-]+) \([^()\n]*\bcontinue this agent[^()\n]*\)\s*$")
 RESUME_NOTE = "(to resume it)"
+# Claude Code 2.1.332's note to the model after an Edit or Write result ("The file … has been updated
+# successfully. (file state is current in your context — no need to Read it back)"): a dozen words of
+# every edit's result that match questions about files, state, context and reading. Left out.
+_FILE_STATE_NOTE = re.compile(r"\s*\(file state is current in your context\b[^()\n]*\)")
 
 # Record types documented or seen for Claude Code up to 2.1.x; anything else counts as "unknown:<type>".
 KNOWN_TYPES = frozenset(
@@ -1241,7 +1245,7 @@ def _tool_result_text(record: dict[str, Any], blocks: list[dict[str, Any]], repo
     text = "\n".join(p for p in parts if p).strip()
     if not text and isinstance(record.get("toolUseResult"), str):
         text = record["toolUseResult"].strip()
-    text = _strip_context(_head(text, limit * 2))[0]
+    text = _FILE_STATE_NOTE.sub("", _strip_context(_head(text, limit * 2))[0])
     if report:
         text = _REPORT_RESUME_NOTE.sub(rf"\1 {RESUME_NOTE}", _REPORT_USAGE.sub("", text)).strip()
     return _cut(text, limit)
