@@ -696,6 +696,49 @@ def test_an_edits_result_reads_without_claude_codes_note_to_the_model(tmp_path):
     assert lines[4].text == "File created successfully at: /repo/notes.md"
 
 
+def notification(body, **extra):
+    envelope = {"sessionId": SESSION, "cwd": "/repo", "timestamp": "2026-01-01T00:00:00.000Z"}
+    prompt = f"<task-notification>\n<task-id>b9i</task-id>\n{body}\n</task-notification>"
+    attachment = {"type": "queued_command", "prompt": prompt, "commandMode": "task-notification", **extra}
+    return {"type": "attachment", **envelope, "attachment": attachment}
+
+
+def test_what_a_monitored_command_printed_is_read_as_its_output(tmp_path):
+    """2.1.332's Monitor tool runs a command whose every printed line reaches the model as a notification
+    (an attachment while Claude works, a user record while it waits) and is written nowhere else: read as
+    tool output. Its start reads without the instructions to the model; a notification without events
+    (an agent or a workflow finished: its words are in its own files) stays a meta line."""
+    started = (
+        "Monitor started (task b9i, expires in 20s unless the source ends first; you get one notice at "
+        "expiry \u2014 re-arm if you still need the watch). You will be notified on each event. Keep working."
+    )
+    event = '<summary>Monitor event: "watch the dev log"</summary>\n'
+    event += "<event>ERROR: pool  exhausted (size 5)</event>"
+    ended = '<summary>Monitor "watch the dev log" stream ended</summary>\n<event>ready on :4000</event>'
+    finished = "<status>completed</status>\n<summary>Agent finished</summary>\n<result>the report</result>"
+    records = [
+        assistant([tool_use("Monitor", description="watch the dev log", command="mix phx.server")], "m1"),
+        user(
+            [tool_result(started)], toolUseResult={"taskId": "b9i", "timeoutMs": 20000, "persistent": False}
+        ),
+        assistant([text("Watching.")], "m2"),
+        notification(event, origin={"kind": "task-notification"}),
+        assistant([tool_use("Bash", call="toolu_2", command="sleep 4")], "m2"),
+        user(f"<task-notification>\n<task-id>b9i</task-id>\n{ended}\n</task-notification>"),
+        user(f"<task-notification>\n<task-id>a1</task-id>\n{finished}\n</task-notification>"),
+        notification(finished),
+    ]
+    lines = by_line(read_new(write(tmp_path / "s.jsonl", records)))
+    assert lines[2].text == "Monitor started (task b9i)"
+    assert lines[3].text == "Watching."  # the event ended the response; its next line is one of its own
+    assert lines[5].text == "[tool Bash: sleep 4]"
+    assert (lines[4].kind, lines[4].skip_reason, lines[4].role) == ("tool_result", "tool_output", "user")
+    assert lines[4].text == 'Monitor event: "watch the dev log"\nERROR: pool exhausted (size 5)'
+    assert lines[6].text == 'Monitor "watch the dev log" stream ended\nready on :4000'
+    assert lines[6].kind == "tool_result"
+    assert lines[7].kind == "meta" and 8 not in lines
+
+
 def goal_status(**fields):
     envelope = {"sessionId": SESSION, "cwd": "/repo", "timestamp": "2026-01-01T00:00:00.000Z"}
     return {"type": "attachment", **envelope, "attachment": {"type": "goal_status", **fields}}

@@ -613,12 +613,10 @@ class _Reader:
             self._apply(item)
 
     def _joins_pending(self, record: dict[str, Any] | None) -> bool:
-        if (
-            record is not None
-            and record["type"] == "attachment"
-            and (_queued_prompt(record) or _goal(record))
-        ):
-            return False  # what the user typed while Claude worked, or a goal's news, ends the response
+        if record is not None and record["type"] == "attachment" and _says_something(record):
+            return (
+                False  # what the user typed while Claude worked, a goal's news, an event: ends the response
+            )
         if record is None or record["type"] not in ("user", "assistant"):
             return True  # structure between a response's lines does not end it
         return _group_key(record) == _group_key(self.pending[0].record)
@@ -650,6 +648,9 @@ class _Reader:
         elif record["type"] == "attachment" and (goal := _goal(record)):
             role, text = goal
             self.messages.append(self._message(item, item, self._envelope(record), role, "goal", text, None))
+        elif record["type"] == "attachment" and (events := _notified_events(_notification(record))):
+            env = self._envelope(record)
+            self.messages.append(self._message(item, item, env, "user", "tool_result", events, "tool_output"))
 
     def _count(self, item: _Line) -> None:
         self.end_offset, self.end_line = item.end, item.number
@@ -727,6 +728,8 @@ class _Reader:
             text = _INJECTED_BLOCK.sub("", text).strip()
             if not text:
                 return "meta", "injected_context", ""
+        if events := _notified_events(text):
+            return "tool_result", "tool_output", events
         if text.startswith(META_PREFIXES):
             return "meta", "meta", text
         skip = self._prompt_skip(record, text, sidechain)
@@ -1207,12 +1210,21 @@ def _background_launch(record: dict[str, Any]) -> str | None:
     agents, progress and files. It reads as what happened; the report is in the subagent's own file,
     and the notification that later brings it to the parent is a meta line (META_PREFIXES).
 
+    A Monitor (2.1.332: a command whose every printed line is an event for the model) starts so too
+    and reads as "Monitor started (task <id>)".
+
     A Workflow call (2.1.332: a script of subagents) is launched the same way, with ~1,500 characters
     of paths and resume instructions; it reads as "Workflow launched in the background: <summary>" and
     its run id (what `resumeFromRunId` takes). Its agents write their own files under
     `<session>/subagents/workflows/<run>/`, where their reports are read."""
     result = record.get("toolUseResult")
-    if not isinstance(result, dict) or result.get("status") != "async_launched":
+    if not isinstance(result, dict):
+        return None
+    if isinstance(result.get("timeoutMs"), int) and (task := _str(result.get("taskId"))):
+        # A Monitor (2.1.332): ~330 characters telling the model to keep working; its events follow
+        # as notifications (_notified_events).
+        return _cut(f"Monitor started (task {' '.join(task.split())})", TOOL_RESULT_CHARS)
+    if result.get("status") != "async_launched":
         return None
     workflow = result.get("taskType") == "local_workflow" or _str(result.get("runId")) is not None
     description = (_str(result.get("description")) or _str(result.get("summary")) or "").strip()
@@ -1368,6 +1380,44 @@ def _strip_context(text: str) -> tuple[str, bool]:
     if _WORD.search(residue):
         return stripped, False
     return "", True
+
+
+def _says_something(attachment: dict[str, Any]) -> bool:
+    """An attachment read as a message: a prompt typed while Claude worked, a goal's news, events."""
+    return bool(
+        _queued_prompt(attachment) or _goal(attachment) or _notified_events(_notification(attachment))
+    )
+
+
+def _notification(record: dict[str, Any]) -> str:
+    """The text of a background task's notification handed over as an attachment ("" for others)."""
+    attachment = record.get("attachment")
+    if not isinstance(attachment, dict) or attachment.get("type") != "queued_command":
+        return ""
+    if attachment.get("commandMode") != "task-notification":
+        return ""
+    return _text_of(_blocks(attachment.get("prompt")))
+
+
+_NOTIFICATION_SUMMARY = re.compile(r"<summary>(.*?)</summary>", re.S)
+_NOTIFICATION_EVENT = re.compile(r"<event>(.*?)</event>", re.S)
+
+
+def _notified_events(text: str) -> str | None:
+    """What a watched command printed, from a `<task-notification>` carrying `<event>`s (Claude Code
+    2.1.332's Monitor tool: each line its command prints is an event, given to the model as a
+    notification and written nowhere else): "<summary>\n<event>…" as tool output, so the error a
+    dev server logged while Claude watched it is found. Other notifications (a background agent or
+    workflow finishing, whose words are in its own files) carry no event and stay meta lines."""
+    if not text.startswith("<task-notification>"):
+        return None
+    events = [" ".join(e.split()) for e in _NOTIFICATION_EVENT.findall(text)]
+    events = [e for e in events if e]
+    if not events:
+        return None
+    summary = _NOTIFICATION_SUMMARY.search(text)
+    head = " ".join(summary.group(1).split()) if summary else "Event"
+    return _cut("\n".join([head, *events]), TOOL_RESULT_CHARS)
 
 
 def _queued_prompt(record: dict[str, Any]) -> str:

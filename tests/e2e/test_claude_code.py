@@ -632,6 +632,44 @@ def test_todos_from_the_clis_todo_tools_appear_open_then_close_when_completed(cc
     assert todo_states(cc, release) == {t: True for t in TODOS}  # still found, marked done
 
 
+WATCH = "Start the dev server and watch its log for errors."
+WATCHED_ERROR = "ERROR: database pool exhausted (size 5, 12 waiting)"
+
+
+def test_what_a_monitored_command_printed_is_found_at_its_notification(cc):
+    """2.1.332's Monitor tool runs a command in the background; each line it prints reaches the model
+    as a notification, the only place its words are written. The error it printed is found there."""
+    project = cc.project("watch")
+    # printed, not echoed: the words of the error are not the command's
+    command = "printf 'ERROR: database pool %s\\n' 'exhausted (size 5, 12 waiting)'; sleep 1; echo ready"
+    monitor = {
+        "tool_use": {
+            "name_matching": "^Monitor$",
+            "input": {"description": "watch the dev server log", "timeout_ms": 20000, "command": command},
+        }
+    }
+    wait = {"tool_use": {"name_matching": "^Bash$", "input": {"command": "sleep 3", "description": "wait"}}}
+    cc.fake.script(WATCH, [monitor, wait, "The log showed the pool error."])
+    session = cc.session(WATCH, project, "--allowedTools", "Monitor,Bash")
+    first = cc.fake.conversation_requests(WATCH)[0]["json"]
+    if "Monitor" not in tool_names(first) + deferred_tools(first):
+        pytest.skip(f"Claude Code {CLI_VERSION} has no Monitor tool")
+    lines = session.transcript.read_text(encoding="utf-8").splitlines()
+    said = [n + 1 for n, line in enumerate(lines) if "database pool exhausted" in line and "<event>" in line]
+    assert said, "the CLI wrote no notification of the event"
+    hits = within(
+        SEARCHABLE_WITHIN,
+        lambda: [
+            r
+            for r in search(cc, "database pool exhausted", project)
+            if r["kind"] == "message" and WATCHED_ERROR in r["content"]
+        ],
+        lambda: f"the monitored error is not found; daemon log:\n{daemon_log_tail(cc)}",
+    )
+    assert hits[0]["source_line"] in said, (hits[0]["source_line"], said)
+    assert json.loads(lines[hits[0]["source_line"] - 1])["type"] in ("attachment", "user")
+
+
 GOAL_CHECK = "evaluating a stop-condition hook"  # the system prompt of the CLI's check of a goal
 GOALS = {
     "met": ("every test in test/auth passes", '{"ok": true, "reason": "All 14 tests in test/auth pass."}'),
