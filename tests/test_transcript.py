@@ -452,6 +452,41 @@ def test_compaction_in_the_main_session(tmp_path):
         (4, "command", "command"),
     ]
     assert result.messages[2].text == "/compact and continue"
+    assert result.messages[1].text == "The user chose Postgres."
+
+
+def test_a_compaction_summary_reads_without_claude_codes_wrapper_in_either_version(tmp_path):
+    """The summary's opening, 2.1.332's reminder of the tools used and its ~700 characters of closing
+    instructions to the model (with the transcript's path) are the same in every compaction."""
+    opening = "This session is being continued from a previous conversation that ran out of context. "
+    new = "".join(
+        [
+            opening,
+            "The summary below covers the earlier portion of the conversation.\n\n<system-reminder>\n",
+            "<tools-used-before-summary>Bash, Edit</tools-used-before-summary>\n</system-reminder>\n",
+            "Summary:\n1. The importer skips blank rows.\n\n",
+            "If you need specific details from before compaction (like exact code snippets, error messages, ",
+            "or content you generated), read the full transcript at: /home/u/.claude/projects/-p/s.jsonl\n",
+            "Continue the conversation from where it left off without asking the user any further questions.",
+            "\n\nThe messages after this summary are the most recent messages from before compaction.",
+        ]
+    )
+    old = "".join(
+        [
+            opening,
+            "The conversation is summarized below:\nAnalysis: we chose MQTT.\n\nSummary:\n",
+            "1. Use MQTT over websockets.\nPlease continue the conversation from where we left it off ",
+            "without asking the user any further questions. ",
+            "Continue with the last task that you were asked to work on.",
+        ]
+    )
+    bare = "This session is being continued from a previous conversation that ran out of context."
+    path = write(tmp_path / "s.jsonl", [user(t, isCompactSummary=True) for t in (new, old, bare)])
+    lines = by_line(read_new(path))
+    assert lines[1].text == "Summary:\n1. The importer skips blank rows."
+    assert lines[2].text == "Analysis: we chose MQTT.\n\nSummary:\n1. Use MQTT over websockets."
+    assert lines[3].text == bare  # nothing but the wrapper: kept as it is
+    assert {lines[n].kind for n in (1, 2, 3)} == {"compact_summary"}
 
 
 def test_our_injected_context_is_never_handed_on(tmp_path):

@@ -98,6 +98,22 @@ COMPACTION_PROMPT_PREFIXES = (
 COMPACTION_INSTRUCTIONS = "\nAdditional Instructions:\n"
 COMPACTION_CLOSING = "IMPORTANT: Do NOT use any tools."
 COMPACT_SUMMARY_PREFIXES = ("This session is being continued from a previous conversation",)
+# What Claude Code wraps a compaction's summary in, the same every time: an opening line ("… ran out of
+# context. The summary below covers the earlier portion of the conversation." / "The conversation is
+# summarized below:"), in 2.1.332 a reminder naming the tools used before it, and closing
+# instructions to the model (2.1.332: ~700 characters, "If you need specific details from before
+# compaction (like exact code snippets, error messages, …), read the full transcript at: <path>",
+# "Continue the conversation …", "The messages after this summary …"; older: "Please continue the
+# conversation from where we left it off …"). Their words matched questions about errors, code and
+# context in every summary; the summary alone is kept (_compact_summary).
+_SUMMARY_OPENING = re.compile(r"\AThis session is being continued from a previous conversation[^\n]*\n+")
+_SUMMARY_REMINDER = re.compile(r"\A<system-reminder>.*?</system-reminder>\s*", re.S)
+_SUMMARY_CLOSING = re.compile(
+    r"\n\s*(?:If you need specific details from before compaction|"
+    r"Continue the conversation from where it left off|"
+    r"Please continue the conversation from where we left it off)\b.*\Z",
+    re.S,
+)
 # `claude -p` runs made by memory tools (e.g. episodic-memory's summariser), not by a person.
 HEADLESS_PROMPT_PREFIXES = ("Summarize this part of a conversation",)
 # A reply that assents ("yes", "ok go ahead", "do it") may approve what the assistant just proposed:
@@ -711,7 +727,7 @@ class _Reader:
         is_meta = record.get("isMeta") is True
         text, injected_only = _strip_context(text)
         if record.get("isCompactSummary") is True or text.startswith(COMPACT_SUMMARY_PREFIXES):
-            return "compact_summary", "compact_summary", text
+            return "compact_summary", "compact_summary", _compact_summary(text)
         if injected_only:
             return ("meta" if is_meta else base), "injected_context", ""
         if is_meta:
@@ -1380,6 +1396,13 @@ def _strip_context(text: str) -> tuple[str, bool]:
     if _WORD.search(residue):
         return stripped, False
     return "", True
+
+
+def _compact_summary(text: str) -> str:
+    """A compaction's summary without the wrapper Claude Code puts around it (_SUMMARY_OPENING …), or
+    the text as it is when nothing would be left."""
+    summary = _SUMMARY_CLOSING.sub("", _SUMMARY_REMINDER.sub("", _SUMMARY_OPENING.sub("", text, count=1)))
+    return summary.strip() or text
 
 
 def _says_something(attachment: dict[str, Any]) -> bool:

@@ -632,6 +632,44 @@ def test_todos_from_the_clis_todo_tools_appear_open_then_close_when_completed(cc
     assert todo_states(cc, release) == {t: True for t in TODOS}  # still found, marked done
 
 
+COMPACTION_PROMPT = "Your task is to create a detailed summary"  # Claude Code's compaction request
+COMPACTED = "The CSV importer now skips blank rows and logs each skipped row number to import.log."
+
+
+def test_a_compactions_summary_is_found_without_claude_codes_wrapper(cc):
+    """`/compact` after a few turns: Claude Code asks the model for a summary and writes it in a user
+    record (isCompactSummary) inside ~1 KB of its own framing (in 2.1.332 with the transcript's path).
+    The summary is found as a summary of an earlier part; the framing is not stored."""
+    project = cc.project("importer")
+    for turn in range(5):
+        prompt = f"Turn {turn}: walk me through the CSV importer. " + "Include every detail. " * 30
+        cc.fake.script(
+            f"Turn {turn}:", [f"Part {turn} of the importer: " + "it parses rows one by one. " * 30]
+        )
+        cc.session(prompt, project, *(["--continue"] if turn else []))
+    summary = (
+        f"<analysis>Reviewed the importer.</analysis>\n<summary>1. Primary Request: {COMPACTED}</summary>"
+    )
+    cc.fake.script(COMPACTION_PROMPT, [summary])
+    session = cc.session("/compact", project, "--continue")
+    records = [json.loads(line) for line in session.transcript.read_text(encoding="utf-8").splitlines()]
+    compacted = [n + 1 for n, r in enumerate(records) if r.get("isCompactSummary") is True]
+    if not compacted:
+        pytest.skip(f"Claude Code {CLI_VERSION} did not compact this session")
+    hits = within(
+        SEARCHABLE_WITHIN,
+        lambda: [
+            r
+            for r in search(cc, "what does the importer do with blank rows", project)
+            if r["kind"] == "message" and r["source_line"] in compacted and COMPACTED in r["content"]
+        ],
+        lambda: f"the summary is not found at {compacted}; daemon log:\n{daemon_log_tail(cc)}",
+    )
+    assert hits[0]["message_kind"] == "compact_summary"
+    # Claude Code drops the analysis and writes the summary's tag as a heading
+    assert line_text(session.transcript, compacted[-1]) == f"Summary:\n1. Primary Request: {COMPACTED}"
+
+
 WATCH = "Start the dev server and watch its log for errors."
 WATCHED_ERROR = "ERROR: database pool exhausted (size 5, 12 waiting)"
 
