@@ -1118,3 +1118,74 @@ def test_a_code_reviews_findings_are_problems_found_at_the_call_and_their_fix_a_
     places = [(r["source_file"], r.get("source_line")) for r in hits[:5]]
     shown = [(r["kind"], r.get("source_line"), r["content"][:50], r["intent"]) for r in hits]
     assert "local time" in hits[0]["content"] and {(str(path), 2), (str(path), 5)} <= set(places), shown
+
+
+def moved_into_a_worktree(
+    claude_dir, *, keep_old: bool = False, changed_head: bool = False, forget: bool = False
+):
+    """BILLING indexed, then its transcript moved (Claude Code 2.1.332's EnterWorktree) into another
+    project folder, with a line said after the move; the new path indexed. `keep_old`: copied
+    instead (the old file stays); `changed_head`: the first line differs (not the same file)."""
+    first = billing_reply(claude_dir)
+    if forget:  # the decision forgotten before the move
+        [(idea_id,)] = db_rows("SELECT id FROM ideas WHERE content LIKE '%RabbitMQ%'")
+        cli_json("forget", str(idea_id))
+    moved = claude_dir / "projects" / "-home-dev-projects-atlas--claude-worktrees-fix" / first.name
+    moved.parent.mkdir(parents=True)
+    lines = first.read_text().splitlines()
+    if changed_head:
+        lines[0] = lines[0].replace("billing events", "billing  events")
+    said = _line("user", "In the worktree: we decided refunds go through SQS.", 4)
+    moved.write_text("\n".join([*lines, said]) + "\n")
+    if not keep_old:
+        first.unlink()
+    cli("backfill", str(moved), "--wait")
+    return first, moved
+
+
+def test_a_transcript_claude_code_moved_keeps_its_memories_at_its_new_path(tmp_path):
+    """Claude Code 2.1.332 moves a session's transcript into a worktree's project folder mid-session
+    (the old file is gone): what was read from it follows it to its new path, is not read a second
+    time (no `copied` lines pointing at a file that is gone), and reading goes on where it left off."""
+    first, moved = moved_into_a_worktree(tmp_path / "claude")
+    assert db_rows("SELECT path FROM files") == [(str(moved),)]
+    assert db_rows("SELECT source_file FROM index_state") == [(str(moved),)]
+    assert db_rows("SELECT DISTINCT source_file FROM spans") == [(str(moved),)]
+    assert db_rows("SELECT source_line, skip_reason FROM messages ORDER BY source_line") == [
+        (1, None),
+        (2, None),  # the reply's thinking and text lines: one message, stored at its first
+        (4, None),
+    ]
+    assert not db_rows("SELECT 1 FROM messages WHERE skip_reason = 'copied'")
+    assert db_rows("SELECT mention_count FROM ideas WHERE content LIKE '%RabbitMQ%'") == [(1,)]
+    hits = cli_json("search", "which queue for the billing events", "--project", "atlas")
+    [hit] = [r for r in hits if "RabbitMQ" in r["content"] and r["kind"] == "idea"]
+    assert (hit["source_file"], hit["source_line"]) == (str(moved), 3)
+    assert any(
+        r["source_file"] == str(moved) for r in cli_json("search", "refunds queue", "--project", "atlas")
+    )
+
+
+@pytest.mark.parametrize("how", ["copied", "changed"])
+def test_a_transcript_that_only_looks_moved_is_read_as_its_own(tmp_path, how):
+    """The old file still there (a copy: a fork keeps its copies apart, I152), or other first bytes
+    (another file of the same name): nothing of the old path moves."""
+    first, moved = moved_into_a_worktree(
+        tmp_path / "claude", keep_old=how == "copied", changed_head=how == "changed"
+    )
+    assert {p for (p,) in db_rows("SELECT path FROM files")} == {str(first), str(moved)}
+    assert {p for (p,) in db_rows("SELECT source_file FROM index_state")} == {str(first), str(moved)}
+
+
+def test_what_was_forgotten_before_a_transcript_moved_stays_forgotten_when_read_again(tmp_path):
+    """The forget's line tombstones move with the transcript: reading it again from its first byte
+    (a recover does) does not bring the forgotten decision back."""
+    _, moved = moved_into_a_worktree(tmp_path / "claude", forget=True)
+    assert db_rows("SELECT DISTINCT source_file FROM tombstones WHERE kind = 'line'") == [(str(moved),)]
+    with memory_store() as database, database.write():
+        database.execute("UPDATE index_state SET byte_offset = 0, line_number = 0, head_hash = NULL")
+    cli("backfill", str(moved), "--wait")
+    assert db_rows("SELECT count(*) FROM messages WHERE content LIKE '%RabbitMQ%'") == [(0,)]
+    assert not any(
+        "RabbitMQ" in r["content"] for r in cli_json("search", "billing events queue", "--all-projects")
+    )

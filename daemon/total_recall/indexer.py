@@ -68,6 +68,7 @@ class IndexReport:
     deferred: bool = False  # daemon.file_timeout reached; progress is saved, the rest comes next turn
     fallbacks_pending: bool = False  # a batch of this run fell back offline (the LLM is failing)
     refused: str | None = None  # why the file was not read (path rule, exclusion, forgotten scope)
+    moved_from: str | None = None  # the path this transcript had when it was last read (Claude Code moved it)
 
 
 @dataclass
@@ -170,10 +171,39 @@ class Indexer:
             report.missing = True  # gone between the check and the open
             return report
         with fh:
+            if not progress["byte_offset"] and (moved := self._moved_from(path, fh)):
+                report.moved_from, progress = moved, self._state(path)
             finished = self._read_all(path, fh, progress, report, session_hint, cwd_hint, should_stop)
         if finished and report.batches and not report.fallbacks_pending:
             self.reextract_fallbacks()
         return report
+
+    def _moved_from(self, path: str, fh) -> str | None:
+        """Trigger: a transcript read for the first time that an indexed one, whose path no longer
+        exists, was moved to: the same file name (a session's `<id>.jsonl`, an agent's
+        `agent-<id>.jsonl`) and the same bytes up to where that one was read (Claude Code 2.1.332's
+        EnterWorktree moves the session's transcript into the worktree's project folder mid-session).
+        Why: read as new, its lines would be copies of lines stored under a path that no longer
+        exists (I152), so every `file:line` of the session before the move would point nowhere.
+        Outcome: what names the old path names this one (state.move); reading goes on from where
+        the old one left off. None when no single transcript fits."""
+        name = Path(path).name
+        moved = [
+            row
+            for row in state.indexed_named(self.db, name)
+            if row["source_file"] != path
+            and row["byte_offset"]
+            and not os.path.lexists(row["source_file"])
+            and not transcript.was_rewritten(Path(path), row["byte_offset"], row["head_hash"], fh=fh)
+        ]
+        if len(moved) != 1:
+            return None
+        old = moved[0]["source_file"]
+        with self.db.write():
+            if not state.move(self.db, old, path):
+                return None
+        log.info("transcript_moved", old=old, new=path, offset=moved[0]["byte_offset"])
+        return old
 
     def _read_all(self, path, fh, progress, report, session_hint, cwd_hint, should_stop) -> bool:
         """Read and index the open transcript from its saved offset on; False when it stopped early

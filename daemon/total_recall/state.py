@@ -67,6 +67,37 @@ def of(db: Database, source_file: str) -> Any:
     )
 
 
+def indexed_named(db: Database, name: str) -> list:
+    """The indexed transcripts whose file has this name (source_file, byte_offset, head_hash)."""
+    rows = db.all(
+        "SELECT source_file, byte_offset, head_hash FROM index_state WHERE source_file LIKE ?", ("%" + name,)
+    )
+    return [r for r in rows if r["source_file"].replace("\\", "/").rsplit("/", 1)[-1] == name]
+
+
+# Every column that names a transcript by its path, and the rows of it that do (a file forget's scope).
+PATH_COLUMNS = (
+    ("files", "path", ""),
+    ("index_state", "source_file", ""),
+    ("spans", "source_file", ""),
+    ("tombstones", "source_file", ""),
+    ("fallback_batches", "source_file", ""),
+    ("ideas", "closed_source_file", ""),
+    ("forgotten_scopes", "value", " AND kind = 'file'"),
+)
+
+
+def move(db: Database, old: str, new: str) -> bool:
+    """Every row that names transcript `old` names `new` instead (Claude Code moved the file): its
+    memories, sources, windows, spans, progress, forgets and closed todos follow it. False, and
+    nothing changed, when `new` is known already."""
+    if db.scalar("SELECT 1 FROM files WHERE path = ?", (new,)) or of(db, new) is not None:
+        return False
+    for table, column, scope in PATH_COLUMNS:
+        db.execute(f"UPDATE {table} SET {column} = ? WHERE {column} = ?{scope}", (new, old))
+    return True
+
+
 def byte_offset(db: Database, source_file: str) -> int | None:
     return db.scalar("SELECT byte_offset FROM index_state WHERE source_file = ?", (source_file,))
 

@@ -670,6 +670,67 @@ def test_a_compactions_summary_is_found_without_claude_codes_wrapper(cc):
     assert line_text(session.transcript, compacted[-1]) == f"Summary:\n1. Primary Request: {COMPACTED}"
 
 
+WORKTREE_BEFORE = "Keep the importer's batch size at 500 rows."
+WORKTREE_ASK = "Work on the CSV importer fix in a worktree of its own."
+WORKTREE_DECISION = "We decided to parse dates with the ISO 8601 parser only and reject every other format."
+
+
+def git_repository(folder: Path) -> Path:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com"}
+    env |= {"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
+    subprocess.run(["git", "init", "-q", str(folder)], check=True, env=env)
+    subprocess.run(
+        ["git", "-C", str(folder), "commit", "-q", "--allow-empty", "-m", "start"], check=True, env=env
+    )
+    return folder
+
+
+def test_a_session_that_moves_into_a_worktree_keeps_its_memories_at_the_moved_transcript(cc):
+    """2.1.332's EnterWorktree moves the session's transcript into the worktree's project folder
+    mid-session (a `relocated` record; the old file is gone). What was read before the move follows
+    it: every line is stored once, under the moved file's path, and stays in the session's project."""
+    project = git_repository(cc.project("importer-worktree"))
+    cc.fake.script(WORKTREE_BEFORE, ["Noted: batches of 500 rows."])
+    before = cc.session(WORKTREE_BEFORE, project)
+    within(
+        SEARCHABLE_WITHIN,
+        lambda: any("500 rows" in r["content"] for r in search(cc, "importer batch size", project)),
+        lambda: f"the first turn is not indexed; daemon log:\n{daemon_log_tail(cc)}",
+    )
+    enter = {"tool_use": {"name_matching": "^EnterWorktree$", "input": {"name": "iso-dates"}}}
+    cc.fake.script(WORKTREE_ASK, [enter, WORKTREE_DECISION])
+    session = cc.session(WORKTREE_ASK, project, "--continue", "--allowedTools", "EnterWorktree")
+    assert session.id == before.id
+    first = cc.fake.conversation_requests(WORKTREE_ASK)[0]["json"]
+    if "EnterWorktree" not in tool_names(first) + deferred_tools(first):
+        pytest.skip(f"Claude Code {CLI_VERSION} has no EnterWorktree tool")
+    assert "worktrees" in session.transcript.parent.name, session.transcript  # it moved
+    hit = within(
+        SEARCHABLE_WITHIN,
+        lambda: next(
+            (r for r in search(cc, "how do we parse dates", project) if "ISO 8601" in r["content"]), None
+        ),
+        lambda: f"the decision is not found; daemon log:\n{daemon_log_tail(cc)}",
+    )
+    assert hit["source_file"] == str(session.transcript), hit
+    paths = {p for (p,) in db_rows("SELECT path FROM files")}
+    gone = [p for p in paths if not Path(p).exists()]
+    assert not gone, f"stored under transcripts that no longer exist: {gone}"
+    for said in (WORKTREE_BEFORE, WORKTREE_ASK):  # read before the move, and after it: once, where it is
+        sql = (
+            "SELECT f.path, m.skip_reason FROM messages m JOIN files f ON f.id = m.file_id "
+            "WHERE m.content = ?"
+        )
+        stored = db_rows(sql, (said,))
+        assert stored == [(str(session.transcript), None)], (said, stored)
+    lines = session.transcript.read_text(encoding="utf-8").splitlines()
+    [(line,)] = db_rows("SELECT m.source_line FROM messages m WHERE m.content = ?", (WORKTREE_BEFORE,))
+    assert WORKTREE_BEFORE in lines[line - 1]
+    assert {
+        p for (p,) in db_rows("SELECT DISTINCT project FROM messages WHERE session_id = ?", (session.id,))
+    } == {str(project)}
+
+
 WATCH = "Start the dev server and watch its log for errors."
 WATCHED_ERROR = "ERROR: database pool exhausted (size 5, 12 waiting)"
 
