@@ -1189,3 +1189,21 @@ def test_what_was_forgotten_before_a_transcript_moved_stays_forgotten_when_read_
     assert not any(
         "RabbitMQ" in r["content"] for r in cli_json("search", "billing events queue", "--all-projects")
     )
+
+
+def test_a_transcript_moved_into_a_worktree_and_back_keeps_its_memories_where_it_ends(tmp_path):
+    """ExitWorktree moves the transcript back to the project's folder: the rows follow it again."""
+    first, moved = moved_into_a_worktree(tmp_path / "claude")
+    said = _line("user", "Back in the main checkout: we decided to tag the release as 2.4.", 5)
+    first.write_text(moved.read_text() + said + "\n")
+    moved.unlink()
+    cli("backfill", str(first), "--wait")
+    assert db_rows("SELECT path FROM files") == [(str(first),)]
+    assert db_rows("SELECT source_line, skip_reason FROM messages ORDER BY source_line") == [
+        (1, None),
+        (2, None),
+        (4, None),
+        (5, None),
+    ]
+    hits = cli_json("search", "which queue for the billing events", "--project", "atlas")
+    assert {r["source_file"] for r in hits if "RabbitMQ" in r["content"]} == {str(first)}
