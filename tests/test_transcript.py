@@ -731,6 +731,32 @@ def test_an_edits_result_reads_without_claude_codes_note_to_the_model(tmp_path):
     assert lines[4].text == "File created successfully at: /repo/notes.md"
 
 
+def test_a_session_goal_set_over_another_closes_the_one_it_replaced_in_a_later_read_too(tmp_path):
+    """A session has one goal at a time: a goal set while another is in force replaces it, and Claude
+    Code writes nothing for the old one. The old goal's todo closes, also when the daemon read the
+    old goal in an earlier piece of the transcript; one met or cleared before replaces nothing."""
+    records = [
+        goal_status(met=False, sentinel=True, condition="the API returns 200 for /health"),
+        goal_status(met=False, condition="the API returns 200 for /health", reason="Not yet."),
+        goal_status(met=False, sentinel=True, condition="the CLI prints its version"),
+        goal_status(met=True, condition="the CLI prints its version", reason="It does."),
+        goal_status(met=False, sentinel=True, condition="the docs build"),
+    ]
+    path = write(tmp_path / "s.jsonl", records)
+    replaced = (
+        "[todos]\n- [completed] Goal: the API returns 200 for /health\n"
+        "- [pending] Goal: the CLI prints its version\n[/todos]\n"
+        "Goal replaced: the API returns 200 for /health"
+    )
+    whole = by_line(read_new(path))
+    assert whole[3].text == replaced
+    assert whole[5].text == "[todos]\n- [pending] Goal: the docs build\n[/todos]"  # the last one was met
+    after_two = len(encode(records[:2]))
+    assert by_line(read_new(path, after_two, 2))[3].text == replaced
+    after_four = len(encode(records[:4]))
+    assert by_line(read_new(path, after_four, 4))[5].text == whole[5].text
+
+
 def notification(body, **extra):
     envelope = {"sessionId": SESSION, "cwd": "/repo", "timestamp": "2026-01-01T00:00:00.000Z"}
     prompt = f"<task-notification>\n<task-id>b9i</task-id>\n{body}\n</task-notification>"

@@ -580,6 +580,10 @@ class _Reader:
         self.tasks = _Tasks()  # the task list's ids and their todo texts (TaskCreate/TaskUpdate)
         self.tasks_scanned = False  # the lines before this read were searched for task ids
         self.reports: set[str] = set()  # ids of this read's Task/Agent calls: their results are reports
+        # The session goal in force (its condition), None when none is; looked for before this read's
+        # start only when a goal_status needs it (_active_goal).
+        self.goal: str | None = None
+        self.goal_known = False
 
     # -- driving -------------------------------------------------------------------------
 
@@ -661,9 +665,14 @@ class _Reader:
             env = self._envelope(record)
             kind, skip, text = self._classify_prompt(record, queued, env["is_sidechain"])
             self.messages.append(self._message(item, item, env, "user", kind, text, skip))
-        elif record["type"] == "attachment" and (goal := _goal(record)):
-            role, text = goal
-            self.messages.append(self._message(item, item, self._envelope(record), role, "goal", text, None))
+        elif record["type"] == "attachment" and (goal := _goal_status(record)):
+            said = _goal_text(goal, self._active_goal())
+            self.goal, self.goal_known = None if goal.event in ("met", "cleared") else goal.condition, True
+            if said:
+                role, text = said
+                self.messages.append(
+                    self._message(item, item, self._envelope(record), role, "goal", text, None)
+                )
         elif record["type"] == "attachment" and (events := _notified_events(_notification(record))):
             env = self._envelope(record)
             self.messages.append(self._message(item, item, env, "user", "tool_result", events, "tool_output"))
@@ -838,6 +847,22 @@ class _Reader:
                 for block in _blocks(_content(record)):
                     _plan_or_todos(block, plans)
         return plans.get("latest", "")
+
+    def _active_goal(self) -> str | None:
+        """The goal in force before the goal_status being read: this read's last, else the last one
+        set (and not met or cleared) within GOAL_SCAN_BYTES before its start."""
+        if not self.goal_known:
+            self.goal_known = True
+            start = max(0, self.start - GOAL_SCAN_BYTES)
+            try:
+                chunk = _read_at(self.fh, start, self.start - start) if self.start > 0 else b""
+            except OSError:
+                chunk = b""
+            for raw in chunk.split(b"\n")[1 if start else 0 :]:
+                if b'"goal_status"' in raw and (record := _parse(raw, 0, 0).record) is not None:
+                    if (status := _goal_status(record)) is not None:
+                        self.goal = None if status.event in ("met", "cleared") else status.condition
+        return self.goal
 
     def _tasks_before(self) -> _Tasks:
         """The task ids created before this read (a TaskUpdate can complete a task whose
@@ -1408,7 +1433,9 @@ def _compact_summary(text: str) -> str:
 def _says_something(attachment: dict[str, Any]) -> bool:
     """An attachment read as a message: a prompt typed while Claude worked, a goal's news, events."""
     return bool(
-        _queued_prompt(attachment) or _goal(attachment) or _notified_events(_notification(attachment))
+        _queued_prompt(attachment)
+        or _goal_status(attachment) is not None
+        or _notified_events(_notification(attachment))
     )
 
 
@@ -1460,32 +1487,55 @@ def _queued_prompt(record: dict[str, Any]) -> str:
 
 
 GOAL_CHARS = 300  # a goal's condition, as a todo entry (TodoWrite's entries are cut so too)
+GOAL_SCAN_BYTES = TASK_SCAN_BYTES  # how far back a goal set in a later read looks for the goal it replaces
 
 
-def _goal(record: dict[str, Any]) -> tuple[str, str] | None:
-    """A session goal's news as (role, text), from the `goal_status` attachment Claude Code 2.1.332
-    writes: when a goal is set (`/goal <condition>`, or a goal the model proposed and the user
-    approved: `sentinel`, not `met`), a pending todo "Goal: <condition>" said by the user; when its
-    Stop hook finds it met (`met`, with the evaluator's reason), that todo completed and the reason;
-    when the user clears it early (`sentinel` and `met`), that todo closed too, saying so, since it is
-    no longer work anyone will do. A check that found it not yet met adds nothing (its reason is
-    also the hook's feedback, a meta line)."""
+@dataclass
+class _GoalStatus:
+    """A `goal_status` attachment (Claude Code 2.1.332's session goal): `set` (sentinel, not met: by
+    `/goal <condition>`, or a goal the model proposed and the user approved), `met` (its Stop hook's
+    check found it met, with the check's reason), `cleared` (sentinel and met: `/goal clear`), or
+    `checked` (not yet met; its reason is also the hook's feedback, a meta line)."""
+
+    event: str
+    condition: str
+    reason: str = ""
+
+
+def _goal_status(record: dict[str, Any]) -> _GoalStatus | None:
     attachment = record.get("attachment")
     if not isinstance(attachment, dict) or attachment.get("type") != "goal_status":
         return None
     condition = " ".join((_str(attachment.get("condition")) or "").split())
     if not condition:
         return None
-    todo = _cut(f"Goal: {condition}", GOAL_CHARS, "")
     met, sentinel = attachment.get("met") is True, attachment.get("sentinel") is True
-    if sentinel and not met:
-        return "user", f"[todos]\n- [pending] {todo}\n[/todos]"
-    if not met:
+    event = ("cleared" if met else "set") if sentinel else ("met" if met else "checked")
+    return _GoalStatus(event, condition, " ".join((_str(attachment.get("reason")) or "").split()))
+
+
+def _goal_todo(condition: str) -> str:
+    return _cut(f"Goal: {condition}", GOAL_CHARS, "")
+
+
+def _goal_text(status: _GoalStatus, replaced: str | None) -> tuple[str, str] | None:
+    """A session goal's news as (role, text): a goal set is the user's pending todo "Goal:
+    <condition>" (and closes the goal it replaces: a session has one goal at a time, and Claude Code
+    writes nothing for the old one); met, that todo completed and the check's reason; cleared early
+    by the user, that todo closed too, saying so, since no one will do that work. A check that found
+    it not yet met adds nothing."""
+    if status.event == "checked":
         return None
-    reason = " ".join((_str(attachment.get("reason")) or "").split())
-    said = "Goal cleared before it was met." if sentinel else f"Goal met: {reason}" if reason else "Goal met."
+    todo = _goal_todo(status.condition)
+    if status.event == "set":
+        if replaced and replaced != status.condition:
+            rows = f"- [completed] {_goal_todo(replaced)}\n- [pending] {todo}"
+            return "user", f"[todos]\n{rows}\n[/todos]\n{_cut(f'Goal replaced: {replaced}', GOAL_CHARS)}"
+        return "user", f"[todos]\n- [pending] {todo}\n[/todos]"
+    said = "Goal cleared before it was met." if status.event == "cleared" else "Goal met."
+    said = f"Goal met: {status.reason}" if status.event == "met" and status.reason else said
     return (
-        "user" if sentinel else "assistant"
+        "user" if status.event == "cleared" else "assistant"
     ), f"[todos]\n- [completed] {todo}\n[/todos]\n{_cut(said, GOAL_CHARS)}"
 
 
