@@ -181,7 +181,8 @@ class Indexer:
     def _moved_from(self, path: str, fh) -> str | None:
         """Trigger: a transcript read for the first time that an indexed one, whose path no longer
         exists, was moved to: the same file name (a session's `<id>.jsonl`, an agent's
-        `agent-<id>.jsonl`) and the same bytes up to where that one was read (Claude Code 2.1.332's
+        `agent-<id>.jsonl`), the same first bytes (its head hash) and a line end where that one was
+        read up to (transcript.was_rewritten says no rewrite; Claude Code 2.1.332's
         EnterWorktree moves the session's transcript into the worktree's project folder mid-session).
         Why: read as new, its lines would be copies of lines stored under a path that no longer
         exists (I152), so every `file:line` of the session before the move would point nowhere.

@@ -634,9 +634,8 @@ class _Reader:
 
     def _joins_pending(self, record: dict[str, Any] | None) -> bool:
         if record is not None and record["type"] == "attachment" and _says_something(record):
-            return (
-                False  # what the user typed while Claude worked, a goal's news, an event: ends the response
-            )
+            # what the user typed while Claude worked, a goal's news, an event: ends the response
+            return False
         if record is None or record["type"] not in ("user", "assistant"):
             return True  # structure between a response's lines does not end it
         return _group_key(record) == _group_key(self.pending[0].record)
@@ -1534,9 +1533,8 @@ def _goal_text(status: _GoalStatus, replaced: str | None) -> tuple[str, str] | N
         return "user", f"[todos]\n- [pending] {todo}\n[/todos]"
     said = "Goal cleared before it was met." if status.event == "cleared" else "Goal met."
     said = f"Goal met: {status.reason}" if status.event == "met" and status.reason else said
-    return (
-        "user" if status.event == "cleared" else "assistant"
-    ), f"[todos]\n- [completed] {todo}\n[/todos]\n{_cut(said, GOAL_CHARS)}"
+    role = "user" if status.event == "cleared" else "assistant"  # the user cleared it; a check found it met
+    return role, f"[todos]\n- [completed] {todo}\n[/todos]\n{_cut(said, GOAL_CHARS)}"
 
 
 # Claude Code's note before the output of a local command (`!ls`, `/mcp`): the same words every time.
