@@ -172,6 +172,42 @@ def test_without_a_remote_the_path_is_the_identity(tmp_path):
     assert projects.identity(str(tmp_path / "missing")) == str(tmp_path / "missing")
 
 
+def test_a_linked_worktree_without_a_remote_is_its_main_checkout(tmp_path):
+    """A linked worktree's `.git` file points into the main clone's `.git/worktrees/<name>`, whose
+    `commondir` leads back: without a remote its identity is the main checkout's path. A submodule
+    (its git dir has no commondir) and a bare repository's worktree are their own."""
+    main = git_checkout(tmp_path / "app", "[core]\n\tbare = false\n")
+    gitdir = tmp_path / "app" / ".git" / "worktrees" / "fix"
+    gitdir.mkdir(parents=True)
+    (gitdir / "HEAD").write_text("ref: refs/heads/fix\n")
+    (gitdir / "commondir").write_text("../..\n")
+    tree = tmp_path / "app" / ".claude" / "worktrees" / "fix"
+    tree.mkdir(parents=True)
+    (tree / ".git").write_text(f"gitdir: {gitdir}\n")
+    assert projects.main_checkout(str(tree)) == main
+    assert projects.identity(str(tree)) == projects.identity(main) == main
+    assert projects.main_checkout(main) is None
+    module_dir = tmp_path / "app" / ".git" / "modules" / "lib"
+    module_dir.mkdir(parents=True)
+    (module_dir / "HEAD").write_text("ref: refs/heads/main\n")
+    (module_dir / "objects").mkdir()
+    (module_dir / "refs").mkdir()
+    module = tmp_path / "app" / "lib"
+    module.mkdir()
+    (module / ".git").write_text(f"gitdir: {module_dir}\n")
+    assert projects.identity(str(module)) == str(module)
+    bare = tmp_path / "bare.git"
+    for folder in ("objects", "refs", "worktrees/x"):
+        (bare / folder).mkdir(parents=True)
+    (bare / "HEAD").write_text("ref: refs/heads/main\n")
+    (bare / "worktrees" / "x" / "HEAD").write_text("ref: refs/heads/x\n")
+    (bare / "worktrees" / "x" / "commondir").write_text("../..\n")
+    from_bare = tmp_path / "x"
+    from_bare.mkdir()
+    (from_bare / ".git").write_text(f"gitdir: {bare / 'worktrees' / 'x'}\n")
+    assert projects.identity(str(from_bare)) == str(from_bare)
+
+
 IDENTITIES = (
     "import json, sys; from total_recall import projects; "
     "print(json.dumps([projects.identity(p) for p in sys.argv[1:]]))"

@@ -110,16 +110,14 @@ def normal_remote(url: str) -> str | None:
 GIT_FILE_BYTES = 1 << 20  # a .git pointer, commondir or config is a few KB; a bigger one is not read
 
 
-def git_remote(project: str) -> str | None:
-    """The URL of the project's `origin` remote (else its first remote), read from the config of
-    its git directory (a worktree's or submodule's `.git` file is followed); None when it has none.
+def _git_dirs(project: str) -> tuple[Path, Path] | None:
+    """The git directory of a checkout and its common directory (the main clone's, for a linked
+    worktree; the same folder otherwise), or None when the folder is no checkout.
 
     The project is a folder a transcript or a hook payload names, so this never blocks and never
     reads what git itself would not: every file is read non-blocking, only when regular and small
     (`_git_file`), and a `gitdir:` or `commondir` pointer is followed only into a git directory
     (`_is_git_dir`)."""
-    import configparser
-
     try:
         git = Path(project) / ".git"
         if not git.is_dir():
@@ -129,15 +127,38 @@ def git_remote(project: str) -> str | None:
             git = Path(os.path.realpath(Path(project) / pointer[len("gitdir:") :].strip()))
         common = _git_file(git / "commondir")  # a linked worktree's: config is the main clone's
         common_dir = Path(os.path.realpath(git / common.strip())) if common else git
-        if not _is_git_dir(git, common_dir):
-            return None
+        return (git, common_dir) if _is_git_dir(git, common_dir) else None
+    except (OSError, ValueError):
+        return None
+
+
+def git_remote(project: str) -> str | None:
+    """The URL of the project's `origin` remote (else its first remote), read from the config of
+    its git directory (a worktree's or submodule's `.git` file is followed); None when it has none."""
+    import configparser
+
+    dirs = _git_dirs(project)
+    if dirs is None:
+        return None
+    try:
         parser = configparser.ConfigParser(strict=False, interpolation=None)
-        parser.read_string(_git_file(common_dir / "config") or "")
+        parser.read_string(_git_file(dirs[1] / "config") or "")
     except (OSError, ValueError, configparser.Error):
         return None
     remotes = {s[len('remote "') : -1]: s for s in parser.sections() if s.startswith('remote "')}
     name = "origin" if "origin" in remotes else next(iter(remotes), None)
     return parser.get(remotes[name], "url", fallback=None) if name else None
+
+
+def main_checkout(project: str) -> str | None:
+    """The main checkout a linked worktree belongs to (`git worktree add`, Claude Code's
+    `claude --worktree` and `EnterWorktree`, which put theirs in `<repo>/.claude/worktrees/`): the
+    folder holding the common `.git` directory. None for a main checkout, a bare repository's
+    worktree or no checkout."""
+    dirs = _git_dirs(project)
+    if dirs is None or dirs[0] == dirs[1] or dirs[1].name != ".git":
+        return None
+    return normal(str(dirs[1].parent))
 
 
 def _is_git_dir(git: Path, common: Path) -> bool:
@@ -169,9 +190,12 @@ def _git_file(path: Path) -> str | None:
 
 def identity(project: str) -> str:
     """What makes a project the same project on every machine: its normalised git remote
-    (`git:github.com/Org/Repo`) when it has one, else its normal path."""
+    (`git:github.com/Org/Repo`) when it has one, else its normal path, a linked worktree's being its
+    main checkout's (a repository without a remote is one project in all its worktrees)."""
     remote = normal_remote(git_remote(project) or "") if project else None
-    return f"git:{remote}" if remote else normal(project or "")
+    if remote:
+        return f"git:{remote}"
+    return (main_checkout(project) if project else None) or normal(project or "")
 
 
 def checkout_root(path: str) -> str | None:
