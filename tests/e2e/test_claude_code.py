@@ -734,6 +734,39 @@ def test_a_session_that_moves_into_a_worktree_keeps_its_memories_at_the_moved_tr
     } == {str(project)}
 
 
+WORKTREE_FLAG_BEFORE = "We keep the changelog of the signing service in CHANGES.md."
+WORKTREE_FLAG_DECISION = "We decided to rotate the signing keys every 90 days from now on."
+
+
+def test_a_decision_made_in_a_claude_worktree_session_is_found_from_the_repository(cc):
+    """`claude --worktree NAME` runs the session in a new git worktree, `<repo>/.claude/worktrees/NAME`:
+    its transcript and cwd are the worktree's. Of a repository without a remote, it is the same project:
+    a search from the repository finds what was decided there."""
+    project = git_repository(cc.project("signing"))
+    cc.fake.script(WORKTREE_FLAG_BEFORE, ["Noted."])
+    cc.session(WORKTREE_FLAG_BEFORE, project)  # the repository is a project of its own first
+    within(
+        SEARCHABLE_WITHIN,
+        lambda: any("CHANGES.md" in r["content"] for r in search(cc, "where is the changelog", project)),
+        lambda: f"the repository's session is not indexed; daemon log:\n{daemon_log_tail(cc)}",
+    )
+    cc.fake.script(WORKTREE_FLAG_DECISION, ["Noted: 90-day key rotation."])
+    session = cc.session(WORKTREE_FLAG_DECISION, project, "--worktree", "rotation")
+    cwd = next(
+        json.loads(line)["cwd"]
+        for line in session.transcript.read_text(encoding="utf-8").splitlines()
+        if json.loads(line).get("type") == "user"
+    )
+    assert Path(cwd) == project / ".claude" / "worktrees" / "rotation", cwd
+    within(
+        SEARCHABLE_WITHIN,
+        lambda: any(
+            "90 days" in r["content"] for r in search(cc, "how often do we rotate the signing keys", project)
+        ),
+        lambda: f"the worktree's decision is not found from {project}; daemon log:\n{daemon_log_tail(cc)}",
+    )
+
+
 WATCH = "Start the dev server and watch its log for errors."
 WATCHED_ERROR = "ERROR: database pool exhausted (size 5, 12 waiting)"
 
