@@ -124,6 +124,78 @@ def test_hook_then_daemon_once_indexes_only_new_lines(claude_dir, store):
     assert local_rows("SELECT state, count(*) FROM work_queue GROUP BY state") == [("done", 2)]
 
 
+AGENT_REPORT = (
+    "The flaky checkout test fails because the fixture reuses one Redis database across workers; "
+    "give each pytest-xdist worker its own database number."
+)
+
+
+def test_a_subagent_that_never_announced_itself_is_read_after_its_session(claude_dir, store):
+    """A subagent's file is announced by SubagentStop only; one killed with its session (the user quit
+    while it ran in the background) never fires it. Reading the session queues the agent files under
+    `<session>/subagents/` (a workflow's too) that hold bytes not yet indexed: their reports are found,
+    under the session; a file waiting in the queue, parked or fully read is not queued again."""
+    path = write_transcript(transcript_path(claude_dir), CONVERSATION[:2], cwd=PROJECT)
+    agents = path.with_suffix("") / "subagents"
+    agent = write_transcript(
+        agents / "agent-a1b2.jsonl",
+        [("user", "Find why checkout is flaky."), ("assistant", AGENT_REPORT)],
+        session="sess-0001",
+        cwd=PROJECT,
+    )
+    runner = write_transcript(
+        agents / "workflows" / "wf_1-2" / "agent-c3d4.jsonl",
+        [
+            ("user", "Check the TTL."),
+            ("assistant", "The pricing cache TTL is five minutes in every environment."),
+        ],
+        session="sess-0001",
+        cwd=PROJECT,
+    )
+    (agents / "workflows" / "wf_1-2" / "journal.jsonl").write_text('{"type":"launched"}\n')
+    cli("init")
+    assert hook(stop_payload(path)).returncode == 0
+    cli("daemon", "--once")
+    hits = cli_json("search", "why is the checkout test flaky", "--project", PROJECT)
+    assert any(r["source_file"] == str(agent) for r in hits if "own database number" in r["content"]), hits
+    assert db_rows(
+        "SELECT DISTINCT f.path, m.session_id FROM messages m JOIN files f ON f.id = m.file_id "
+        "WHERE f.path != ? ORDER BY f.path",
+        (str(path),),
+    ) == [(str(agent), "sess-0001"), (str(runner), "sess-0001")]
+    assert local_rows(
+        "SELECT transcript_path, event FROM work_queue WHERE event = 'subagent' ORDER BY 1"
+    ) == [
+        (str(agent), "subagent"),
+        (str(runner), "subagent"),
+    ]
+    # read again: nothing new in the agents, nothing queued for them
+    assert hook(stop_payload(path)).returncode == 0
+    cli("daemon", "--once")
+    assert local_rows("SELECT count(*) FROM work_queue WHERE event = 'subagent'") == [(2,)]
+    # an agent whose file grew is queued again, unless a row of it waits (here: parked, given up on)
+    for grown in (agent, runner):
+        write_transcript(
+            grown, [("assistant", "One more finding.")], session="sess-0001", cwd=PROJECT, append=True
+        )
+    from total_recall import config, db
+
+    local = db.connect(config.paths().db, migrate_to_head=False)
+    with local.write():
+        local.execute(
+            "INSERT INTO work_queue (transcript_path, event, state, enqueued_at) "
+            "VALUES (?, 'subagent', 'parked', 0)",
+            (str(runner),),
+        )
+    local.close()
+    assert hook(stop_payload(path)).returncode == 0
+    cli("daemon", "--once")
+    assert local_rows(
+        "SELECT transcript_path, state, count(*) FROM work_queue WHERE event = 'subagent' "
+        "GROUP BY 1, 2 ORDER BY 1, 2"
+    ) == [(str(agent), "done", 2), (str(runner), "done", 1), (str(runner), "parked", 1)]
+
+
 def test_a_yes_to_a_proposal_in_the_next_turn_is_a_decision_and_answers_it(claude_dir, store):
     """Claude Code's usual way to decide: the assistant ends its turn proposing one action, the
     user's next prompt is a short yes. The hook queues each turn, so the yes is read in a later

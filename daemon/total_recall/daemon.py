@@ -21,7 +21,7 @@ from typing import Any
 
 import structlog
 
-from total_recall import config, queue, repoint, trust
+from total_recall import config, queue, repoint, state, transcript, trust
 from total_recall.db import Database
 from total_recall.errors import DaemonRunning, TransientError
 from total_recall.indexer import Indexer
@@ -354,6 +354,8 @@ class Daemon:
             note = "transcript missing" if report.missing else None
             note = f"refused: {report.refused}" if report.refused else note
             self._record(lambda: queue.complete(self.db, claim, note))
+            if not (report.missing or report.refused):
+                self._follow_subagents(claim.transcript_path, claim.session_id)
         self._refresh_digest(claim.transcript_path)
         self.status.batches += 1
         self.status.last_batch = {
@@ -387,6 +389,28 @@ class Daemon:
             if is_transient(exc, self.db):  # anything else is left to the lease, not retried here
                 self._unrecorded.append(update)
             raise
+
+    def _follow_subagents(self, transcript_path: str, session: str | None) -> None:
+        """Trigger: a session's transcript was read. Why: a subagent's file (a workflow agent's too)
+        is announced by SubagentStop only, and an agent that never finishes (killed with its session:
+        the user quit while it ran, and 2.1.332 runs agents in the background by default) never fires
+        it, though its file holds all it did. Outcome: each agent file under `<session>/subagents/`
+        with bytes not yet indexed, and no row waiting in the queue, is queued."""
+        folder = Path(transcript_path).with_suffix("") / transcript.SUBAGENTS
+        if not folder.is_dir():
+            return
+        try:
+            agents = {str(p): p.stat().st_size for p in transcript.discover(folder)}
+        except OSError:
+            return
+        behind = [p for p, size in agents.items() if size > (state.byte_offset(self.store, p) or 0)]
+        for path in sorted(set(behind) - queue.waiting(self.db, behind)):
+            if trust.refusal(path, self.settings) is None:
+                self._record(
+                    lambda path=path: queue.enqueue(
+                        self.db, path, session_id=session, event="subagent", size_seen=agents[path]
+                    )
+                )
 
     def _refresh_digest(self, transcript_path: str) -> None:
         """Keep the SessionStart digest of the transcript's project current (read by the hook), and

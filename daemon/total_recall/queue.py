@@ -320,6 +320,19 @@ def unfinished(db: Database, files: list[str] | None = None) -> int:
     )
 
 
+def waiting(db: Database, files: list[str]) -> set[str]:
+    """Those of these transcripts with a row not done (pending, claimed or parked)."""
+    if not files:
+        return set()
+    return set(
+        db.column(
+            "SELECT DISTINCT transcript_path FROM work_queue WHERE state != 'done' "
+            f"AND transcript_path IN ({','.join('?' * len(files))})",
+            files,
+        )
+    )
+
+
 def rows_of(db: Database, files: list[str]) -> list:
     """Every row of these transcripts in queue order: transcript_path, state, last_error, attempts."""
     return db.all(
