@@ -1185,6 +1185,20 @@ BODIES = st.fixed_dictionaries(
     {"content": TEXTS | st.lists(BLOCKS, max_size=3) | JUNK},
     optional={"id": st.sampled_from(["m1", "m2"]) | JUNK, "model": st.sampled_from(["x", "<synthetic>"])},
 )
+EVENT = '<task-notification>\n<summary>Monitor event: "log"</summary>\n<event>ERROR boom</event>\n'
+EVENT += "</task-notification>"
+ATTACHMENTS = st.fixed_dictionaries(
+    {"type": st.sampled_from(["goal_status", "goal_status", "queued_command", "hook_success"]) | JUNK},
+    optional={
+        "condition": st.sampled_from(["tests pass", "docs build", ""]) | JUNK,
+        "met": st.booleans() | JUNK,
+        "sentinel": st.booleans() | JUNK,
+        "reason": TEXTS | JUNK,
+        "commandMode": st.sampled_from(["prompt", "task-notification"]) | JUNK,
+        "prompt": st.sampled_from([EVENT, "typed while busy", "<task-notification>x"]) | JUNK,
+        "origin": st.sampled_from([{"kind": "human"}, {"kind": "task-notification"}]) | JUNK,
+    },
+)
 RECORD_TYPES = ["user", "assistant", "assistant", "system", "progress", "summary", "attachment", "new"]
 RECORDS = st.fixed_dictionaries(
     {"type": st.sampled_from(RECORD_TYPES)},
@@ -1199,6 +1213,7 @@ RECORDS = st.fixed_dictionaries(
         "toolUseResult": TEXTS | JUNK | TOOL_USE_RESULTS,
         "sessionId": st.just(SESSION) | JUNK,
         "cwd": st.just("/repo") | JUNK,
+        "attachment": ATTACHMENTS | JUNK,
     },
 )
 LINES = st.one_of(

@@ -212,3 +212,22 @@ def test_the_daemon_serves_from_memory_and_forgets_what_is_forgotten(tmp_path):
         assert not [r for r in after if "Meilisearch" in r["content"]]
         assert server.ask(socket_path, {"op": "ping"})["vector_cache"] == "ready"
     assert proc.returncode == 0
+
+
+def test_a_reload_asked_for_while_a_load_is_ending_is_not_dropped(store):
+    """A search that finds the cache behind asks for a reload; if the previous load had set its
+    state but not yet returned, that request was dropped and the cache stayed off for good (the
+    flake of the test above under load). The next search asks again."""
+    database, rng = store
+    cache = loaded(database)
+    cache._loading = True  # a load thread between setting its state and returning, as the race left it
+    with database.write():
+        vectors.store(database, "chunk_embeddings", "chunk_id", [(7, "/p/c", (v := unit(rng)))])
+        database.execute("DELETE FROM vector_changes WHERE seq < (SELECT max(seq) FROM vector_changes)")
+        database.execute("INSERT INTO vector_changes (vec_table, key) VALUES ('chunk_embeddings', -1)")
+    assert not cache.current(database)  # behind: a reload is asked for, and refused by the running one
+    assert cache.state == "reloading"
+    cache._loading = False  # that thread returns
+    assert not cache.current(database)  # the next search asks again
+    assert wait_for(lambda: cache.state == "ready" and cache.current(database), timeout=30, interval=0.05)
+    assert ranked(database, v, "/p/c")[0][0] == 7

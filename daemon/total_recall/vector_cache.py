@@ -173,12 +173,13 @@ class VectorCache:
         except Exception as exc:  # a cache that cannot load leaves every search to sqlite-vec
             self._set(None, 0, 0, "failed")
             log.warning("vector_cache_failed", error=str(exc))
-        finally:
-            self._loading = False
 
     def _set(self, tables: Any, seq: int, dim: int, state: str) -> None:
+        """The end of a load: its result and the end of the loading, at once (a search that sees the
+        new state and asks for another load must not find this one still running and be dropped)."""
         with self._lock:
             self.tables, self.seq, self.dim, self.state = tables, seq, dim, state
+            self._loading = False
 
     def load_in_background(self) -> threading.Thread | None:
         """Load on a thread of its own with a connection of its own."""
@@ -194,7 +195,6 @@ class VectorCache:
                 self.load(db)
             except Exception as exc:
                 self._set(None, 0, 0, "failed")
-                self._loading = False
                 log.warning("vector_cache_failed", error=str(exc))
             finally:
                 if db is not None:
@@ -210,6 +210,8 @@ class VectorCache:
         (not loaded, too large, or behind by more than it catches up with: everything is then
         loaded again in the background)."""
         if self.tables is None:
+            if self.state == "reloading":  # asked for while a load was ending: ask again
+                self.load_in_background()
             return False
         try:
             last = int(db.scalar("SELECT coalesce(max(seq), 0) FROM vector_changes", default=0))
