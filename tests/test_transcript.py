@@ -822,6 +822,11 @@ def test_a_session_goal_reads_as_the_users_todo_closed_when_met_or_cleared(tmp_p
         goal_status(met=True, condition=goal, reason="All 14 tests pass.", iterations=2),
         goal_status(met=True, sentinel=True, condition="the deploy is green"),
         goal_status(met=True, condition=""),
+        user(  # Claude Code's instructions to the model about the goal: its words are the goal's line's
+            'A session-scoped Stop hook is now active with condition: "every test in test/auth passes". '
+            "Briefly acknowledge the goal, then immediately start (or continue) working toward it.",
+            isMeta=True,
+        ),
     ]
     lines = by_line(read_new(write(tmp_path / "s.jsonl", records)))
     assert (lines[1].role, lines[1].kind, lines[1].skip_reason) == ("user", "goal", None)
@@ -835,6 +840,7 @@ def test_a_session_goal_reads_as_the_users_todo_closed_when_met_or_cleared(tmp_p
         "[todos]\n- [completed] Goal: the deploy is green\n[/todos]\nGoal cleared before it was met."
     )
     assert 8 not in lines  # no condition, nothing to say
+    assert (lines[9].kind, lines[9].text) == ("meta", "")
 
 
 ASKED = [

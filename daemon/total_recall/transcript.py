@@ -739,7 +739,7 @@ class _Reader:
         if injected_only:
             return ("meta" if is_meta else base), "injected_context", ""
         if is_meta:
-            return "meta", "meta", _CAVEAT.sub("", text).strip()
+            return "meta", "meta", "" if text.startswith(GOAL_INSTRUCTIONS) else _CAVEAT.sub("", text).strip()
         if sidechain and text.startswith(WORKFLOW_TASK_FRAME):
             text = _workflow_task(text)
         if text.startswith(COMMAND_PREFIXES):
@@ -1486,6 +1486,10 @@ def _queued_prompt(record: dict[str, Any]) -> str:
 
 
 GOAL_CHARS = 300  # a goal's condition, as a todo entry (TodoWrite's entries are cut so too)
+# Claude Code's instructions to the model when a goal is set (a meta line after the goal's own): ~600
+# characters ("Briefly acknowledge the goal, then immediately start …") around the condition, which the
+# goal's line already holds. Left out.
+GOAL_INSTRUCTIONS = "A session-scoped Stop hook is now active with condition:"
 GOAL_SCAN_BYTES = TASK_SCAN_BYTES  # how far back a goal set in a later read looks for the goal it replaces
 
 
