@@ -777,6 +777,8 @@ def test_what_a_monitored_command_printed_is_read_as_its_output(tmp_path):
     event += "<event>ERROR: pool  exhausted (size 5)</event>"
     ended = '<summary>Monitor "watch the dev log" stream ended</summary>\n<event>ready on :4000</event>'
     finished = "<status>completed</status>\n<summary>Agent finished</summary>\n<result>the report</result>"
+    built = "<status>failed</status>\n"
+    built += '<summary>Background command "Run the test suite" failed (exit code 2)</summary>'
     records = [
         assistant([tool_use("Monitor", description="watch the dev log", command="mix phx.server")], "m1"),
         user(
@@ -788,6 +790,7 @@ def test_what_a_monitored_command_printed_is_read_as_its_output(tmp_path):
         user(f"<task-notification>\n<task-id>b9i</task-id>\n{ended}\n</task-notification>"),
         user(f"<task-notification>\n<task-id>a1</task-id>\n{finished}\n</task-notification>"),
         notification(finished),
+        user(f"<task-notification>\n<task-id>b2</task-id>\n{built}\n</task-notification>"),
     ]
     lines = by_line(read_new(write(tmp_path / "s.jsonl", records)))
     assert lines[2].text == "Monitor started (task b9i)"
@@ -798,6 +801,11 @@ def test_what_a_monitored_command_printed_is_read_as_its_output(tmp_path):
     assert lines[6].text == 'Monitor "watch the dev log" stream ended\nready on :4000'
     assert lines[6].kind == "tool_result"
     assert lines[7].kind == "meta" and 8 not in lines
+    # a command run in the background: its output went to a file never read; how it ended is the record
+    assert (lines[9].kind, lines[9].text) == (
+        "tool_result",
+        'Background command "Run the test suite" failed (exit code 2)',
+    )
 
 
 def goal_status(**fields):

@@ -1449,6 +1449,7 @@ def _notification(record: dict[str, Any]) -> str:
 
 
 _NOTIFICATION_SUMMARY = re.compile(r"<summary>(.*?)</summary>", re.S)
+BACKGROUND_COMMAND = "Background command "  # a notification's summary of a Bash call run in the background
 _NOTIFICATION_EVENT = re.compile(r"<event>(.*?)</event>", re.S)
 
 
@@ -1456,17 +1457,20 @@ def _notified_events(text: str) -> str | None:
     """What a watched command printed, from a `<task-notification>` carrying `<event>`s (Claude Code
     2.1.332's Monitor tool: each line its command prints is an event, given to the model as a
     notification and written nowhere else): "<summary>\n<event>…" as tool output, so the error a
-    dev server logged while Claude watched it is found. Other notifications (a background agent or
-    workflow finishing, whose words are in its own files) carry no event and stay meta lines."""
+    dev server logged while Claude watched it is found; and how a command run in the background ended
+    (its summary, with the exit code). Other notifications (a background agent or workflow finishing,
+    whose words are in its own files) stay meta lines."""
     if not text.startswith("<task-notification>"):
         return None
     events = [" ".join(e.split()) for e in _NOTIFICATION_EVENT.findall(text)]
     events = [e for e in events if e]
-    if not events:
-        return None
     summary = _NOTIFICATION_SUMMARY.search(text)
-    head = " ".join(summary.group(1).split()) if summary else "Event"
-    return _cut("\n".join([head, *events]), TOOL_RESULT_CHARS)
+    head = " ".join(summary.group(1).split()) if summary else ""
+    if not events:
+        # How a command run in the background ended ('Background command "Build" completed (exit code
+        # 0)'): its output went to a file of Claude Code's, which is never read; this line is the record.
+        return _cut(head, TOOL_RESULT_CHARS) if head.startswith(BACKGROUND_COMMAND) else None
+    return _cut("\n".join([head or "Event", *events]), TOOL_RESULT_CHARS)
 
 
 def _queued_prompt(record: dict[str, Any]) -> str:
