@@ -718,7 +718,8 @@ def test_a_workflow_agents_task_reads_without_the_harness_frame_and_its_structur
 
 
 def test_an_edits_result_reads_without_claude_codes_note_to_the_model(tmp_path):
-    """2.1.332 ends an Edit or Write result with a note to the model, a dozen words of every edit."""
+    """2.1.332 ends an Edit or Write result with a note to the model, a dozen words of every edit, and a
+    /loop tick's ScheduleWakeup result with ~250 characters on how to end the turn."""
     note = " (file state is current in your context \u2014 no need to Read it back)"
     records = [
         assistant([tool_use("Edit", file_path="/repo/app.py", old_string="a", new_string="b")], "m1"),
@@ -726,9 +727,18 @@ def test_an_edits_result_reads_without_claude_codes_note_to_the_model(tmp_path):
         assistant([tool_use("Write", call="toolu_2", file_path="/repo/notes.md", content="x")], "m2"),
         user([tool_result("File created successfully at: /repo/notes.md" + note, call="toolu_2")]),
     ]
+    wakeup = (
+        "Next wakeup scheduled for 09:20:00 (in 60s). If you owe the user a status update this tick, write "
+        "it now as ordinary response text; then end the turn \u2014 the harness re-invokes you when it fires."
+    )
+    records += [
+        assistant([tool_use("ScheduleWakeup", call="toolu_3", prompt="check CI", delaySeconds=60)], "m3"),
+        user([tool_result(wakeup, call="toolu_3")]),
+    ]
     lines = by_line(read_new(write(tmp_path / "s.jsonl", records)))
     assert lines[2].text == "The file /repo/app.py has been updated successfully."
     assert lines[4].text == "File created successfully at: /repo/notes.md"
+    assert lines[6].text == "Next wakeup scheduled for 09:20:00 (in 60s)."  # each tick of a /loop
 
 
 def test_a_session_goal_set_over_another_closes_the_one_it_replaced_in_a_later_read_too(tmp_path):

@@ -69,6 +69,10 @@ RESUME_NOTE = "(to resume it)"
 # successfully. (file state is current in your context — no need to Read it back)"): a dozen words of
 # every edit's result that match questions about files, state, context and reading. Left out.
 _FILE_STATE_NOTE = re.compile(r"\s*\(file state is current in your context\b[^()\n]*\)")
+# A /loop tick's ScheduleWakeup result (2.1.332): "Next wakeup scheduled for 09:20:00 (in 60s)." and ~250
+# characters telling the model how to end its turn, in every tick of a loop that may run for hours. The
+# first sentence is kept.
+_WAKEUP_NOTE = re.compile(r"\A(Next wakeup scheduled for [^\n]*?\(in \d+s\)\.)\s.*\Z", re.S)
 
 # Record types documented or seen for Claude Code up to 2.1.x; anything else counts as "unknown:<type>".
 KNOWN_TYPES = frozenset(
@@ -1297,7 +1301,7 @@ def _tool_result_text(record: dict[str, Any], blocks: list[dict[str, Any]], repo
     text = "\n".join(p for p in parts if p).strip()
     if not text and isinstance(record.get("toolUseResult"), str):
         text = record["toolUseResult"].strip()
-    text = _FILE_STATE_NOTE.sub("", _strip_context(_head(text, limit * 2))[0])
+    text = _WAKEUP_NOTE.sub(r"\1", _FILE_STATE_NOTE.sub("", _strip_context(_head(text, limit * 2))[0]))
     if report:
         text = _REPORT_RESUME_NOTE.sub(rf"\1 {RESUME_NOTE}", _REPORT_USAGE.sub("", text)).strip()
     return _cut(text, limit)
