@@ -403,7 +403,8 @@ class Daemon:
             agents = {str(p): p.stat().st_size for p in transcript.discover(folder)}
         except OSError:
             return
-        behind = [p for p, size in agents.items() if size > (state.byte_offset(self.store, p) or 0)]
+        read = state.byte_offsets(self.store, sorted(agents))
+        behind = [p for p, size in agents.items() if size > read.get(p, 0)]
         for path in sorted(set(behind) - queue.waiting(self.db, behind)):
             if trust.refusal(path, self.settings) is None:
                 self._record(
