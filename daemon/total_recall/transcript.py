@@ -37,7 +37,7 @@ import re
 import stat
 import sys
 import textwrap
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -833,20 +833,29 @@ class _Reader:
                 return reason
         return "empty"
 
+    def _records_before(
+        self, end: int, scan_bytes: int, wanted: Callable[[bytes], bool]
+    ) -> Iterator[dict[str, Any]]:
+        """The records of the lines within `scan_bytes` before byte `end` that `wanted` keeps (the first,
+        cut, line left out): what a read in pieces learns from lines an earlier read consumed, so it
+        sees what a whole read sees."""
+        start = max(0, end - scan_bytes)
+        try:
+            chunk = _read_at(self.fh, start, end - start) if end > 0 else b""
+        except OSError:
+            return
+        for raw in chunk.split(b"\n")[1 if start else 0 :]:
+            if wanted(raw) and (record := _parse(raw, 0, 0).record) is not None:
+                yield record
+
     def _plan_before(self, end: int) -> str:
         """The last plan file written before byte `end`, for an ExitPlanMode whose Write an
-        earlier read consumed (so a read in pieces sees what a whole read sees)."""
-        start = max(0, end - PLAN_SCAN_BYTES)
-        try:
-            chunk = _read_at(self.fh, start, end - start)
-        except OSError:
-            return ""
+        earlier read consumed."""
         plans: dict[str, str] = {}
-        for raw in chunk.split(b"\n")[1 if start else 0 :]:
-            if b"plan" not in raw or b'"Write"' not in raw:
-                continue
-            record = _parse(raw, 0, 0).record
-            if record is not None and record["type"] == "assistant":
+        for record in self._records_before(
+            end, PLAN_SCAN_BYTES, lambda raw: b"plan" in raw and b'"Write"' in raw
+        ):
+            if record["type"] == "assistant":
                 for block in _blocks(_content(record)):
                     _plan_or_todos(block, plans)
         return plans.get("latest", "")
@@ -856,23 +865,29 @@ class _Reader:
         set (and not met or cleared) within GOAL_SCAN_BYTES before its start."""
         if not self.goal_known:
             self.goal_known = True
-            start = max(0, self.start - GOAL_SCAN_BYTES)
-            try:
-                chunk = _read_at(self.fh, start, self.start - start) if self.start > 0 else b""
-            except OSError:
-                chunk = b""
-            for raw in chunk.split(b"\n")[1 if start else 0 :]:
-                if b'"goal_status"' in raw and (record := _parse(raw, 0, 0).record) is not None:
-                    if (status := _goal_status(record)) is not None:
-                        self.goal = None if status.event in ("met", "cleared") else status.condition
+            for record in self._records_before(
+                self.start, GOAL_SCAN_BYTES, lambda raw: b'"goal_status"' in raw
+            ):
+                if (status := _goal_status(record)) is not None:
+                    self.goal = None if status.event in ("met", "cleared") else status.condition
         return self.goal
 
     def _tasks_before(self) -> _Tasks:
         """The task ids created before this read (a TaskUpdate can complete a task whose
         TaskCreate an earlier read consumed: the daemon reads a transcript in pieces)."""
         found = _Tasks()
-        if self.start <= 0:
-            return found
+        marks = (b'"TaskCreate"', b'"task"', b" created successfully: ")  # a TaskCreate call or its result
+        for record in self._records_before(
+            self.start, TASK_SCAN_BYTES, lambda raw: any(m in raw for m in marks)
+        ):
+            blocks = _blocks(_content(record))
+            if record["type"] == "assistant":
+                for block in blocks:
+                    if block.get("type") == "tool_use" and block.get("name") == "TaskCreate":
+                        found.create(block)
+            elif record["type"] == "user":
+                found.result(record, blocks)
+        return found
         start = max(0, self.start - TASK_SCAN_BYTES)
         try:
             chunk = _read_at(self.fh, start, self.start - start)
