@@ -403,7 +403,7 @@ class Daemon:
             agents = {str(p): p.stat().st_size for p in transcript.discover(folder)}
         except OSError:
             return
-        read = state.byte_offsets(self.store, sorted(agents))
+        read = state.byte_offsets_under(self.store, str(folder))
         behind = [p for p, size in agents.items() if size > read.get(p, 0)]
         for path in sorted(set(behind) - queue.waiting(self.db, behind)):
             if trust.refusal(path, self.settings) is None:

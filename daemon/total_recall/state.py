@@ -102,15 +102,14 @@ def byte_offset(db: Database, source_file: str) -> int | None:
     return db.scalar("SELECT byte_offset FROM index_state WHERE source_file = ?", (source_file,))
 
 
-def byte_offsets(db: Database, paths: list[str]) -> dict[str, int]:
-    """The indexed offset of each of these transcripts that has one."""
-    found: dict[str, int] = {}
-    for start in range(0, len(paths), 500):  # within every store's bound on parameters
-        part = paths[start : start + 500]
-        where = ", ".join("?" * len(part))
-        sql = f"SELECT source_file, byte_offset FROM index_state WHERE source_file IN ({where})"
-        found.update({row["source_file"]: int(row["byte_offset"]) for row in db.all(sql, part)})
-    return found
+def byte_offsets_under(db: Database, folder: str) -> dict[str, int]:
+    """The indexed offset of each transcript under this folder (a session's `subagents/`), in one
+    query; a `%` or `_` in the folder's name only widens it, and callers look paths up exactly."""
+    rows = db.all(
+        "SELECT source_file, byte_offset FROM index_state WHERE source_file LIKE ?",
+        (folder.rstrip("/") + "/%",),
+    )
+    return {row["source_file"]: int(row["byte_offset"]) for row in rows}
 
 
 def project_of(db: Database, source_file: str) -> str | None:
