@@ -88,6 +88,18 @@ def git_checkout(path: Path, config: str) -> str:
     return str(path)
 
 
+def git_repository(path: Path) -> Path:
+    """A real git repository at `path` with no remote and one (empty) commit, as `git worktree add`
+    and Claude Code's worktrees need; made without the user's git configuration."""
+    git = {"PATH": os.environ.get("PATH", ""), "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com"}
+    git |= {"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
+    subprocess.run(["git", "init", "-q", str(path)], check=True, env=git)
+    subprocess.run(
+        ["git", "-C", str(path), "commit", "-q", "--allow-empty", "-m", "start"], check=True, env=git
+    )
+    return path
+
+
 def env() -> dict:
     e = dict(os.environ)
     e["PYTHONUNBUFFERED"] = "1"

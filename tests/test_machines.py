@@ -11,7 +11,17 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from conftest import isolate
-from helpers import REPO, cli, cli_json, daemon_process, env, git_checkout, wait_for, write_transcript
+from helpers import (
+    REPO,
+    cli,
+    cli_json,
+    daemon_process,
+    env,
+    git_checkout,
+    git_repository,
+    wait_for,
+    write_transcript,
+)
 from total_recall import projects
 
 START = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(days=2)
@@ -174,17 +184,6 @@ def test_two_machines_sharing_one_store_see_one_project_in_their_own_checkouts(t
     assert "Caddy" in _session_start(laptop_repo)
 
 
-def _local_repository(path: Path) -> str:
-    """A git repository with no remote and one commit (real git: `git worktree add` needs a commit)."""
-    git = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com"}
-    git |= {"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com", "PATH": env()["PATH"]}
-    subprocess.run(["git", "init", "-q", str(path)], check=True, env=git)
-    subprocess.run(
-        ["git", "-C", str(path), "commit", "-q", "--allow-empty", "-m", "start"], check=True, env=git
-    )
-    return str(path)
-
-
 def _worktree(repo: str, name: str) -> str:
     path = Path(repo) / ".claude" / "worktrees" / name  # where `claude --worktree` puts its worktrees
     subprocess.run(
@@ -197,9 +196,9 @@ def test_a_worktree_of_a_repository_without_a_remote_is_the_same_project(tmp_pat
     """`claude --worktree` (and git worktree) sessions run in a linked worktree: without a remote it is
     the same repository, so a search or the SessionStart digest in the main checkout shows what was
     decided in the worktree, and the other way round; another local repository stays apart."""
-    repo = _local_repository(tmp_path / "app")
+    repo = str(git_repository(tmp_path / "app"))
     tree = _worktree(repo, "fix-tls")
-    other = _local_repository(tmp_path / "billing")
+    other = str(git_repository(tmp_path / "billing"))
     assert projects.identity(tree) == projects.identity(repo) == repo
     assert projects.identity(other) == other
     _say(tmp_path, tree, "s-worktree", [("user", DECISION)])

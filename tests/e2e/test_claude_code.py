@@ -29,7 +29,7 @@ import pytest
 
 from conftest import REPO
 from fake_anthropic import FakeAnthropic, deferred_tools, tool_names, tool_results
-from helpers import cli, cli_json, db_rows, start_daemon, wait_for
+from helpers import cli, cli_json, db_rows, git_repository, start_daemon, wait_for
 from total_recall import config
 
 pytestmark = pytest.mark.e2e
@@ -673,16 +673,6 @@ def test_a_compactions_summary_is_found_without_claude_codes_wrapper(cc):
 WORKTREE_BEFORE = "Keep the importer's batch size at 500 rows."
 WORKTREE_ASK = "Work on the CSV importer fix in a worktree of its own."
 WORKTREE_DECISION = "We decided to parse dates with the ISO 8601 parser only and reject every other format."
-
-
-def git_repository(folder: Path) -> Path:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com"}
-    env |= {"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
-    subprocess.run(["git", "init", "-q", str(folder)], check=True, env=env)
-    subprocess.run(
-        ["git", "-C", str(folder), "commit", "-q", "--allow-empty", "-m", "start"], check=True, env=env
-    )
-    return folder
 
 
 def test_a_session_that_moves_into_a_worktree_keeps_its_memories_at_the_moved_transcript(cc):
