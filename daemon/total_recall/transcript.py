@@ -888,25 +888,6 @@ class _Reader:
             elif record["type"] == "user":
                 found.result(record, blocks)
         return found
-        start = max(0, self.start - TASK_SCAN_BYTES)
-        try:
-            chunk = _read_at(self.fh, start, self.start - start)
-        except OSError:
-            return found
-        for raw in chunk.split(b"\n")[1 if start else 0 :]:
-            if not any(mark in raw for mark in (b'"TaskCreate"', b'"task"', b" created successfully: ")):
-                continue  # neither a TaskCreate call nor its result
-            record = _parse(raw, 0, 0).record
-            if record is None:
-                continue
-            blocks = _blocks(_content(record))
-            if record["type"] == "assistant":
-                for block in blocks:
-                    if block.get("type") == "tool_use" and block.get("name") == "TaskCreate":
-                        found.create(block)
-            elif record["type"] == "user":
-                found.result(record, blocks)
-        return found
 
     # -- shared --------------------------------------------------------------------------
 
