@@ -42,6 +42,60 @@ _ARG = r"""["']?(?P<secret>(?<=")[^"\n]+(?=")|(?<=')[^'\n]+(?=')|(?!\\[nrt])[^\s
 # A key naming a secret, in a tool's "config set KEY VALUE".
 _CONFIG_KEY = r"(?P<key>[^\s=]*?(?i:secret|token|passw(?:or)?d|api[_\-]?key|_auth)[^\s=]*)"
 
+# Keys of the services a developer's sessions name most, by their published prefixes. Each pattern
+# starts with its literal (a scan of ~1 ms per MB each); the shorter prefixes also need a digit in
+# the body, so a long snake_case name is not a key. Every match must start a word (_WORD_START).
+_VENDOR_TOKENS: tuple[tuple[str, str], ...] = (
+    ("shopify_token", r"shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}(?![0-9A-Za-z])"),
+    ("linear_key", r"lin_(?:api|oauth)_(?=[A-Za-z0-9]*\d)[A-Za-z0-9]{32,}"),
+    ("groq_key", r"gsk_(?=[A-Za-z0-9]*\d)[A-Za-z0-9]{40,}"),
+    ("replicate_token", r"r8_(?=[A-Za-z0-9]*\d)[A-Za-z0-9]{30,}"),
+    ("perplexity_key", r"pplx-(?=[A-Za-z0-9]*\d)[A-Za-z0-9]{40,}"),
+    ("tavily_key", r"tvly-(?:dev-|prod-)?(?=[A-Za-z0-9]*\d)[A-Za-z0-9]{24,}"),
+    ("notion_token", r"ntn_(?=[A-Za-z0-9]*\d)[A-Za-z0-9]{40,}"),
+    ("notion_token", r"secret_(?=[A-Za-z0-9]*\d)[A-Za-z0-9]{40,}"),
+    ("xai_key", r"xai-(?=[A-Za-z0-9]*\d)[A-Za-z0-9]{40,}"),
+    ("pinecone_key", r"pcsk_(?=[A-Za-z0-9_]*\d)[A-Za-z0-9_]{40,}"),
+    ("fireworks_key", r"fw_(?=[A-Za-z0-9]*\d)[A-Za-z0-9]{20,}"),
+    ("cerebras_key", r"csk-(?=[a-z0-9]*\d)[a-z0-9]{40,}"),
+    ("voyage_key", r"pa-(?=[A-Za-z0-9_\-]*\d)[A-Za-z0-9_\-]{40,}"),
+    ("elevenlabs_key", r"sk_[a-f0-9]{48}(?![0-9A-Za-z])"),
+    ("digitalocean_token", r"do[opr]_v1_[a-f0-9]{64}"),
+    ("grafana_token", r"gl(?:sa|c)_(?=[A-Za-z0-9+/_=]*\d)[A-Za-z0-9+/_=]{32,}"),
+    ("databricks_token", r"dapi[a-f0-9]{32}(?:-\d+)?(?![0-9A-Za-z])"),
+    ("planetscale_token", r"pscale_(?:tkn|pw|oauth)_[A-Za-z0-9_\-.]{32,}"),
+    ("supabase_key", r"sb(?:p|_secret)_(?=[A-Za-z0-9_\-]*\d)[A-Za-z0-9_\-]{32,}"),
+    ("neon_key", r"napi_[a-z0-9]{48,}"),
+    ("atlassian_token", r"ATATT3[A-Za-z0-9_\-=]{50,}"),
+    ("figma_token", r"figd_[A-Za-z0-9_\-]{30,}"),
+    ("airtable_token", r"pat[A-Za-z0-9]{14}\.[a-f0-9]{64}"),
+    ("hubspot_token", r"pat-(?:na|eu)\d-[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}"),
+    ("postman_key", r"PMAK-[a-f0-9]{24}-[a-f0-9]{34}"),
+    ("slack_token", r"xapp-\d-[A-Za-z0-9\-]{10,}"),
+    ("onepassword_token", r"ops_eyJ[A-Za-z0-9+/=_\-]{40,}"),
+    ("langsmith_key", r"lsv2_(?:pt|sk)_[a-f0-9]{32}_[a-f0-9]{10}"),
+    ("posthog_key", r"phx_(?=[A-Za-z0-9]*\d)[A-Za-z0-9]{40,}"),
+    ("render_key", r"rnd_(?=[A-Za-z0-9]*\d)[A-Za-z0-9]{30,}"),
+    ("netlify_token", r"nf[pc]_(?=[A-Za-z0-9]*\d)[A-Za-z0-9]{36,}"),
+    ("sentry_token", r"sntry[su]_[A-Za-z0-9+/=_\-]{40,}"),
+    ("sourcegraph_token", r"sgp_(?:[a-f0-9]{16}_)?[a-f0-9]{40}"),
+    ("tailscale_key", r"tskey-(?:auth|api|client|scim|webhook)-[A-Za-z0-9]+-[A-Za-z0-9]{20,}"),
+    ("buildkite_token", r"bkua_[a-f0-9]{40}"),
+    ("dynatrace_token", r"dt0c01\.[A-Z0-9]{24}\.[A-Z0-9]{64}"),
+    ("newrelic_key", r"NR(?:AK|II|AA|JS)-[A-Z0-9]{19,}"),
+    ("stripe_webhook_secret", r"whsec_[A-Za-z0-9]{32,}"),
+    ("pulumi_token", r"pul-[a-f0-9]{40}"),
+    ("doppler_token", r"dp\.(?:st|ct|pt|sa|scim|audit)\.(?:[a-z0-9\-_]{2,35}\.)?[A-Za-z0-9]{40,}"),
+    ("mailgun_key", r"key-[a-f0-9]{32}(?![0-9A-Za-z])"),
+    ("dropbox_token", r"sl\.[A-Za-z0-9_\-]{100,}"),
+    ("google_refresh_token", r"1//0[A-Za-z0-9_\-]{40,}"),
+    ("fly_token", r"fm[12][ar]?_[A-Za-z0-9+/=_\-]{40,}"),
+    ("heroku_key", r"HRKU-[A-Za-z0-9_\-]{40,}"),
+    ("terraform_token", r"atlasv1\.[A-Za-z0-9_=\-]{60,}"),
+    ("docker_token", r"dckr_(?:pat|oat)_[A-Za-z0-9_\-]{20,}"),
+    ("resend_key", r"re_(?=[A-Za-z0-9_]*\d)[A-Za-z0-9]{8,}_[A-Za-z0-9]{20,}"),
+)
+
 # (kind, pattern): the whole match is replaced unless the pattern has a "secret" group, in
 # which case only that group is; with a "key" group too, a key that configures rather than holds
 # a secret (token_ttl) or a value that is a reference ($TOKEN) is left alone.
@@ -168,11 +222,21 @@ _TOKEN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
             r"vault\s+login\s+(?:-[^\s;|&]+\s+)*[\"']?(?P<secret>[^\s\"'=;|&-][^\s\"'=;|&]{7,})(?=[\s\"';|&]|\Z)"
         ),
     ),
+    # A URL's user part that is a key, with no password after it: a Sentry DSN's key, a token given
+    # as the user (https://<token>@host); only a key-shaped one (_key_shaped): "git@", "me@" stay.
+    ("url_token", re.compile(r"://(?P<secret>[A-Za-z0-9_\-]{16,})@(?=[\w.\-]+(?:[:/?#\s]|\Z))")),
+    (
+        "slack_webhook",
+        re.compile(r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<secret>[A-Za-z0-9_/\-]{20,})"),
+    ),
+    *((kind, re.compile(pattern)) for kind, pattern in _VENDOR_TOKENS),
 ]
 
 _LEAD = {"bearer_token": "Bb", "authorization": "Aa"}
 # Kinds whose value must be base64 of "user:password" (Docker's config.json "auth").
 _BASIC_AUTH_KINDS = {"docker_auth"}  # header names as written in practice
+# Kinds whose value must be key-shaped (_key_shaped): a URL's user part is most often a name.
+_KEY_SHAPED_KINDS = {"url_token"}
 _WORD_START_KINDS = {
     "huggingface_token",
     "npm_token",
@@ -183,7 +247,7 @@ _WORD_START_KINDS = {
     "vault_token",
     "age_key",
     "google_oauth_token",
-}
+} | {kind for kind, _ in _VENDOR_TOKENS}
 # Kinds whose match must start a word: "mask-..." or "xghp_..." are not keys.
 _WORD_START = {
     "anthropic_key",
@@ -270,15 +334,26 @@ _ENV_TAIL = re.compile(
 _PROSE_WORD = re.compile(
     r"p(?:ass(?:w(?:or)?d|phrase|code)|in code|wd?(?![a-z]))|cookie|secret|token|api[ _\-]?key"
 )
-# "is"/"was", or a colon or "=" ("api key: X"), after the word or after a short "for the staging db".
-_PROSE_TAIL = re.compile(
+# How prose joins the word to its value: "is"/"was"/"will be", a colon or "=" ("api key: X"), a
+# setting verb's "to"/"as" ("set the password to X", "X as the token"; `to` in the match), or a quote
+# ("the password 'X'"); after the word or after a short "for the staging db".
+_PROSE_LINK = re.compile(
     r"\b(?:[ \t]+(?:for|of|on|to|at|in)(?:[ \t]+[\w.\-]+){1,3}?)?"
-    r"(?:[ \t]+(?:is|was)[ \t]+(?:now[ \t]+|still[ \t]+)?|[ \t]*[:=][ \t]*)"
-    r"""["'`]?(?P<secret>(?:[^\s"'`,;\\]|\\(?![nrt]))+)"""
+    r"(?:[ \t]+(?:is|was|(?:will|should|must|would)[ \t]+be|(?P<to>to[ \t]+be|to|as))[ \t]+"
+    r"(?:now[ \t]+|still[ \t]+)?|[ \t]*[:=][ \t]*|[ \t]+(?=[\"'`]))"
 )
+_PROSE_VALUE = re.compile(r"""(?:[^\s"'`,;\\]|\\(?![nrt]))+""")
+_QUOTES = "\"'`"
+_QUOTED_CHARS = 100  # the longest quoted value read as one (a passphrase of words)
 # Or the value right after the word with nothing between ("the client secret 8f3e9a1b..."): only
-# a key-shaped value is taken then (see _key_shaped), so "secret sauce" stays.
+# a key-shaped value is taken then (see _key_shaped), so "secret sauce" stays; after a password
+# word, a password-shaped one too ("use password Hunter2! for the admin"; _password_shaped).
 _PROSE_DIRECT = re.compile(r"\b[ \t]+(?P<secret>[A-Za-z0-9_\-+/=]{16,})(?![\w/.])")
+_PROSE_DIRECT_PASSWORD = re.compile(r"""\b[ \t]+(?P<secret>[^\s"'`,;\\]{6,64})(?=[\s,;]|\Z)""")
+# Hash and key-derivation names follow "password" in prose ("password Argon2id hashing").
+_HASH_NAMES = re.compile(r"(?i)(?:argon2(?:id|i|d)?|[bs]crypt|pbkdf2|sha-?\d+|md5|bcrypt\d*|hmac\S*)[.,!?]?")
+_FILE_NAME = re.compile(r"[\w\-]+\.[A-Za-z]{1,5}")
+_IDENTIFIER = re.compile(r"[a-z][a-z0-9]*(?:[_.][a-z0-9]+)+")  # user_id2, config.v2
 _TRAILING = ".!?)]}>:"
 _PATH = re.compile(r"(?:/|~/|\.{1,2}/|[A-Za-z]:\\)")  # "pwd: /home/me/app" names a folder
 _MIN_RECUR = 6  # shorter values ("abc") recur in ordinary text by chance
@@ -737,8 +812,12 @@ def _env_kind(key: str) -> str:
     return "secret"
 
 
-def _prose_values(text: str) -> Iterator[tuple[int, int, bool, str]]:
-    """(start, end, right after the word, kind) of each value that prose names a secret."""
+def _prose_values(text: str) -> Iterator[tuple[int, int, str, str]]:
+    """(start, end, how the value follows the word, kind) of each value that prose names a secret.
+
+    How: "link" after "is", ":" or a quote (_secret_like), "to" after a setting verb's "to"/"as"
+    (_password_shaped), "direct" right after the word (_key_shaped), "strong" right after a password
+    word (_password_shaped)."""
     lowered = text.lower()
     if len(lowered) != len(text):  # rare letters whose lowercase is longer: offsets would not line up
         lowered = "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
@@ -748,13 +827,27 @@ def _prose_values(text: str) -> Iterator[tuple[int, int, bool, str]]:
         kind = _prose_kind(word.group(0))
         # "cookie" only before a key-shaped value ("the session cookie 8f3e9a1b..."): "cookie: X"
         # and "cookie=X" are headers and pairs (_redact_cookies), "the cookie is chocolate" prose.
-        tail = _PROSE_TAIL.match(lowered, word.end()) if kind != "cookie" else None
-        if tail:
-            yield (*tail.span("secret"), False, kind)
+        link = _PROSE_LINK.match(lowered, word.end()) if kind != "cookie" else None
+        if link and (span := _prose_value(text, link.end())):
+            yield (*span, "to" if link.group("to") else "link", kind)
             continue
         direct = _PROSE_DIRECT.match(lowered, word.end())
         if direct:
-            yield (*direct.span("secret"), True, kind)
+            yield (*direct.span("secret"), "direct", kind)
+        elif kind == "password" and (strong := _PROSE_DIRECT_PASSWORD.match(text, word.end())):
+            yield (*strong.span("secret"), "strong", kind)
+
+
+def _prose_value(text: str, at: int) -> tuple[int, int] | None:
+    """The span of the value prose gives at ``at``: inside its quotes (spaces and all, up to
+    _QUOTED_CHARS on one line), else up to a space, quote, comma or semicolon."""
+    if at < len(text) and text[at] in _QUOTES:
+        close = text.find(text[at], at + 1, at + 2 + _QUOTED_CHARS)
+        if close > at + 1 and "\n" not in text[at + 1 : close]:
+            return at + 1, close
+        at += 1
+    value = _PROSE_VALUE.match(text, at)
+    return value.span() if value else None
 
 
 def _prose_kind(word: str) -> str:
@@ -776,17 +869,57 @@ def _key_shaped(value: str) -> bool:
     return sum(a != b for a, b in zip(digit, digit[1:])) >= 4
 
 
+def _password_shaped(value: str) -> bool:
+    """Trigger: a value after "to"/"as" ("set the password to Hunter2!") or right after a password
+    word ("use password Hunter2! for the admin"). Why: "the token to GitHub", "convert the token to
+    base64", "password sha256 hashing", "rename it to user_id2" are prose. Outcome: hidden when it is
+    key-shaped, or has a digit, letters and either both cases or a symbol ("**Hashing**" is markdown),
+    at least 6 long; never a file, identifier or hash name."""
+    core = value.rstrip(_TRAILING)
+    if (
+        len(core) < 6
+        or _FILE_NAME.fullmatch(core)
+        or _IDENTIFIER.fullmatch(core)
+        or _HASH_NAMES.fullmatch(core)
+    ):
+        return False
+    if _key_shaped(core):
+        return True
+    digit = any(c.isdigit() for c in core)
+    symbol = any(not (c.isalnum() or c in "-._'") for c in core)
+    cases = any(c.isupper() for c in core) and any(c.islower() for c in core)
+    return digit and any(c.isalpha() for c in core) and (cases or symbol)
+
+
+def _passphrase(value: str) -> bool:
+    """A quoted value of three or more words: what a passphrase is ("'purple monkey dishwasher'")."""
+    return " " in value and len(value.split()) >= 3 and len(value) >= 12
+
+
+_PROSE_CHECKS = {
+    "link": _secret_like,
+    "to": _password_shaped,
+    "direct": _key_shaped,
+    "strong": _password_shaped,
+}
+
+
 def _redact_prose(text: str, values: dict[str, str]) -> tuple[str, int]:
     out: list[str] = []
     done = count = 0
-    for start, end, direct, kind in _prose_values(text):
+    for start, end, how, kind in _prose_values(text):
         value = text[start:end]
-        if start < done or not (_key_shaped(value) if direct else _secret_like(value)):
+        quoted = start and text[start - 1] in _QUOTES and end < len(text) and text[end] == text[start - 1]
+        ok = _PROSE_CHECKS[how](value) or (quoted and kind == "password" and _passphrase(value))
+        if start < done or not ok:
             continue
         if _PATH.match(value) or any(_NOT_A_SECRET.fullmatch(v) for v in (value, value.rstrip(_TRAILING))):
             continue
-        while end > start and text[end - 1] in _TRAILING:
-            end -= 1
+        if value.startswith("{"):
+            continue  # a template's placeholder ("{{ token }}")
+        if not quoted:
+            while end > start and text[end - 1] in _TRAILING:
+                end -= 1
         _remember(values, text[start:end], kind)
         out += [text[done:start], MARK.format(kind)]
         done = end
@@ -830,6 +963,8 @@ def _substitute(
             if "[REDACTED" in text[start:end]:
                 continue
         if kind in _BASIC_AUTH_KINDS and not _basic_auth(text[start:end]):
+            continue
+        if kind in _KEY_SHAPED_KINDS and not _key_shaped(text[start:end]):
             continue
         named = kind
         if "key" in pattern.groupindex:
