@@ -229,6 +229,8 @@ SECRETS = {
     "password": "Tr0ub4dor&3xyzzyPLUGH",
     "shell_password": "hunter2hunter2GOLDFISH",
     "basic_auth": "S3cr3tPa55w0rdMARMOT",
+    "service_key": "gsk_" + "Wq7Er2Ty9Ui4Op6As1Df3Gh8" * 2,
+    "set_password": "Gr4nite!Falcon",
 }
 
 SECRET_TALK = [
@@ -252,6 +254,11 @@ SECRET_TALK = [
     (
         "user",
         f"Zanzibar mirrors from https://deploy:{SECRETS['basic_auth']}@git.example.com/org/repo.git nightly.",
+    ),
+    (
+        "user",
+        f"Zanzibar's summariser calls Groq with {SECRETS['service_key']}; I set the admin password to "
+        f"{SECRETS['set_password']} on the staging box.",
     ),
 ]
 
