@@ -32,7 +32,9 @@ A reply is a str (assistant text) or a dict whose keys combine:
                 the client spells an MCP tool); a tool the request only names as deferred (Claude
                 Code 2.1.2xx on: its task and MCP tools) is first loaded with a ToolSearch call,
                 which does not count as one of the turn's replies; no match is answered with text
-                saying so
+                saying so; ``"fill": {FIELD: REGEX}`` sets each input field to the regex's first group
+                in the request's messages, newest match first (an id the client made up, such as the
+                agentId a background agent's launch returned)
     status      HTTP status; >= 400 sends an Anthropic-style error object
 
 The stop reason is ``tool_use`` when a tool is called, else ``end_turn``.
@@ -167,10 +169,20 @@ def _content_blocks(request: dict, reply: dict, serial: int) -> list[dict]:
                 "type": "tool_use",
                 "id": f"toolu_fake_{serial:04d}",
                 "name": name,
-                "input": call.get("input", {}),
+                "input": {**call.get("input", {}), **_filled(request, call.get("fill", {}))},
             }
         )
     return blocks or [{"type": "text", "text": "OK"}]
+
+
+def _filled(request: dict, fill: dict[str, str]) -> dict[str, str]:
+    text = json.dumps(request.get("messages"))
+    out = {}
+    for field, pattern in fill.items():
+        found = re.findall(pattern, text)
+        if found:
+            out[field] = found[-1]
+    return out
 
 
 def _load(name: str, serial: int) -> dict:

@@ -149,3 +149,17 @@ def test_a_deferred_tool_is_loaded_with_tool_search_before_the_scripted_call():
         messages += [{"role": "assistant", "content": [call]}, {"role": "user", "content": [answer]}]
         _, raw = post(srv, {"model": "m", "tools": tools, "messages": messages})
         assert json.loads(raw)["content"] == [{"type": "text", "text": "Done."}]
+
+
+def test_a_filled_input_field_takes_the_newest_match_in_the_requests_messages():
+    with FakeAnthropic() as srv:
+        send = {"tool_use": {"name": "Bash", "input": {"command": "x"}, "fill": {"to": r"agentId: (\w+)"}}}
+        srv.script("audit", [{"tool_use": {"name": "Bash", "input": {}}}, send, "Done."])
+        prompt = {"role": "user", "content": [{"type": "text", "text": "audit it"}]}
+        first = json.loads(post(srv, {"model": "m", "tools": TOOLS, "messages": [prompt]})[1])["content"][0]
+        launched = [
+            {"type": "tool_result", "tool_use_id": first["id"], "content": "agentId: a0 (old)\nagentId: b7"}
+        ]
+        turn = [prompt, {"role": "assistant", "content": [first]}, {"role": "user", "content": launched}]
+        [block] = json.loads(post(srv, {"model": "m", "tools": TOOLS, "messages": turn})[1])["content"]
+        assert block["input"] == {"command": "x", "to": "b7"}

@@ -999,6 +999,55 @@ def test_a_prompt_typed_while_claude_works_is_the_users_prompt_on_its_line(tmp_p
     assert read_chunked(path, 1)[0] == read_new(path).messages
 
 
+def test_a_message_sent_to_a_working_subagent_is_its_prompt_in_its_own_file(tmp_path):
+    """Claude Code 2.1.332: the parent's SendMessage reaches a working background agent as a meta
+    `queued_command` attachment from the "coordinator", in the agent's file only: the agent's next
+    task, read as its first prompt is. The parent's call reads as its recap and its result as the
+    result's first sentence, not the ~300 characters telling the model how to wait. The same
+    attachment in a main session's file (no sidechain) is no one's prompt."""
+    message = "Also check that partial refunds keep the original currency code."
+    queued = {
+        "type": "attachment",
+        "isSidechain": True,
+        "attachment": {
+            "type": "queued_command",
+            "prompt": message,
+            "origin": {"kind": "coordinator"},
+            "isMeta": True,
+        },
+    }
+    agent = write(
+        tmp_path / "s1" / "subagents" / "agent-a04e.jsonl",
+        [
+            user("Audit the refund code for rounding bugs", isSidechain=True),
+            queued,
+            assistant([text("Both hold.")], "m1"),
+        ],
+    )
+    lines = by_line(read_new(agent))
+    assert (lines[2].role, lines[2].kind, lines[2].text) == ("user", "subagent_prompt", message)
+    main = write(tmp_path / "s2.jsonl", [user("Audit refunds"), {**queued, "isSidechain": False}])
+    assert 2 not in by_line(read_new(main))
+
+    sent = (
+        "Message queued for delivery to a04e at its next tool round. If it finishes first, it is resumed "
+        "with the message and notifies again, so wait for that notification before resending."
+    )
+    call = tool_use("SendMessage", to="a04e", message=message, summary="check partial refund currency")
+    result = {"success": True, "message": sent, "pin": {"id": "a04e", "name": "a04e", "ref": "5aa094"}}
+    parent = write(
+        tmp_path / "s3.jsonl",
+        [
+            user("Audit refunds"),
+            assistant([call], "m1"),
+            user([tool_result(json.dumps(result))], toolUseResult=result),
+        ],
+    )
+    lines = by_line(read_new(parent))
+    assert lines[2].text == "[tool SendMessage: check partial refund currency]"
+    assert lines[3].text == "Message queued for delivery to a04e at its next tool round."
+
+
 def test_call_ids_of_any_json_shape_never_fail_a_read(tmp_path):
     """A tool call's id, its name and its result's `tool_use_id` are compared as strings only: a
     list, an object or a number there (a hand-edited or foreign file) reads as plain tool output."""

@@ -157,6 +157,7 @@ TOOL_ARG_KEYS = (
     "query",
     "url",
     "description",
+    "summary",  # SendMessage's recap of its message (the message is in the receiving agent's file)
     "skill",
     "path",
     "prompt",
@@ -1251,7 +1252,8 @@ def _background_launch(record: dict[str, Any]) -> str | None:
     and the notification that later brings it to the parent is a meta line (META_PREFIXES).
 
     A Monitor (2.1.332: a command whose every printed line is an event for the model) starts so too
-    and reads as "Monitor started (task <id>)".
+    and reads as "Monitor started (task <id>)"; a message SendMessage queued for an agent reads as the
+    first sentence of its result ("Message queued for delivery to <agent> at its next tool round.").
 
     A Workflow call (2.1.332: a script of subagents) is launched the same way, with ~1,500 characters
     of paths and resume instructions; it reads as "Workflow launched in the background: <summary>" and
@@ -1260,6 +1262,12 @@ def _background_launch(record: dict[str, Any]) -> str | None:
     result = record.get("toolUseResult")
     if not isinstance(result, dict):
         return None
+    if isinstance(result.get("pin"), dict) and (sent := _str(result.get("message"))):
+        # SendMessage (2.1.332): "Message queued for delivery to <agent> at its next tool round. If it
+        # finishes first, it is resumed …": what happened is the first sentence; the rest tells the
+        # model how to wait.
+        first = re.split(r"(?<=[.!?])\s", sent.strip(), maxsplit=1)[0]
+        return _cut(" ".join(first.split()), TOOL_RESULT_CHARS)
     if isinstance(result.get("timeoutMs"), int) and (task := _str(result.get("taskId"))):
         # A Monitor (2.1.332): ~330 characters telling the model to keep working; its events follow
         # as notifications (_notified_events).
@@ -1476,14 +1484,19 @@ def _notified_events(text: str) -> str | None:
 def _queued_prompt(record: dict[str, Any]) -> str:
     """The text of a prompt the user typed while Claude was busy ("" for anything else): an
     `attachment` of type `queued_command` in the prompt mode from a person, not a background task's
-    notification or another agent's message."""
+    notification or another agent's message. In a subagent's own file, the message its coordinator
+    (the parent session's model) sent it with SendMessage while it worked (Claude Code 2.1.332: origin
+    "coordinator", a meta attachment, written nowhere else) is its next task, read as its first
+    prompt is."""
     attachment = record.get("attachment")
     if not isinstance(attachment, dict) or attachment.get("type") != "queued_command":
         return ""
     origin = attachment.get("origin")
-    if attachment.get("commandMode", "prompt") != "prompt" or attachment.get("isMeta") is True:
+    kind = origin.get("kind") if isinstance(origin, dict) else None
+    if attachment.get("commandMode", "prompt") != "prompt":
         return ""
-    if origin is not None and not (isinstance(origin, dict) and origin.get("kind") == "human"):
+    coordinator = kind == "coordinator" and record.get("isSidechain") is True
+    if not coordinator and (attachment.get("isMeta") is True or (origin is not None and kind != "human")):
         return ""
     text = _text_of(_blocks(attachment.get("prompt")))
     return "" if text.startswith(META_PREFIXES) else text

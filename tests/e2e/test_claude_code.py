@@ -455,6 +455,61 @@ def test_a_subagents_report_is_found_once_in_its_own_transcript(cc):
         assert text.startswith(f"Agent launched in the background: {LAUNCHED}\nagentId: "), text
 
 
+SEND_ASK = "Audit the refund code with a background agent."
+SEND_TASK = "Audit the refund code for rounding bugs and report what you find."
+SEND_MESSAGE = "Also check that partial refunds keep the original currency code."
+SEND_RECAP = "check partial refund currency"
+
+
+def test_a_message_sent_to_a_working_subagent_is_found_in_its_transcript(cc):
+    """2.1.332: the model sends a background agent more to do with SendMessage; the message reaches the
+    agent as a meta attachment in the agent's file, the only place its words are. Found there once, as
+    the agent's prompt; the parent's call reads as its recap, its result as what happened."""
+    project = cc.project("refunds")
+    launch = {
+        "tool_use": {
+            "name_matching": r"^(Task|Agent)$",
+            "input": {
+                "description": "Audit refunds",
+                "prompt": SEND_TASK,
+                "subagent_type": "general-purpose",
+            },
+        }
+    }
+    send = {
+        "tool_use": {
+            "name_matching": "^SendMessage$",
+            "input": {"message": SEND_MESSAGE, "summary": SEND_RECAP},
+            "fill": {"to": r"agentId: ([0-9a-f]+)"},
+        }
+    }
+    wait = {"tool_use": {"name_matching": "^Bash$", "input": {"command": "sleep 6", "description": "wait"}}}
+    look = {"tool_use": {"name_matching": "^Bash$", "input": {"command": "sleep 3", "description": "look"}}}
+    cc.fake.script(SEND_ASK, [launch, send, wait, "Waiting for the auditor."])
+    cc.fake.script(SEND_TASK, [look, "Refunds round half-even; partial refunds keep their currency code."])
+    session = cc.session(SEND_ASK, project, "--allowedTools", "Agent,Task,SendMessage,Bash")
+    first = cc.fake.conversation_requests(SEND_ASK)[0]["json"]
+    if "SendMessage" not in tool_names(first) + deferred_tools(first):
+        pytest.skip(f"Claude Code {CLI_VERSION} has no SendMessage tool")
+    agents = sorted(cc.claude_dir.glob(f"projects/*/{session.id}/subagents/agent-*.jsonl"))
+    agent = next((a for a in agents if SEND_MESSAGE in a.read_text(encoding="utf-8")), None)
+    assert agent is not None, f"no subagent transcript holds the message; found {agents}"
+
+    found_once(
+        cc, "did anyone check the currency code of partial refunds", SEND_MESSAGE, project, {str(agent)}
+    )
+    records = [json.loads(line) for line in session.transcript.read_text(encoding="utf-8").splitlines()]
+    [call] = [
+        n + 1
+        for n, r in enumerate(records)
+        if r.get("type") == "assistant"
+        and any(b.get("name") == "SendMessage" for b in r["message"]["content"] if isinstance(b, dict))
+    ]
+    assert line_text(session.transcript, call) == f"[tool SendMessage: {SEND_RECAP}]"
+    assert line_text(session.transcript, call + 1).startswith("Message queued for delivery to ")
+    assert "resend" not in line_text(session.transcript, call + 1)
+
+
 WORKFLOW_ASK = "Use a workflow to check how the import job retries a failed upload."
 WORKFLOW_SUMMARY = "Check the import job's retries"
 WORKFLOW_AGENT_PROMPT = "Read the import job and report how it retries a failed upload."
