@@ -115,6 +115,11 @@ def test_fact_stated_in_passing_becomes_an_item():
         ("Therefore the queue has to be drained before shutdown.", "conclusion"),
         ("In conclusion, the offline extractor is good enough for recall.", "conclusion"),
         ("The reason is that macOS throttles background processes.", "conclusion"),
+        ("We should stick to REST and revisit GraphQL in the spring.", "decision"),
+        ("Don't bother with Windows support.", "decision"),
+        ("ok lets do the background worker approach", "decision"),
+        ("Let's go for option B.", "decision"),
+        ("Let's take a closer look at the config loader.", "context"),
         ("My sister has two cats called Pixel and Byte.", "context"),
         ("Our commit types are feat:, fix: and chore: in the changelog.", "context"),  # named, not a label
         ("The tracker knows two prefixes (bug:, plan:) for its titles.", "context"),
@@ -151,11 +156,38 @@ def test_every_substantive_sentence_of_a_message_is_kept():
 def test_a_speaker_tag_opening_a_turn_is_not_part_of_its_ideas():
     """A chat written out as "Name: text" gives the ideas the same words without the tags give:
     who said it is the message's; the name addressed after the tag goes too. A label stays."""
-    tagged = extract(conversation(("user", "Melanie: Hey Caroline, that road trip last weekend was insane!")))
-    plain = extract(conversation(("user", "Hey Caroline, that road trip last weekend was insane!")))
+    trip = "Hey Caroline, that road trip last weekend was insane!"
+    again = "We should drive to the coast again in May."
+    turns = [("user", trip), ("assistant", "It was!"), ("user", again), ("assistant", "Count me in.")]
+    speakers = {"user": "Melanie", "assistant": "Caroline"}
+    tagged = extract(conversation(*[(role, f"{speakers[role]}: {said}") for role, said in turns]))
+    plain = extract(conversation(*turns))
     assert [i["content"] for i in tagged["items"]] == [i["content"] for i in plain["items"]]
-    assert [i["content"] for i in tagged["items"]] == ["That road trip last weekend was insane!"]
+    assert [i["content"] for i in tagged["items"]][0] == "That road trip last weekend was insane!"
     assert only_item("Error: the build fails at the linker step on arm64.")["content"].startswith("Error:")
+
+
+@pytest.mark.parametrize(
+    ("text", "intent"),
+    [
+        ("Plan: migrate the sessions table to Postgres next sprint.", "decision"),
+        ("Decided: keep the monorepo.", "decision"),
+        ("Workaround: pin numpy below 2 until the wheel ships.", "solution"),
+        ("Resolved: the flaky test was a timezone bug in the fixture.", "solution"),
+        ("Blocker: the staging database rejects every connection.", "problem"),
+        ("Takeaway: the cache was never invalidated after a deploy.", "conclusion"),
+    ],
+)
+def test_a_label_opening_a_message_is_its_intent_not_a_speaker(text, intent):
+    """A "Word: " opening one message is a label the intent is read from, not a speaker: only a tag
+    that opens turn after turn is taken for one (offline.recurring_speakers)."""
+    item = only_item(text)
+    assert (item["type"], item["content"]) == (intent, text)
+    # A tag that opens two messages of the batch is a speaker's and leaves the idea.
+    tagged = extract(
+        conversation(("user", f"Marco: {text}"), ("user", "Marco: and the rest is for tomorrow."))
+    )
+    assert tagged["items"][0]["content"] == text
 
 
 def test_typed_sentences_stay_separate_and_merged_ideas_stay_short():

@@ -467,7 +467,8 @@ class Cue:
 _LABEL = r"(?=\s*:(?!\s*(?:[,;)]|and\b|or\b)))"
 CUES: dict[str, Cue] = {
     "solution": Cue(
-        rf"(?:fix|solution|workaround){_LABEL}",  # a labelled line: "Fix: pin numpy below 2"
+        # a labelled line: "Fix: pin numpy below 2"
+        rf"(?:fix|fixed|solution|workaround|resolved|remedy){_LABEL}",
         r"(?:fixed|resolved|solved) (?:it |this |that |the \w+ )?by",
         r"no longer (?:fails?|crash\w*|errors?|hangs?|times? out|breaks?|throws?|leaks?)",
         r"the fix (?:was|is)",
@@ -492,7 +493,7 @@ CUES: dict[str, Cue] = {
         scan=True,
     ),
     "problem": Cue(
-        rf"(?:problem|issue|bug){_LABEL}",  # "Issue: the login loops"
+        rf"(?:problem|issue|bug|blocker|symptom){_LABEL}",  # "Issue: the login loops"
         r"the (?:issue|problem|bug|error) (?:is|was)",
         "raises",
         "raised",
@@ -542,9 +543,9 @@ CUES: dict[str, Cue] = {
         r"(?:blocked|missing or incorrect|not defined|undefined)\b(?! yet)",
     ),
     "decision": Cue(
-        rf"(?:decision|decisions){_LABEL}",  # "Decision: JWT in httpOnly cookies"
+        rf"(?:decision|decisions|decided|verdict){_LABEL}",  # "Decision: JWT in httpOnly cookies"
         r"(?:i|we) went with",
-        r"(?:stick|sticking) with",
+        r"(?:stick|sticking) (?:with|to)\b",
         r"from now on",
         r"let'?s not(?! forget)",
         "we decided",
@@ -559,6 +560,9 @@ CUES: dict[str, Cue] = {
         "decide against",
         r"had to decide against",
         r"(?:let'?s|let us) (?:go with|use|stick with|switch to|keep|start with|do it)",
+        # "ok lets do the background worker approach", "let's go for option B"
+        r"(?:let'?s|let us) (?:do|pick|go for) (?:option [a-d1-4]\b|(?:the |that |this )(?:[\w-]+ ){0,3}?"
+        r"(?:approach|option|route|variant|design|one)\b)",
         r"go ahead with",
         rf"(?:plan){_LABEL}",  # "The plan: migrate to Postgres next sprint"
         r"(?:we'll|i'll|we will|i will|i think i'll) (?:use|go with|stick with|switch "
@@ -597,6 +601,7 @@ CUES: dict[str, Cue] = {
         "this means",
         "which means",
         "that means",
+        rf"(?:takeaway|finding|findings|conclusion){_LABEL}",  # "Takeaway: the cache was never invalidated"
         "i realized",
         "i realised",
         "we learned",
@@ -730,6 +735,7 @@ USER_SCOPE = re.compile(
     r"|adopting|leaving|switching to|standardi[sz]ing on)\b"
     r"|\b(?:let'?s|lets|let us) (?:adopt|standardi[sz]e|move to|migrate to|default to|drop|deprecate)\b"
     r"|\bno longer (?:support|use|ship|maintain|allow|accept)\b"
+    r"|\bdon'?t bother (?:with|supporting|about)\b"
     r"|\b[\w.+#/-]+ it is(?: for\b[^.!;,]{0,40})?\s*(?:[.!;,—-]|$)"
     r"|^(?:ok |so )?(?:final (?:call|answer|decision)|decided|verdict)\b[^:]{0,30}:"
     r"|(?:^|[,;:.—]\s*)(?:we'?re )?not (?:doing|supporting|adding|building|shipping)\b|\bout of scope\b"
@@ -1200,6 +1206,21 @@ def speaker_tag(text: str) -> tuple[str | None, str]:
     if first.lower() in LABELS or not is_person_like(first):
         return None, text
     return m.group("name"), text[m.end() :]
+
+
+def recurring_speakers(messages: list[dict]) -> frozenset[str]:
+    """The speaker tags that open at least two of ``messages`` (a chat written out as "Name: text").
+
+    Trigger: a message opening with "Word: ". Why: once, it is more often a label the extractor reads
+    as the intent ("Plan: migrate to Postgres", "Decided: keep the monorepo", "Workaround: pin numpy")
+    than a speaker; a speaker opens turn after turn. Outcome: only a recurring tag is taken off an
+    idea's text; a label stays, and with it the intent it names."""
+    seen: dict[str, int] = {}
+    for message in messages:
+        name = speaker_tag(str(message.get("content") or ""))[0]
+        if name:
+            seen[name] = seen.get(name, 0) + 1
+    return frozenset(name for name, count in seen.items() if count >= 2)
 
 
 def is_smalltalk(text: str) -> bool:
@@ -1933,8 +1954,9 @@ class OfflineExtractor:
         earlier = [m for m in input_obj.get("recent_messages") or () if m.get("role") == "user"][-1:]
         answering = bool(earlier) and _reports_problem(str(earlier[0].get("content") or ""))
         before = [m for m in input_obj.get("recent_messages") or () if m.get("role") in ("user", "assistant")]
+        speakers = recurring_speakers([*before, *new])
         for index, message in enumerate(new):
-            found, reason = self._message_units(index, message, project, answering)
+            found, reason = self._message_units(index, message, project, answering, speakers)
             previous = new[index - 1] if index else (before[-1] if before else None)
             if message.get("role") == "user" and previous and previous.get("role") == "assistant":
                 # A reply that settles the offer before it is that decision; what else it says stays.
@@ -1989,7 +2011,12 @@ class OfflineExtractor:
         ]
 
     def _message_units(
-        self, index: int, message: dict, project: str, answering: bool = False
+        self,
+        index: int,
+        message: dict,
+        project: str,
+        answering: bool = False,
+        speakers: frozenset[str] = frozenset(),
     ) -> tuple[list[_Unit], str]:
         content = str(message.get("content") or "")
         if not content.strip():
@@ -2015,14 +2042,22 @@ class OfflineExtractor:
                 )
             if not content.strip():
                 return structured, "" if structured else "empty"
-        units, reason = self._prose_units(index, message, content, project, answering)
+        units, reason = self._prose_units(index, message, content, project, answering, speakers)
         return structured + units, "" if structured else reason
 
     def _prose_units(
-        self, index: int, message: dict, content: str, project: str, answering: bool = False
+        self,
+        index: int,
+        message: dict,
+        content: str,
+        project: str,
+        answering: bool = False,
+        speakers: frozenset[str] = frozenset(),
     ) -> tuple[list[_Unit], str]:
         touched = _tool_files(content)
-        content = speaker_tag(content)[1]  # "Melanie: ...": who said it is the message's, not the idea's
+        speaker, said = speaker_tag(content)
+        if speaker in speakers:
+            content = said  # "Melanie: ...": who said it is the message's, not the idea's
         stripped = TOOL_LINE.sub("", content)  # "[tool Bash: ls]": what ran is not what was said
         ran_tools, content = stripped != content, stripped
         parts = sentences(content)
