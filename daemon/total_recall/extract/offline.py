@@ -474,7 +474,9 @@ CUES: dict[str, Cue] = {
         r"the fix (?:was|is)",
         r"the solution (?:was|is)",
         r"the trick (?:was|is)",
-        r"(?:this|that|which|it) (?:fixes|solves|resolves|removes)",
+        r"(?:this|that|which|it) (?:fixes|solves|resolves|removes|stops|prevents|eliminates)",
+        r"fixes the (?:\w+ ){0,3}(?:error|bug|issue|problem|crash|failure|warning|leak|race)",
+        r"(?:pass(?:es)?|passing|green) now\b",
         r"(?:i|we|it|this|that|which) (?:have |has |had |finally |now |just )?(?:fixed|solved|resolved)",
         r"(?:is|was|are|were|got|has been|have been) (?:now |finally )?(?:fixed|solved|resolved)"
         r"(?! (?:quickly|automatically|later))",
@@ -537,6 +539,11 @@ CUES: dict[str, Cue] = {
         r"(?:a|an) \d+ ?ms (?:delay|spikes?|lag)",
         r"\d+ ?ms spikes",
         "nothing seems to work",
+        r"flaky",
+        r"(?:getting|get|got|seeing|returns?|returning|throws?|throwing) (?:an? |the )?"
+        r"(?:http )?[45]\d\ds?\b",
+        r"(?:infinite|endless|redirect) loop",
+        r"(?:disconnects|drops|restarts|reconnects|crashes) every\b",
         r"(?:tentative|too slow|very slow)",
         r"isn'?t being",
         r"(?:has|have) no (?:automated|tests?|checks?)",
