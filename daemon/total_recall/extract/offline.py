@@ -474,7 +474,10 @@ CUES: dict[str, Cue] = {
         r"the fix (?:was|is)",
         r"the solution (?:was|is)",
         r"the trick (?:was|is)",
-        r"(?:this|that|which|it) (?:fixes|solves|resolves|removes|stops|prevents|eliminates)",
+        r"(?:this|that|which|it) (?:fixes|solves|resolves|removes)",
+        # "…, which stops the 429s" (not "it stops responding", "which stops working after an hour")
+        r"(?:this|which) (?:stops|prevents|eliminates)\b"
+        r"(?! (?:working|responding|running|loading|after|when|us|me|them|you)\b)",
         r"fixes the (?:\w+ ){0,3}(?:error|bug|issue|problem|crash|failure|warning|leak|race)",
         r"(?:pass(?:es)?|passing|green) now\b",
         r"(?:i|we|it|this|that|which) (?:have |has |had |finally |now |just )?(?:fixed|solved|resolved)",
@@ -510,6 +513,8 @@ CUES: dict[str, Cue] = {
         r"(?:fails|failed|failing)(?! (?:attempts?|logins?|requests?|calls?))",
         r"\b(?:\w+s|it|they|this|that) fail(?: to| on| with| in| when|$)",
         "stopped working",
+        r"stops (?:working|responding|loading|running)",
+        r"\bfreez(?:es|ing)\b",
         r"refuses? to (?:start|run|load|compile|build|connect|work)",
         "broken",
         "crash",
@@ -544,6 +549,10 @@ CUES: dict[str, Cue] = {
         r"(?:http )?[45]\d\ds?\b",
         r"(?:infinite|endless|redirect) loop",
         r"(?:disconnects|drops|restarts|reconnects|crashes) every\b",
+        # data a step loses: "the importer drops rows with a BOM", "the sync overwrites newer edits"
+        r"\b(?:drops|loses|lost|skips|ignores|swallows|duplicates|corrupts|truncates|overwrites)"
+        r" (?:\w+ ){0,3}?(?:rows?|records?|lines?|data|messages?|events?|requests?|files?|fields?|entries"
+        r"|edits?|bytes|characters|columns?|items?|headers?)\b",
         r"(?:tentative|too slow|very slow)",
         r"isn'?t being",
         r"(?:has|have) no (?:automated|tests?|checks?)",
