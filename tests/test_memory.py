@@ -195,6 +195,43 @@ def test_forget_removes_from_every_index_and_backfill_does_not_restore(tmp_path)
     assert ideas_like("deploy on Fridays")  # the rest is back
 
 
+def test_a_sessions_title_is_shown_redacted_and_forgotten_with_what_it_may_name(tmp_path):
+    """Claude Code titles a session for its /resume picker (the user's `/rename`, else its own): the
+    topics show it, a secret in it is not stored, and forgetting a memory of the session takes its
+    titles too (they may name what is forgotten), also when the transcript is read again."""
+    path = tmp_path / "claude" / "projects" / "-home-dev-projects-shop" / "s1.jsonl"
+    said = [
+        ("user", "The vault passphrase hint is the name of the first office cat."),
+        ("assistant", "Noted."),
+    ]
+    write_transcript(path, said, cwd=PROJECT, start=DAY)
+    key = "sk-proj-" + "Zx9Kq2Lm8Np4Rs6Tv1Wy3Ab5Cd7Ef0Gh"
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(
+            json.dumps({"type": "custom-title", "sessionId": "s1", "customTitle": "Office cat vault hint"})
+            + "\n"
+        )
+        fh.write(
+            json.dumps({"type": "ai-title", "sessionId": "s1", "aiTitle": f"Vault hint, key {key}"}) + "\n"
+        )
+    cli("backfill", str(path), "--wait")
+    [topics] = cli_json("topics")
+    assert (topics["session"], topics["title"]) == ("s1", "Office cat vault hint")  # the user's, though older
+    assert "## session s1 — Office cat vault hint" in cli("topics").stdout
+    assert db_rows("SELECT count(*) FROM messages WHERE content LIKE ?", (f"%{key}%",)) == [(0,)]
+    assert db_rows("SELECT count(*) FROM messages WHERE content LIKE '%Vault hint, key [REDACTED%'") == [(1,)]
+
+    cli_json("forget", str(ideas_like("passphrase hint")[0][0]))
+    titles = "SELECT count(*) FROM messages WHERE lower(content) LIKE '%vault%' OR content LIKE '%cat%'"
+    assert db_rows(titles) == [(0,)]
+    assert [t["title"] for t in cli_json("topics")] == [None]
+    db_write("DELETE FROM index_state", "DELETE FROM messages")
+    cli("backfill", str(path), "--wait")
+    assert db_rows(titles) == [(0,)]
+    kept_out = "SELECT count(*) FROM messages WHERE source_line IN (3, 4) AND skip_reason = 'forgotten'"
+    assert db_rows(kept_out) == [(2,)]  # the title lines, kept out by their tombstones
+
+
 def test_forget_scope_vector_rows_go_too(tmp_path):
     claude = tmp_path / "claude"
     session(claude, "s1", [("user", "The build server is called hydra and lives in rack 4.")])

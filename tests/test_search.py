@@ -96,13 +96,19 @@ def test_where_did_we_leave_off_recaps_the_session_before_this_one(store, tmp_pa
         ],
         NOW - timedelta(days=3),
     )
+    with old.open("a", encoding="utf-8") as fh:  # its title, as the user named it (`/rename`)
+        fh.write(
+            json.dumps({"type": "custom-title", "sessionId": "old", "customTitle": "Login test, cache"})
+            + "\n"
+        )
+    cli("backfill", str(old), "--wait")
     new = index(claude, "new", [("user", "where did we leave off")], NOW - timedelta(minutes=5))
 
     asked = cli(
         "search", "where did we leave off", "--project", "atlas", "--current-session", "new", "--json"
     )
     recap = json.loads(asked.stdout)
-    assert "searched the session before this one: old" in asked.stderr
+    assert "searched the session before this one: old (Login test, cache)" in asked.stderr
     assert recap and {r["source_file"] for r in recap} == {str(old)}
     assert recap[0]["source_line"] == 4 and "migrate the remaining cache keys" in recap[0]["content"]
     assert [r["source_line"] for r in recap[:2]] == [4, 3]  # the newest first

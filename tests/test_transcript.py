@@ -146,7 +146,10 @@ def test_every_fixture_reads_whole_and_in_order(fixture_transcripts):
         assert [m.line for m in result.messages] == sorted(m.line for m in result.messages)
         offsets = [m.end_offset for m in result.messages]
         assert offsets == sorted(offsets) and all(data[o - 1 : o] == b"\n" for o in offsets)
-        assert all(m.role in ("user", "assistant") for m in result.messages)
+        assert all(
+            m.role in ("user", "assistant") or (m.role, m.skip_reason) == ("system", "title")
+            for m in result.messages
+        )
 
 
 def test_response_split_over_lines_becomes_one_message(fixture):
@@ -307,6 +310,12 @@ def test_newer_and_unknown_record_types(fixture):
         assert result.counts[f"unknown:{kind}"] == 1
     assert result.counts["atis-latch"] == 1  # known since 2.1.332 writes it too
     assert result.counts["ai-title"] == 1 and result.counts["system:compact_boundary"] == 2
+    # The titles of the /resume picker, each a skipped message on its line (the user's and Claude Code's).
+    assert [(m.line, m.kind, m.text) for m in result.messages if m.skip_reason == "title"] == [
+        (15, "title", "Stage0 small fixture"),
+        (16, "ai_title", "Stage0 AI title"),
+    ]
+    assert 6 not in lines  # an older version's summary record: its leaf may be another session's
     assert (lines[22].kind, lines[22].skip_reason) == ("compact_summary", "compact_summary")
     assert lines[29].text == "Listing the files.\n[tool Bash: ls]"
     assert lines[47].skip_reason == "synthetic"
@@ -1046,6 +1055,30 @@ def test_a_message_sent_to_a_working_subagent_is_its_prompt_in_its_own_file(tmp_
     lines = by_line(read_new(parent))
     assert lines[2].text == "[tool SendMessage: check partial refund currency]"
     assert lines[3].text == "Message queued for delivery to a04e at its next tool round."
+
+
+def test_a_title_between_a_responses_lines_is_read_and_the_response_stays_whole(tmp_path):
+    """Claude Code writes a session's generated title whenever it has one, also between the lines of
+    one response (one `message.id`): the response stays one message, the title is its own."""
+    path = write(
+        tmp_path / "s.jsonl",
+        [
+            user("Why does the importer drop the first row?"),
+            assistant([text("The BOM stays in the first header.")], "m1"),
+            {"type": "ai-title", "sessionId": "s", "aiTitle": "  Importer drops\n the first row "},
+            assistant([tool_use("Edit", file_path="read.py")], "m1"),
+            {"type": "custom-title", "sessionId": "s", "customTitle": ""},  # no text: no title
+        ],
+    )
+    lines = by_line(read_new(path))
+    assert (lines[2].last_line, lines[2].text) == (
+        4,
+        "The BOM stays in the first header.\n[tool Edit: read.py]",
+    )
+    assert (lines[3].role, lines[3].kind, lines[3].skip_reason) == ("system", "ai_title", "title")
+    assert lines[3].text == "Importer drops the first row"
+    assert 5 not in lines
+    assert read_chunked(path, 1)[0] == read_new(path).messages
 
 
 def test_call_ids_of_any_json_shape_never_fail_a_read(tmp_path):

@@ -244,6 +244,8 @@ def test_edit_review_topics_and_graph_through_the_library_functions(tmp_path, is
         start=START,
         session="s2",
     )
+    with second.open("a", encoding="utf-8") as fh:  # the session's title, as Claude Code writes it
+        fh.write(json.dumps({"type": "ai-title", "sessionId": "s2", "aiTitle": "Orders <db> move"}) + "\n")
     cli("backfill", str(second), "--wait")
     with running_ui(isolated_home, second) as ui:
         status, page = _get(ui, "/")
@@ -268,6 +270,7 @@ def test_edit_review_topics_and_graph_through_the_library_functions(tmp_path, is
         assert _idea("until March")[0] == old
         status, page = _get(ui, "/session/s2")
         assert status == 200 and "switched from MySQL" in page
+        assert "<h1>Session <code>s2</code> — Orders &lt;db&gt; move</h1>" in page  # titled, escaped
         status, body = _get(ui, "/api/graph")
         graph = json.loads(body)
         assert "MySQL" in {n["name"] for n in graph["nodes"]}

@@ -113,6 +113,10 @@ def erase(db: Database, idea_id, session, projects, before, now) -> dict:
         lines += source_lines
     # A forked session's copies of these lines are the same records: they go with them (I152).
     lines = sorted(set(lines) | set(memories.copies_of(db, lines)))
+    # A session's title (Claude Code's summary of the session, or the user's name for it) may name
+    # what is forgotten: its line goes with the lines of its transcript that go, kept out on a
+    # re-read by their tombstones as they are (I164).
+    lines = sorted(set(lines) | set(memories.title_lines(db, {f for f, _ in lines})))
     texts = db.column(f"SELECT content FROM ideas WHERE id IN ({_in(ids)})", ids)
     span_ids = _spans_drawing_on(db, ids + sorted(plan), lines)
     replaced = _replaced_from(db, lines)

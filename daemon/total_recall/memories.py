@@ -103,6 +103,28 @@ def session_spans(db: Database, session: str) -> list:
     )
 
 
+def session_titles(db: Database, sessions: list[str]) -> dict[str, str]:
+    """Each session's title, as Claude Code's /resume picker shows it: the one the user gave, else the
+    one Claude Code generated, else an older version's summary record (`transcript.TITLE_KINDS`); the
+    latest of its kind. A title line forgotten or said while paused was stored without its text."""
+    from total_recall.transcript import TITLE_KINDS
+
+    rank = {kind: n for n, kind in enumerate(TITLE_KINDS)}
+    best: dict[str, tuple[int, int, str]] = {}
+    for chunk in _chunks(sorted(set(sessions))):
+        marks = ",".join("?" * len(chunk))
+        rows = db.all(
+            f"SELECT session_id, kind, source_line, content FROM messages WHERE session_id IN ({marks}) "
+            "AND skip_reason = 'title' AND content != ''",
+            tuple(chunk),
+        )
+        for row in rows:
+            key = (rank.get(row["kind"], len(rank)), -int(row["source_line"]), row["content"])
+            if row["session_id"] not in best or key < best[row["session_id"]]:
+                best[row["session_id"]] = key
+    return {session: key[2] for session, key in best.items()}
+
+
 def span(db: Database, span_id: int) -> Any:
     return db.one("SELECT * FROM spans WHERE id = ?", (span_id,))
 
@@ -816,6 +838,21 @@ def copied_uuids(db: Database, source_file: str, uuids: list[str]) -> set[str]:
                 (*part, source_file),
             )
         )
+    return found
+
+
+def title_lines(db: Database, files: set[str]) -> list[tuple[str, int]]:
+    """(path, line) of the session titles stored from these transcripts (transcript.TITLE_FIELDS)."""
+    found: list[tuple[str, int]] = []
+    for part in _chunks(sorted(files)):
+        found += [
+            (r["source_file"], r["source_line"])
+            for r in db.all(
+                f"SELECT {path_of('messages')}, source_line FROM messages WHERE skip_reason = 'title' "
+                f"AND file_id IN (SELECT id FROM files WHERE path IN ({marks(part)}))",
+                part,
+            )
+        ]
     return found
 
 

@@ -112,7 +112,7 @@ def topics_markdown(sessions: list[dict]) -> str:
             walk(child, depth + 1)
 
     for s in sessions:
-        out.append(f"## session {s['session']}")
+        out.append(f"## session {s['session']}" + (f" — {s['title']}" if s.get("title") else ""))
         for node in s["spans"]:
             walk(node, 0)
     return "\n".join(out)

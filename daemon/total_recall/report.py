@@ -274,13 +274,16 @@ def readable_times(data: Any, now: float | None = None) -> Any:
 
 
 def topics(db: Database, session: str | None = None, limit: int = 50) -> list[dict]:
-    """The span tree per session: names, summaries, line ranges and idea counts."""
+    """The span tree per session: names, summaries, line ranges and idea counts, and the session's
+    title (None without one)."""
     if session:
         from total_recall.search import resolve_session
 
         session = resolve_session(db, session)
     out = []
-    for sid in memories.recent_sessions(db, session, limit):
+    sessions = memories.recent_sessions(db, session, limit)
+    titles = memories.session_titles(db, sessions)
+    for sid in sessions:
         rows = memories.session_spans(db, sid)
         nodes = {
             r["id"]: {
@@ -301,5 +304,5 @@ def topics(db: Database, session: str | None = None, limit: int = 50) -> list[di
         tree = []
         for r in rows:
             (nodes[r["parent_id"]]["children"] if r["parent_id"] in nodes else tree).append(nodes[r["id"]])
-        out.append({"session": sid, "spans": tree})
+        out.append({"session": sid, "title": titles.get(sid), "spans": tree})
     return out

@@ -703,7 +703,9 @@ def _previous_session(
     q.session = last["session_id"]
     when = f", last active {last['ended'][:10]}" if last["ended"] else ""
     other = " before this one" if current else ""
-    ctx._note(f"searched the session{other}: {q.session[:8]}{when}")
+    title = memories.session_titles(ctx.db, [q.session]).get(q.session)
+    named = f" ({title})" if title else ""
+    ctx._note(f"searched the session{other}: {q.session[:8]}{named}{when}")
     return [last["project"]] if last["project"] else projects
 
 

@@ -92,6 +92,13 @@ COMMAND_PREFIXES = (
 )
 INJECTED_PREFIXES = ("<system-reminder>", "<user-prompt-submit-hook>")
 META_PREFIXES = ("<task-notification>",)
+# A session's title, as the /resume picker shows it: the one the user gave (`/rename`), else the one
+# Claude Code generated. Stored as a message of its own kind, skipped ("title"), so forget, pause and
+# redaction treat it as the line it is; never extracted or searched. (An older version's `summary`
+# record is no title of its file: its `leafUuid` may be in another session's.)
+TITLE_FIELDS = {"custom-title": ("customTitle", "title"), "ai-title": ("aiTitle", "ai_title")}
+TITLE_KINDS = ("title", "ai_title")  # the order a title is chosen in (memories.session_titles)
+TITLE_CHARS = 200
 INTERRUPT_PREFIX = "[Request interrupted"
 COMPACTION_PROMPT_PREFIXES = (
     "Your task is to create a detailed summary of the conversation so far",
@@ -653,6 +660,9 @@ class _Reader:
         self.messages.append(self._assistant(parts))
         for item in items:
             self._count(item)
+            # A title written between a response's lines (the record joins it as structure).
+            if item.record is not None and (title := _title(item.record)) is not None:
+                self.messages.append(self._title_message(item, *title))
 
     def _apply(self, item: _Line) -> None:
         self._count(item)
@@ -680,6 +690,13 @@ class _Reader:
         elif record["type"] == "attachment" and (events := _notified_events(_notification(record))):
             env = self._envelope(record)
             self.messages.append(self._message(item, item, env, "user", "tool_result", events, "tool_output"))
+        elif (title := _title(record)) is not None:
+            self.messages.append(self._title_message(item, *title))
+
+    def _title_message(self, item: _Line, kind: str, text: str) -> Message:
+        """A title carries no time: like any line without one, a pause or a forget by date takes it
+        by when it was read (the daemon reads it at the turn's end, with the lines it sums up)."""
+        return self._message(item, item, self._envelope(item.record or {}), "system", kind, text, "title")
 
     def _count(self, item: _Line) -> None:
         self.end_offset, self.end_line = item.end, item.number
@@ -1481,6 +1498,15 @@ def _notified_events(text: str) -> str | None:
     return _cut("\n".join([head or "Event", *events]), TOOL_RESULT_CHARS)
 
 
+def _title(record: dict[str, Any]) -> tuple[str, str] | None:
+    """(kind, text) of a record that titles the session (TITLE_FIELDS), else None."""
+    field_kind = TITLE_FIELDS.get(record.get("type"))  # type: ignore[arg-type]
+    if field_kind is None:
+        return None
+    text = " ".join((_str(record.get(field_kind[0])) or "").split())
+    return (field_kind[1], _cut(text, TITLE_CHARS)) if text else None
+
+
 def _queued_prompt(record: dict[str, Any]) -> str:
     """The text of a prompt the user typed while Claude was busy ("" for anything else): an
     `attachment` of type `queued_command` in the prompt mode from a person, not a background task's
@@ -1611,8 +1637,8 @@ def _group_key(record: dict[str, Any] | None) -> tuple[str, bool, str | None] | 
 def _slim(item: _Line) -> _Line:
     """Keep only what counting needs: an open response can be followed by thousands of
     progress records (a long Task call), held until the response is known to be complete."""
-    if item.record is None:
-        return item
+    if item.record is None or _title(item.record) is not None:
+        return item  # a title is read when the response ends (_flush)
     kept = {k: item.record[k] for k in ("type", "subtype") if k in item.record}
     return _Line(item.number, item.end, kept, item.problems)
 

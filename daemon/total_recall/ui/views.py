@@ -163,7 +163,8 @@ def session_page(view):
             lines = [{**r, "message_kind": r["kind"]} for r in memories.session_lines(db, sid)]
             if not lines:
                 raise NotFound(f"no session {sid!r}")
-            return {"session": {"session": sid, "spans": []}, "ideas": {}, "lines": lines}
+            title = memories.session_titles(db, [sid]).get(sid)
+            return {"session": {"session": sid, "title": title, "spans": []}, "ideas": {}, "lines": lines}
         ideas: dict[int | None, list[dict]] = {}
         for row in memories.session_ideas(db, sid):
             ideas.setdefault(row["span_id"], []).append(
