@@ -218,6 +218,9 @@ def test_a_sessions_title_is_shown_redacted_and_forgotten_with_what_it_may_name(
     [topics] = cli_json("topics")
     assert (topics["session"], topics["title"]) == ("s1", "Office cat vault hint")  # the user's, though older
     assert "## session s1 — Office cat vault hint" in cli("topics").stdout
+    assert [t["session"] for t in cli_json("topics", "office CAT")] == ["s1"]  # by a part of its title
+    refused = cli("forget", "--session", "office cat", check=False)
+    assert refused.returncode != 0 and "no indexed session matches" in refused.stderr  # forget takes ids
     assert db_rows("SELECT count(*) FROM messages WHERE content LIKE ?", (f"%{key}%",)) == [(0,)]
     assert db_rows("SELECT count(*) FROM messages WHERE content LIKE '%Vault hint, key [REDACTED%'") == [(1,)]
 

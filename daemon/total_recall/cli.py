@@ -355,10 +355,10 @@ def cmd_forget(args) -> int:
 
     database = _store()
     session = args.session
-    if session:  # the short id that search and topics print works here too
+    if session:  # the short id that search and topics print works here too (a title does not: it erases)
         from total_recall.search import resolve_session
 
-        session = resolve_session(database, session)
+        session = resolve_session(database, session, by_title=False)
     _print(
         curate.forget(
             database, args.id, session=session, project=args.project, before=args.before, dry_run=args.dry_run

@@ -150,14 +150,19 @@ def resolve_projects(
     return None if chosen is None else memories.same_projects(db, chosen)
 
 
-def resolve_session(db: Database, given: str) -> str:
-    """A session id as the user typed it: the full id, or a unique prefix such as the 8 characters
-    that search results and topics print."""
+def resolve_session(db: Database, given: str, by_title: bool = True) -> str:
+    """A session id as the user typed it: the full id, a unique prefix such as the 8 characters
+    that search results and topics print, or (when no id starts so, and `by_title`) a part of its
+    title; `forget` takes ids only."""
     given = given.strip()
     sessions = lookup.sessions(db)
     if given in sessions:
         return given
     hits = sorted(s for s in sessions if given and s.startswith(given))
+    if not hits and given and by_title:
+        # Its title, or a part of it, as topics and the /resume picker show it ("login test").
+        titles = memories.session_titles(db, sessions)
+        hits = sorted(s for s, title in titles.items() if given.casefold() in title.casefold())
     if len(hits) == 1:
         return hits[0]
     if hits:
