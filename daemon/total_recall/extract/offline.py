@@ -657,6 +657,15 @@ CUES: dict[str, Cue] = {
         r"we must(?! (?:have|'ve|be))",
         "still need to",
         "left to do",
+        "still to do",
+        r"remaining work",
+        rf"action items?{_LABEL}",  # "Action item: ask legal about retention"
+        r"remind me to",
+        r"next up\b",
+        r"(?:that'?s|is) next\b(?! to\b)",
+        r"(?:circle|come) back (?:to|on)\b",
+        r"eventually[^.?!]{0,60}\bshould\b",
+        r"\bpark (?:the|this|that|it)\b",
         r"(?:i|we)'?ll (?:add|write|"
         r"run|reach|convert|set up|schedule|implement|fix|look into|get back|test|update|document|start)",
         r"i (?:will|am going to|'m going to) "
@@ -900,8 +909,12 @@ INTERROGATIVE = re.compile(
 )
 WONDER = Cue(
     "i wonder",
-    r"i'?m not sure (?:if|whether|how|why|what)",
-    r"not sure (?:if|whether)",
+    r"i'?m not sure (?:yet )?(?:if|whether|how|why|what)",
+    r"not sure (?:yet )?(?:if|whether)",
+    # still open: "we haven't decided on the hosting provider", "the region is TBD"
+    r"(?:haven'?t|have not|hasn'?t|has not|not yet) (?:yet )?(?:decided|settled|figured out|agreed)",
+    r"\bundecided\b",
+    r"\btbd\b",
     r"any idea (?:how|why|what)",
     r"wondering (?:if|whether|how|why)",
 )
