@@ -219,6 +219,12 @@ def test_a_sessions_title_is_shown_redacted_and_forgotten_with_what_it_may_name(
     assert (topics["session"], topics["title"]) == ("s1", "Office cat vault hint")  # the user's, though older
     assert "## session s1 — Office cat vault hint" in cli("topics").stdout
     assert [t["session"] for t in cli_json("topics", "office CAT")] == ["s1"]  # by a part of its title
+    found = cli_json("search", "vault passphrase hint", "--project", "shop")
+    assert found and {r["session_title"] for r in found} == {"Office cat vault hint"}
+    assert (
+        "_session s1 (Office cat vault hint) · "
+        in cli("search", "vault passphrase hint", "--project", "shop").stdout
+    )
     refused = cli("forget", "--session", "office cat", check=False)
     assert refused.returncode != 0 and "no indexed session matches" in refused.stderr  # forget takes ids
     assert db_rows("SELECT count(*) FROM messages WHERE content LIKE ?", (f"%{key}%",)) == [(0,)]
@@ -228,6 +234,7 @@ def test_a_sessions_title_is_shown_redacted_and_forgotten_with_what_it_may_name(
     titles = "SELECT count(*) FROM messages WHERE lower(content) LIKE '%vault%' OR content LIKE '%cat%'"
     assert db_rows(titles) == [(0,)]
     assert [t["title"] for t in cli_json("topics")] == [None]
+    assert {r["session_title"] for r in cli_json("search", "Noted", "--project", "shop")} <= {None}
     db_write("DELETE FROM index_state", "DELETE FROM messages")
     cli("backfill", str(path), "--wait")
     assert db_rows(titles) == [(0,)]

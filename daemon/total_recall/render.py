@@ -68,12 +68,17 @@ def results_markdown(results: list[dict]) -> str:
     for (topic, _), items in groups.items():
         first = items[0]
         out.append(
-            f"## {topic}  \n_session {str(first['session'])[:8]} · {_date(first['timestamp'])} · "
-            f"project {first['project'] or '?'}_"
+            f"## {topic}  \n_session {str(first['session'])[:8]}{_titled(first)} · "
+            f"{_date(first['timestamp'])} · project {first['project'] or '?'}_"
         )
         for r in items:
             out.append(_line(r))
     return "\n".join(out)
+
+
+def _titled(r: dict) -> str:
+    """ " (<the session's title>)", or nothing for a session without one."""
+    return f" ({r['session_title']})" if r.get("session_title") else ""
 
 
 def _line(r: dict) -> str:

@@ -1413,6 +1413,9 @@ def run(
         session=request.get("session"),
         current_session=request.get("current_session"),
     )
+    titles = memories.session_titles(db, [r["session"] for r in results if r.get("session")])
+    for r in results:
+        r["session_title"] = titles.get(r.get("session"))  # the /resume picker's name for it, or None
     return {"results": results, "notes": ctx.notes}
 
 
