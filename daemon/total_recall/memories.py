@@ -105,8 +105,8 @@ def session_spans(db: Database, session: str) -> list:
 
 def session_titles(db: Database, sessions: list[str]) -> dict[str, str]:
     """Each session's title, as Claude Code's /resume picker shows it: the one the user gave, else the
-    one Claude Code generated, else an older version's summary record (`transcript.TITLE_KINDS`); the
-    latest of its kind. A title line forgotten or said while paused was stored without its text."""
+    one Claude Code generated (`transcript.TITLE_KINDS`); the latest of its kind. A title line
+    forgotten or read while paused was stored without its text, and names nothing."""
     from total_recall.transcript import TITLE_KINDS
 
     rank = {kind: n for n, kind in enumerate(TITLE_KINDS)}
