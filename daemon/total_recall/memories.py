@@ -843,14 +843,20 @@ def copied_uuids(db: Database, source_file: str, uuids: list[str]) -> set[str]:
 
 def title_lines(db: Database, files: set[str]) -> list[tuple[str, int]]:
     """(path, line) of the session titles stored from these transcripts (transcript.TITLE_FIELDS)."""
+    return _lines_skipped_as(db, "title", "file_id IN (SELECT id FROM files WHERE path IN ({}))", files)
+
+
+def _lines_skipped_as(db: Database, reason: str, where: str, values) -> list[tuple[str, int]]:
+    """(path, line) of the messages stored as skipped for `reason` whose `where` holds (a clause whose
+    `{}` takes the marks of a chunk of `values`)."""
     found: list[tuple[str, int]] = []
-    for part in _chunks(sorted(files)):
+    for part in _chunks(sorted(values)):
         found += [
             (r["source_file"], r["source_line"])
             for r in db.all(
-                f"SELECT {path_of('messages')}, source_line FROM messages WHERE skip_reason = 'title' "
-                f"AND file_id IN (SELECT id FROM files WHERE path IN ({marks(part)}))",
-                part,
+                f"SELECT {path_of('messages')}, source_line FROM messages WHERE skip_reason = ? AND "
+                + where.format(marks(part)),
+                (reason, *part),
             )
         ]
     return found
@@ -870,17 +876,7 @@ def copies_of(db: Database, lines: list[tuple[str, int]]) -> list[tuple[str, int
                     (f, *part, f, *part),
                 )
             )
-    found: list[tuple[str, int]] = []
-    for part in _chunks(sorted(uuids)):
-        found += [
-            (r["source_file"], r["source_line"])
-            for r in db.all(
-                f"SELECT {path_of('messages')}, source_line FROM messages "
-                f"WHERE skip_reason = 'copied' AND uuid IN ({marks(part)})",
-                part,
-            )
-        ]
-    return found
+    return _lines_skipped_as(db, "copied", "uuid IN ({})", uuids)
 
 
 def messages_at(db: Database, source_file: str, lines: list[int]) -> list:
