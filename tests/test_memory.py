@@ -356,6 +356,34 @@ def test_digest_recent_and_maintain(tmp_path):
     assert report["integrity"] == "ok" and report["duplicates_merged"] == 0
 
 
+def test_the_session_start_digest_names_the_last_sessions_title_and_shows_an_item_said_twice_once(tmp_path):
+    """The last session is named by its title; a plan's task listed twice ("Task 1: X" and "X", "Epic:
+    Y" and "Epic 0p7: Y") is one todo there, and a shorter item inside a longer one with more to say
+    ("Add tests" and "Add tests for the parser") is two."""
+    from helpers import memory_store
+    from total_recall import digest
+
+    path = session(tmp_path / "claude", "s1", [("user", "We decided to keep the orders in Postgres.")])
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"type": "ai-title", "sessionId": "s1", "aiTitle": "Orders storage"}) + "\n")
+    cli("backfill", str(path), "--wait")
+    with memory_store() as database:
+        text = digest.context_digest(database, PROJECT)
+    assert "## Last session (" in text and ", Orders storage) topics" in text
+
+    said = [
+        "Task 1: Install the quality tools and configure Credo",
+        "Install the quality tools and configure Credo",
+        "Epic spotter-0p7: Setup Code Quality Tools (Credo, Dialyxir, mix_audit)",
+        "Epic: Setup Code Quality Tools (Credo, Dialyxir, mix_audit)",
+        "Add tests",
+        "Add tests for the parser",
+    ]
+    kept = digest._distinct([{"content": c} for c in said], 6)
+    assert [r["content"] for r in kept] == [said[0], said[2], said[4], said[5]]
+    assert len(digest._distinct([{"content": c} for c in said], 2)) == 2
+
+
 def test_near_duplicate_guard_merges_rewordings_not_different_facts():
     from total_recall.store import same_fact
 

@@ -39,15 +39,47 @@ def _bullets(rows: list, with_source: bool | str) -> list[str]:
     return out
 
 
-def _last_session_topics(db: Database, paths: list[str]) -> tuple[str | None, list[str]]:
+# A label that opens a memory ("Task 1:", "Epic spotter-0p7:", "Description:"): not what it says.
+_LEAD_LABEL = re.compile(r"^[\w#.\- ]{1,30}:\s+")
+_WORDS = re.compile(r"[a-z0-9]+")
+SAME_WORDS = 0.8  # share of the smaller memory's words the other holds: one item said twice
+
+
+def _distinct(rows: list, limit: int) -> list:
+    """The first `limit` rows, a row left out when an earlier one says the same words (a plan's task
+    listed as "Task 1: Install the tools" and again as "Install the tools", "Epic: X" and "Epic 0p7: X")."""
+    kept: list = []
+    seen: list[set[str]] = []
+    for r in rows:
+        words = set(_WORDS.findall(_LEAD_LABEL.sub("", r["content"]).lower()))
+        if any(
+            min(len(words), len(other)) >= 3
+            and len(words & other) >= SAME_WORDS * min(len(words), len(other))
+            for other in seen
+        ):
+            continue
+        kept.append(r)
+        seen.append(words)
+        if len(kept) == limit:
+            break
+    return kept
+
+
+def _last_session_topics(db: Database, paths: list[str]) -> tuple[str | None, str | None, list[str]]:
+    """(when the project's last session ended, its title, its topics as bullets)."""
     row = memories.last_session(db, paths)
     if not row:
-        return None, []
+        return None, None, []
     topics = memories.session_topics(db, row["session_id"])
-    return row["ended"], [
-        f"- {_short(t['name'], 80)}" + (f": {_short(t['summary'], 160)}" if t["summary"] else "")
-        for t in topics
-    ]
+    title = memories.session_titles(db, [row["session_id"]]).get(row["session_id"])
+    return (
+        row["ended"],
+        title,
+        [
+            f"- {_short(t['name'], 80)}" + (f": {_short(t['summary'], 160)}" if t["summary"] else "")
+            for t in topics
+        ],
+    )
 
 
 def _remember_command() -> str:
@@ -61,11 +93,15 @@ def context_digest(db: Database, project: str, per_section: int = 6, paths: list
     memories of every checkout of the project (`paths`, memories.same_projects when not given),
     whichever machine said them."""
     paths = paths or memories.same_projects(db, [project])
+
+    def ideas(kind: str) -> list:  # read more than is shown: the same item said twice is shown once
+        return _distinct(memories.project_ideas(db, paths, None, kind, per_section * 3), per_section)
+
     sections = [
-        ("Pinned", memories.project_ideas(db, paths, None, "pinned", per_section)),
-        ("Open questions", memories.project_ideas(db, paths, None, "open questions", per_section)),
-        ("Todos", memories.project_ideas(db, paths, None, "open todos", per_section)),
-        ("Latest decisions", memories.project_ideas(db, paths, None, "current decisions", per_section)),
+        ("Pinned", ideas("pinned")),
+        ("Open questions", ideas("open questions")),
+        ("Todos", ideas("open todos")),
+        ("Latest decisions", ideas("current decisions")),
     ]
     lines = [
         f"# Memory of project {project_name(project) or project} (total-recall)",
@@ -74,9 +110,10 @@ def context_digest(db: Database, project: str, per_section: int = 6, paths: list
     for title, rows in sections:
         if rows:
             lines += [f"## {title}", *_bullets(rows, with_source="short")]
-    when, topics = _last_session_topics(db, paths)
+    when, title, topics = _last_session_topics(db, paths)
     if topics:
-        lines += [f"## Last session ({(when or '')[:10]}) topics", *topics[:per_section]]
+        named = f", {_short(title, 80)}" if title else ""
+        lines += [f"## Last session ({(when or '')[:10]}{named}) topics", *topics[:per_section]]
     return "\n".join(lines) + "\n" if len(lines) > 2 else ""
 
 
@@ -97,9 +134,10 @@ def project_digest(
     ]
 
     def ideas(kind: str, n: int = limit) -> list:
-        return memories.project_ideas(db, paths, branch, kind, n)
+        return _distinct(memories.project_ideas(db, paths, branch, kind, n * 3), n)
 
-    conventions = [r for r in ideas("convention candidates", 300) if CONVENTION.search(r["content"])][:limit]
+    candidates = memories.project_ideas(db, paths, branch, "convention candidates", 300)
+    conventions = _distinct([r for r in candidates if CONVENTION.search(r["content"])], limit)
     sections = [
         ("Pinned", ideas("pinned")),
         ("Decisions", ideas("current decisions")),
