@@ -271,6 +271,8 @@ def test_edit_review_topics_and_graph_through_the_library_functions(tmp_path, is
         status, page = _get(ui, "/session/s2")
         assert status == 200 and "switched from MySQL" in page
         assert "<h1>Session <code>s2</code> — Orders &lt;db&gt; move</h1>" in page  # titled, escaped
+        status, page = _get(ui, "/search?q=switched+from+MySQL+to+Postgres")
+        assert status == 200 and "session Orders &lt;db&gt; move" in page  # each result names its session
         status, body = _get(ui, "/api/graph")
         graph = json.loads(body)
         assert "MySQL" in {n["name"] for n in graph["nodes"]}
