@@ -1079,6 +1079,9 @@ def test_a_title_between_a_responses_lines_is_read_and_the_response_stays_whole(
     assert lines[3].text == "Importer drops the first row"
     assert 5 not in lines
     assert read_chunked(path, 1)[0] == read_new(path).messages
+    # A subagent's file is stored under its parent's session: a title there names no session.
+    agent = write(tmp_path / "s" / "subagents" / "agent-a1.jsonl", [{"type": "ai-title", "aiTitle": "Sub"}])
+    assert read_new(agent).messages == []
 
 
 def test_call_ids_of_any_json_shape_never_fail_a_read(tmp_path):

@@ -661,7 +661,7 @@ class _Reader:
         for item in items:
             self._count(item)
             # A title written between a response's lines (the record joins it as structure).
-            if item.record is not None and (title := _title(item.record)) is not None:
+            if item.record is not None and not self.agent_file and (title := _title(item.record)) is not None:
                 self.messages.append(self._title_message(item, *title))
 
     def _apply(self, item: _Line) -> None:
@@ -690,7 +690,8 @@ class _Reader:
         elif record["type"] == "attachment" and (events := _notified_events(_notification(record))):
             env = self._envelope(record)
             self.messages.append(self._message(item, item, env, "user", "tool_result", events, "tool_output"))
-        elif (title := _title(record)) is not None:
+        elif not self.agent_file and (title := _title(record)) is not None:
+            # (a subagent's file, stored under its parent's session, names no session)
             self.messages.append(self._title_message(item, *title))
 
     def _title_message(self, item: _Line, kind: str, text: str) -> Message:
