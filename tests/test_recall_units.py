@@ -675,13 +675,15 @@ def test_a_query_whose_words_no_line_says_is_answered_with_a_note_that_it_is_onl
     """The vectors always return their nearest lines: asked about something never said, the
     results would read as an answer. A note says that no line or memory of the scope holds any of
     the query's words; a query whose words some line says gets no such note, and neither does a
-    search in another project that says them."""
+    search in another project that says them, or a query that only names a kind ("what is left to
+    do")."""
     path = tmp_path / "claude" / "projects" / "-home-dev-projects-atlas" / "tracing.jsonl"
     write_transcript(
         path,
         [
             ("user", "The test suite is slow, can you look at how tracing runs in tests?"),
             ("assistant", "Tracing in tests now uses the no-op exporter, so no spans leave the box."),
+            ("user", "We still need to add a benchmark for the exporter."),
         ],
         cwd="/home/dev/projects/atlas",
     )
@@ -699,6 +701,9 @@ def test_a_query_whose_words_no_line_says_is_answered_with_a_note_that_it_is_onl
     assert "/tracing.jsonl:" in asked.stdout  # the closest lines are still shown
     assert note not in cli("search", "how does tracing run in tests", "--project", "atlas").stderr
     assert note not in cli("search", "kubernetes chart version", "--project", "helm").stderr
+    # A query whose only words name a kind of memory asks for that kind: nothing to say of its words.
+    left = cli("search", "what is left to do", "--project", "atlas")
+    assert "benchmark for the exporter" in left.stdout and note not in left.stderr
 
 
 def test_a_tool_calls_line_ranks_below_the_result_that_holds_the_same_words(tmp_path):

@@ -685,11 +685,12 @@ def search(
         ctx._note(f"nothing {_window(q)} matches: showing matches from any time")
         q.since = q.until = None
         results = _search(ctx, q, projects, hyde_text, now, k)
-    if results and ctx.words_found is False:
+    if results and ctx.words_found is False and (subject := q.subject()):
         # "tracing" over sessions that never said it: the vectors still return their nearest lines,
-        # which read as an answer unless it is said that no line holds any of the query's words.
+        # which read as an answer unless it is said that no line holds any of the query's words. A
+        # query whose only words name a kind of memory ("what is left to do") asks for that kind.
         ctx._note(
-            f"no line or memory in this scope says {' or '.join(q.terms)}: showing the closest in meaning"
+            f"no line or memory in this scope says {' or '.join(subject)}: showing the closest in meaning"
         )
     return results
 
