@@ -1055,6 +1055,24 @@ def test_a_message_sent_to_a_working_subagent_is_its_prompt_in_its_own_file(tmp_
     lines = by_line(read_new(parent))
     assert lines[2].text == "[tool SendMessage: check partial refund currency]"
     assert lines[3].text == "Message queued for delivery to a04e at its next tool round."
+    # An agent that had finished is resumed with the message (2.1.197): the same, its first sentence.
+    resumed = {
+        "success": True,
+        "message": 'Agent "a04e" had no active task; resumed from transcript in the background with your '
+        "message. You'll be notified when it finishes. Output: /tmp/claude-0/x/tasks/a04e.output",
+        "resumedAgentId": "a04e",
+    }
+    parent = write(
+        tmp_path / "s4.jsonl",
+        [
+            user("Audit refunds"),
+            assistant([call], "m1"),
+            user([tool_result(json.dumps(resumed))], toolUseResult=resumed),
+        ],
+    )
+    assert by_line(read_new(parent))[3].text == (
+        'Agent "a04e" had no active task; resumed from transcript in the background with your message.'
+    )
 
 
 def test_a_title_between_a_responses_lines_is_read_and_the_response_stays_whole(tmp_path):

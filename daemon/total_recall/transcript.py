@@ -1270,8 +1270,9 @@ def _background_launch(record: dict[str, Any]) -> str | None:
     and the notification that later brings it to the parent is a meta line (META_PREFIXES).
 
     A Monitor (2.1.332: a command whose every printed line is an event for the model) starts so too
-    and reads as "Monitor started (task <id>)"; a message SendMessage queued for an agent reads as the
-    first sentence of its result ("Message queued for delivery to <agent> at its next tool round.").
+    and reads as "Monitor started (task <id>)"; a message SendMessage queued for an agent (or resumed it
+    with) reads as the first sentence of its result ("Message queued for delivery to <agent> at its next
+    tool round.").
 
     A Workflow call (2.1.332: a script of subagents) is launched the same way, with ~1,500 characters
     of paths and resume instructions; it reads as "Workflow launched in the background: <summary>" and
@@ -1280,10 +1281,11 @@ def _background_launch(record: dict[str, Any]) -> str | None:
     result = record.get("toolUseResult")
     if not isinstance(result, dict):
         return None
-    if isinstance(result.get("pin"), dict) and (sent := _str(result.get("message"))):
-        # SendMessage (2.1.332): "Message queued for delivery to <agent> at its next tool round. If it
-        # finishes first, it is resumed …": what happened is the first sentence; the rest tells the
-        # model how to wait.
+    if ("pin" in result or "resumedAgentId" in result) and (sent := _str(result.get("message"))):
+        # SendMessage: "Message queued for delivery to <agent> at its next tool round. If it finishes
+        # first, it is resumed …" (2.1.332), 'Agent "<id>" had no active task; resumed from transcript
+        # in the background with your message. You'll be notified … Output: <path>' (2.1.197): what
+        # happened is the first sentence; the rest tells the model how to wait.
         first = re.split(r"(?<=[.!?])\s", sent.strip(), maxsplit=1)[0]
         return _cut(" ".join(first.split()), TOOL_RESULT_CHARS)
     if isinstance(result.get("timeoutMs"), int) and (task := _str(result.get("taskId"))):

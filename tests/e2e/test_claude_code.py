@@ -506,8 +506,9 @@ def test_a_message_sent_to_a_working_subagent_is_found_in_its_transcript(cc):
         and any(b.get("name") == "SendMessage" for b in r["message"]["content"] if isinstance(b, dict))
     ]
     assert line_text(session.transcript, call) == f"[tool SendMessage: {SEND_RECAP}]"
-    assert line_text(session.transcript, call + 1).startswith("Message queued for delivery to ")
-    assert "resend" not in line_text(session.transcript, call + 1)
+    # What happened (2.1.332: queued for its next tool round; 2.1.197: resumed), not how to wait.
+    sent = records[call]["toolUseResult"]["message"]
+    assert line_text(session.transcript, call + 1) == sent[: sent.index(". ") + 1]
 
 
 WORKFLOW_ASK = "Use a workflow to check how the import job retries a failed upload."
@@ -723,6 +724,36 @@ def test_a_compactions_summary_is_found_without_claude_codes_wrapper(cc):
     assert hits[0]["message_kind"] == "compact_summary"
     # Claude Code drops the analysis and writes the summary's tag as a heading
     assert line_text(session.transcript, compacted[-1]) == f"Summary:\n1. Primary Request: {COMPACTED}"
+
+
+RENAME_ASK = "Where should the orders live?"
+RENAME_ANSWER = "We decided to keep the orders in Postgres, one table per tenant."
+RENAME_TITLE = "Orders storage"
+
+
+def test_a_session_renamed_with_rename_is_named_so_by_its_results_and_topics(cc):
+    """`/rename <title>` (a local command: no model call) writes a `custom-title` record; every result
+    from the session names it, and so do its topics."""
+    project = cc.project("orders")
+    cc.fake.script(RENAME_ASK, [RENAME_ANSWER])
+    session = cc.session(RENAME_ASK, project)
+    renamed = cc.session(f"/rename {RENAME_TITLE}", project, "--continue")
+    assert renamed.id == session.id
+    records = [json.loads(line) for line in session.transcript.read_text(encoding="utf-8").splitlines()]
+    if not any(r.get("type") == "custom-title" for r in records):
+        pytest.skip(f"Claude Code {CLI_VERSION} wrote no custom-title record")
+    hits = within(
+        SEARCHABLE_WITHIN,
+        lambda: [
+            r
+            for r in search(cc, "where do the orders live", project)
+            if "Postgres" in r["content"] and r.get("session_title") == RENAME_TITLE
+        ],
+        lambda: f"no result names the session {RENAME_TITLE!r}; daemon log:\n{daemon_log_tail(cc)}",
+    )
+    assert hits[0]["session"] == session.id
+    [topics] = cli_json("topics", RENAME_TITLE.split()[0].lower())  # by a part of its title
+    assert (topics["session"], topics["title"]) == (session.id, RENAME_TITLE)
 
 
 WORKTREE_BEFORE = "Keep the importer's batch size at 500 rows."
