@@ -484,6 +484,7 @@ CUES: dict[str, Cue] = {
         r"(?:is|was|are|were|got|has been|have been) (?:now |finally )?(?:fixed|solved|resolved)"
         r"(?! (?:quickly|automatically|later))",
         r"fixed (?:with|using|after|it)",
+        r"^fixed (?:the |a |an )?\w+",  # a change reported as made: "Fixed the race in the uploader"
         "workaround",
         "worked around",
         "works now",
@@ -544,6 +545,7 @@ CUES: dict[str, Cue] = {
         r"(?:a|an) \d+ ?ms (?:delay|spikes?|lag)",
         r"\d+ ?ms spikes",
         "nothing seems to work",
+        r"(?:still )?(?:looks|seems) (?:wrong|off|broken|incorrect)\b",
         r"flaky",
         r"(?:getting|get|got|seeing|returns?|returning|throws?|throwing) (?:an? |the )?"
         r"(?:http )?[45]\d\ds?\b",
@@ -896,6 +898,13 @@ WEAK_DECISION = Cue(
     r"(?:switch|switched|switching) (?:(?:the|our|its|this) \w+(?: \w+)? )?(?:from|over|to)",
     "instead of",
     "rather than",
+)
+# A change reported as made, naming what it replaced (a reply's summary of what it did, or a user's):
+# "Switched the session store from Memcached to Redis", "Replaced the retry loop with tenacity". Only
+# at a sentence's start (an anchored match: it costs nothing on the sentences it does not open).
+CHANGE_MADE = re.compile(
+    r"(?:switched|migrated|moved|swapped|replaced|changed)\b(?:[^.?!;]|\.(?=\S)){1,100}?"
+    r"\b(?:from [^.?!;]{1,60}? to|with|to use|over to|instead of)\b"
 )
 FIRST_PERSON = re.compile(r"\b(?:i|we|i'm|i've|i'll|we're|we've|we'll|let's|my|our|us)\b")
 INTENT_ORDER = ("solution", "problem", "decision", "conclusion", "todo")
@@ -1461,7 +1470,9 @@ def _cue(intent: str, lowered: str, tokens: frozenset[str]) -> bool:
     if CUES[intent].search(lowered, tokens):
         return True
     if intent == "decision":
-        return bool(WEAK_DECISION.search(lowered, tokens) and FIRST_PERSON.search(lowered))
+        return bool(WEAK_DECISION.search(lowered, tokens) and FIRST_PERSON.search(lowered)) or bool(
+            CHANGE_MADE.match(lowered)
+        )
     # TypeError, ConnectionResetError, NullPointerException, a 404 status
     return intent == "problem" and bool(
         ERROR_NAME.search(lowered) and not NOT_CUES["problem"].search(lowered)
@@ -1893,6 +1904,8 @@ PROPOSED_FIX = Cue(
     r"(?:ensure|make sure) (?:that )?(?:you|the|your)",
     r"the fix",
     r"solutions?",
+    r"\b(?:it|this|that|they|which) now "
+    r"(?:uses|waits|checks|compares|returns|handles|retries|skips|reads|calls)\b",
     r"should be (?:placed|used|called|set|defined|applied)",
     r"(?:replace|switch to|use) \w+ instead",
     scan=True,
@@ -2120,7 +2133,7 @@ class OfflineExtractor:
                 if (
                     answering
                     and role == "assistant"
-                    and intent in ("context", "todo", "decision")
+                    and intent in ("context", "todo", "decision", "problem")
                     and PROPOSED_FIX.search(normalised[0], normalised[1])
                 ):
                     intent = "solution"  # the reply to a reported problem says how to fix it
