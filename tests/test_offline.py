@@ -131,6 +131,12 @@ def test_fact_stated_in_passing_becomes_an_item():
         ("Eventually the CLI should support Windows paths.", "todo"),
         ("We haven't decided on the hosting provider.", "question"),
         ("Not sure yet whether we should use websockets or SSE.", "question"),
+        # A change reported as made (an assistant's summary of what it did, or a user's).
+        ("Switched the session store from Memcached to Redis, since Redis was already running.", "decision"),
+        ("Replaced the hand-rolled retry loop in client.py with tenacity's @retry.", "decision"),
+        ("Fixed the race in the uploader by taking the lock first.", "solution"),
+        ("Moved on to the next file.", "context"),
+        ("The currency rounding still looks wrong to me.", "problem"),
         ("We should stick to REST and revisit GraphQL in the spring.", "decision"),
         ("Don't bother with Windows support.", "decision"),
         ("ok lets do the background worker approach", "decision"),
@@ -181,6 +187,26 @@ def test_a_speaker_tag_opening_a_turn_is_not_part_of_its_ideas():
     assert [i["content"] for i in tagged["items"]] == [i["content"] for i in plain["items"]]
     assert [i["content"] for i in tagged["items"]][0] == "That road trip last weekend was insane!"
     assert only_item("Error: the build fails at the linker step on arm64.")["content"].startswith("Error:")
+
+
+def test_a_reply_that_says_how_it_fixed_a_reported_problem_is_a_solution():
+    """The end-of-turn summary of a reply to a reported problem: "X was wrong; it now uses Y" says the
+    fix, though it names the problem first; the changes it lists are decisions."""
+    turns = conversation(
+        ("user", "The checkout test fails every few runs, please fix it."),
+        (
+            "assistant",
+            "Summary of the changes:\n\n"
+            "- The flaky test_checkout_total was comparing floats exactly; it now uses pytest.approx.\n"
+            "- Replaced the hand-rolled retry loop in client.py with tenacity's @retry.",
+        ),
+    )
+    said = {i["content"]: i["type"] for i in extract(turns)["items"] if i["source_line"] == 11}
+    assert said == {
+        "Summary of the changes:": "context",
+        "The flaky test_checkout_total was comparing floats exactly; it now uses pytest.approx.": "solution",
+        "Replaced the hand-rolled retry loop in client.py with tenacity's @retry.": "decision",
+    }
 
 
 @pytest.mark.parametrize(
