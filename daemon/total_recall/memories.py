@@ -112,11 +112,10 @@ def session_titles(db: Database, sessions: list[str]) -> dict[str, str]:
     rank = {kind: n for n, kind in enumerate(TITLE_KINDS)}
     best: dict[str, tuple[int, int, str]] = {}
     for chunk in _chunks(sorted(set(sessions))):
-        marks = ",".join("?" * len(chunk))
         rows = db.all(
-            f"SELECT session_id, kind, source_line, content FROM messages WHERE session_id IN ({marks}) "
-            "AND skip_reason = 'title' AND content != ''",
-            tuple(chunk),
+            "SELECT session_id, kind, source_line, content FROM messages "
+            f"WHERE session_id IN ({marks(chunk)}) AND skip_reason = 'title' AND content != ''",
+            chunk,
         )
         for row in rows:
             key = (rank.get(row["kind"], len(rank)), -int(row["source_line"]), row["content"])

@@ -660,9 +660,7 @@ class _Reader:
         self.messages.append(self._assistant(parts))
         for item in items:
             self._count(item)
-            # A title written between a response's lines (the record joins it as structure).
-            if item.record is not None and not self.agent_file and (title := _title(item.record)) is not None:
-                self.messages.append(self._title_message(item, *title))
+            self._read_title(item)  # a title written between a response's lines joins it as structure
 
     def _apply(self, item: _Line) -> None:
         self._count(item)
@@ -690,14 +688,19 @@ class _Reader:
         elif record["type"] == "attachment" and (events := _notified_events(_notification(record))):
             env = self._envelope(record)
             self.messages.append(self._message(item, item, env, "user", "tool_result", events, "tool_output"))
-        elif not self.agent_file and (title := _title(record)) is not None:
-            # (a subagent's file, stored under its parent's session, names no session)
-            self.messages.append(self._title_message(item, *title))
+        else:
+            self._read_title(item)
 
-    def _title_message(self, item: _Line, kind: str, text: str) -> Message:
-        """A title carries no time: like any line without one, a pause or a forget by date takes it
-        by when it was read (the daemon reads it at the turn's end, with the lines it sums up)."""
-        return self._message(item, item, self._envelope(item.record or {}), "system", kind, text, "title")
+    def _read_title(self, item: _Line) -> None:
+        """A line that titles the session becomes its title message (a subagent's file, stored under
+        its parent's session, names no session). A title carries no time: like any line without one,
+        a pause or a forget by date takes it by when it was read (the daemon reads it at the turn's
+        end, with the lines it sums up)."""
+        if item.record is None or self.agent_file or (title := _title(item.record)) is None:
+            return
+        kind, text = title
+        env = self._envelope(item.record)
+        self.messages.append(self._message(item, item, env, "system", kind, text, "title"))
 
     def _count(self, item: _Line) -> None:
         self.end_offset, self.end_line = item.end, item.number
