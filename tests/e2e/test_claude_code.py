@@ -499,16 +499,24 @@ def test_a_message_sent_to_a_working_subagent_is_found_in_its_transcript(cc):
         cc, "did anyone check the currency code of partial refunds", SEND_MESSAGE, project, {str(agent)}
     )
     records = [json.loads(line) for line in session.transcript.read_text(encoding="utf-8").splitlines()]
-    [call] = [
-        n + 1
+    [(call, call_id)] = [
+        (n + 1, b["id"])
         for n, r in enumerate(records)
         if r.get("type") == "assistant"
-        and any(b.get("name") == "SendMessage" for b in r["message"]["content"] if isinstance(b, dict))
+        for b in r["message"]["content"]
+        if isinstance(b, dict) and b.get("name") == "SendMessage"
+    ]
+    # Its result's line, found by the call's id (the CLI may write other records between the two).
+    [(answered, sent)] = [
+        (n + 1, r["toolUseResult"]["message"])
+        for n, r in enumerate(records)
+        if r.get("type") == "user"
+        and isinstance(r["message"].get("content"), list)
+        and any(isinstance(b, dict) and b.get("tool_use_id") == call_id for b in r["message"]["content"])
     ]
     assert line_text(session.transcript, call) == f"[tool SendMessage: {SEND_RECAP}]"
     # What happened (2.1.332: queued for its next tool round; 2.1.197: resumed), not how to wait.
-    sent = records[call]["toolUseResult"]["message"]
-    assert line_text(session.transcript, call + 1) == sent[: sent.index(". ") + 1]
+    assert line_text(session.transcript, answered) == sent[: sent.index(". ") + 1]
 
 
 WORKFLOW_ASK = "Use a workflow to check how the import job retries a failed upload."
