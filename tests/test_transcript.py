@@ -1008,6 +1008,45 @@ def test_a_prompt_typed_while_claude_works_is_the_users_prompt_on_its_line(tmp_p
     assert read_chunked(path, 1)[0] == read_new(path).messages
 
 
+def test_another_agents_message_is_read_as_that_agents_words_where_it_arrives(tmp_path):
+    """Claude Code 2.1.332: a background subagent's SendMessage to "main" (or another session's) reaches
+    the receiving conversation as a meta `queued_command` attachment whose origin is "peer"; the sender's
+    file keeps only the call's recap. The words are read there, once, as an agent's (not the user's),
+    also when the attachment is written between a response's lines."""
+    body = "The checkout test is flaky because it shares the payments fixture with the refund test."
+
+    def peer(origin_body, prompt=None):
+        origin = {"kind": "peer", "from": "aa0a6c5f", "senderTaskId": "aa0a6c5f", "name": "general-purpose"}
+        if origin_body is not None:
+            origin["body"] = origin_body
+        wrapped = f'<agent-message from="aa0a6c5f">\n{body}\n</agent-message>'
+        attachment = {"type": "queued_command", "prompt": prompt or wrapped, "commandMode": "prompt"}
+        return {"type": "attachment", "isMeta": True, "attachment": {**attachment, "origin": origin}}
+
+    path = write(
+        tmp_path / "s.jsonl",
+        [
+            user("Find out why the checkout test is flaky"),
+            assistant([tool_use("Bash", command="sleep 8")], "m1"),
+            user([tool_result("waited")]),
+            peer(body),
+            assistant([{"type": "thinking", "thinking": "Noted.", "signature": "x"}], "m2"),
+            peer(None),  # no body: the prompt without its wrapper
+            assistant([text("The fixture is shared; I'll split it.")], "m2"),
+        ],
+    )
+    lines = by_line(read_new(path))
+    for n in (4, 6):
+        assert (lines[n].role, lines[n].kind, lines[n].text, lines[n].skip_reason) == (
+            "assistant",
+            "subagent_response",
+            body,
+            None,
+        )
+    assert lines[7].text == "The fixture is shared; I'll split it."  # the response goes on after it
+    assert read_chunked(path, 1)[0] == read_new(path).messages
+
+
 def test_a_message_sent_to_a_working_subagent_is_its_prompt_in_its_own_file(tmp_path):
     """Claude Code 2.1.332: the parent's SendMessage reaches a working background agent as a meta
     `queued_command` attachment from the "coordinator", in the agent's file only: the agent's next

@@ -677,6 +677,12 @@ class _Reader:
             env = self._envelope(record)
             kind, skip, text = self._classify_prompt(record, queued, env["is_sidechain"])
             self.messages.append(self._message(item, item, env, "user", kind, text, skip))
+        elif record["type"] == "attachment" and (peer := _peer_message(record)):
+            # What another agent told this conversation (a background subagent's report to "main"):
+            # written nowhere else whole, the sender's call keeps only its recap. An agent's words,
+            # not the user's.
+            env = self._envelope(record)
+            self.messages.append(self._message(item, item, env, "assistant", "subagent_response", peer, None))
         elif record["type"] == "attachment" and (goal := _goal_status(record)):
             said = _goal_text(goal, self._active_goal())
             self.goal, self.goal_known = None if goal.event in ("met", "cleared") else goal.condition, True
@@ -1461,9 +1467,11 @@ def _compact_summary(text: str) -> str:
 
 
 def _says_something(attachment: dict[str, Any]) -> bool:
-    """An attachment read as a message: a prompt typed while Claude worked, a goal's news, events."""
+    """An attachment read as a message: a prompt typed while Claude worked, another agent's message,
+    a goal's news, events."""
     return bool(
         _queued_prompt(attachment)
+        or _peer_message(attachment)
         or _goal_status(attachment) is not None
         or _notified_events(_notification(attachment))
     )
@@ -1532,6 +1540,27 @@ def _queued_prompt(record: dict[str, Any]) -> str:
         return ""
     text = _text_of(_blocks(attachment.get("prompt")))
     return "" if text.startswith(META_PREFIXES) else text
+
+
+_AGENT_MESSAGE = re.compile(r"</?agent-message\b[^>]*>")
+
+
+def _peer_message(record: dict[str, Any]) -> str:
+    """The text of another agent's message to this one ("" for anything else): Claude Code 2.1.332
+    hands a message sent with SendMessage (a background subagent's to "main", another session's) to
+    the receiving agent as a meta `queued_command` attachment whose origin is "peer", with the words
+    as the origin's `body` and, wrapped in `<agent-message from=…>`, as its prompt. The sender's own
+    file holds only the call's recap (its `summary`), so this line is where the words are."""
+    attachment = record.get("attachment")
+    if not isinstance(attachment, dict) or attachment.get("type") != "queued_command":
+        return ""
+    origin = attachment.get("origin")
+    if not isinstance(origin, dict) or origin.get("kind") != "peer":
+        return ""
+    body = origin.get("body")
+    if isinstance(body, str) and body.strip():
+        return body.strip()
+    return _AGENT_MESSAGE.sub("", _text_of(_blocks(attachment.get("prompt")))).strip()
 
 
 GOAL_CHARS = 300  # a goal's condition, as a todo entry (TodoWrite's entries are cut so too)

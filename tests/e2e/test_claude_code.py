@@ -519,6 +519,59 @@ def test_a_message_sent_to_a_working_subagent_is_found_in_its_transcript(cc):
     assert line_text(session.transcript, answered) == sent[: sent.index(". ") + 1]
 
 
+PEER_ASK = "Find out with a background agent why the checkout test is flaky."
+PEER_TASK = "Find why the checkout test is flaky and tell the main conversation at once."
+PEER_BODY = (
+    "The checkout test is flaky because it shares the payments fixture with the refund test, "
+    "which changes the fixture's currency."
+)
+
+
+def test_what_a_background_agent_tells_the_main_conversation_is_found_where_it_arrived(cc):
+    """2.1.332: a background subagent's SendMessage to "main" reaches the main conversation as a meta
+    attachment from a "peer", the only place its words are whole (the agent's call keeps its recap).
+    Found once, on that line, as the agent's words."""
+    project = cc.project("checkout")
+    launch = {
+        "tool_use": {
+            "name_matching": r"^(Task|Agent)$",
+            "input": {
+                "description": "Find flaky test",
+                "prompt": PEER_TASK,
+                "subagent_type": "general-purpose",
+                "run_in_background": True,
+            },
+        }
+    }
+    wait = {"tool_use": {"name_matching": "^Bash$", "input": {"command": "sleep 8", "description": "wait"}}}
+    tell = {
+        "tool_use": {
+            "name_matching": "^SendMessage$",
+            "input": {"to": "main", "message": PEER_BODY, "summary": "flaky checkout cause"},
+        }
+    }
+    cc.fake.script(PEER_ASK, [launch, wait, "Noted: the fixture is shared.", "Done."])
+    cc.fake.script(PEER_TASK, [tell, "Reported the cause."])
+    session = cc.session(PEER_ASK, project, "--allowedTools", "Agent,Task,SendMessage,Bash")
+    first = cc.fake.conversation_requests(PEER_ASK)[0]["json"]
+    if "SendMessage" not in tool_names(first) + deferred_tools(first):
+        pytest.skip(f"Claude Code {CLI_VERSION} has no SendMessage tool")
+    records = [json.loads(line) for line in session.transcript.read_text(encoding="utf-8").splitlines()]
+    arrived = [
+        n + 1
+        for n, r in enumerate(records)
+        if r.get("type") == "attachment" and (r["attachment"].get("origin") or {}).get("kind") == "peer"
+    ]
+    assert arrived, "the agent's message never reached the main conversation's transcript"
+    found_once(cc, "why was the checkout test flaky", PEER_BODY, project, {str(session.transcript)})
+    sql = (
+        "SELECT m.role, m.kind FROM messages m JOIN files f ON f.id = m.file_id "
+        "WHERE f.path = ? AND m.source_line = ?"
+    )
+    assert db_rows(sql, (str(session.transcript), arrived[0])) == [("assistant", "subagent_response")]
+    assert line_text(session.transcript, arrived[0]) == PEER_BODY
+
+
 WORKFLOW_ASK = "Use a workflow to check how the import job retries a failed upload."
 WORKFLOW_SUMMARY = "Check the import job's retries"
 WORKFLOW_AGENT_PROMPT = "Read the import job and report how it retries a failed upload."
