@@ -422,6 +422,13 @@ def line_text(transcript: Path, line: int) -> str:
     return text
 
 
+def agent_call(description: str, prompt: str, **extra) -> dict:
+    """A scripted step: the model launches a general-purpose subagent (the tool is named `Task` or
+    `Agent`, by version)."""
+    args = {"description": description, "prompt": prompt, "subagent_type": "general-purpose", **extra}
+    return {"tool_use": {"name_matching": r"^(Task|Agent)$", "input": args}}
+
+
 def test_a_subagents_report_is_found_once_in_its_own_transcript(cc):
     """The model launches a subagent: the CLI writes its transcript in a file of its own (indexed under
     the parent's session) and fires SubagentStop with it. Up to 2.1.197 the report is also the call's
@@ -429,12 +436,7 @@ def test_a_subagents_report_is_found_once_in_its_own_transcript(cc):
     runs in the background: the call's result is instructions to the model, read as the launch it is,
     and the report comes back as a notification, which is not read a second time."""
     project = cc.project("payments")
-    launch = {
-        "tool_use": {
-            "name_matching": r"^(Task|Agent)$",
-            "input": {"description": LAUNCHED, "prompt": SUB_PROMPT, "subagent_type": "general-purpose"},
-        }
-    }
+    launch = agent_call(LAUNCHED, SUB_PROMPT)
     cc.fake.script(DELEGATE, [launch, "The subagent found it: timestamps must be compared in UTC."])
     cc.fake.script(SUB_PROMPT, [SUB_REPORT])
     session = cc.session(DELEGATE, project)
@@ -466,16 +468,7 @@ def test_a_message_sent_to_a_working_subagent_is_found_in_its_transcript(cc):
     agent as a meta attachment in the agent's file, the only place its words are. Found there once, as
     the agent's prompt; the parent's call reads as its recap, its result as what happened."""
     project = cc.project("refunds")
-    launch = {
-        "tool_use": {
-            "name_matching": r"^(Task|Agent)$",
-            "input": {
-                "description": "Audit refunds",
-                "prompt": SEND_TASK,
-                "subagent_type": "general-purpose",
-            },
-        }
-    }
+    launch = agent_call("Audit refunds", SEND_TASK)
     send = {
         "tool_use": {
             "name_matching": "^SendMessage$",
@@ -532,17 +525,7 @@ def test_what_a_background_agent_tells_the_main_conversation_is_found_where_it_a
     attachment from a "peer", the only place its words are whole (the agent's call keeps its recap).
     Found once, on that line, as the agent's words."""
     project = cc.project("checkout")
-    launch = {
-        "tool_use": {
-            "name_matching": r"^(Task|Agent)$",
-            "input": {
-                "description": "Find flaky test",
-                "prompt": PEER_TASK,
-                "subagent_type": "general-purpose",
-                "run_in_background": True,
-            },
-        }
-    }
+    launch = agent_call("Find flaky test", PEER_TASK, run_in_background=True)
     wait = {"tool_use": {"name_matching": "^Bash$", "input": {"command": "sleep 8", "description": "wait"}}}
     tell = {
         "tool_use": {
