@@ -1477,12 +1477,17 @@ def _says_something(attachment: dict[str, Any]) -> bool:
     )
 
 
+def _queued_command(record: dict[str, Any]) -> dict[str, Any] | None:
+    """The `queued_command` attachment a record hands over (a prompt typed while Claude worked, a
+    background task's notification, another agent's message), else None."""
+    attachment = record.get("attachment")
+    return attachment if isinstance(attachment, dict) and attachment.get("type") == "queued_command" else None
+
+
 def _notification(record: dict[str, Any]) -> str:
     """The text of a background task's notification handed over as an attachment ("" for others)."""
-    attachment = record.get("attachment")
-    if not isinstance(attachment, dict) or attachment.get("type") != "queued_command":
-        return ""
-    if attachment.get("commandMode") != "task-notification":
+    attachment = _queued_command(record)
+    if attachment is None or attachment.get("commandMode") != "task-notification":
         return ""
     return _text_of(_blocks(attachment.get("prompt")))
 
@@ -1528,13 +1533,11 @@ def _queued_prompt(record: dict[str, Any]) -> str:
     (the parent session's model) sent it with SendMessage while it worked (Claude Code 2.1.332: origin
     "coordinator", a meta attachment, written nowhere else) is its next task, read as its first
     prompt is."""
-    attachment = record.get("attachment")
-    if not isinstance(attachment, dict) or attachment.get("type") != "queued_command":
+    attachment = _queued_command(record)
+    if attachment is None or attachment.get("commandMode", "prompt") != "prompt":
         return ""
     origin = attachment.get("origin")
     kind = origin.get("kind") if isinstance(origin, dict) else None
-    if attachment.get("commandMode", "prompt") != "prompt":
-        return ""
     coordinator = kind == "coordinator" and record.get("isSidechain") is True
     if not coordinator and (attachment.get("isMeta") is True or (origin is not None and kind != "human")):
         return ""
@@ -1551,8 +1554,8 @@ def _peer_message(record: dict[str, Any]) -> str:
     the receiving agent as a meta `queued_command` attachment whose origin is "peer", with the words
     as the origin's `body` and, wrapped in `<agent-message from=…>`, as its prompt. The sender's own
     file holds only the call's recap (its `summary`), so this line is where the words are."""
-    attachment = record.get("attachment")
-    if not isinstance(attachment, dict) or attachment.get("type") != "queued_command":
+    attachment = _queued_command(record)
+    if attachment is None:
         return ""
     origin = attachment.get("origin")
     if not isinstance(origin, dict) or origin.get("kind") != "peer":
