@@ -180,6 +180,8 @@ def test_every_file_is_private_and_the_socket_refuses_other_users(tmp_path, priv
         finally:
             holder.communicate("go\n", timeout=30)
         wait_until_done(1, timeout=FINISH)
+        # The digest is written just after the queue row is marked done.
+        wait_for(lambda: any(p.suffix == ".md" for p in private_home.rglob("*")), timeout=30)
         assert ping(paths.socket)["ok"]
 
         # Nothing in the home folder is open to group or others, whatever its kind.
