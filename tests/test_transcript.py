@@ -1047,6 +1047,34 @@ def test_another_agents_message_is_read_as_that_agents_words_where_it_arrives(tm
     assert read_chunked(path, 1)[0] == read_new(path).messages
 
 
+def test_a_message_that_came_in_over_a_channel_is_the_users_prompt(tmp_path):
+    """Claude Code's channels: a chat bridge or webhook (an MCP server with the `claude/channel`
+    capability) pushes a message into the session, queued as a meta prompt whose origin is the channel,
+    its words wrapped in `<channel source=… user=…>`; a user line when the session is idle, a
+    `queued_command` attachment while Claude works. Both are the user's prompt, without the wrapper;
+    another meta line stays meta."""
+    said = "Decision from my phone: ship the refund fix behind the payments_v2 flag, not as a hotfix."
+    wrapped = f'<channel source="telegram" user="alice" chat_id="42">\n{said}\n</channel>'
+    origin = {"kind": "channel", "server": "telegram"}
+    queued = {"type": "queued_command", "prompt": wrapped, "commandMode": "prompt", "origin": origin}
+    path = write(
+        tmp_path / "s.jsonl",
+        [
+            user(wrapped, isMeta=True, origin=origin),
+            assistant([tool_use("Bash", command="sleep 8")], "m1"),
+            user([tool_result("waited")]),
+            {"type": "attachment", "isMeta": True, "attachment": {**queued, "isMeta": True}},
+            assistant([text("Will do: behind the flag.")], "m2"),
+            user("<channel-note>not a channel message</channel-note>", isMeta=True),
+        ],
+    )
+    lines = by_line(read_new(path))
+    for n in (1, 4):
+        read = lines[n]
+        assert (read.role, read.kind, read.text, read.skip_reason) == ("user", "prompt", said, None)
+    assert (lines[6].kind, lines[6].skip_reason) == ("meta", "meta")
+
+
 def test_a_message_sent_to_a_working_subagent_is_its_prompt_in_its_own_file(tmp_path):
     """Claude Code 2.1.332: the parent's SendMessage reaches a working background agent as a meta
     `queued_command` attachment from the "coordinator", in the agent's file only: the agent's next

@@ -764,8 +764,10 @@ class _Reader:
         self, record: dict[str, Any], text: str, sidechain: bool
     ) -> tuple[str, str | None, str]:
         base = "subagent_prompt" if sidechain else "prompt"
-        is_meta = record.get("isMeta") is True
-        text, injected_only = _strip_context(text)
+        # A message that came in over a channel is meta to Claude Code but the user's words (I166).
+        channel = _from_channel(record)
+        is_meta = record.get("isMeta") is True and not channel
+        text, injected_only = _strip_context(_channel_text(text) if channel else text)
         if record.get("isCompactSummary") is True or text.startswith(COMPACT_SUMMARY_PREFIXES):
             return "compact_summary", "compact_summary", _compact_summary(text)
         if injected_only:
@@ -1539,10 +1541,38 @@ def _queued_prompt(record: dict[str, Any]) -> str:
     origin = attachment.get("origin")
     kind = origin.get("kind") if isinstance(origin, dict) else None
     coordinator = kind == "coordinator" and record.get("isSidechain") is True
-    if not coordinator and (attachment.get("isMeta") is True or (origin is not None and kind != "human")):
+    channel = kind == CHANNEL_ORIGIN
+    if not (coordinator or channel) and (
+        attachment.get("isMeta") is True or (origin is not None and kind != "human")
+    ):
         return ""
     text = _text_of(_blocks(attachment.get("prompt")))
+    if channel:
+        return _channel_text(text)
     return "" if text.startswith(META_PREFIXES) else text
+
+
+# Claude Code's channels (2.1.332): an MCP server with the `claude/channel` capability (a chat bridge
+# such as Telegram or Discord, a webhook) pushes a message into the session; Claude Code queues it as a
+# meta prompt whose origin is {"kind": "channel", "server": …}, its words wrapped in
+# `<channel source="…" user="…" …>`. Written to the transcript as a user line, or as a `queued_command`
+# attachment when it arrives while Claude works, with that origin. The user's words from elsewhere,
+# read as a prompt (I166).
+CHANNEL_ORIGIN = "channel"
+_CHANNEL_WRAPPER = re.compile(r"\A<channel\b[^>]*>(.*)</channel>\s*\Z", re.S)
+
+
+def _from_channel(record: dict[str, Any]) -> bool:
+    """A user line, or a `queued_command` attachment, whose origin is a channel."""
+    attachment = _queued_command(record)
+    origin = (attachment or record).get("origin")
+    return isinstance(origin, dict) and origin.get("kind") == CHANNEL_ORIGIN
+
+
+def _channel_text(text: str) -> str:
+    """A channel message's words without the `<channel …>` wrapper (the text as it is without one)."""
+    found = _CHANNEL_WRAPPER.match(text.strip())
+    return found.group(1).strip() if found else text.strip()
 
 
 _AGENT_MESSAGE = re.compile(r"</?agent-message\b[^>]*>")
