@@ -556,6 +556,7 @@ def _back_to_0008(path, tmp_path) -> None:
                 conn.execute(r["sql"])
     conn.execute("DROP TABLE files")
     conn.execute("DROP TABLE vector_changes")  # made by 0012
+    conn.execute("ALTER TABLE index_state DROP COLUMN tail_hash")  # made by 0017
     conn.execute("PRAGMA user_version = 8")
     conn.execute("COMMIT")
     database.close()

@@ -33,7 +33,7 @@ from helpers import (
 )
 from total_recall import config
 from total_recall.extract.protocol import ENTITY_TYPES, INTENTS, RELATION_TYPES, validate_output
-from total_recall.transcript import HEAD_BYTES, read_new, was_rewritten
+from total_recall.transcript import HEAD_BYTES, TAIL_BYTES, read_new, tail_hash, was_rewritten
 
 PROJECT = "/home/dev/projects/hostile"
 FINISH = 240.0  # only turns a hang into a failure
@@ -608,6 +608,35 @@ def test_another_file_sharing_every_byte_but_the_line_end_is_a_rewrite(tmp_path,
     result = read_new(path)
     path.write_bytes(data[: result.end_offset - 1] + b"x" + tail + b"\n")
     assert was_rewritten(path, result.end_offset, result.head_hash)
+
+
+@PROPERTY
+@given(data=FILES, appended=st.binary(max_size=400), max_bytes=st.integers(1, 9000))
+def test_appending_never_changes_the_bytes_before_an_offset(tmp_path, data, appended, max_bytes):
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(data)
+    offsets, recorded = offsets_a_caller_may_commit(path, max_bytes)
+    with path.open("rb") as fh:
+        tails = {offset: tail_hash(fh, offset) for offset in offsets}
+    path.write_bytes(data + appended)
+    for offset in offsets:
+        assert not was_rewritten(path, offset, recorded, recorded_tail_hash=tails[offset])
+
+
+@PROPERTY
+@given(data=FILES, back=st.integers(2, TAIL_BYTES), byte=st.integers(0, 255))
+def test_any_change_just_before_the_offset_is_a_rewrite(tmp_path, data, back, byte):
+    """The head's hash left out (None): the bytes before the offset alone tell another file."""
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(data)
+    end = read_new(path).end_offset
+    with path.open("rb") as fh:
+        recorded = tail_hash(fh, end)
+    position = max(0, end - back)
+    if data[position] == byte:
+        byte = (byte + 1) % 256
+    path.write_bytes(data[:position] + bytes([byte]) + data[position + 1 :])
+    assert was_rewritten(path, end, None, recorded_tail_hash=recorded)
 
 
 HOSTILE_TEXT = st.sampled_from(

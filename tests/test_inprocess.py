@@ -386,6 +386,30 @@ def test_a_truncated_then_rewritten_transcript_is_read_again_without_duplicates(
     assert turns.db.scalar("SELECT count(*) FROM ideas") == before
 
 
+def test_a_transcript_replaced_by_one_with_the_same_head_and_line_end_is_read_again(turns):
+    """A file that takes the transcript's name with the same first kilobytes (a copy that forked after
+    them) and a line end exactly where the old one was read up to: only the bytes before that offset
+    tell it from the old one. It is read again from its start; what it says is stored, once."""
+    from total_recall.transcript import HEAD_BYTES
+
+    path = turns.write(turns.path("forked"), talk("billing", 40))
+    turns.index(path)
+    first = turns.ideas(path)
+    old = path.read_bytes()
+    cut = old.index(b"\n", HEAD_BYTES) + 1
+    assert len(old) - cut > 2000  # the replacement differs well past the hashed head
+    # Same length ("billing" / "payroll"), same line ends, same head; different words after it.
+    path.write_bytes(old[:cut] + old[cut:].replace(b"billing", b"payroll"))
+    assert path.stat().st_size == len(old)
+    turns.index(path)
+    texts = turns.message_texts(path)
+    changed = sorted(n for n, said in texts.items() if any("payroll" in t for t in said))
+    assert changed and changed[-1] == 40  # read again from its start, to its last line
+    assert len([c for _, c in turns.ideas(path) if "payroll" in c]) == len(changed)
+    assert set(turns.ideas(path)) >= set(first)  # what the old file said stays, as after any rewrite
+    turns.assert_unique(path)
+
+
 def test_a_transcript_deleted_while_queued_then_replaced_by_another_file(turns):
     """In-process replacement for test_faults.py::test_transcript_deleted_while_queued_then_replaced_
     by_another_file (slow)."""

@@ -117,9 +117,10 @@ def test_upgrading_removes_the_supersedes_links_the_offline_extractor_made_befor
     with memory_store() as database, database.write():  # as a database the code before 0013 left
         if store == "postgres":
             database.set_meta("schema_version", 5)
-        else:  # and without what later migrations added (0015: a column, which cannot be added twice)
+        else:  # and without what later migrations added (0015, 0017: columns, which cannot be added twice)
             database.execute("DROP INDEX messages_uuid")
             database.execute("ALTER TABLE messages DROP COLUMN uuid")
+            database.execute("ALTER TABLE index_state DROP COLUMN tail_hash")
             database.execute("PRAGMA user_version = 12")
     db.open_store(config.load()).close()  # what every process does when it starts
     assert sorted(db_rows("SELECT from_id, to_id, relation_type FROM relations WHERE id >= 900")) == sorted(

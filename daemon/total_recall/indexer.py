@@ -195,7 +195,9 @@ class Indexer:
             if row["source_file"] != path
             and row["byte_offset"]
             and not os.path.lexists(row["source_file"])
-            and not transcript.was_rewritten(Path(path), row["byte_offset"], row["head_hash"], fh=fh)
+            and not transcript.was_rewritten(
+                Path(path), row["byte_offset"], row["head_hash"], fh=fh, recorded_tail_hash=row["tail_hash"]
+            )
         ]
         if len(moved) != 1:
             return None
@@ -216,7 +218,9 @@ class Indexer:
         if report.refused:
             return False
         offset, line, scan = progress["byte_offset"], progress["line_number"], progress["scan_offset"]
-        if offset and transcript.was_rewritten(p, offset, progress["head_hash"], fh=fh):
+        if offset and transcript.was_rewritten(
+            p, offset, progress["head_hash"], fh=fh, recorded_tail_hash=progress["tail_hash"]
+        ):
             log.info("transcript_rewritten", file=path, old_offset=offset)
             offset, line, scan, report.rewritten = 0, 0, 0, True
         if scan and scan > _open_size(fh):
@@ -252,7 +256,7 @@ class Indexer:
             redact_metadata(result.messages, file_session)
             if result.end_offset <= offset:
                 if report.rewritten or result.scanned_to > max(scan, offset):
-                    self._save_offset_only(path, result, progress)
+                    self._save_offset_only(path, result, progress, fh)
                 if result.scanned_to > max(scan, offset) and result.scanned_to < _open_size(fh):
                     # Trigger: one endless line (a sparse or runaway file). Why: scanning it
                     # must neither hold the daemon nor start over on every hook. Outcome: the
@@ -268,7 +272,7 @@ class Indexer:
             if report.refused:
                 # Trigger: the transcript itself names a forgotten or excluded session/project.
                 # Why: nothing of it may be kept. Outcome: only the offset moves on.
-                self._save_offset_only(path, result, {"session_id": None, "project": ""})
+                self._save_offset_only(path, result, {"session_id": None, "project": ""}, fh)
                 return False
             ident = self._stored_under(ident)
             self._withhold(path, result.messages, {ident["checkout"], ident["project"]})
@@ -293,13 +297,16 @@ class Indexer:
                     report.deferred = True  # file_timeout: at least one batch per turn, then the others
                     return False
                 try:
-                    self._index_chunk(path, ident, chunk, result.head_hash, report, marks)
+                    # The read's head hash and that of the bytes before the chunk's end, from the
+                    # descriptor the lines came from (transcript.was_rewritten compares both).
+                    hashes = (result.head_hash, transcript.tail_hash(fh, chunk.end_offset))
+                    self._index_chunk(path, ident, chunk, hashes, report, marks)
                 except _ForgottenMeanwhile:
                     self._forgotten_while_extracted(path, chunk, report)
                     return False
             offset, line, scan = result.end_offset, result.end_line, result.scanned_to
             if scan:
-                self._save_offset_only(path, result, progress)
+                self._save_offset_only(path, result, progress, fh)
             self.embed_pending()
             if self.clock() >= deadline and offset < _open_size(fh):
                 # Trigger: daemon.file_timeout. Why: other transcripts are waiting. Outcome: the
@@ -370,6 +377,7 @@ class Indexer:
                 "byte_offset": 0,
                 "line_number": 0,
                 "head_hash": None,
+                "tail_hash": None,
                 "session_id": None,
                 "project": None,
                 "scan_offset": 0,
@@ -479,7 +487,7 @@ class Indexer:
             raise _ForgottenMeanwhile(path)
 
     def _index_chunk(
-        self, path: str, ident: dict, chunk: Chunk, head_hash: str, report: IndexReport, marks: tuple
+        self, path: str, ident: dict, chunk: Chunk, hashes: tuple, report: IndexReport, marks: tuple
     ) -> None:
         fresh = chunk.fresh
         units = self._new_units(path, chunk.units)
@@ -520,7 +528,7 @@ class Indexer:
             self._write_messages(path, ident, chunk, covered, skips, now)
             self._write_units(path, ident, units, vectors)
             self._write_calls(now)
-            self._write_offset(path, ident, chunk, head_hash, now)
+            self._write_offset(path, ident, chunk, hashes, now)
             state.add_fallback_batches(self.db, path, ident["session"], ident["project"], fell_back, now)
         report.batches += bool(fresh)
         report.messages += len(fresh)
@@ -857,8 +865,9 @@ class Indexer:
         state.record_calls(self.db, calls, now)
 
     def _write_offset(
-        self, path: str, ident: dict, chunk: Chunk, head_hash: str, now: float, scan_offset: int = 0
+        self, path: str, ident: dict, chunk: Chunk, hashes: tuple, now: float, scan_offset: int = 0
     ) -> None:
+        """The chunk's end as how far the transcript is indexed; `hashes`: (head, tail) hashes."""
         state.save(
             self.db,
             path,
@@ -866,20 +875,22 @@ class Indexer:
             project=ident.get("checkout", ident["project"]),
             byte_offset=chunk.end_offset,
             line_number=chunk.end_line,
-            head_hash=head_hash,
+            head_hash=hashes[0],
             file_size=_size(path),
             now=now,
             scan_offset=scan_offset,
+            tail_hash=hashes[1],
         )
 
-    def _save_offset_only(self, path: str, result, progress: dict) -> None:
+    def _save_offset_only(self, path: str, result, progress: dict, fh) -> None:
         ident = {"session": progress["session_id"], "project": progress["project"] or ""}
+        hashes = (result.head_hash, transcript.tail_hash(fh, result.end_offset))
         with self.db.write():
             self._write_offset(
                 path,
                 ident,
                 Chunk([], result.end_offset, result.end_line),
-                result.head_hash,
+                hashes,
                 self.clock(),
                 result.scanned_to,
             )

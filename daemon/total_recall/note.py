@@ -156,7 +156,9 @@ def _current_line(db: Database, source_file: str, settings: config.Settings) -> 
     offset, line = (row["byte_offset"], row["line_number"]) if row else (0, 0)
     try:
         with trust.open_transcript(source_file, settings) as fh:
-            if offset and transcript.was_rewritten(source_file, offset, row["head_hash"], fh=fh):
+            if offset and transcript.was_rewritten(
+                source_file, offset, row["head_hash"], fh=fh, recorded_tail_hash=row["tail_hash"]
+            ):
                 offset, line = 0, 0  # not the file that was indexed: count from its start
             fh.seek(offset)
             left = NOTE_SCAN_BYTES

@@ -128,7 +128,9 @@ def _moves(
     offset, line = start
     try:
         with trust.open_transcript(path, settings) as fh:
-            if transcript.was_rewritten(Path(path), indexed, row["head_hash"], fh=fh):
+            if transcript.was_rewritten(
+                Path(path), indexed, row["head_hash"], fh=fh, recorded_tail_hash=row["tail_hash"]
+            ):
                 return moves, uuids, None, 0
             while offset < indexed:
                 if offset - start[0] >= budget:

@@ -58,19 +58,21 @@ def drop_unused_files(db: Database) -> int:
 
 
 def of(db: Database, source_file: str) -> Any:
-    """The index_state row of a transcript (byte_offset, line_number, head_hash, session_id,
-    project, scan_offset), or None before its first batch."""
+    """The index_state row of a transcript (byte_offset, line_number, head_hash, tail_hash,
+    session_id, project, scan_offset), or None before its first batch."""
     return db.one(
-        "SELECT byte_offset, line_number, head_hash, session_id, project, scan_offset FROM index_state "
-        "WHERE source_file = ?",
+        "SELECT byte_offset, line_number, head_hash, tail_hash, session_id, project, scan_offset "
+        "FROM index_state WHERE source_file = ?",
         (source_file,),
     )
 
 
 def indexed_named(db: Database, name: str) -> list:
-    """The indexed transcripts whose file has this name (source_file, byte_offset, head_hash)."""
+    """The indexed transcripts whose file has this name (source_file, byte_offset, head_hash,
+    tail_hash)."""
     rows = db.all(
-        "SELECT source_file, byte_offset, head_hash FROM index_state WHERE source_file LIKE ?", ("%" + name,)
+        "SELECT source_file, byte_offset, head_hash, tail_hash FROM index_state WHERE source_file LIKE ?",
+        ("%" + name,),
     )
     return [r for r in rows if r["source_file"].replace("\\", "/").rsplit("/", 1)[-1] == name]
 
@@ -146,9 +148,10 @@ _AFTER = "source_file > ? OR (source_file = ? AND ? > 0)"
 
 
 def indexed_after(db: Database, path: str, offset: int) -> Any:
-    """The first indexed transcript after the cursor (source_file, byte_offset, head_hash), or None."""
+    """The first indexed transcript after the cursor (source_file, byte_offset, head_hash,
+    tail_hash), or None."""
     return db.one(
-        f"SELECT source_file, byte_offset, head_hash FROM index_state WHERE {_AFTER} "
+        f"SELECT source_file, byte_offset, head_hash, tail_hash FROM index_state WHERE {_AFTER} "
         "ORDER BY source_file LIMIT 1",
         (path, path, offset),
     )
@@ -179,7 +182,7 @@ def fallbacks_since(db: Database, since: float) -> int:
 def read_all_again(db: Database) -> None:
     """Every transcript is read again from byte 0 (after a recover: already-indexed lines are
     recognised by their `messages` rows and skipped)."""
-    db.execute("UPDATE index_state SET byte_offset = 0, line_number = 0, head_hash = NULL")
+    db.execute("UPDATE index_state SET byte_offset = 0, line_number = 0, head_hash = NULL, tail_hash = NULL")
 
 
 def save(
@@ -194,17 +197,20 @@ def save(
     file_size: int | None,
     now: float,
     scan_offset: int = 0,
+    tail_hash: str | None = None,
 ) -> None:
-    """How far a transcript is indexed (in the transaction that wrote what came before it)."""
+    """How far a transcript is indexed (in the transaction that wrote what came before it), with the
+    hashes transcript.was_rewritten compares: its head's and that of the bytes before the offset."""
     db.execute(
         "INSERT INTO index_state (source_file, session_id, project, byte_offset, line_number, head_hash, "
-        "file_size, updated_at, scan_offset) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "file_size, updated_at, scan_offset, tail_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
         "ON CONFLICT (source_file) DO UPDATE SET session_id = excluded.session_id, "
         "project = excluded.project, byte_offset = excluded.byte_offset, "
         "line_number = excluded.line_number, head_hash = excluded.head_hash, "
         "file_size = excluded.file_size, updated_at = excluded.updated_at, "
-        "scan_offset = excluded.scan_offset",
-        (source_file, session, project, byte_offset, line_number, head_hash, file_size, now, scan_offset),
+        "scan_offset = excluded.scan_offset, tail_hash = excluded.tail_hash",
+        (source_file, session, project, byte_offset, line_number, head_hash, file_size, now, scan_offset)
+        + (tail_hash,),
     )
 
 

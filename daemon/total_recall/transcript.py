@@ -50,6 +50,7 @@ log = structlog.get_logger(__name__)
 
 CONTEXT_MARKER = "<total-recall-context>"
 HEAD_BYTES = 4096
+TAIL_BYTES = 4096  # the bytes before an indexed offset whose hash is recorded with it (was_rewritten)
 CHUNK_BYTES = 1 << 20
 PROFILE_SCAN_BYTES = 4 << 20  # how far into the head we look for the session's first prompt
 TOOL_DESCRIPTOR_CHARS = 120
@@ -376,11 +377,27 @@ def _read_at(fh: IO[bytes], offset: int, size: int) -> bytes:
     return b"".join(parts)
 
 
+def tail_hash(fh: IO[bytes], offset: int) -> str:
+    """sha256 hex of the TAIL_BYTES (fewer at the file's start) before `offset` of the open transcript:
+    recorded with each indexed offset, read from the descriptor the lines were read from."""
+    start = max(0, offset - TAIL_BYTES)
+    try:
+        return hashlib.sha256(_read_at(fh, start, offset - start)).hexdigest()
+    except OSError as exc:
+        raise TranscriptError(f"cannot read transcript: {exc.strerror or exc}") from exc
+
+
 def was_rewritten(
-    path: Path, offset: int, recorded_head_hash: str | None, *, fh: IO[bytes] | None = None
+    path: Path,
+    offset: int,
+    recorded_head_hash: str | None,
+    *,
+    fh: IO[bytes] | None = None,
+    recorded_tail_hash: str | None = None,
 ) -> bool:
-    """True when the file shrank below `offset`, no newline precedes `offset`, or its head no
-    longer hashes as recorded. `fh`: the transcript already opened (else `path` is opened).
+    """True when the file shrank below `offset`, no newline precedes `offset`, its head no longer
+    hashes as recorded, or (when one was recorded: tail_hash) neither do the bytes just before
+    `offset`. `fh`: the transcript already opened (else `path` is opened).
 
     `recorded_head_hash` is a ReadResult.head_hash. It covered min(HEAD_BYTES, end_offset) of
     that read, which may lie past `offset` (a caller committing part of a read), so it is
@@ -398,7 +415,9 @@ def was_rewritten(
         if size < offset:
             return True
         with open_transcript(path) as opened:
-            return was_rewritten(path, offset, recorded_head_hash, fh=opened)
+            return was_rewritten(
+                path, offset, recorded_head_hash, fh=opened, recorded_tail_hash=recorded_tail_hash
+            )
     try:
         if os.fstat(fh.fileno()).st_size < offset:
             return True
@@ -411,9 +430,13 @@ def was_rewritten(
         # follows one, so another file took this name even if it shares the hashed head (a copy
         # that forked after the first kilobytes). Outcome: read again from the start.
         return True
-    if recorded_head_hash is None:
-        return False
-    return recorded_head_hash not in _prefix_hashes(head, min(HEAD_BYTES, offset))
+    hashed = min(HEAD_BYTES, offset)
+    if recorded_head_hash is not None and recorded_head_hash not in _prefix_hashes(head, hashed):
+        return True
+    # Trigger: the head and the line end match, but the file is another one (replaced by a copy that
+    # forked after its first kilobytes, its line end falling where the old offset was). Outcome: the
+    # bytes before the offset tell it (rows written before 0017 have no tail hash: the head decides).
+    return recorded_tail_hash is not None and recorded_tail_hash != tail_hash(fh, offset)
 
 
 def _prefix_hashes(head: bytes, offset: int) -> set[str]:
