@@ -242,6 +242,47 @@ def test_a_sessions_title_is_shown_redacted_and_forgotten_with_what_it_may_name(
     assert db_rows(kept_out) == [(2,)]  # the title lines, kept out by their tombstones
 
 
+def test_the_pull_request_a_session_opened_names_it_and_is_found_by_its_number(tmp_path):
+    """Claude Code 2.1.332 writes a `pr-link` record when a `gh pr create` of the session prints the
+    pull request's address, and again, unchanged, with the session's metadata when it ends or resumes.
+    It is a line of its own kind: never extracted, found by its words ("PR 42"), and every result of
+    the session names the pull request, once; a forget of the session takes it."""
+    path = tmp_path / "claude" / "projects" / "-home-dev-projects-shop" / "s1.jsonl"
+    said = [
+        ("user", "Open a pull request for the refund webhook retries."),
+        ("assistant", "Opened it: the refund webhook retries back off exponentially now."),
+    ]
+    write_transcript(path, said, cwd=PROJECT, start=DAY)
+    url = "https://github.com/acme/shop/pull/42"
+    link = {"type": "pr-link", "sessionId": "s1", "prNumber": 42, "prUrl": url, "prRepository": "acme/shop"}
+
+    def append_link(minute):
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps({**link, "timestamp": f"2026-03-02T09:{minute:02d}:00.000Z"}) + "\n")
+
+    append_link(5)
+    append_link(6)  # the session ended: its metadata, the link among it, written again
+    cli("backfill", str(path), "--wait")
+    text = f"PR #42 (pull request) in acme/shop: {url}"
+    assert db_rows("SELECT source_line, kind, skip_reason, content FROM messages WHERE kind = 'pr_link'") == [
+        (3, "pr_link", "pr_link", text)
+    ]
+    assert db_rows("SELECT count(*) FROM ideas WHERE content LIKE '%pull/42%'") == [(0,)]  # never extracted
+    found = cli_json("search", "PR 42", "--project", "shop")
+    assert ("message", "pr_link", 3) in [
+        (r["kind"], r.get("message_kind"), r.get("source_line")) for r in found
+    ]
+    assert all(r["session_prs"] == [text] for r in found)
+    shown = cli("search", "refund webhook retries", "--project", "shop").stdout
+    assert f"_session s1 · PR #42 {url} · " in shown
+    # The session resumed and ended again: the link is written once more, and still named once.
+    append_link(30)
+    cli("backfill", str(path), "--wait")
+    assert cli_json("search", "refund webhook retries", "--project", "shop")[0]["session_prs"] == [text]
+    cli_json("forget", "--session", "s1")
+    assert db_rows("SELECT count(*) FROM messages WHERE content LIKE '%pull/42%'") == [(0,)]
+
+
 def test_forget_scope_vector_rows_go_too(tmp_path):
     claude = tmp_path / "claude"
     session(claude, "s1", [("user", "The build server is called hydra and lives in rack 4.")])

@@ -146,10 +146,18 @@ def test_every_fixture_reads_whole_and_in_order(fixture_transcripts):
         assert [m.line for m in result.messages] == sorted(m.line for m in result.messages)
         offsets = [m.end_offset for m in result.messages]
         assert offsets == sorted(offsets) and all(data[o - 1 : o] == b"\n" for o in offsets)
-        assert all(
-            m.role in ("user", "assistant") or (m.role, m.skip_reason) == ("system", "title")
-            for m in result.messages
-        )
+        structure = {("system", "title"), ("system", "pr_link")}  # a session's title, its pull request
+        said = [(m.role, m.skip_reason) for m in result.messages]
+        assert all(role in ("user", "assistant") or (role, skip) in structure for role, skip in said)
+
+
+def test_a_fixtures_pr_link_is_read_as_the_sessions_pull_request(fixture):
+    """A shared fixture written by a real session links it to a pull request (`pr-link`)."""
+    path = fixture("jazzyalex__agent-sessions__small.jsonl")
+    links = [m for m in read_new(path).messages if m.kind == "pr_link"]
+    assert [(m.role, m.skip_reason, m.text) for m in links] == [
+        ("system", "pr_link", "PR #1 (pull request) in org/repo: https://example.invalid/org/repo/pull/1")
+    ]
 
 
 def test_response_split_over_lines_becomes_one_message(fixture):

@@ -124,6 +124,25 @@ def session_titles(db: Database, sessions: list[str]) -> dict[str, str]:
     return {session: key[2] for session, key in best.items()}
 
 
+def session_prs(db: Database, sessions: list[str]) -> dict[str, list[str]]:
+    """Each session's pull requests, oldest first, each once: the text of its PR link lines
+    (`transcript.PR_LINK`: "PR #42 (pull request) in acme/shop: <url>"). A line forgotten or read while
+    paused was stored without its text, and names none."""
+    out: dict[str, list[str]] = {}
+    for chunk in _chunks(sorted(set(sessions))):
+        rows = db.all(
+            "SELECT session_id, content FROM messages "
+            f"WHERE session_id IN ({marks(chunk)}) AND skip_reason = 'pr_link' AND content != '' "
+            "ORDER BY session_id, timestamp, source_line",
+            chunk,
+        )
+        for row in rows:
+            links = out.setdefault(row["session_id"], [])
+            if row["content"] not in links:
+                links.append(row["content"])
+    return out
+
+
 def span(db: Database, span_id: int) -> Any:
     return db.one("SELECT * FROM spans WHERE id = ?", (span_id,))
 

@@ -47,6 +47,7 @@ SAID = {
     "meta": "added by Claude Code",
     "interrupt": "user interrupted",
     "goal": "session goal",
+    "pr_link": "session opened",
 }
 
 
@@ -77,8 +78,16 @@ def results_markdown(results: list[dict]) -> str:
 
 
 def _titled(r: dict) -> str:
-    """ " (<the session's title>)", or nothing for a session without one."""
-    return f" ({r['session_title']})" if r.get("session_title") else ""
+    """ " (<the session's title>)" and " · PR #42 <url>" for each pull request it opened; nothing
+    for a session without them."""
+    title = f" ({r['session_title']})" if r.get("session_title") else ""
+    return title + "".join(f" · {_pr_short(link)}" for link in r.get("session_prs") or [])
+
+
+def _pr_short(link: str) -> str:
+    """ "PR #42 <url>" of a PR link's text ("PR #42 (pull request) in acme/shop: <url>")."""
+    number, _, rest = link.partition(" (pull request)")
+    return f"{number} {rest.rpartition(': ')[2]}".strip()
 
 
 def _line(r: dict) -> str:

@@ -1414,9 +1414,11 @@ def run(
         session=request.get("session"),
         current_session=request.get("current_session"),
     )
-    titles = memories.session_titles(db, [r["session"] for r in results if r.get("session")])
+    sessions = [r["session"] for r in results if r.get("session")]
+    titles, prs = memories.session_titles(db, sessions), memories.session_prs(db, sessions)
     for r in results:
         r["session_title"] = titles.get(r.get("session"))  # the /resume picker's name for it, or None
+        r["session_prs"] = prs.get(r.get("session"), [])  # the pull requests it opened (PR link lines)
     return {"results": results, "notes": ctx.notes}
 
 

@@ -99,6 +99,12 @@ META_PREFIXES = ("<task-notification>",)
 # record is no title of its file: its `leafUuid` may be in another session's.)
 TITLE_FIELDS = {"custom-title": ("customTitle", "title"), "ai-title": ("aiTitle", "ai_title")}
 TITLE_KINDS = ("title", "ai_title")  # the order a title is chosen in (memories.session_titles)
+# The pull request a session opened (Claude Code 2.1.332 writes a `pr-link` record when a `gh pr create`
+# in the session prints a PR's address, and again, unchanged, with the session's metadata when it ends or
+# resumes): a message of its own kind on its line, skipped ("pr_link": never extracted), searched by its
+# words ("PR #42 (pull request) in acme/shop: <url>"), and named beside the session in results (I167).
+PR_LINK = "pr_link"
+PR_LINK_PREFIX = "PR #"
 TITLE_CHARS = 200
 INTERRUPT_PREFIX = "[Request interrupted"
 COMPACTION_PROMPT_PREFIXES = (
@@ -619,6 +625,7 @@ class _Reader:
         # start only when a goal_status needs it (_active_goal).
         self.goal: str | None = None
         self.goal_known = False
+        self.pr_links: set[str] = set()  # the PR links this read stored (a repeated one is not stored again)
 
     # -- driving -------------------------------------------------------------------------
 
@@ -683,7 +690,7 @@ class _Reader:
         self.messages.append(self._assistant(parts))
         for item in items:
             self._count(item)
-            self._read_title(item)  # a title written between a response's lines joins it as structure
+            self._read_session_record(item)  # a title or PR link between a response's lines joins it
 
     def _apply(self, item: _Line) -> None:
         self._count(item)
@@ -718,14 +725,23 @@ class _Reader:
             env = self._envelope(record)
             self.messages.append(self._message(item, item, env, "user", "tool_result", events, "tool_output"))
         else:
-            self._read_title(item)
+            self._read_session_record(item)
 
-    def _read_title(self, item: _Line) -> None:
+    def _read_session_record(self, item: _Line) -> None:
         """A line that titles the session becomes its title message (a subagent's file, stored under
         its parent's session, names no session). A title carries no time: like any line without one,
         a pause or a forget by date takes it by when it was read (the daemon reads it at the turn's
-        end, with the lines it sums up)."""
-        if item.record is None or self.agent_file or (title := _title(item.record)) is None:
+        end, with the lines it sums up). A line that links the session to a pull request becomes its
+        PR link message, once per read for each pull request (Claude Code writes it again unchanged)."""
+        if item.record is None:
+            return
+        if (link := _pr_link(item.record)) is not None:
+            if link not in self.pr_links:
+                self.pr_links.add(link)
+                env = self._envelope(item.record)
+                self.messages.append(self._message(item, item, env, "system", PR_LINK, link, PR_LINK))
+            return
+        if self.agent_file or (title := _title(item.record)) is None:
             return
         kind, text = title
         env = self._envelope(item.record)
@@ -1542,6 +1558,23 @@ def _notified_events(text: str) -> str | None:
     return _cut("\n".join([head or "Event", *events]), TOOL_RESULT_CHARS)
 
 
+_PR_URL = re.compile(r"https?://\S{1,300}")
+_PR_REPOSITORY = re.compile(r"[\w.-]{1,100}(?:/[\w.-]{1,100}){1,3}")
+
+
+def _pr_link(record: dict[str, Any]) -> str | None:
+    """ "PR #42 (pull request) in acme/shop: https://github.com/acme/shop/pull/42" of a `pr-link`
+    record with a number, an address and a repository, else None."""
+    if record.get("type") != "pr-link":
+        return None
+    number, url = record.get("prNumber"), _str(record.get("prUrl"))
+    repository = _str(record.get("prRepository"))
+    if type(number) is not int or number < 0 or not url or not _PR_URL.fullmatch(url):
+        return None
+    where = f" in {repository}" if repository and _PR_REPOSITORY.fullmatch(repository) else ""
+    return f"{PR_LINK_PREFIX}{number} (pull request){where}: {url}"
+
+
 def _title(record: dict[str, Any]) -> tuple[str, str] | None:
     """(kind, text) of a record that titles the session (TITLE_FIELDS), else None."""
     field_kind = TITLE_FIELDS.get(record.get("type"))  # type: ignore[arg-type]
@@ -1728,8 +1761,8 @@ def _group_key(record: dict[str, Any] | None) -> tuple[str, bool, str | None] | 
 def _slim(item: _Line) -> _Line:
     """Keep only what counting needs: an open response can be followed by thousands of
     progress records (a long Task call), held until the response is known to be complete."""
-    if item.record is None or _title(item.record) is not None:
-        return item  # a title is read when the response ends (_flush)
+    if item.record is None or _title(item.record) is not None or _pr_link(item.record) is not None:
+        return item  # a title or PR link is read when the response ends (_flush)
     kept = {k: item.record[k] for k in ("type", "subtype") if k in item.record}
     return _Line(item.number, item.end, kept, item.problems)
 

@@ -555,6 +555,47 @@ def test_what_a_background_agent_tells_the_main_conversation_is_found_where_it_a
     assert line_text(session.transcript, arrived[0]) == PEER_BODY
 
 
+PR_ASK = "Open a pull request for the refund webhook retries."
+PR_URL = "https://github.com/acme/shop/pull/42"
+
+
+def test_the_pull_request_a_session_opened_is_found_and_names_the_session(cc, tmp_path):
+    """2.1.332: when a `gh pr create` of the session prints a pull request's address, Claude Code links
+    the session to it (a `pr-link` record, written again with the session's metadata when it ends).
+    The link is stored once, found by the PR's number, and every result of the session names it."""
+    project = cc.project("refunds")
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "gh").write_text(f"#!/bin/sh\necho {PR_URL}\n")  # GitHub's CLI, as it answers `pr create`
+    (tools / "gh").chmod(0o755)
+    create = {
+        "tool_use": {
+            "name_matching": "^Bash$",
+            "input": {"command": "gh pr create --title 'Retry the refund webhook'", "description": "open PR"},
+        }
+    }
+    cc.fake.script(PR_ASK, [create, "Opened the pull request for the refund webhook retries.", "Done."])
+    path = cc.ours["PATH"]
+    cc.ours["PATH"] = f"{tools}{os.pathsep}{path}"
+    try:
+        session = cc.session(PR_ASK, project, "--allowedTools", "Bash")
+    finally:
+        cc.ours["PATH"] = path
+    records = [json.loads(line) for line in session.transcript.read_text(encoding="utf-8").splitlines()]
+    links = [n + 1 for n, r in enumerate(records) if r.get("type") == "pr-link"]
+    if not links:
+        pytest.skip(f"Claude Code {CLI_VERSION} links no session to a pull request")
+    text = f"PR #42 (pull request) in acme/shop: {PR_URL}"
+    found = within(
+        SEARCHABLE_WITHIN,
+        lambda: [r for r in search(cc, "PR 42", project) if r.get("message_kind") == "pr_link"],
+        lambda: f"no PR link found; daemon log:\n{daemon_log_tail(cc)}",
+    )
+    assert [(r["content"], r["source_line"]) for r in found] == [(text, links[0])]
+    mine = [r for r in search(cc, "refund webhook retries", project) if r.get("session") == session.id]
+    assert mine and all(r["session_prs"] == [text] for r in mine)
+
+
 WORKFLOW_ASK = "Use a workflow to check how the import job retries a failed upload."
 WORKFLOW_SUMMARY = "Check the import job's retries"
 WORKFLOW_AGENT_PROMPT = "Read the import job and report how it retries a failed upload."
