@@ -275,6 +275,15 @@ def test_the_pull_request_a_session_opened_names_it_and_is_found_by_its_number(t
     assert all(r["session_prs"] == [text] for r in found)
     shown = cli("search", "refund webhook retries", "--project", "shop").stdout
     assert f"_session s1 · PR #42 {url} · " in shown
+    # The next session starts knowing it, and "where did we leave off" names it.
+    from helpers import memory_store
+    from total_recall import digest
+
+    with memory_store() as database:
+        start = digest.context_digest(database, PROJECT)
+    assert f"## Last session (2026-03-02, PR #42 {url}) topics" in start
+    asked = cli("search", "where did we leave off", "--project", "shop", "--json")
+    assert f"searched the session: s1 (PR #42 {url})" in asked.stderr
     # The session resumed and ended again: the link is written once more, and still named once.
     append_link(30)
     cli("backfill", str(path), "--wait")

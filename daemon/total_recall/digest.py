@@ -66,15 +66,22 @@ def _distinct(rows: list, limit: int) -> list:
 
 
 def _last_session_topics(db: Database, paths: list[str]) -> tuple[str | None, str | None, list[str]]:
-    """(when the project's last session ended, its title, its topics as bullets)."""
+    """(when the project's last session ended, what names it: its title and the pull requests it
+    opened, its topics as bullets)."""
+    from total_recall.transcript import pr_short
+
     row = memories.last_session(db, paths)
     if not row:
         return None, None, []
-    topics = memories.session_topics(db, row["session_id"])
-    title = memories.session_titles(db, [row["session_id"]]).get(row["session_id"])
+    sid = row["session_id"]
+    topics = memories.session_topics(db, sid)
+    title = memories.session_titles(db, [sid]).get(sid)
+    names = ([_short(title, 80)] if title else []) + [
+        pr_short(p) for p in memories.session_prs(db, [sid]).get(sid, [])
+    ]
     return (
         row["ended"],
-        title,
+        ", ".join(names) or None,
         [
             f"- {_short(t['name'], 80)}" + (f": {_short(t['summary'], 160)}" if t["summary"] else "")
             for t in topics
@@ -112,7 +119,7 @@ def context_digest(db: Database, project: str, per_section: int = 6, paths: list
             lines += [f"## {title}", *_bullets(rows, with_source="short")]
     when, title, topics = _last_session_topics(db, paths)
     if topics:
-        named = f", {_short(title, 80)}" if title else ""
+        named = f", {title}" if title else ""
         lines += [f"## Last session ({(when or '')[:10]}{named}) topics", *topics[:per_section]]
     return "\n".join(lines) + "\n" if len(lines) > 2 else ""
 

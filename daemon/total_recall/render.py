@@ -80,14 +80,10 @@ def results_markdown(results: list[dict]) -> str:
 def _titled(r: dict) -> str:
     """ " (<the session's title>)" and " · PR #42 <url>" for each pull request it opened; nothing
     for a session without them."""
+    from total_recall.transcript import pr_short
+
     title = f" ({r['session_title']})" if r.get("session_title") else ""
-    return title + "".join(f" · {_pr_short(link)}" for link in r.get("session_prs") or [])
-
-
-def _pr_short(link: str) -> str:
-    """ "PR #42 <url>" of a PR link's text ("PR #42 (pull request) in acme/shop: <url>")."""
-    number, _, rest = link.partition(" (pull request)")
-    return f"{number} {rest.rpartition(': ')[2]}".strip()
+    return title + "".join(f" · {pr_short(link)}" for link in r.get("session_prs") or [])
 
 
 def _line(r: dict) -> str:

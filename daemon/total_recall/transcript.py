@@ -1575,6 +1575,12 @@ def _pr_link(record: dict[str, Any]) -> str | None:
     return f"{PR_LINK_PREFIX}{number} (pull request){where}: {url}"
 
 
+def pr_short(link: str) -> str:
+    """ "PR #42 <url>" of a PR link's text ("PR #42 (pull request) in acme/shop: <url>", _pr_link)."""
+    number, _, rest = link.partition(" (pull request)")
+    return f"{number} {rest.rpartition(': ')[2]}".strip()
+
+
 def _title(record: dict[str, Any]) -> tuple[str, str] | None:
     """(kind, text) of a record that titles the session (TITLE_FIELDS), else None."""
     field_kind = TITLE_FIELDS.get(record.get("type"))  # type: ignore[arg-type]
