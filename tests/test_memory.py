@@ -284,6 +284,8 @@ def test_the_pull_request_a_session_opened_names_it_and_is_found_by_its_number(t
     assert f"## Last session (2026-03-02, PR #42 {url}) topics" in start
     asked = cli("search", "where did we leave off", "--project", "shop", "--json")
     assert f"searched the session: s1 (PR #42 {url})" in asked.stderr
+    assert cli_json("topics")[0]["prs"] == [text]
+    assert f"## session s1 · PR #42 {url}" in cli("topics").stdout
     # The session resumed and ended again: the link is written once more, and still named once.
     append_link(30)
     cli("backfill", str(path), "--wait")

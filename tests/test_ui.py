@@ -246,6 +246,8 @@ def test_edit_review_topics_and_graph_through_the_library_functions(tmp_path, is
     )
     with second.open("a", encoding="utf-8") as fh:  # the session's title, as Claude Code writes it
         fh.write(json.dumps({"type": "ai-title", "sessionId": "s2", "aiTitle": "Orders <db> move"}) + "\n")
+        link = {"prNumber": 7, "prUrl": "https://github.com/acme/shop/pull/7", "prRepository": "acme/shop"}
+        fh.write(json.dumps({"type": "pr-link", "sessionId": "s2", **link}) + "\n")  # the PR it opened
     cli("backfill", str(second), "--wait")
     with running_ui(isolated_home, second) as ui:
         status, page = _get(ui, "/")
@@ -271,8 +273,11 @@ def test_edit_review_topics_and_graph_through_the_library_functions(tmp_path, is
         status, page = _get(ui, "/session/s2")
         assert status == 200 and "switched from MySQL" in page
         assert "<h1>Session <code>s2</code> — Orders &lt;db&gt; move</h1>" in page  # titled, escaped
+        pr = '<a href="https://github.com/acme/shop/pull/7" rel="noreferrer noopener">PR #7</a>'
+        assert f"opened {pr}" in page  # and the pull request it opened, linked
         status, page = _get(ui, "/search?q=switched+from+MySQL+to+Postgres")
         assert status == 200 and "session Orders &lt;db&gt; move" in page  # each result names its session
+        assert f" · {pr}" in page
         status, body = _get(ui, "/api/graph")
         graph = json.loads(body)
         assert "MySQL" in {n["name"] for n in graph["nodes"]}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+from total_recall.transcript import pr_short
+
 
 def _date(stamp: str | None) -> str:
     return (stamp or "")[:10] or "undated"
@@ -80,8 +82,6 @@ def results_markdown(results: list[dict]) -> str:
 def _titled(r: dict) -> str:
     """ " (<the session's title>)" and " · PR #42 <url>" for each pull request it opened; nothing
     for a session without them."""
-    from total_recall.transcript import pr_short
-
     title = f" ({r['session_title']})" if r.get("session_title") else ""
     return title + "".join(f" · {pr_short(link)}" for link in r.get("session_prs") or [])
 
@@ -122,7 +122,8 @@ def topics_markdown(sessions: list[dict]) -> str:
             walk(child, depth + 1)
 
     for s in sessions:
-        out.append(f"## session {s['session']}" + (f" — {s['title']}" if s.get("title") else ""))
+        prs = "".join(f" · {pr_short(link)}" for link in s.get("prs") or [])
+        out.append(f"## session {s['session']}" + (f" — {s['title']}" if s.get("title") else "") + prs)
         for node in s["spans"]:
             walk(node, 0)
     return "\n".join(out)

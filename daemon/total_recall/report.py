@@ -282,7 +282,7 @@ def topics(db: Database, session: str | None = None, limit: int = 50) -> list[di
         session = resolve_session(db, session)
     out = []
     sessions = memories.recent_sessions(db, session, limit)
-    titles = memories.session_titles(db, sessions)
+    titles, prs = memories.session_titles(db, sessions), memories.session_prs(db, sessions)
     for sid in sessions:
         rows = memories.session_spans(db, sid)
         nodes = {
@@ -304,5 +304,5 @@ def topics(db: Database, session: str | None = None, limit: int = 50) -> list[di
         tree = []
         for r in rows:
             (nodes[r["parent_id"]]["children"] if r["parent_id"] in nodes else tree).append(nodes[r["id"]])
-        out.append({"session": sid, "title": titles.get(sid), "spans": tree})
+        out.append({"session": sid, "title": titles.get(sid), "prs": prs.get(sid, []), "spans": tree})
     return out

@@ -1575,10 +1575,15 @@ def _pr_link(record: dict[str, Any]) -> str | None:
     return f"{PR_LINK_PREFIX}{number} (pull request){where}: {url}"
 
 
+def pr_parts(link: str) -> tuple[str, str]:
+    """("PR #42", "<url>") of a PR link's text ("PR #42 (pull request) in acme/shop: <url>", _pr_link)."""
+    label, _, rest = link.partition(" (pull request)")
+    return label.strip(), rest.rpartition(": ")[2].strip()
+
+
 def pr_short(link: str) -> str:
-    """ "PR #42 <url>" of a PR link's text ("PR #42 (pull request) in acme/shop: <url>", _pr_link)."""
-    number, _, rest = link.partition(" (pull request)")
-    return f"{number} {rest.rpartition(': ')[2]}".strip()
+    """The PR link's "PR #42 <url>"."""
+    return " ".join(part for part in pr_parts(link) if part)
 
 
 def _title(record: dict[str, Any]) -> tuple[str, str] | None:

@@ -33,7 +33,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from total_recall import config, render
+from total_recall import config, render, transcript
 from total_recall.errors import TotalRecallError
 
 log = structlog.get_logger(__name__)
@@ -149,6 +149,7 @@ class View:
         self.templates.env.globals.update(intents=INTENTS, csrf=self.csrf)
         self.templates.env.filters["day"] = lambda s: (s or "")[:10] or "undated"
         self.templates.env.filters["said"] = render.said  # "tool output", "user said", ...
+        self.templates.env.filters["pr_parts"] = transcript.pr_parts  # ("PR #42", url) of a PR link
         self.templates.env.filters["other_places"] = render.other_places  # "also at file:line"
         self.templates.env.filters["when"] = lambda s: (s or "")[:16].replace("T", " ")
         self.templates.env.filters["stamp"] = lambda t: datetime.fromtimestamp(float(t)).strftime(

@@ -164,7 +164,9 @@ def session_page(view):
             if not lines:
                 raise NotFound(f"no session {sid!r}")
             title = memories.session_titles(db, [sid]).get(sid)
-            return {"session": {"session": sid, "title": title, "spans": []}, "ideas": {}, "lines": lines}
+            prs = memories.session_prs(db, [sid]).get(sid, [])
+            session = {"session": sid, "title": title, "prs": prs, "spans": []}
+            return {"session": session, "ideas": {}, "lines": lines}
         ideas: dict[int | None, list[dict]] = {}
         for row in memories.session_ideas(db, sid):
             ideas.setdefault(row["span_id"], []).append(
