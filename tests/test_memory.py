@@ -294,6 +294,39 @@ def test_the_pull_request_a_session_opened_names_it_and_is_found_by_its_number(t
     assert db_rows("SELECT count(*) FROM messages WHERE content LIKE '%pull/42%'") == [(0,)]
 
 
+def test_a_question_naming_a_pull_request_asks_the_session_that_opened_it(tmp_path):
+    """ "What did we change in PR #42?": the session that opened pull request 42 (its PR link line) is
+    searched, the words that named it left out; with nothing else asked, that session is recapped. A
+    pull request no session of the scope opened leaves the query as it is (I168)."""
+    folder = tmp_path / "claude" / "projects" / "-home-dev-projects-shop"
+    opened = [
+        ("user", "Make the refund webhook retry with exponential backoff."),
+        ("assistant", "We decided the refund webhook retries five times, doubling the wait each time."),
+    ]
+    write_transcript(folder / "s1.jsonl", opened, cwd=PROJECT, start=DAY)
+    link = {"prNumber": 42, "prUrl": "https://github.com/acme/shop/pull/42", "prRepository": "acme/shop"}
+    with (folder / "s1.jsonl").open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"type": "pr-link", "sessionId": "s1", **link}) + "\n")
+    later = [
+        ("user", "The refund webhook still times out on large orders."),
+        ("assistant", "We decided to raise the refund webhook timeout to thirty seconds."),
+    ]
+    write_transcript(folder / "s2.jsonl", later, cwd=PROJECT, start=DAY + timedelta(days=1))
+    cli("backfill", "--all", "--wait")
+
+    asked = cli("search", "how does the refund webhook retry in PR #42", "--project", "shop", "--json")
+    found = json.loads(asked.stdout)
+    assert "searched the session that opened PR #42: s1" in asked.stderr
+    assert found and {r["session"] for r in found} == {"s1"}
+    assert any("doubling the wait" in r["content"] for r in found)
+    recap = cli("search", "what did we do in PR 42?", "--project", "shop", "--json")
+    assert recap.returncode == 0 and {r["session"] for r in json.loads(recap.stdout)} == {"s1"}
+    assert any("doubling the wait" in r["content"] for r in json.loads(recap.stdout))
+    other = cli("search", "refund webhook in PR #7", "--project", "shop", "--json")  # opened by no session
+    assert "searched the session" not in other.stderr
+    assert {r["session"] for r in json.loads(other.stdout)} == {"s1", "s2"}
+
+
 def test_forget_scope_vector_rows_go_too(tmp_path):
     claude = tmp_path / "claude"
     session(claude, "s1", [("user", "The build server is called hydra and lives in rack 4.")])

@@ -128,6 +128,25 @@ def test_asking_where_the_last_session_ended_is_not_a_subject(text, terms):
     assert {"decision", "todo", "problem"} <= q.boost_intents and not q.intents
 
 
+@pytest.mark.parametrize(
+    "text, number, words",
+    [
+        ("what did we change in PR #42?", 42, ["pr", "42"]),
+        ("how does the retry work in pr 7", 7, ["pr", "7"]),
+        ("the pull request 1234 review comments", 1234, ["pull", "request", "1234"]),
+        ("see https://github.com/acme/shop/pull/42", 42, ["pull", "42"]),
+        ("what did we ship in APR 12", None, []),
+        ("the PR team wanted 42 slides", None, []),
+    ],
+)
+def test_a_pull_request_is_named_by_its_number(text, number, words):
+    """A pull request named by its number (search.search asks the session that opened it, I168); the
+    words that named it are kept apart, to leave the query when that session is found."""
+    q = query.analyze(text, NOW)
+    assert (q.pull_request, q.pull_request_terms) == (number, words)
+    assert set(words) <= set(q.terms)
+
+
 @pytest.mark.parametrize("text", ["what did we decide last time about caching", "the session cookie expiry"])
 def test_last_time_or_a_session_word_alone_does_not_ask_for_the_last_session(text):
     assert not query.analyze(text, NOW).last_session

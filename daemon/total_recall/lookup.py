@@ -253,6 +253,19 @@ def latest_session(db: Database, projects: list[str] | None, excluding: str | No
     return max((r for r in found if r is not None), key=lambda r: r["ended"], default=None)
 
 
+def pull_request_session(db: Database, projects: list[str] | None, number: int) -> Any:
+    """The latest session of these projects (None: of any) that opened pull request `number` (its PR
+    link line, transcript.PR_LINK): session_id, project; or None."""
+    from total_recall.transcript import PR_LINK_PREFIX
+
+    psql, pparams = _project_sql(projects, "project")
+    return db.one(
+        "SELECT session_id, project FROM messages WHERE skip_reason = 'pr_link' AND session_id IS NOT NULL "
+        f"AND content LIKE ?{psql} ORDER BY timestamp DESC LIMIT 1",
+        (f"{PR_LINK_PREFIX}{number} (pull request)%", *pparams),
+    )
+
+
 def latest_lines(db: Database, session: str, limit: int) -> list[int]:
     """Ids of the chunks of a session's last RECAP_KINDS lines, the newest first."""
     return db.column(

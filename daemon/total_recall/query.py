@@ -86,6 +86,11 @@ LAST_SESSION = re.compile(
 )
 
 
+# A pull request named by its number ("PR #42", "pull request 42", ".../pull/42"): search.search asks
+# the session that opened it (its PR link line, transcript.PR_LINK), when one of the scope did (I168).
+PULL_REQUEST = re.compile(r"\b(?:PR|pull request)\s*#?\s*(\d{1,7})\b|/pull/(\d{1,7})\b", re.I)
+
+
 @dataclass
 class Query:
     text: str
@@ -106,6 +111,8 @@ class Query:
     kind_words: list[str] = field(default_factory=list)  # the terms that named a kind ("decisions")
     identifier: bool = False  # it names code (IDENTIFIER): its exact words matter more than its meaning
     last_session: bool = False  # it asks where the previous session ended (LAST_SESSION)
+    pull_request: int | None = None  # the pull request it names (PULL_REQUEST)
+    pull_request_terms: list[str] = field(default_factory=list)  # the terms that named it ("pr", "42")
     # The meaning strategies' weight is multiplied by this: set by search.gather when the lines the
     # query's words find and the lines its meaning finds are not the same (search.MEANING_BOOST).
     dense_factor: float = 1.0
@@ -124,8 +131,10 @@ class Query:
         return [t for t in self.terms if t not in self.kind_words]
 
     def asks_recap(self) -> bool:
-        """It asks where the last session ended and names nothing else ("where did we leave off")."""
-        return self.last_session and not self.terms
+        """It asks where the last session ended, or what a pull request's session did, and names
+        nothing else ("where did we leave off", "what did we do in PR #42" once its session is known)."""
+        named = self.last_session or (self.pull_request is not None and self.session is not None)
+        return named and not self.terms
 
     def topic(self) -> list[str]:
         """What it is about: its subject without the verb that frames the question ("hit" in
@@ -262,6 +271,9 @@ def analyze(text: str, now: datetime | None = None) -> Query:
         q.terms = [t for t in q.terms if t not in terms_of(last.group(0))]
         # what was settled or left open, before what was merely said ("context")
         q.boost_intents |= {"decision", "conclusion", "question", "problem", "solution", "todo"}
+    if pr := PULL_REQUEST.search(text):
+        q.pull_request = int(pr.group(1) or pr.group(2))
+        q.pull_request_terms = terms_of(pr.group(0))
     if open_work := OPEN_WORK.search(text):
         # "what is left to do": open todos only, wherever the phrase stands; closed ones are done.
         q.kind_words = terms_of(open_work.group(0))

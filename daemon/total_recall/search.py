@@ -662,6 +662,8 @@ def search(
     if projects is None and not all_projects and not project:
         here = os.path.abspath(cwd or os.getcwd())
         ctx._note(f"{here} is not inside a known project: searched all projects")
+    if q.pull_request is not None and q.session is None:
+        projects = _pull_request_session(ctx, q, projects)
     if q.asks_recap() and q.session is None:
         projects = _previous_session(ctx, q, projects, current_session)
     # A question typed in lower case ("what did caroline paint", "What did caroline paint?") names its
@@ -693,6 +695,24 @@ def search(
             f"no line or memory in this scope says {' or '.join(subject)}: showing the closest in meaning"
         )
     return results
+
+
+def _pull_request_session(
+    ctx: SearchContext, q: querymod.Query, projects: list[str] | None
+) -> list[str] | None:
+    """For a query naming a pull request ("what did we change in PR #42"): the latest session of the
+    scope that opened it becomes the query's session, and the words that named it leave the query (with
+    none left, the session is recapped as "where did we leave off" recaps one); returns the scope
+    narrowed to that session's project. No such session: the query is searched as it is (I168)."""
+    found = lookup.pull_request_session(ctx.db, projects, q.pull_request)
+    if found is None:
+        return projects
+    q.session = found["session_id"]
+    q.terms = [t for t in q.terms if t not in q.pull_request_terms]
+    title = memories.session_titles(ctx.db, [q.session]).get(q.session)
+    named = f" ({title})" if title else ""
+    ctx._note(f"searched the session that opened PR #{q.pull_request}: {q.session[:8]}{named}")
+    return [found["project"]] if found["project"] else projects
 
 
 def _previous_session(
