@@ -245,8 +245,8 @@ def test_a_sessions_title_is_shown_redacted_and_forgotten_with_what_it_may_name(
 def test_the_pull_request_a_session_opened_names_it_and_is_found_by_its_number(tmp_path):
     """Claude Code 2.1.332 writes a `pr-link` record when a `gh pr create` of the session prints the
     pull request's address, and again, unchanged, with the session's metadata when it ends or resumes.
-    It is a line of its own kind: never extracted, found by its words ("PR 42"), and every result of
-    the session names the pull request, once; a forget of the session takes it."""
+    It is a line of its own kind: never extracted, found by its words, and every result of the session
+    names the pull request, once; a forget of the session takes it."""
     path = tmp_path / "claude" / "projects" / "-home-dev-projects-shop" / "s1.jsonl"
     said = [
         ("user", "Open a pull request for the refund webhook retries."),
@@ -268,7 +268,7 @@ def test_the_pull_request_a_session_opened_names_it_and_is_found_by_its_number(t
         (3, "pr_link", "pr_link", text)
     ]
     assert db_rows("SELECT count(*) FROM ideas WHERE content LIKE '%pull/42%'") == [(0,)]  # never extracted
-    found = cli_json("search", "PR 42", "--project", "shop")
+    found = cli_json("search", "acme/shop pull request", "--project", "shop")
     assert ("message", "pr_link", 3) in [
         (r["kind"], r.get("message_kind"), r.get("source_line")) for r in found
     ]

@@ -562,7 +562,8 @@ PR_URL = "https://github.com/acme/shop/pull/42"
 def test_the_pull_request_a_session_opened_is_found_and_names_the_session(cc, tmp_path):
     """2.1.332: when a `gh pr create` of the session prints a pull request's address, Claude Code links
     the session to it (a `pr-link` record, written again with the session's metadata when it ends).
-    The link is stored once, found by the PR's number, and every result of the session names it."""
+    The link is stored once, found by its words, every result of the session names it, and a question
+    naming the PR's number asks that session."""
     project = cc.project("refunds")
     tools = tmp_path / "bin"
     tools.mkdir()
@@ -586,14 +587,21 @@ def test_the_pull_request_a_session_opened_is_found_and_names_the_session(cc, tm
     if not links:
         pytest.skip(f"Claude Code {CLI_VERSION} links no session to a pull request")
     text = f"PR #42 (pull request) in acme/shop: {PR_URL}"
+
+    def stored() -> list[dict]:
+        found = search(cc, "pull request acme shop", project)
+        return [r for r in found if r.get("message_kind") == "pr_link"]
+
     found = within(
         SEARCHABLE_WITHIN,
-        lambda: [r for r in search(cc, "PR 42", project) if r.get("message_kind") == "pr_link"],
+        stored,
         lambda: f"no PR link found; daemon log:\n{daemon_log_tail(cc)}",
     )
     assert [(r["content"], r["source_line"]) for r in found] == [(text, links[0])]
     mine = [r for r in search(cc, "refund webhook retries", project) if r.get("session") == session.id]
     assert mine and all(r["session_prs"] == [text] for r in mine)
+    asked = search(cc, "what did we do in PR #42", project)  # the session that opened it (I168)
+    assert asked and {r["session"] for r in asked} == {session.id}
 
 
 WORKFLOW_ASK = "Use a workflow to check how the import job retries a failed upload."
