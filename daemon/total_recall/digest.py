@@ -12,7 +12,7 @@ from collections import OrderedDict
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from total_recall import config, memories
+from total_recall import config, memories, transcript
 from total_recall.db import Database
 from total_recall.projects import digest_key
 from total_recall.projects import short_name as project_name
@@ -68,8 +68,6 @@ def _distinct(rows: list, limit: int) -> list:
 def _last_session_topics(db: Database, paths: list[str]) -> tuple[str | None, str | None, list[str]]:
     """(when the project's last session ended, what names it: its title and the pull requests it
     opened, its topics as bullets)."""
-    from total_recall.transcript import pr_short
-
     row = memories.last_session(db, paths)
     if not row:
         return None, None, []
@@ -77,7 +75,7 @@ def _last_session_topics(db: Database, paths: list[str]) -> tuple[str | None, st
     topics = memories.session_topics(db, sid)
     title = memories.session_titles(db, [sid]).get(sid)
     names = ([_short(title, 80)] if title else []) + [
-        pr_short(p) for p in memories.session_prs(db, [sid]).get(sid, [])
+        transcript.pr_short(p) for p in memories.session_prs(db, [sid]).get(sid, [])
     ]
     return (
         row["ended"],

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from total_recall import state
+from total_recall import state, transcript
 from total_recall.db import Database
 
 # What BM25 ranks for each kind of unit: its FTS5 table, the table it indexes, and which rows.
@@ -256,13 +256,11 @@ def latest_session(db: Database, projects: list[str] | None, excluding: str | No
 def pull_request_session(db: Database, projects: list[str] | None, number: int) -> Any:
     """The latest session of these projects (None: of any) that opened pull request `number` (its PR
     link line, transcript.PR_LINK): session_id, project; or None."""
-    from total_recall.transcript import PR_LINK_PREFIX
-
     psql, pparams = _project_sql(projects, "project")
     return db.one(
         "SELECT session_id, project FROM messages WHERE skip_reason = 'pr_link' AND session_id IS NOT NULL "
         f"AND content LIKE ?{psql} ORDER BY timestamp DESC LIMIT 1",
-        (f"{PR_LINK_PREFIX}{number} (pull request)%", *pparams),
+        (f"{transcript.PR_LINK_PREFIX}{number} (pull request)%", *pparams),
     )
 
 

@@ -729,11 +729,9 @@ def _previous_session(
     q.session = last["session_id"]
     when = f", last active {last['ended'][:10]}" if last["ended"] else ""
     other = " before this one" if current else ""
-    from total_recall.transcript import pr_short
-
     title = memories.session_titles(ctx.db, [q.session]).get(q.session)
     names = ([title] if title else []) + [
-        pr_short(p) for p in memories.session_prs(ctx.db, [q.session]).get(q.session, [])
+        transcript.pr_short(p) for p in memories.session_prs(ctx.db, [q.session]).get(q.session, [])
     ]
     named = f" ({', '.join(names)})" if names else ""
     ctx._note(f"searched the session{other}: {q.session[:8]}{named}{when}")
