@@ -209,8 +209,18 @@ def save(
         "line_number = excluded.line_number, head_hash = excluded.head_hash, "
         "file_size = excluded.file_size, updated_at = excluded.updated_at, "
         "scan_offset = excluded.scan_offset, tail_hash = excluded.tail_hash",
-        (source_file, session, project, byte_offset, line_number, head_hash, file_size, now, scan_offset)
-        + (tail_hash,),
+        (
+            source_file,
+            session,
+            project,
+            byte_offset,
+            line_number,
+            head_hash,
+            file_size,
+            now,
+            scan_offset,
+            tail_hash,
+        ),
     )
 
 

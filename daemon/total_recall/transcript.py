@@ -733,19 +733,19 @@ class _Reader:
         a pause or a forget by date takes it by when it was read (the daemon reads it at the turn's
         end, with the lines it sums up). A line that links the session to a pull request becomes its
         PR link message, once per read for each pull request (Claude Code writes it again unchanged)."""
-        if item.record is None:
+        record = item.record
+        if record is None:
             return
-        if (link := _pr_link(item.record)) is not None:
-            if link not in self.pr_links:
-                self.pr_links.add(link)
-                env = self._envelope(item.record)
-                self.messages.append(self._message(item, item, env, "system", PR_LINK, link, PR_LINK))
+        if (link := _pr_link(record)) is not None:
+            if link in self.pr_links:
+                return
+            self.pr_links.add(link)
+            kind, text, skip = PR_LINK, link, PR_LINK
+        elif not self.agent_file and (title := _title(record)) is not None:
+            (kind, text), skip = title, "title"
+        else:
             return
-        if self.agent_file or (title := _title(item.record)) is None:
-            return
-        kind, text = title
-        env = self._envelope(item.record)
-        self.messages.append(self._message(item, item, env, "system", kind, text, "title"))
+        self.messages.append(self._message(item, item, self._envelope(record), "system", kind, text, skip))
 
     def _count(self, item: _Line) -> None:
         self.end_offset, self.end_line = item.end, item.number
