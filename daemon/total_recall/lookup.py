@@ -260,7 +260,7 @@ def pull_request_session(db: Database, projects: list[str] | None, number: int) 
     return db.one(
         "SELECT session_id, project FROM messages WHERE skip_reason = 'pr_link' AND session_id IS NOT NULL "
         f"AND content LIKE ?{psql} ORDER BY timestamp DESC LIMIT 1",
-        (f"{transcript.PR_LINK_PREFIX}{number} (pull request)%", *pparams),
+        (transcript.pr_link_head(number) + "%", *pparams),
     )
 
 

@@ -105,6 +105,7 @@ TITLE_KINDS = ("title", "ai_title")  # the order a title is chosen in (memories.
 # words ("PR #42 (pull request) in acme/shop: <url>"), and named beside the session in results (I167).
 PR_LINK = "pr_link"
 PR_LINK_PREFIX = "PR #"
+_PR_WORDS = " (pull request)"  # after the number: the words that find it, and where its label ends
 TITLE_CHARS = 200
 INTERRUPT_PREFIX = "[Request interrupted"
 COMPACTION_PROMPT_PREFIXES = (
@@ -1572,12 +1573,17 @@ def _pr_link(record: dict[str, Any]) -> str | None:
     if type(number) is not int or number < 0 or not url or not _PR_URL.fullmatch(url):
         return None
     where = f" in {repository}" if repository and _PR_REPOSITORY.fullmatch(repository) else ""
-    return f"{PR_LINK_PREFIX}{number} (pull request){where}: {url}"
+    return f"{pr_link_head(number)}{where}: {url}"
+
+
+def pr_link_head(number: int) -> str:
+    """ "PR #42 (pull request)": how the text of pull request `number`'s PR link begins."""
+    return f"{PR_LINK_PREFIX}{number}{_PR_WORDS}"
 
 
 def pr_parts(link: str) -> tuple[str, str]:
     """("PR #42", "<url>") of a PR link's text ("PR #42 (pull request) in acme/shop: <url>", _pr_link)."""
-    label, _, rest = link.partition(" (pull request)")
+    label, _, rest = link.partition(_PR_WORDS)
     return label.strip(), rest.rpartition(": ")[2].strip()
 
 
