@@ -1,7 +1,9 @@
 """BEAM coding-project chats -> Claude Code transcripts, and their probing questions with evidence.
 
-A BEAM folder (`chat.json`, `probing_questions.json`) is one conversation between a user building
-an app and an assistant, cut into batches. Conversion: each batch becomes one transcript (user ->
+A BEAM folder (`chat.json`, and `probing_questions.json` beside it or, as the benchmark publishes
+it, in `probing_questions/`) is one conversation between a user building an app and an assistant,
+cut into batches (the 10M chats group their batches under "plan-1", "plan-2", ...: read in plan
+order as one list). Conversion: each batch becomes one transcript (user ->
 user, assistant -> assistant, one JSONL line per message), batches a week apart, one minute per
 message; the " ->-> N,M" markers BEAM appends to message text are removed. Each chat is its own
 project (cwd /beam/<folder name>).
@@ -28,18 +30,48 @@ START = datetime(2024, 1, 8, 9, 0, tzinfo=timezone.utc)
 BATCH_STEP = timedelta(days=7)
 
 
+QUESTION_FILES = ("probing_questions.json", "probing_questions/probing_questions.json")
+PLAN = re.compile(r"plan-(\d+)$")
+
+
 def load(folder: Path) -> dict[str, Any]:
     folder = Path(folder)
+    found = next((folder / name for name in QUESTION_FILES if (folder / name).is_file()), None)
+    if found is None:
+        raise FileNotFoundError(f"{folder}: no questions file (looked for {' and '.join(QUESTION_FILES)})")
     return {
-        "sample_id": folder.name,
+        "sample_id": sample_id(folder),
         "chat": json.loads((folder / "chat.json").read_text(encoding="utf-8")),
-        "questions": json.loads((folder / "probing_questions.json").read_text(encoding="utf-8")),
+        "questions": json.loads(found.read_text(encoding="utf-8")),
     }
 
 
+def sample_id(folder: Path) -> str:
+    """A chat's name: its folder's, or with the size folder before it when the folder is only a
+    number (the benchmark's `chats/100K/1` is "100K_1", as the dev copy names that folder), so chats
+    of different sizes read together stay apart."""
+    return f"{folder.parent.name}_{folder.name}" if folder.name.isdigit() else folder.name
+
+
 def folders(root: Path) -> list[Path]:
-    """Every BEAM chat folder under root (a folder holding chat.json), sorted by name."""
-    return sorted(p.parent for p in Path(root).glob("*/chat.json"))
+    """Every BEAM chat folder at any depth under root (a folder holding chat.json), sorted."""
+    return sorted(p.parent for p in Path(root).rglob("chat.json"))
+
+
+def batches(chat: list) -> list[dict]:
+    """The chat's batches in order; a 10M chat's item maps "plan-N" to a list of batches."""
+    out = []
+    for item in chat:
+        plans = (
+            sorted((int(m.group(1)), k) for k in item if (m := PLAN.match(str(k))))
+            if isinstance(item, dict)
+            else []
+        )
+        if not plans:
+            out.append(item)
+        for _, key in plans:
+            out += [b for b in item[key] if isinstance(b, dict)]
+    return out
 
 
 def clean(text: Any) -> str:
@@ -73,7 +105,11 @@ def convert(
         folder.mkdir(parents=True, exist_ok=True)
         whole = f"beam/{sid}/chat" if layout == "one-file" else None
         written: list[str] = []
-        for number, batch in enumerate(sample["chat"]):
+        if not all_messages(sample):
+            raise ValueError(
+                f"BEAM chat {sid}: no messages in its chat.json (a layout this reader does not know)"
+            )
+        for number, batch in enumerate(batches(sample["chat"])):
             start = START + number * BATCH_STEP
             key = f"beam/{sid}/batch_{number}"
             session = str(locomo.uuid.uuid5(locomo.uuid.NAMESPACE_URL, whole or key))
@@ -164,4 +200,4 @@ def labelled_questions(
 
 
 def all_messages(sample: dict) -> list[dict]:
-    return [msg for batch in sample["chat"] for msg in messages(batch)]
+    return [msg for batch in batches(sample["chat"]) for msg in messages(batch)]

@@ -520,7 +520,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sets", default=",".join(SETS), help=f"comma-separated, from {', '.join(SETS)}")
     parser.add_argument("--data", type=Path, default=harness.DEFAULT_LOCOMO, help="a LoCoMo-format JSON file")
-    parser.add_argument("--beam", type=Path, default=DEFAULT_BEAM, help="a folder of BEAM chat folders")
+    parser.add_argument(
+        "--beam",
+        type=Path,
+        default=DEFAULT_BEAM,
+        help="a folder holding BEAM chat folders at any depth (the dev copy's 100K_1/, chats/100K/1/)",
+    )
     parser.add_argument(
         "-k", type=parse_ks, default=[1, 5, 10], help="cut-offs, comma-separated (default 1,5,10)"
     )

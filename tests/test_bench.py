@@ -427,6 +427,43 @@ def test_a_beam_chat_in_one_file_keeps_its_message_ids_and_times(tmp_path):
     assert [q.evidence for q in beam.questions(samples, whole)[0]] == [("M2",), ("M4", "M5")]
 
 
+def test_beam_chats_in_the_published_layout_and_a_10m_chat_read_as_the_dev_copy(tmp_path):
+    """The benchmark publishes chats as chats/<size>/<n>/ with the questions in probing_questions/,
+    and a 10M chat groups its batches under "plan-N": both read as the dev copy's folders do, and a
+    chat.json of a layout the reader does not know is an error, not a set of unanswerable questions."""
+    import beam
+
+    root = tmp_path / "chats"
+    small, huge = root / "100K" / "9", root / "10M" / "9"
+    plans = {"plan-2": BEAM_CHAT[1:], "plan-1": BEAM_CHAT[:1]}  # read in plan order, not key order
+    for folder, chat in ((small, BEAM_CHAT), (huge, [plans])):
+        (folder / "probing_questions").mkdir(parents=True)
+        (folder / "chat.json").write_text(json.dumps(chat))
+        (folder / "probing_questions" / "probing_questions.json").write_text(json.dumps(BEAM_QUESTIONS))
+    samples = [beam.load(f) for f in beam.folders(root)]
+    assert [s["sample_id"] for s in samples] == ["100K_9", "10M_9"]  # one number, two sizes: apart
+    corpus = beam.convert(samples, tmp_path / "transcripts")
+    for sid in ("100K_9", "10M_9"):
+        assert corpus.turns[(sid, "M2")].text == "My first sprint ends on March 29"
+        assert (
+            corpus.turns[(sid, "M4")].line == 1
+            and corpus.turns[(sid, "M4")].file != corpus.turns[(sid, "M2")].file
+        )
+    qs, _ = beam.questions(samples, corpus)
+    assert [(q.sample_id, q.evidence) for q in qs] == [
+        ("100K_9", ("M2",)),
+        ("100K_9", ("M4", "M5")),
+        ("10M_9", ("M2",)),
+        ("10M_9", ("M4", "M5")),
+    ]
+    (huge / "chat.json").write_text(json.dumps([{"sessions": BEAM_CHAT}]))
+    with pytest.raises(ValueError, match="BEAM chat 10M_9: no messages"):
+        beam.convert([beam.load(huge)], tmp_path / "again")
+    (huge / "probing_questions" / "probing_questions.json").unlink()
+    with pytest.raises(FileNotFoundError, match="no questions file"):
+        beam.load(huge)
+
+
 def test_our_beam_questions_map_to_message_lines_and_a_stale_fingerprint_is_an_error(tmp_path):
     import beam
 
