@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Iterable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -105,6 +106,7 @@ def convert(
         folder.mkdir(parents=True, exist_ok=True)
         whole = f"beam/{sid}/chat" if layout == "one-file" else None
         written: list[str] = []
+        repeated = 0
         if not all_messages(sample):
             raise ValueError(
                 f"BEAM chat {sid}: no messages in its chat.json (a layout this reader does not know)"
@@ -125,11 +127,18 @@ def convert(
                     )
                 )
                 dia = f"M{msg.get('id')}"
+                repeated += (sid, dia) in corpus.turns
                 corpus.turns[(sid, dia)] = locomo.Turn(
                     sid, dia, str(path), len(lines), role, text, when.strftime("%Y-%m-%dT%H:%M:%SZ")
                 )
             if lines and not whole:
                 locomo.write_lines(corpus, path, lines)
+        if repeated:
+            print(
+                f"warning: BEAM chat {sid}: {repeated} message ids repeat;"
+                " evidence naming one points at its last message",
+                file=sys.stderr,
+            )
         if written:
             locomo.write_lines(
                 corpus, folder / f"{locomo.uuid.uuid5(locomo.uuid.NAMESPACE_URL, whole)}.jsonl", written

@@ -427,7 +427,7 @@ def test_a_beam_chat_in_one_file_keeps_its_message_ids_and_times(tmp_path):
     assert [q.evidence for q in beam.questions(samples, whole)[0]] == [("M2",), ("M4", "M5")]
 
 
-def test_beam_chats_in_the_published_layout_and_a_10m_chat_read_as_the_dev_copy(tmp_path):
+def test_beam_chats_in_the_published_layout_and_a_10m_chat_read_as_the_dev_copy(tmp_path, capsys):
     """The benchmark publishes chats as chats/<size>/<n>/ with the questions in probing_questions/,
     and a 10M chat groups its batches under "plan-N": both read as the dev copy's folders do, and a
     chat.json of a layout the reader does not know is an error, not a set of unanswerable questions."""
@@ -456,6 +456,10 @@ def test_beam_chats_in_the_published_layout_and_a_10m_chat_read_as_the_dev_copy(
         ("10M_9", ("M2",)),
         ("10M_9", ("M4", "M5")),
     ]
+    assert "repeat" not in capsys.readouterr().err
+    (huge / "chat.json").write_text(json.dumps([{"plan-1": BEAM_CHAT, "plan-2": BEAM_CHAT[:1]}]))
+    beam.convert([beam.load(huge)], tmp_path / "twice")  # a plan numbering its messages from 0 again
+    assert "BEAM chat 10M_9: 4 message ids repeat" in capsys.readouterr().err
     (huge / "chat.json").write_text(json.dumps([{"sessions": BEAM_CHAT}]))
     with pytest.raises(ValueError, match="BEAM chat 10M_9: no messages"):
         beam.convert([beam.load(huge)], tmp_path / "again")
