@@ -2,6 +2,7 @@
 
     python bench/recall.py [--sets locomo-roles,locomo-names,beam,sessions] [-k 1,5,10] [--save F.json]
                            [--store postgres] [--all-projects] [--layout L]
+                           [--data LOCOMO.json] [--beam CHATS] [--sessions-qa QA.json --fixtures DIR]
 
 Datasets (each indexed in its own throw-away home with the normal pipeline, `total-recall backfill
 DIR --wait`, embedded default: offline extractor + local MiniLM):
@@ -195,9 +196,17 @@ def as_keywords(q: locomo.Question) -> locomo.Question:
 
 
 # -- datasets: (corpus, questions, left out), written under root ----------------------------
-def load_set(name: str, root: Path, locomo_path: Path, beam_root: Path, layout: str = "bench"):
+def load_set(
+    name: str,
+    root: Path,
+    locomo_path: Path,
+    beam_root: Path,
+    layout: str = "bench",
+    sessions: tuple[Path, Path] = (SESSIONS_QA, FIXTURES),
+):
     """A set's transcripts written under root, in `layout` (locomo.LAYOUTS: the bench's own, or how
-    another converter might write them; the sessions set's fixtures have only theirs)."""
+    another converter might write them; the sessions set's fixtures have only theirs). `sessions` is
+    the sessions set's questions file and the folder of the transcripts it names."""
     if name in ("locomo-roles", "locomo-names"):
         samples = locomo.load(locomo_path)
         corpus = locomo.convert(samples, root, names=name == "locomo-names", layout=layout)
@@ -212,17 +221,18 @@ def load_set(name: str, root: Path, locomo_path: Path, beam_root: Path, layout: 
         qs, left = beam.questions(samples, corpus)
         return corpus, qs, left
     if name == "sessions":
-        return sessions_set(root)
+        return sessions_set(root, *sessions)
     raise ValueError(f"unknown dataset {name!r}; choose from {', '.join(SETS)}")
 
 
-def sessions_set(root: Path):
-    """The fixture transcripts copied under root (one project folder per fixture) and their questions."""
-    items = json.loads(SESSIONS_QA.read_text(encoding="utf-8"))
+def sessions_set(root: Path, questions: Path = SESSIONS_QA, fixtures: Path = FIXTURES):
+    """The fixture transcripts copied under root (one project folder per fixture) and their questions
+    (bench/sessions_qa.json's format; a question names no split: confirm)."""
+    items = json.loads(questions.read_text(encoding="utf-8"))
     corpus = locomo.Corpus()
     qs, left = [], {"other_category": 0, "no_evidence": 0}
     for item in items:
-        src = FIXTURES / item["file"]
+        src = fixtures / item["file"]
         if not src.is_file():
             left["no_evidence"] += 1
             continue
@@ -345,6 +355,7 @@ def evaluate_set(
     store_url: str | None = None,
     everywhere: bool = False,
     layout: str = "bench",
+    sessions: tuple[Path, Path] = (SESSIONS_QA, FIXTURES),
 ) -> dict[str, Any]:
     """One dataset in its own throw-away home (its memories in `store_url` when given); returns
     every figure. With `everywhere`, each question is asked over every project of the set and BM25
@@ -353,7 +364,7 @@ def evaluate_set(
     k = max(ks)
     with harness.Sandbox(extra_env={"TOTAL_RECALL_STORE_URL": store_url} if store_url else None) as box:
         root = box.claude / "projects"  # only transcripts under it are read
-        corpus, qs, left_out = load_set(name, root, locomo_path, beam_root, layout)
+        corpus, qs, left_out = load_set(name, root, locomo_path, beam_root, layout, sessions)
         stats, sources = index(box, corpus, root)
         stats["evidence_with_an_idea"] = _extraction_ceiling(corpus, qs, sources)
         started = time.perf_counter()
@@ -527,6 +538,15 @@ def main(argv: list[str] | None = None) -> int:
         help="a folder holding BEAM chat folders at any depth (the dev copy's 100K_1/, chats/100K/1/)",
     )
     parser.add_argument(
+        "--sessions-qa",
+        type=Path,
+        default=SESSIONS_QA,
+        help="the sessions set's questions (bench/sessions_qa.json's format) over other real transcripts",
+    )
+    parser.add_argument(
+        "--fixtures", type=Path, default=FIXTURES, help="the folder of the transcripts --sessions-qa names"
+    )
+    parser.add_argument(
         "-k", type=parse_ks, default=[1, 5, 10], help="cut-offs, comma-separated (default 1,5,10)"
     )
     parser.add_argument("--save", type=Path, help="also write the figures to this JSON file")
@@ -556,7 +576,14 @@ def main(argv: list[str] | None = None) -> int:
         new_database = postgres_databases(stack) if args.store == "postgres" else lambda: None
         for name in [s.strip() for s in args.sets.split(",") if s.strip()]:
             report = evaluate_set(
-                name, args.k, args.data, args.beam, new_database(), args.all_projects, args.layout
+                name,
+                args.k,
+                args.data,
+                args.beam,
+                new_database(),
+                args.all_projects,
+                args.layout,
+                (args.sessions_qa, args.fixtures),
             )
             report["store"] = args.store
             print(render(report), flush=True)

@@ -1,11 +1,12 @@
 """Check bench/sessions_qa.json against the fixture transcripts it points into.
 
-    python bench/sessions_qa_check.py [--fixtures DIR]
+    python bench/sessions_qa_check.py [--fixtures DIR] [--questions FILE]
 
 Each evidence line must exist in its fixture and carry a text whose first 50 characters (leading
-whitespace stripped) equal the stored fingerprint. Texts of a line: a prompt string, a text block,
-a tool_result's text, a tool_use's name or string inputs, a system record's string content; never
-a thinking block. Exit 1 on any mismatch; fixtures that are absent are skipped with a message.
+whitespace stripped) equal the stored fingerprint; a question that names no split is confirm. Texts
+of a line: a prompt string, a text block, a tool_result's text, a tool_use's name or string inputs,
+a system record's string content; never a thinking block. Exit 1 on any mismatch; fixtures that are
+absent are skipped with a message.
 """
 
 import argparse
@@ -46,12 +47,13 @@ def fingerprint(text: str) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fixtures", type=Path, default=FIXTURES)
+    parser.add_argument("--questions", type=Path, default=REPO / "bench" / "sessions_qa.json")
     args = parser.parse_args()
-    items = json.loads((REPO / "bench" / "sessions_qa.json").read_text(encoding="utf-8"))
+    items = json.loads(args.questions.read_text(encoding="utf-8"))
     errors, checked, lines_of = [], 0, {}
     for n, item in enumerate(items):
         where = f"item {n} ({item['file']})"
-        if item.get("kind") not in KINDS or item.get("split") not in ("tune", "confirm"):
+        if item.get("kind") not in KINDS or item.get("split", "confirm") not in ("tune", "confirm"):
             errors.append(f"{where}: bad kind or split")
         evidence = item["evidence"]
         if not 1 <= len(evidence) <= 3 or set(item["fingerprints"]) != {str(e) for e in evidence}:
@@ -73,7 +75,7 @@ def main() -> int:
             checked += 1
     print(f"{len(items)} questions, {checked} evidence lines checked")
     for split in ("tune", "confirm"):
-        kinds = Counter(i["kind"] for i in items if i["split"] == split)
+        kinds = Counter(str(i.get("kind")) for i in items if i.get("split", "confirm") == split)
         print(f"  {split}: {sum(kinds.values())}", dict(sorted(kinds.items())))
     for error in errors:
         print("MISMATCH", error)

@@ -336,6 +336,56 @@ def test_recall_tool_indexes_another_layout_when_told(tiny_file, tmp_path):
     assert report["figures"]["confirm"]["total-recall"]["overall"]["n"] == 3
 
 
+def test_recall_tool_scores_unseen_chats_and_sessions_given_as_folders(tiny_file, tmp_path):
+    """Data nobody tuned on goes through the same run: BEAM chats in the benchmark's own layout
+    (--beam) and real transcripts with questions in the sessions set's format (--sessions-qa,
+    --fixtures); every such question counts as confirm."""
+    chat = tmp_path / "chats" / "100K" / "7"
+    (chat / "probing_questions").mkdir(parents=True)
+    (chat / "chat.json").write_text(json.dumps(BEAM_CHAT))
+    (chat / "probing_questions" / "probing_questions.json").write_text(json.dumps(BEAM_QUESTIONS))
+    fixtures = tmp_path / "sessions"
+    fixtures.mkdir()
+    when = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
+    said = [
+        ("user", "The nightly export job dies with a lock timeout on the orders table"),
+        (
+            "assistant",
+            "Run the export from the read replica instead; the primary holds the lock during vacuum",
+        ),
+    ]
+    (fixtures / "mine.jsonl").write_text(
+        "".join(
+            json.dumps(locomo.record(role, text, session="s-1", cwd="/work/shop", when=when, key=f"k{n}"))
+            + "\n"
+            for n, (role, text) in enumerate(said)
+        )
+    )
+    questions = tmp_path / "mine_qa.json"
+    item = {"file": "mine.jsonl", "question": "Where should the nightly export read from?", "evidence": [2]}
+    questions.write_text(json.dumps([{**item, "fingerprints": {"2": said[1][1][:50]}, "kind": "solution"}]))
+    save = tmp_path / "figures.json"
+    more = ("--beam", str(tmp_path / "chats"), "--sessions-qa", str(questions), "--fixtures", str(fixtures))
+    _recall_tool(tiny_file, save, "beam,sessions", *more)
+    reports = {r["set"]: r for r in json.loads(save.read_text())}
+    assert reports["beam"]["questions"] == 2 and reports["beam"]["index"]["turns"] == 6
+    assert reports["sessions"]["questions"] == 1
+    for report in reports.values():
+        assert set(report["figures"]) >= {"confirm"} and "tune" not in report["figures"]
+        assert report["figures"]["confirm"]["total-recall"]["overall"]["n"] == report["questions"]
+    assert reports["sessions"]["figures"]["confirm"]["total-recall"]["overall"]["recall@5"] == 1.0
+    checker = [sys.executable, str(REPO / "bench" / "sessions_qa_check.py"), "--fixtures", str(fixtures)]
+    proc = subprocess.run([*checker, "--questions", str(questions)], capture_output=True, text=True)
+    assert proc.returncode == 0 and "1 questions, 1 evidence lines checked" in proc.stdout
+    assert "confirm: 1" in proc.stdout  # no split named: confirm, as the recall tool counts it
+    questions.write_text(
+        json.dumps([{**item, "fingerprints": {"2": "Run the export from the primary"}, "kind": "?"}])
+    )
+    proc = subprocess.run([*checker, "--questions", str(questions)], capture_output=True, text=True)
+    assert proc.returncode == 1 and "line 2: 'Run the export from the primary'" in proc.stdout
+    assert "bad kind or split" in proc.stdout
+
+
 def test_names_rendering_writes_speaker_names_into_the_turns(tiny_file, tmp_path):
     corpus = locomo.convert(locomo.load(tiny_file), tmp_path / "names", names=True)
     turn = corpus.turns[("tiny-1", "D1:4")]
