@@ -758,7 +758,8 @@ USER_CHOICE = re.compile(
 USER_SCOPE = re.compile(
     r"\b(?:(?:we'?ll|we will|we'?re|we are|let'?s|lets|let us) (?:only )?(?:skip|drop|dropping|defer|postpone"
     r"|leave out|support|supporting|standardi[sz]e)\b"
-    r"|^(?:we'?re |we are |i'?m |i am )?(?:postponing|deferring|dropping|skipping|sunsetting|deprecating"
+    r"|(?:^|^[^,;:]{1,20}[,;:—]\s*)(?:we'?re |we are |i'?m |i am )?(?:postponing|deferring|dropping|skipping"
+    r"|sunsetting|deprecating"
     r"|adopting|leaving|switching to|standardi[sz]ing on)\b"
     r"|\b(?:let'?s|lets|let us) (?:adopt|standardi[sz]e|move to|migrate to|default to|drop|deprecate)\b"
     r"|\bno longer (?:support|use|ship|maintain|allow|accept)\b"
@@ -823,7 +824,8 @@ CHOICE_THEN_RETIRE = re.compile(
 # preference of style, not a choice for the project.
 ANSWER_STYLE = re.compile(
     r"\bwhen i ask\b|\b(?:in|for) (?:your |all |every )?(?:answers?|replies|explanations?)\b"
-    r"|^(?:(?:always|never|please) )?(?:provide|explain|answer|respond|reply|mention|tell me|give me)\b"
+    r"|^(?:(?:always|never|please) )?(?:provide|explain|answer|respond|reply|mention|tell me|give me"
+    r"|show me)\b"
 )
 ONE_OFF = re.compile(
     r"\b(?:for now|this time|this run|for this run|for the demo|temporarily|just for|for testing|for a sec"
@@ -848,6 +850,55 @@ USER_FORBIDS = re.compile(
     r"|[\w.+#/-]+(?: [\w.+#/-]+){0,3}\s*[.!]?\s*$)"
 )
 PERSONAL = re.compile(r"\bfor me\b")
+# A choice said as the project's state rather than asked for: ruled out ("Windows support: not
+# happening", "multi-tenant is a v2 thing", "graphql is off the table"), a setting named beside what it
+# is not ("secrets come from Vault, not env files", "we'll deploy on fly.io, not heroku"), settled said
+# outright ("let's lock that in", "the decision is Terraform", "we agreed in standup to drop 3.8"), a
+# rule for every item ("every endpoint needs an OpenAPI entry"), "don't ever ...", the team's tool ("we're
+# using SQS for the job queue", "we're staying on mongo"), a move stated as under way ("CI moves to github
+# actions", "we're moving the pipeline off pandas onto polars").
+_NOT_AN_OPTION = (  # ", not yet", ", not sure", ", not a bug": no alternative named
+    r"(?!(?:a|an|the|this|that|these|those|it|me|you|us|them|sure|yet|now|really|quite|just|only|even|too|so"
+    r"|very|much|all|always|entirely|necessarily|bad|great|good|ideal|working|found|done|needed|broken"
+    r"|ready|enough|here|there|again|anymore|ever|exactly|always)\b)(?!\w+(?:ing|ed|ly)\b)"
+)
+# ", not X" names an alternative only after a setting said for the project (a future, a rule, where a
+# thing lives or goes), not after a report ("the timeout happens on staging, not prod"), a pointer
+# ("that's the old endpoint, not v2") or a one-off ("run it against staging, not prod").
+_SETTING_VERB = (
+    r"(?:will|'ll|shall|should|must|goes|go|lives?|belongs?|stays?|comes? from|uses?|deploys?|hosted|runs? on"
+    r"|(?:is|are) (?:done|handled|kept|stored|hosted|built|written))"
+)
+_REPORT_SUBJECT = r"(?:error|errors|bug|bugs|issue|crash|failure|timeout|leak|exception|warning|problem)s?"
+USER_STANCE = re.compile(
+    r"\b(?:is|are) (?:off the table|a v\d+ thing|a (?:later|future) thing|not happening)\b"
+    r"|(?:^|[:—-]\s*)not happening\b"
+    rf"|^(?!(?:that'?s|it'?s|this is|run|try|check|test|see)\b)(?![^,]*\b{_REPORT_SUBJECT}\b)"
+    rf"[^,]*\b{_SETTING_VERB}\b[^,]*,\s*not "
+    r"(?:(?:in|on|at|inside|under|via|through|from|with|by) (?:the |a |an |each |every |our |its )?)?"
+    rf"{_NOT_AN_OPTION}[\w.+#/-]+(?: [\w.+#/-]+){{0,3}}\s*(?:[.!;]|$)"
+    r"|\block (?:that|it|this) in\s*(?:[.!,;—-]|$|then\b|now\b)"
+    r"|\bthat'?s (?:final|settled)\b|\bset in stone\b"
+    r"|\bthat'?s the (?:protocol|standard|convention|contract)\s*(?:[.!,;—-]|$|now\b|going forward\b)"
+    r"|^(?:scratch that|never ?mind|on second thought|change of plans?)[,.:;!—-]*\s+(?:let'?s |we )?"
+    r"(?:keep|stay (?:on|with)|stick (?:with|to)|go back to|revert to)"
+    r" (?!going|at it|trying|working|looking)\w"
+    r"|\b(?:we'?re|we are) not (?:writing|rolling|building|reinventing) (?:our|my) own\b"
+    r"|\b(?:the )?(?:decision|verdict|final call) is "
+    r"(?!(?:up to|yours|mine|pending|open|tbd|not|still|hard|tough|difficult|easy|made)\b)\w"
+    r"|\b(?:we|everyone|the team) (?:all )?agreed\b[^.;]{0,30}?\b(?:to|that we(?:'ll| will)?) "
+    r"(?:use|drop|go|switch|move|keep|adopt|support|skip|defer|standardi[sz]e|stick|stay|ship|replace|remove|deprecate|target"
+    r"|require|ban|allow|limit|cap)\b"
+    r"|\b(?:it'?s|it is|it was|it'?s been) (?:agreed|decided|settled)"
+    r"(?=\s*(?:[.:,;!—-]|$|that\b|then\b|now\b))"
+    r"|^(?:every|all|each) [\w-]+(?: [\w-]+)? (?:needs?|requires?|gets?) (?!to\b)\w"
+    r"|\b(?:don'?t|do not|dont) ever \w"
+    r"|\bwe'?re (?:staying (?:on|with)|moving (?:\w+ ){1,3}(?:off|onto|to))\b"
+    r"|\bwe'?re using (?!(?:way|too|a lot|lots|more|less|much|the wrong|an? old|the old|up|it|this|that)\b)"
+    r"[\w.+#/-]+(?: [\w.+#/-]+){0,2}"
+    r" (?:for|as|instead|over|now|going forward|from now on|everywhere|across)\b"
+    r"|^[\w.+#/-]+(?: [\w.+#/-]+){0,2} (?:moves|is moving|migrates|is migrating) (?:to|off|onto) \w"
+)
 # A change across the project ("replace winston with pino across the backend") is a choice; an edit
 # across it ("rename UserDTO across the codebase") is a task.
 USER_EVERYWHERE = re.compile(
@@ -855,7 +906,8 @@ USER_EVERYWHERE = re.compile(
     r"(?!(?:rename|fix|reformat|format|update|bump|clean up|run|lint|refactor|add|check|search|grep|find"
     r"|replace (?:this|that|these|those|the \w+ (?:call|loop|line|variable|function)s?)\b)\b)"
     r"[^?]*\b(?:everywhere|project[- ]wide|repo[- ]wide"
-    r"|(?:across|throughout|to every|to all|for every|in every|in all|on every|on all) (?:the |our )?"
+    r"|(?:across|throughout|to every|to all|for every|in every|in all|on every|on all)"
+    r" (?:all )?(?:the |our )?"
     r"(?:[\w-]+ )?(?:backend|frontend|services?|codebase|repo|project|app|apps|stack|monorepo|packages?"
     r"|modules?|endpoints?|board|copy|code|apis?|clients?|handlers?|routes?|screens?|pages?|tables?))\b"
 )
@@ -888,6 +940,7 @@ def _user_choice(lowered: str) -> bool:
         or CHOICE_THEN_RETIRE.match(lowered)
         or (USER_FORBIDS.search(lowered) and not PERSONAL.search(lowered))
         or USER_EVERYWHERE.search(lowered)
+        or USER_STANCE.search(lowered)
     )
 
 
