@@ -75,6 +75,12 @@ PLANTED = [
         "the token 123e4567-e89b-12d3-a456-426614174000 expired",
         "123e4567-e89b-12d3-a456-426614174000",
     ),
+    # a base64 key with almost no digits (AWS's own example secret key), right after the word
+    (
+        "secret",
+        "for the ci user, the aws secret wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY goes in the vault",
+        "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    ),
     # Prose that sets a value ("to", "as", "will be"), quotes it, or gives it right after the word.
     ("password", "set the password to Hunter2! and restart", "Hunter2"),
     ("password", "I changed my password to s3cretP@ss yesterday", "s3cretP@ss"),
@@ -404,6 +410,9 @@ def test_a_recurring_value_after_an_escape_is_replaced_too():
         "pwd: /srv/app",
         "Token: expired",
         "a token bucket rate limiter; the password is one-time-use",
+        # long names right after the word: words in CamelCase or capitals, a path without a digit
+        "the secret UserProfileSettingsControllerFactory; token src/components/UserProfile/SettingsPanel",
+        "the token ValidateAccessTokenMiddlewareV2Handler is used; secret SELECT_ALL_FROM_USERS_WHERE_ID",
         "the rotation policy for the api key rotation_2024_policy_doc",
         "ssh -p 2222 ops@host; docker run -p 8080:80 nginx; git log -p HEAD~3",
         "docker login -u bob -p $DOCKER_PASS; echo $TOKEN | docker login --password-stdin",

@@ -863,10 +863,26 @@ def _key_shaped(value: str) -> bool:
     digits many times over ("8f3e9a1b2c4d...", a UUID), which names and identifiers do not.
     Outcome: only such a value is hidden."""
     core = value.rstrip("=")
+    if len(core) >= _BASE64_KEY_CHARS and _base64_key(core):
+        return True
     if len(core) < 16 or sum(c.isdigit() for c in core) < 2 or sum(c.isalpha() for c in core) < 2:
         return False
     digit = [c.isdigit() for c in core if c.isalnum()]
     return sum(a != b for a, b in zip(digit, digit[1:])) >= 4
+
+
+# A generated base64 key can hold almost no digits (one AWS secret key in a hundred has fewer than
+# two): a long value that mixes cases over and over and holds a digit, "/" or "+" is one too.
+_BASE64_KEY_CHARS = 30
+
+
+def _base64_key(core: str) -> bool:
+    if not any(c.isupper() for c in core) or not any(c.islower() for c in core):
+        return False
+    if not any(c.isdigit() or c in "/+" for c in core):
+        return False
+    kinds = ["u" if c.isupper() else "l" if c.islower() else "d" if c.isdigit() else "s" for c in core]
+    return sum(a != b for a, b in zip(kinds, kinds[1:])) >= len(core) // 3
 
 
 def _password_shaped(value: str) -> bool:
