@@ -490,3 +490,38 @@ def test_redaction_is_idempotent(text):
 def test_sentences_made_of_words_are_never_touched(words):
     text = " ".join(words)
     assert redact(text) == text
+
+
+@pytest.mark.parametrize(
+    ("command", "reveals"),
+    [
+        ("kubectl get secret db -o jsonpath='{.data.password}' | base64 -d", True),
+        ("kubectl -n prod get secrets app-env -o yaml", True),
+        ("aws secretsmanager get-secret-value --secret-id prod/db --query SecretString --output text", True),
+        ("aws ssm get-parameter --name /app/key --with-decryption", True),
+        ("gcloud secrets versions access latest --secret=stripe", True),
+        ("vault kv get -field=password secret/db", True),
+        ("op read op://Private/db/password", True),
+        ("pass show work/db", True),
+        ("gh auth token", True),
+        ("echo $DATABASE_PASSWORD", True),
+        ('printf "%s" "${API_KEY}"', True),
+        ("printenv GITHUB_TOKEN", True),
+        ("openssl rand -hex 32", True),
+        ("security find-generic-password -s deploy -w", True),
+        # ordinary commands, and ones that only name a secret
+        ("git branch --show-current", False),
+        ("kubectl get pods -n prod", False),
+        ("echo $PATH", False),
+        ("cat README.md | grep token", False),
+        ("pytest -k test_password_reset", False),
+        ("ls ~/.password-store", False),
+    ],
+)
+def test_the_output_of_a_command_that_prints_a_secret_is_hidden_line_by_line(command, reveals):
+    output = "Xq7vLr2pWm9t\n\nthe value above\n"
+    out = redact_batch([output, "it was Xq7vLr2pWm9t"], commands=[command, None])
+    if reveals:
+        assert out == ["[REDACTED:command_output]\n\nthe value above\n", "it was [REDACTED:recurring_secret]"]
+    else:
+        assert out == [output, "it was Xq7vLr2pWm9t"]

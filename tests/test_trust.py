@@ -523,6 +523,36 @@ def test_a_secret_crossing_the_cut_of_a_tool_call_or_its_output_is_not_kept_in_p
         assert half not in search_here("zanzibar exports run token build")
 
 
+def test_the_output_of_a_command_that_prints_a_secret_is_neither_stored_nor_found(tmp_path):
+    """`kubectl get secret … | base64 -d`, `gh auth token`, `echo $DB_PASSWORD`: the output is the
+    value alone, with no name before it to give it away. Claude Code writes the call and its output
+    on two lines; the output of such a call is hidden, and so is the value where it recurs in the read.
+    The output of an ordinary command of one word stays."""
+    project, session = "/home/dev/projects/vaulted", "sess-vaulted"
+    password, token = "Xq7vLr2pWm9t", "gho_notaRealToken4UeQ8vZkPm2WcTt"
+    lines = [
+        record(
+            "user", "Read the staging db password from the cluster.", session=session, cwd=project, when=DAY
+        )
+    ]
+    calls = [
+        ("kubectl get secret staging-db -o jsonpath='{.data.password}' | base64 -d", password + "\n"),
+        ("gh auth token", token),
+        ("git branch --show-current", "feature-vault-sync"),
+    ]
+    for n, (command, output) in enumerate(calls):
+        lines += tool_call_and_result(session, project, DAY + timedelta(seconds=5 + 4 * n), command, output)
+    said = f"The staging password is set; I'll use {password} only through the secret mount."
+    lines.append(record("assistant", said, session=session, cwd=project, when=DAY + timedelta(seconds=30)))
+    path = write_records(folder(tmp_path, project) / f"{session}.jsonl", lines)
+    cli("backfill", str(path), "--wait")
+    stored = " ".join(c for (c,) in db_rows("SELECT content FROM messages"))
+    assert stored.count("[REDACTED:command_output]") == 2 and "feature-vault-sync" in stored
+    for secret in (password, token):
+        assert secret not in stored and found_in_home(secret) == []
+        assert secret not in search_here("staging db password cluster token secret mount")
+
+
 def test_the_archive_copy_hides_secrets_inside_the_strings_of_each_line(tmp_path, fake):
     """A transcript line is JSON: inside its strings a newline is written `\\n` and a quote `\\"`,
     so a secret at the start of a line of a tool's output or a file's content, or a JSON key of a

@@ -242,7 +242,7 @@ class Indexer:
             # pieces of merged responses, which chunks and source lines are made from).
             texts = [m.text for m in result.messages]
             pieces = [t for m in result.messages if len(m.parts) > 1 for _, t in m.parts]
-            clean = redact_batch(texts + pieces)
+            clean = redact_batch(texts + pieces, commands=[m.command for m in result.messages])
             it = iter(clean[len(texts) :])
             for msg, text in zip(result.messages, clean):
                 msg.text = text

@@ -30,7 +30,8 @@ from __future__ import annotations
 import base64
 import bisect
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import zip_longest
 
 MARK = "[REDACTED:{}]"
 
@@ -492,6 +493,38 @@ def _rebuild_json(obj, strings: Iterator[str]):
     return obj
 
 
+# A shell command whose output is a secret itself: a Kubernetes secret decoded or read, a secrets
+# or password manager's read, the token a CLI prints, a variable named for a secret echoed, random
+# bytes made for a key. Its output says the value alone, with no name before it to give it away.
+REVEALS = re.compile(
+    r"\bbase64 (?:-d|--decode|-D)\b"
+    r"|\bkubectl\b[^|;&]*\bget secrets?\b"
+    r"|\baws secretsmanager get-secret-value\b|\baws ssm get-parameters?\b[^|;&]*--with-decryption"
+    r"|\bgcloud secrets versions access\b|\baz keyvault secret show\b|\bdoppler secrets get\b"
+    r"|\bvault (?:kv get|read)\b|\bop (?:read|item get)\b|(?:^|[;&|(]\s*)pass(?: show)? [\w./-]+"
+    r"|\bgh auth token\b|\bheroku auth:token\b|\bsecurity find-(?:generic|internet)-password\b[^|;&]*\s-w\b"
+    r"|\b(?:echo|printf)\b[^|;&]*\$\{?\w*(?:token|secret|passw(?:or)?d|pass|key|credential|auth)\w*"
+    r"|\bprintenv\b[^|;&]*(?:token|secret|passw(?:or)?d|pass|key|credential)"
+    r"|\bopenssl rand\b",
+    re.IGNORECASE,
+)
+_ONE_WORD = re.compile(r"^\s*(\S{6,})\s*$")
+
+
+def _redact_revealed(text: str, values: dict[str, str]) -> tuple[str, int]:
+    """The output of a command that prints a secret (REVEALS): each line that is one word of six
+    characters or more is the value; lines of several words (a message, a table, JSON) are left to
+    the other passes, which find a value there by its name."""
+    lines, n = text.split("\n"), 0
+    for i, line in enumerate(lines):
+        one = _ONE_WORD.match(line)
+        if one and not one.group(1).startswith("[REDACTED"):
+            _remember(values, one.group(1), "command_output")
+            lines[i] = line.replace(one.group(1), MARK.format("command_output"))
+            n += 1
+    return "\n".join(lines), n
+
+
 def redact(text: str) -> str:
     """``text`` with every secret replaced by ``[REDACTED:<kind>]``."""
     return redact_count(text)[0]
@@ -552,22 +585,29 @@ def redact_count(text: str) -> tuple[str, int]:
     return out, count
 
 
-def redact_batch(texts: Iterable[str], *, decoded: bool = True) -> list[str]:
+def redact_batch(
+    texts: Iterable[str], *, decoded: bool = True, commands: Sequence[str | None] = ()
+) -> list[str]:
     """Each text redacted; a secret value found in one text is also replaced in all the others.
     ``decoded=False`` skips the second, decoded read of text holding escapes (``_redact_decoded``),
-    for a caller that reads the decoded text itself (the archive's parsed strings)."""
-    results = [_redact(t, decode=decoded) for t in texts]
+    for a caller that reads the decoded text itself (the archive's parsed strings). ``commands``
+    gives, text by text, the shell command a tool output came from (None for other texts): the
+    output of a command that prints a secret is hidden line by line (``revealed``)."""
+    texts = list(texts)
+    results = [_redact(t, decode=decoded, command=c) for t, c in zip_longest(texts, commands[: len(texts)])]
     values = _recurring({v: k for _, _, vs in results for v, k in vs.items()})
     return [_replace_values(out, values) for out, _, _ in results]
 
 
-def _redact(text: str, decode: bool = True) -> tuple[str, int, dict[str, str]]:
+def _redact(text: str, decode: bool = True, command: str | None = None) -> tuple[str, int, dict[str, str]]:
     """``(redacted text, number of secrets replaced, {each value hidden: its kind})``."""
     if not text:
         return text, 0, {}
     text = strip_private(text)
     values: dict[str, str] = {}
     total = 0
+    if command and REVEALS.search(command):
+        text, total = _redact_revealed(text, values)
     lowered = text.lower()
     # A pattern is searched first: most find nothing, and then no substitution is set up.
     for kind, pattern in _TOKEN_PATTERNS:

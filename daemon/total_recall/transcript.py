@@ -208,6 +208,10 @@ class Message:
     # (physical line, text) of every piece of `text`: a merged response's text block and its tool
     # descriptor sit on different lines, and an idea must point at the line that holds its words.
     parts: list[tuple[int, str]] = field(default_factory=list)
+    # a tool output's shell command, when this read saw the call: redaction hides the output of a
+    # command that prints a secret (redact.REVEALS). Never stored, and not part of what a message is
+    # (a read that starts between the call and its output has none)
+    command: str | None = field(default=None, compare=False)
 
     def line_of(self, text: str) -> int:
         """The physical line whose piece holds most of `text`'s words (the first such on a tie)."""
@@ -622,6 +626,7 @@ class _Reader:
         self.tasks = _Tasks()  # the task list's ids and their todo texts (TaskCreate/TaskUpdate)
         self.tasks_scanned = False  # the lines before this read were searched for task ids
         self.reports: set[str] = set()  # ids of this read's Task/Agent calls: their results are reports
+        self.commands: dict[str, str] = {}  # this read's shell calls by id: their outputs' commands
         # The session goal in force (its condition), None when none is; looked for before this read's
         # start only when a goal_status needs it (_active_goal).
         self.goal: str | None = None
@@ -784,7 +789,10 @@ class _Reader:
             text = _background_launch(record) or _tool_result_text(
                 record, blocks, report=self._is_report(record, blocks)
             )
-            return self._message(item, item, env, "user", "tool_result", text, "tool_output")
+            msg = self._message(item, item, env, "user", "tool_result", text, "tool_output")
+            calls = [b["tool_use_id"] for b in blocks if isinstance(b.get("tool_use_id"), str)]
+            msg.command = next((self.commands[c] for c in calls if c in self.commands), None)
+            return msg
         kind, skip, text = self._classify_prompt(record, _text_of(blocks), env["is_sidechain"])
         return self._message(item, item, env, "user", kind, text, skip)
 
@@ -878,6 +886,14 @@ class _Reader:
                 if b.get("type") == "tool_use"
                 and b.get("name") in REPORT_TOOLS
                 and isinstance(b.get("id"), str)
+            )
+            self.commands.update(
+                (b["id"], b["input"]["command"])
+                for b in blocks
+                if b.get("type") == "tool_use"
+                and isinstance(b.get("id"), str)
+                and isinstance(b.get("input"), dict)
+                and isinstance(b["input"].get("command"), str)
             )
             _response_pieces(blocks, env["cwd"], pieces, seen, self.plans, self.tasks)
             parts += [(item.number, _clean(p)) for p in pieces[before:]]
