@@ -75,6 +75,23 @@ PLANTED = [
         "the token 123e4567-e89b-12d3-a456-426614174000 expired",
         "123e4567-e89b-12d3-a456-426614174000",
     ),
+    # a name field naming the secret, its value in the value field after it
+    (
+        "password",
+        "env:\n  - name: DB_PASSWORD\n    value: Tr0ub4dor3\n  - name: DB_HOST\n    value: db",
+        "Tr0ub4dor3",
+    ),
+    (
+        "password",
+        '[{"name":"DB_PASSWORD","value":"Tr0ub4dor3"},{"name":"PORT","value":"8080"}]',
+        "Tr0ub4dor3",
+    ),
+    ("password", '{"ParameterKey": "DbPassword", "ParameterValue": "Tr0ub4dor3"}', "Tr0ub4dor3"),
+    (
+        "password",
+        '{"Name": "/app/prod/db_password", "Type": "SecureString", "Value": "Tr0ub4dor3"}',
+        "Tr0ub4dor3",
+    ),
     # a base64 key with almost no digits (AWS's own example secret key), right after the word
     (
         "secret",
@@ -410,6 +427,10 @@ def test_a_recurring_value_after_an_escape_is_replaced_too():
         "pwd: /srv/app",
         "Token: expired",
         "a token bucket rate limiter; the password is one-time-use",
+        # a name field naming a secret whose value is a setting, a reference, or prose
+        '- name: TOKEN_TTL\n  value: "3600"',
+        "- name: API_TOKEN\n  valueFrom:\n    secretKeyRef:\n      name: app",
+        "name: password-reset\nvalue: the flow works",
         # long names right after the word: words in CamelCase or capitals, a path without a digit
         "the secret UserProfileSettingsControllerFactory; token src/components/UserProfile/SettingsPanel",
         "the token ValidateAccessTokenMiddlewareV2Handler is used; secret SELECT_ALL_FROM_USERS_WHERE_ID",

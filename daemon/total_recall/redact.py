@@ -625,6 +625,9 @@ def _redact(text: str, decode: bool = True, command: str | None = None) -> tuple
         total += n
     text, n = _redact_assignments(text, values)
     total += n
+    if _PAIR_VALUE_FIELD.search(lowered):  # a value field at all (rare in prose): then the pairs
+        text, n = _redact_name_value(text, values)
+        total += n
     text, n = _redact_env(text, values)
     total += n
     text, n = _redact_prose(text, values)
@@ -1149,6 +1152,56 @@ def _redact_assignments(text: str, values: dict[str, str]) -> tuple[str, int]:
         return text, 0
     out.append(text[done:])
     return "".join(out), count
+
+
+# A pair that names a secret in one field and gives it in another: Kubernetes' env lists ("- name:
+# DB_PASSWORD" then "value: X"), ECS and `kubectl -o json` ({"name": "DB_PASSWORD", "value": "X"}),
+# CloudFormation's ParameterKey/ParameterValue, SSM's Name/Value. The value is the first value field
+# after the name, before the next name field (the next item of the list).
+_PAIR_NAME = re.compile(
+    r"""["']?(?:name|key|parameterkey|parametername)["']?[ \t]*[:=][ \t]*["']?(?P<name>[\w./\-]+)""",
+    re.IGNORECASE,
+)
+# The name field's end, just before a secret-naming key: `name: `, `"Name": "`, `ParameterKey=`.
+_PAIR_FIELD = re.compile(r"""(?:name|key|parameterkey|parametername)["']?[ \t]*[:=][ \t]*["']?[\w./\-]*$""")
+_PAIR_VALUE = re.compile(
+    r"""["']?(?:value|parametervalue)["']?[ \t]*[:=][ \t]*(?P<value>"[^"\n]*"|'[^'\n]*'|[^\s"',;)}\]]+)""",
+    re.IGNORECASE,
+)
+_PAIR_VALUE_FIELD = re.compile(r"""value["']?[ \t]*[:=]""")
+_PAIR_REACH = 300  # characters after the name where its value may be
+_REFERENCE = re.compile(r"""^(?:\$|\{\{|!|arn:|\[REDACTED)""")
+
+
+def _redact_name_value(text: str, values: dict[str, str]) -> tuple[str, int]:
+    """Found from the secret-naming words (rare in prose), each then read as a pair's name field."""
+    spans: list[tuple[int, int, str]] = []
+    done = 0
+    for word in _key_words(text):
+        if word.start() < done:
+            continue
+        key_start, key_end = _expand_key(text, word.start(), word.end())
+        done = key_end
+        before = text[max(0, key_start - 40) : key_end].lower()
+        if not _PAIR_FIELD.search(before) or _settings_key(text[key_start:key_end]):
+            continue
+        window_end = min(len(text), key_end + _PAIR_REACH)
+        following = _PAIR_NAME.search(text, key_end, window_end)
+        found = _PAIR_VALUE.search(text, key_end, following.start() if following else window_end)
+        if found is None:
+            continue
+        start, end = found.span("value")
+        quoted = text[start] in "\"'" and end - start >= 2
+        if quoted:
+            start, end = start + 1, end - 1
+        value = text[start:end]
+        # an unquoted word ("value: the flow works") must look like a value
+        if value and not _REFERENCE.match(value) and (quoted or _secret_like(value) or len(value) >= 8):
+            spans.append((start, end, _kind(text[key_start:key_end], word.group(0))))
+    for start, end, kind in sorted(set(spans), reverse=True):
+        _remember(values, text[start:end], kind)
+        text = text[:start] + MARK.format(kind) + text[end:]
+    return text, len(set(spans))
 
 
 def _key_part(text: str, start: int) -> bool:
