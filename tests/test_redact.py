@@ -75,6 +75,34 @@ PLANTED = [
         "the token 123e4567-e89b-12d3-a456-426614174000 expired",
         "123e4567-e89b-12d3-a456-426614174000",
     ),
+    # a base64-encoded private key, an all-caps header, more tools' password flags, SQL, XML, and
+    # an AWS secret key beside its label
+    (
+        "private_key",
+        "client-key-data: LS0tLS1CRUdJTiBSU0EgUFJJVkFURSBLRVktLS0tLQpNSUlFb3dJQkFBS0NBUUVB",
+        "LS0tLS1CRUdJTiBSU0EgUFJJVkFURSBLRVktLS0tLQpNSUlFb3dJQkFBS0NBUUVB",
+    ),
+    (
+        "authorization",
+        "http.https://github.com/.extraheader AUTHORIZATION: basic eC1hY2Nlc3MtdG9rZW46Z2hzX2FiYw==",
+        "eC1hY2Nlc3MtdG9rZW46Z2hzX2FiYw==",
+    ),
+    ("password", "keytool -list -keystore ks.jks -storepass Tr0ub4dor3", "Tr0ub4dor3"),
+    ("password", "ldapsearch -x -D cn=admin,dc=ex -w Tr0ub4dor3 -b dc=ex", "Tr0ub4dor3"),
+    ("password", 'sqlcmd -S db -U sa -P Tr0ub4dor3 -Q "select 1"', "Tr0ub4dor3"),
+    ("password", "mongosh mongodb://db:27017 -u admin -p Tr0ub4dor3", "Tr0ub4dor3"),
+    ("password", "zip -r -P Tr0ub4dor3 out.zip dir", "Tr0ub4dor3"),
+    ("password", "7z a -pTr0ub4dor3 out.7z dir", "Tr0ub4dor3"),
+    ("password", "rabbitmqctl add_user app Tr0ub4dor3", "Tr0ub4dor3"),
+    ("password", "CREATE USER 'app'@'%' IDENTIFIED BY 'Tr0ub4dor3';", "Tr0ub4dor3"),
+    ("password", "ALTER ROLE app WITH PASSWORD 'Tr0ub4dor3';", "Tr0ub4dor3"),
+    ("password", "<server><id>nexus</id><password>Tr0ub4dor3</password></server>", "Tr0ub4dor3"),
+    ("password", '<entry key="db.password">Tr0ub4dor3</entry>', "Tr0ub4dor3"),
+    (
+        "aws_secret",
+        "AWS Secret Access Key [None]: wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    ),
     # a name field naming the secret, its value in the value field after it
     (
         "password",
@@ -427,6 +455,11 @@ def test_a_recurring_value_after_an_escape_is_replaced_too():
         "pwd: /srv/app",
         "Token: expired",
         "a token bucket rate limiter; the password is one-time-use",
+        # a certificate (public), a tokenizer, a reference, a SHA-1 beside an AWS label, a port flag
+        "tls.crt: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSURhekND",
+        "<tokenizer>bert</tokenizer><password>${env.NEXUS_PASSWORD}</password>",
+        "rotate the secret access key; commit da39a3ee5e6b4b0d3255bfef95601890afd80709",
+        "git log -p HEAD; mongosh --port 27018; the PASSWORD column is hashed",
         # a name field naming a secret whose value is a setting, a reference, or prose
         '- name: TOKEN_TTL\n  value: "3600"',
         "- name: API_TOKEN\n  valueFrom:\n    secretKeyRef:\n      name: app",

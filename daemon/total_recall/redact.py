@@ -109,6 +109,14 @@ _TOKEN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
             re.DOTALL,
         ),
     ),
+    # The same block base64-encoded, as a kubeconfig's client-key-data or a Kubernetes secret's
+    # tls.key holds it: "-----BEGIN" then "PRIVATE K" at any of the three base64 alignments.
+    (
+        "private_key",
+        re.compile(
+            r"LS0tLS1CRUdJTi[A-Za-z0-9+/]{0,24}?(?:UFJJVkFURSBL|QUklWQVRFIEtF|IFBSSVZBVEUgS0VZ)[A-Za-z0-9+/=]*"
+        ),
+    ),
     # Real keys contain digits; hyphenated prose ("task-specific-...") does not.
     ("anthropic_key", re.compile(r"sk-ant-(?=[\w\-]*\d)[A-Za-z0-9_\-]{16,}")),
     ("openai_key", re.compile(r"sk-(?:proj-|svcacct-|admin-)?(?=[\w\-]*\d)[A-Za-z0-9_\-]{20,}")),
@@ -126,6 +134,13 @@ _TOKEN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
         re.compile(
             r"uthorization[\"']?\s*[:=]\s*[\"']?(?i:basic|token)\s+"
             r"(?P<secret>[A-Za-z0-9._~+/\-]{8,}=*)"
+        ),
+    ),
+    # git config -l after actions/checkout: "http.https://github.com/.extraheader AUTHORIZATION: basic …"
+    (
+        "authorization",
+        re.compile(
+            r"UTHORIZATION[\"']?\s*[:=]\s*[\"']?(?i:basic|token|bearer)\s+(?P<secret>[A-Za-z0-9._~+/\-]{8,}=*)"
         ),
     ),
     # scheme://user:pass@host -> keep the user, hide the password (which may itself hold "@":
@@ -192,6 +207,29 @@ _TOKEN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ),
     ("password", re.compile(r"-U\s+[\"']?[^\s%\"']+%(?P<secret>" + _BARE + r"+)")),
     ("password", re.compile(r"-pass(?:in|out)?\s+[\"']?pass:(?P<secret>" + _BARE + r"+)")),
+    # keytool -storepass/-keypass X, ldapsearch -w X, sqlcmd -P X, mongosh/cqlsh -p X, zip -P X, 7z -pX,
+    # rabbitmqctl add_user USER PASS; SQL's IDENTIFIED BY 'X', WITH PASSWORD 'X', PASSWORD('X').
+    ("password", re.compile(r"keytool\b[^\n]{0,300}?\s-(?:src|dest)?(?:store|key)pass[ \t]+" + _ARG)),
+    (
+        "password",
+        re.compile(r"ldap(?:search|modify|add|delete|passwd|whoami)\b[^\n]{0,200}?\s-w[ \t]+" + _ARG),
+    ),
+    ("password", re.compile(r"sqlcmd\b[^\n]{0,200}?\s-P[ \t]*" + _ARG)),
+    ("password", re.compile(r"mongo(?:sh|dump|restore|export|import)?\b[^\n]{0,200}?\s-p[ \t]+" + _ARG)),
+    ("password", re.compile(r"cqlsh\b[^\n]{0,200}?\s-p[ \t]+" + _ARG)),
+    ("password", re.compile(r"zip\b[^\n]{0,200}?\s-P[ \t]+" + _ARG)),
+    ("password", re.compile(r"7za?\b[^\n]{0,200}?\s-p(?P<secret>[^\s\"'-]" + _BARE + r"*)")),
+    ("password", re.compile(r"rabbitmqctl\s+(?:add_user|change_password)\s+\S+\s+" + _ARG)),
+    # SQL, in either case: IDENTIFIED BY 'X', WITH PASSWORD 'X', PASSWORD('X')
+    *(
+        ("password", re.compile(lead + r"(?P<q>[\"'])(?P<secret>[^\"'\n]+)(?P=q)"))
+        for lead in (
+            r"IDENTIFIED\s+(?:WITH\s+\w+\s+)?BY\s*",
+            r"identified\s+(?:with\s+\w+\s+)?by\s*",
+            r"PASSWORD(?:\s*\(\s*|\s+)",
+            r"password\s*\(\s*",
+        )
+    ),
     # .netrc: machine HOST [login USER] password PASS (one line or several).
     (
         "password",
@@ -622,6 +660,12 @@ def _redact(text: str, decode: bool = True, command: str | None = None) -> tuple
             total += n
     if "cookie" in lowered or "curl" in lowered:
         text, n = _redact_cookies(text, lowered, values)
+        total += n
+    if "</" in text:
+        text, n = _redact_xml(text, values)
+        total += n
+    if "[REDACTED:aws_access_key]" in text or "secret access key" in lowered or "secretaccesskey" in lowered:
+        text, n = _redact_aws_secrets(text, values)
         total += n
     text, n = _redact_assignments(text, values)
     total += n
@@ -1202,6 +1246,49 @@ def _redact_name_value(text: str, values: dict[str, str]) -> tuple[str, int]:
         _remember(values, text[start:end], kind)
         text = text[:start] + MARK.format(kind) + text[end:]
     return text, len(set(spans))
+
+
+# XML: an element named for a secret (Maven's <password>X</password>, <apiKey>X</apiKey>), or one whose
+# key or name attribute names it (<entry key="db.password">X</entry>); a ${reference} stays.
+_XML_SECRET_NAME = (
+    r"[\w.:-]*?(?:passw(?:or)?d|passphrase|secret|token(?!iz|s\b|_?count|_?limit|_?usage)|api[_-]?key"
+    r"|access[_-]?key|credentials?)[\w.:-]*"
+)
+_XML_SECRET = re.compile(
+    rf"<(?P<tag>{_XML_SECRET_NAME})(?:\s[^>]*)?>(?P<value>[^<\n$]{{1,200}})</(?P=tag)>"
+    rf"|<(?P<tag2>[\w.:-]+)\s[^>]*?\b(?:key|name)\s*=\s*[\"']{_XML_SECRET_NAME}[\"'][^>]*>"
+    r"(?P<value2>[^<\n$]{1,200})</(?P=tag2)>",
+    re.IGNORECASE,
+)
+
+
+def _redact_xml(text: str, values: dict[str, str]) -> tuple[str, int]:
+    spans = []
+    for m in _XML_SECRET.finditer(text):
+        group = "value" if m.group("value") is not None else "value2"
+        name = m.group(0)[: m.start(group) - m.start()]  # the tag and its attributes
+        word = _KEY_WORD_ANY_CASE.search(name)
+        if m.group(group).strip() and not m.group(group).startswith("[REDACTED"):
+            spans.append((*m.span(group), _kind(name, word.group(0)) if word else "password"))
+    for start, end, kind in reversed(spans):
+        _remember(values, text[start:end], kind)
+        text = text[:start] + MARK.format(kind) + text[end:]
+    return text, len(spans)
+
+
+# An AWS secret access key beside its key id or its label, with no name of its own before it: the
+# `aws configure` prompt ("AWS Secret Access Key [None]: …"), a table's cell, the console's CSV.
+# 40 characters of base64 with both cases (a git SHA-1 is 40 lowercase hex digits).
+_AWS_SECRET = re.compile(
+    r"(?<![A-Za-z0-9/+])(?=[A-Za-z0-9/+]*[A-Z])(?=[A-Za-z0-9/+]*[a-z])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"
+)
+
+
+def _redact_aws_secrets(text: str, values: dict[str, str]) -> tuple[str, int]:
+    found = [m.group(0) for m in _AWS_SECRET.finditer(text)]
+    for value in found:
+        _remember(values, value, "aws_secret")
+    return _AWS_SECRET.sub(MARK.format("aws_secret"), text), len(found)
 
 
 def _key_part(text: str, start: int) -> bool:
