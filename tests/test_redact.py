@@ -103,6 +103,15 @@ PLANTED = [
         "AWS Secret Access Key [None]: wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
         "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
     ),
+    # a YAML block scalar, brackets inside a password, Ruby's => and Go's :=, Markdown's layouts
+    ("password", "db:\n  password: |\n    Tr0ub4dor3\n  host: db", "Tr0ub4dor3"),
+    ("password", "SA_PASSWORD=yourStrong(!)Password", "yourStrong(!)Password"),
+    ("password", "config.password => 'Tr0ub4dor3'", "Tr0ub4dor3"),
+    ("password", 'password := "Tr0ub4dor3"', "Tr0ub4dor3"),
+    ("password", "- **Password:** Tr0ub4dor3", "Tr0ub4dor3"),
+    ("password", "| DB_PASSWORD | Tr0ub4dor3 |", "Tr0ub4dor3"),
+    ("token", "Token:\n  x9Y8z7w6V5u4\n", "x9Y8z7w6V5u4"),
+    ("api_key", "https://api.x.com/v1?api_key=abc123XYZ789&format=json&page=2", "abc123XYZ789"),
     # a name field naming the secret, its value in the value field after it
     (
         "password",
@@ -455,6 +464,9 @@ def test_a_recurring_value_after_an_escape_is_replaced_too():
         "pwd: /srv/app",
         "Token: expired",
         "a token bucket rate limiter; the password is one-time-use",
+        # code that computes a password; Markdown that names one without giving it
+        "call(password=get_pw()) and x; password = os.environ['DB_PASSWORD'].strip(); f(token=t[0])",
+        "**Password policy:** at least 12 characters\n| password | required | min 12 |\nToken:\nexpired",
         # a certificate (public), a tokenizer, a reference, a SHA-1 beside an AWS label, a port flag
         "tls.crt: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSURhekND",
         "<tokenizer>bert</tokenizer><password>${env.NEXUS_PASSWORD}</password>",

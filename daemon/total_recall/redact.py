@@ -314,7 +314,7 @@ _KEY_CHAR = re.compile(r"[\w.\-]")
 # A shell line continuation between a name and its value (`KEY=\` then the value on the next line).
 _CONTINUED = r"(?:\\(?:[ \t]*\r?\n|[ \t]+)[ \t]*)?"
 _ASSIGN_TAIL = re.compile(
-    r"""(?P<close>["']?)(?P<sep>[ \t]*(?::(?!:)|=(?!=))[ \t]*""" + _CONTINUED + r""")"""
+    r"""(?P<close>["']?)(?P<sep>[ \t]*(?::=|=>|:(?!:)|=(?!=))[ \t]*""" + _CONTINUED + r""")"""
     r"""(?P<value>"[^"\n]*"|'[^'\n]*'|(?:[^\s"',;)}\]\\]|\\(?![nrt]))+)"""
 )
 _FLAG_TAIL = re.compile(
@@ -324,7 +324,10 @@ _FLAG_TAIL = re.compile(
 )
 # Unquoted values that are references, not secrets: calls, env lookups, null-ish literals.
 _NOT_A_SECRET = re.compile(
-    r"[A-Za-z_][\w.]*[(\[].*|\$\{?\w+\}?|<[^>]*>|\*+|\.\.\.|…|%(?:\(\w+\))?[sdr]"
+    # a call or an index, closed or cut by the value's end ("get_pw()", "env['X'].strip()", "f(a"), not
+    # a password holding brackets ("yourStrong(!)Password")
+    r"[A-Za-z_][\w.]*[(\[](?:[^)\]]*|[^)\]]*[)\]](?:[.(\[,)\]].*)?)"
+    r"|\$\{?\w+\}?|<[^>]*>|\*+|\.\.\.|…|%(?:\(\w+\))?[sdr]"
     r"|None|null|nil|True|False|true|false",
 )
 _KIND_OF_WORD = {
@@ -663,6 +666,9 @@ def _redact(text: str, decode: bool = True, command: str | None = None) -> tuple
         total += n
     if "</" in text:
         text, n = _redact_xml(text, values)
+        total += n
+    if "**" in text or "|" in text or ":\n" in text:
+        text, n = _redact_markdown(text, values)
         total += n
     if "[REDACTED:aws_access_key]" in text or "secret access key" in lowered or "secretaccesskey" in lowered:
         text, n = _redact_aws_secrets(text, values)
@@ -1276,6 +1282,38 @@ def _redact_xml(text: str, values: dict[str, str]) -> tuple[str, int]:
     return text, len(spans)
 
 
+# How a reply or a note lays a secret out in Markdown: a bold label ("**Password:** X"), a table row
+# ("| DB_PASSWORD | X |"), or a label alone on its line with the value on the next ("Password:\nX").
+_MD_WORD = (
+    r"(?:[\w .-]{0,30}?)(?i:passw(?:or)?d|passphrase|secret|token|api[ _-]?key|access[ _-]?key)"
+    r"(?:[\w .-]{0,12}?)"
+)
+_MARKDOWN_SECRET = re.compile(
+    rf"\*\*{_MD_WORD}\s*:?\s*\*\*\s*:?[ \t]*`?(?P<bold>[^\s`*|]+)"
+    rf"|^[ \t]*\|[ \t]*`?{_MD_WORD}`?[ \t]*\|[ \t]*`?(?P<cell>[^\s`|]+)`?[ \t]*\|"
+    rf"|^[ \t]*{_MD_WORD}[ \t]*:[ \t]*\n[ \t]*`?(?P<next>[^\s`]+)`?[ \t]*$",
+    re.MULTILINE,
+)
+
+
+_MD_KINDS = (("pass", "password"), ("secret", "secret"), ("token", "token"), ("key", "api_key"))
+
+
+def _redact_markdown(text: str, values: dict[str, str]) -> tuple[str, int]:
+    spans = []
+    for m in _MARKDOWN_SECRET.finditer(text):
+        group = next(g for g in ("bold", "cell", "next") if m.group(g) is not None)
+        value = m.group(group).rstrip(_TRAILING)
+        if _secret_like(value) and not value.startswith("[REDACTED") and not _NOT_A_SECRET.fullmatch(value):
+            label = m.group(0)[: m.start(group) - m.start()].lower()
+            kind = next((k for w, k in _MD_KINDS if w in label), "password")
+            spans.append((m.start(group), m.start(group) + len(value), kind))
+    for start, end, kind in reversed(spans):
+        _remember(values, text[start:end], kind)
+        text = text[:start] + MARK.format(kind) + text[end:]
+    return text, len(spans)
+
+
 # An AWS secret access key beside its key id or its label, with no name of its own before it: the
 # `aws configure` prompt ("AWS Secret Access Key [None]: …"), a table's cell, the console's CSV.
 # 40 characters of base64 with both cases (a git SHA-1 is 40 lowercase hex digits).
@@ -1345,6 +1383,17 @@ def _value_span(text: str, key_start: int, key_end: int) -> tuple[int, int] | No
         return None
     value = match.group("value")
     start, end = match.span("value")
+    if key_start and text[key_start - 1] in "?&" and "&" in value:  # a query string's next parameter
+        value = value[: value.index("&")]
+        end = start + len(value)
+        if not value:
+            return None
+    if _BLOCK_SCALAR.fullmatch(value) and (block := _block_lines(text, key_start, end)):
+        return block  # "password: |" then the value on the lines under it
+    if end < len(text) and text[end] in ")]" and ("(" in value or "[" in value):
+        # "yourStrong(!)Password", "Summer[2024]": the bracket closes one the value opened
+        end = _TOKEN_REST.match(text, end).end()
+        value = text[start:end]
     if value[0] in "\"'":
         start, end, value = start + 1, end - 1, value[1:-1]
         if not value.strip():
@@ -1355,6 +1404,34 @@ def _value_span(text: str, key_start: int, key_end: int) -> tuple[int, int] | No
         value = value[: value.index("[REDACTED:")]
         end = start + len(value)
     return (start, end) if value.strip(" \\") else None  # an escaped line continuation is no value
+
+
+_BLOCK_SCALAR = re.compile(r"[|>][+-]?\d?")
+_TOKEN_REST = re.compile(r"[^\s\"',;]*")
+
+
+def _block_lines(text: str, key_start: int, after: int) -> tuple[int, int] | None:
+    """A YAML block scalar's lines: those under the key's line, indented deeper than it."""
+    line_start = text.rfind("\n", 0, key_start) + 1
+    indent = len(text[line_start:key_start]) - len(text[line_start:key_start].lstrip(" -"))
+    eol = text.find("\n", after)
+    if eol < 0 or text[after:eol].strip():
+        return None
+    start = end = None
+    pos = eol + 1
+    while pos < len(text):
+        nxt = text.find("\n", pos)
+        line = text[pos : nxt if nxt >= 0 else len(text)]
+        if line.strip():
+            if len(line) - len(line.lstrip(" ")) <= indent:
+                break
+            if start is None:
+                start = pos + len(line) - len(line.lstrip(" "))
+            end = pos + len(line.rstrip())
+        if nxt < 0:
+            break
+        pos = nxt + 1
+    return (start, end) if start is not None else None
 
 
 def _looks_like_prose(key: str, match: re.Match[str], text: str, key_start: int) -> bool:
