@@ -464,6 +464,13 @@ def test_a_recurring_value_after_an_escape_is_replaced_too():
         "pwd: /srv/app",
         "Token: expired",
         "a token bucket rate limiter; the password is one-time-use",
+        # a trace's file:line, references, templates, paths, settings: what names a secret, not one
+        "    at verify (/app/src/auth/token.js:42:13)\ntests/test_password.py:17: AssertionError",
+        "const token = await getToken();\napiKey: process.env.OPENAI_API_KEY,\npassword = var.db_password",
+        "token: ${{ secrets.GITHUB_TOKEN }}\nDB_PASSWORD: !Ref DBPassword\nTOKEN=$(gh auth token)",
+        "SSH_AUTH_SOCK=/tmp/ssh-XXXX/agent.123\nGOOGLE_APPLICATION_CREDENTIALS=./sa.json\nTLS_KEY=/etc/ssl/key.pem",
+        "AUTH_USER_MODEL=accounts.User\ntoken_budget: 8000\npassword_attempts=3\ncredentials: 'same-origin'",
+        "ssh -o PasswordAuthentication=no host",
         # code that computes a password; Markdown that names one without giving it
         "call(password=get_pw()) and x; password = os.environ['DB_PASSWORD'].strip(); f(token=t[0])",
         "**Password policy:** at least 12 characters\n| password | required | min 12 |\nToken:\nexpired",

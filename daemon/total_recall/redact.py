@@ -328,6 +328,13 @@ _NOT_A_SECRET = re.compile(
     # a password holding brackets ("yourStrong(!)Password")
     r"[A-Za-z_][\w.]*[(\[](?:[^)\]]*|[^)\]]*[)\]](?:[.(\[,)\]].*)?)"
     r"|\$\{?\w+\}?|<[^>]*>|\*+|\.\.\.|…|%(?:\(\w+\))?[sdr]"
+    # a template or a command's output ("${{ secrets.X }}", "{{ .Values.x }}", "$(gh auth token)"), a
+    # CloudFormation function ("!Ref DbPassword"), a dotted reference with no digit ("process.env.KEY",
+    # "var.db_password"), a path ("./sa.json", "/tmp/ssh-x/agent.1", "key.pem"), a code keyword
+    r"|\$?\{\{.*|\$\(.*|![A-Z]\w*"
+    r"|(?:[A-Za-z_$][A-Za-z_$]*\.)+[A-Za-z_$][A-Za-z_$]*"
+    r"|(?:~|\.{1,2})?/\S*|[\w.\-]+\.(?:json|pem|key|crt|cer|p12|pfx|jks|txt|env|ya?ml|toml|ini|cfg|conf|sock)"
+    r"|await|new|yield|async|function|lambda|this|self|require|yes|no|on|off"
     r"|None|null|nil|True|False|true|false",
 )
 _KIND_OF_WORD = {
@@ -880,7 +887,8 @@ def _redact_env(text: str, values: dict[str, str]) -> tuple[str, int]:
 
 _SETTING_WORDS = frozenset(
     "MIN MAX LEN LENGTH COUNT SIZE TTL EXPIRY EXPIRES TIMEOUT FILE PATH URL HOST PORT NAME ID TYPE MODE "
-    "ENABLED REGION VERSION POLICY HEADER ROTATION LIMIT".split()
+    "ENABLED REGION VERSION POLICY HEADER ROTATION LIMIT SOCK MODEL PROVIDER ATTEMPTS RETRIES BUDGET "
+    "HASHERS VALIDATORS ENDPOINT URI METHOD BACKEND".split()
 )
 
 
@@ -1400,12 +1408,18 @@ def _value_span(text: str, key_start: int, key_end: int) -> tuple[int, int] | No
             return None
     elif _NOT_A_SECRET.fullmatch(value) or _looks_like_prose(key, match, text, key_start):
         return None
+    if _FILE_KEY.search(key) and _LOCATION.fullmatch(value):
+        return None  # "token.js:42:13": a file's line and column in a trace, not a key's value
+    if key.lower() == "credentials" and value in ("same-origin", "include", "omit"):
+        return None  # fetch's option
     if "[REDACTED:" in value:  # a value ends where a token hidden before it starts
         value = value[: value.index("[REDACTED:")]
         end = start + len(value)
     return (start, end) if value.strip(" \\") else None  # an escaped line continuation is no value
 
 
+_FILE_KEY = re.compile(r"\.[A-Za-z]{1,5}$")
+_LOCATION = re.compile(r"\d+(?::\d+)*[):]?")
 _BLOCK_SCALAR = re.compile(r"[|>][+-]?\d?")
 _TOKEN_REST = re.compile(r"[^\s\"',;]*")
 
