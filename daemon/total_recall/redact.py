@@ -329,10 +329,12 @@ _NOT_A_SECRET = re.compile(
     r"[A-Za-z_][\w.]*[(\[](?:[^)\]]*|[^)\]]*[)\]](?:[.(\[,)\]].*)?)"
     r"|\$\{?\w+\}?|<[^>]*>|\*+|\.\.\.|…|%(?:\(\w+\))?[sdr]"
     # a template or a command's output ("${{ secrets.X }}", "{{ .Values.x }}", "$(gh auth token)"), a
-    # CloudFormation function ("!Ref DbPassword"), a dotted reference with no digit ("process.env.KEY",
-    # "var.db_password"), a path ("./sa.json", "/tmp/ssh-x/agent.1", "key.pem"), a code keyword
+    # CloudFormation function ("!Ref DbPassword"), a reference into the environment, the config or an
+    # object ("process.env.KEY", "var.db_password", "settings.SECRET"), a path ("./sa.json",
+    # "/tmp/ssh-x/agent.1", "key.pem"), a code keyword
     r"|\$?\{\{.*|\$\(.*|![A-Z]\w*"
-    r"|(?:[A-Za-z_$][A-Za-z_$]*\.)+[A-Za-z_$][A-Za-z_$]*"
+    r"|(?:process|os|env|var|local|locals|data|module|settings|config|conf|self|this|window|secrets|params"
+    r"|props|ctx|context|request|vars|values|Values|inputs|steps|import\.meta)\.[A-Za-z_$][\w.$]*"
     r"|(?:~|\.{1,2})?/\S*|[\w.\-]+\.(?:json|pem|key|crt|cer|p12|pfx|jks|txt|env|ya?ml|toml|ini|cfg|conf|sock)"
     r"|await|new|yield|async|function|lambda|this|self|require|yes|no|on|off"
     r"|None|null|nil|True|False|true|false",
