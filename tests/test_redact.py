@@ -112,6 +112,28 @@ PLANTED = [
     ("password", "| DB_PASSWORD | Tr0ub4dor3 |", "Tr0ub4dor3"),
     ("token", "Token:\n  x9Y8z7w6V5u4\n", "x9Y8z7w6V5u4"),
     ("api_key", "https://api.x.com/v1?api_key=abc123XYZ789&format=json&page=2", "abc123XYZ789"),
+    # more vendors' shapes, presigned URLs' signatures, Go's DSN, URLs with several hosts or IPv6
+    ("slack_token", "xoxe-1-AbCdEfGhIjKlMnOpQrStUvWx123 rotated", "xoxe-1-AbCdEfGhIjKlMnOpQrStUvWx123"),
+    (
+        "google_oauth_secret",
+        "client secret GOCSPX-AbCdEfGhIjKlMnOpQrStUvWx",
+        "GOCSPX-AbCdEfGhIjKlMnOpQrStUvWx",
+    ),
+    ("square_token", "SQUARE=sq0atp-AbCdEfGhIjKlMnOpQrStUv x", "sq0atp-AbCdEfGhIjKlMnOpQrStUv"),
+    ("okta_token", "Authorization: SSWS 00AbCdEfGhIjKlMnOpQrStUvWxYz", "00AbCdEfGhIjKlMnOpQrStUvWxYz"),
+    (
+        "azure_subscription_key",
+        "-H 'Ocp-Apim-Subscription-Key: 0123456789abcdef0123456789abcdef'",
+        "0123456789abcdef0123456789abcdef",
+    ),
+    (
+        "url_signature",
+        "https://b.s3.amazonaws.com/k?X-Amz-Expires=300&X-Amz-Signature=0123456789abcdef0123456789abcdef0123",
+        "0123456789abcdef0123456789abcdef0123",
+    ),
+    ("dsn_password", 'dsn := "root:Tr0ub4dor3@tcp(db:3306)/app"', "Tr0ub4dor3"),
+    ("password", "mongodb://admin:Tr0ub4dor3@mongo-0.mongo,mongo-1.mongo/admin", "Tr0ub4dor3"),
+    ("password", "postgres://u:Tr0ub4dor3@[::1]:5432/db", "Tr0ub4dor3"),
     # a name field naming the secret, its value in the value field after it
     (
         "password",

@@ -122,7 +122,20 @@ _TOKEN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("openai_key", re.compile(r"sk-(?:proj-|svcacct-|admin-)?(?=[\w\-]*\d)[A-Za-z0-9_\-]{20,}")),
     ("github_token", re.compile(r"(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})")),
     ("aws_access_key", re.compile(r"(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Z0-9])")),
-    ("slack_token", re.compile(r"xox[abprs]-[A-Za-z0-9\-]{10,}")),
+    ("slack_token", re.compile(r"xox[abeprs]-[A-Za-z0-9\-]{10,}")),
+    ("google_oauth_secret", re.compile(r"GOCSPX-[A-Za-z0-9_\-]{20,}")),
+    ("square_token", re.compile(r"sq0(?:atp|csp)-[A-Za-z0-9_\-]{20,}")),
+    ("fcm_key", re.compile(r"AAAA[A-Za-z0-9_\-]{7}:APA91b[A-Za-z0-9_\-]{60,}")),
+    ("okta_token", re.compile(r"SSWS\s+(?P<secret>[A-Za-z0-9_\-]{20,})")),
+    (
+        "azure_subscription_key",
+        re.compile(r"Ocp-Apim-Subscription-Key[\"']?\s*[:=]\s*[\"']?(?P<secret>[0-9a-fA-F]{32})"),
+    ),
+    # presigned URLs carry their signature (and a session's token) in the query string
+    ("url_signature", re.compile(r"X-(?:Amz|Goog)-Signature=(?P<secret>[0-9a-fA-F]{32,})")),
+    ("aws_session_token", re.compile(r"X-Amz-Security-Token=(?P<secret>[^&\s\"']{16,})")),
+    # Go's MySQL DSN: user:PASS@tcp(host:3306)/db
+    ("dsn_password", re.compile(r":(?P<secret>[^\s@/:'\"]+)@(?:tcp|unix|udp)\(")),
     ("google_api_key", re.compile(r"AIza[0-9A-Za-z_\-]{35}")),
     ("jwt", re.compile(r"eyJ[A-Za-z0-9_\-]{4,}\.eyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{4,}")),
     # These two start one letter in ("earer", "uthorization"): a pattern that begins with a
@@ -146,7 +159,7 @@ _TOKEN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     # scheme://user:pass@host -> keep the user, hide the password (which may itself hold "@":
     # the last "@" before the host ends it).
     # The user may be empty (redis://:PASS@host).
-    ("password", re.compile(r"://[^\s:/@\[\]]*:(?P<secret>[^\s/\[\]]+)@(?=[\w.\-]+(?:[:/?#\s]|\Z))")),
+    ("password", re.compile(r"://[^\s:/@\[\]]*:(?P<secret>[^\s/\[\]]+)@(?=[\w.\-]+(?:[:/?#,\s]|\Z)|\[)")),
     ("huggingface_token", re.compile(r"hf_[A-Za-z0-9]{30,}")),
     ("npm_token", re.compile(r"npm_[A-Za-z0-9]{30,}")),
     ("npm_token", re.compile(r":_authToken=\s*(?P<secret>" + _BARE + r"+)")),
@@ -468,6 +481,7 @@ _LIBRARY_PATTERNS = _detect_secrets_patterns()
 # substring test per literal costs about 1 ms per MB, so gates are kept few.)
 _GATES: dict[str, tuple[str, ...] | re.Pattern[str]] = {
     "login_password": (" login",),
+    "dsn_password": ("@tcp(", "@unix(", "@udp("),
     "stripe_key": ("_live_", "_test_"),
     "azure_key": ("accountkey=", "sharedaccesskey=", "sig="),
     "telegram_token": re.compile(r":[0-9A-Za-z_-]{20}"),  # detect-secrets' 35, a bot URL's 20+
