@@ -690,7 +690,7 @@ def _redact(text: str, decode: bool = True, command: str | None = None) -> tuple
     if "</" in text:
         text, n = _redact_xml(text, values)
         total += n
-    if "**" in text or "|" in text or ":\n" in text:
+    if "**" in text or "| " in text or ":\n" in text:
         text, n = _redact_markdown(text, values)
         total += n
     if "[REDACTED:aws_access_key]" in text or "secret access key" in lowered or "secretaccesskey" in lowered:
@@ -1308,34 +1308,64 @@ def _redact_xml(text: str, values: dict[str, str]) -> tuple[str, int]:
 
 # How a reply or a note lays a secret out in Markdown: a bold label ("**Password:** X"), a table row
 # ("| DB_PASSWORD | X |"), or a label alone on its line with the value on the next ("Password:\nX").
+_MD_KEY = re.compile(r"passw|passphrase|secret|token|api[ _-]?key|access[ _-]?key")
 _MD_WORD = (
-    r"(?:[\w .-]{0,30}?)(?i:passw(?:or)?d|passphrase|secret|token|api[ _-]?key|access[ _-]?key)"
-    r"(?:[\w .-]{0,12}?)"
+    r"[\w .-]{0,30}?(?:passw(?:or)?d|passphrase|secret|token|api[ _-]?key|access[ _-]?key)[\w .-]{0,12}?"
 )
-_MARKDOWN_SECRET = re.compile(
+_MD_LINE = re.compile(  # matched on a lowered line; the value's span is the text's
     rf"\*\*{_MD_WORD}\s*:?\s*\*\*\s*:?[ \t]*`?(?P<bold>[^\s`*|]+)"
     rf"|^[ \t]*\|[ \t]*`?{_MD_WORD}`?[ \t]*\|[ \t]*`?(?P<cell>[^\s`|]+)`?[ \t]*\|"
-    rf"|^[ \t]*{_MD_WORD}[ \t]*:[ \t]*\n[ \t]*`?(?P<next>[^\s`]+)`?[ \t]*$",
-    re.MULTILINE,
+    rf"|^[ \t]*{_MD_WORD}[ \t]*:[ \t]*$"
 )
-
-
+_NEXT_LINE_VALUE = re.compile(r"[ \t]*`?(?P<next>[^\s`]+)`?[ \t]*$")
 _MD_KINDS = (("pass", "password"), ("secret", "secret"), ("token", "token"), ("key", "api_key"))
 
 
+def _marked_lines(lowered: str) -> set[int]:
+    """Where the lines holding a Markdown mark ("**", "|", a closing ":") start: few in prose."""
+    starts = set()
+    for mark in ("**", "|", ":\n"):
+        at = lowered.find(mark)
+        while at >= 0:
+            starts.add(lowered.rfind("\n", 0, at) + 1)
+            eol = lowered.find("\n", at + len(mark) - 1)  # ":\n" ends its own line: on from the next
+            at = lowered.find(mark, eol + 1) if eol >= 0 else -1
+    return starts
+
+
 def _redact_markdown(text: str, values: dict[str, str]) -> tuple[str, int]:
+    """Each line holding a secret's name, read as one of the three layouts (the value on the next
+    line for a label alone on its line)."""
+    lowered = text.lower()
+    if len(lowered) != len(text):
+        return text, 0
     spans = []
-    for m in _MARKDOWN_SECRET.finditer(text):
-        group = next(g for g in ("bold", "cell", "next") if m.group(g) is not None)
-        value = m.group(group).rstrip(_TRAILING)
+    for start in sorted(_marked_lines(lowered)):
+        end = lowered.find("\n", start)
+        end = len(text) if end < 0 else end
+        if not _MD_KEY.search(lowered, start, end):
+            continue
+        m = _MD_LINE.search(lowered, start, end)
+        if m is None:
+            continue
+        if m.group("bold") or m.group("cell"):
+            group = "bold" if m.group("bold") else "cell"
+            at = m.start(group)
+            value = text[at : m.end(group)].rstrip(_TRAILING)
+        else:
+            nxt = text.find("\n", end + 1) if end < len(text) else -1
+            line = _NEXT_LINE_VALUE.match(text, end + 1, len(text) if nxt < 0 else nxt)
+            if end >= len(text) or line is None:
+                continue
+            at, value = line.start("next"), line.group("next").rstrip(_TRAILING)
         if _secret_like(value) and not value.startswith("[REDACTED") and not _NOT_A_SECRET.fullmatch(value):
-            label = m.group(0)[: m.start(group) - m.start()].lower()
+            label = lowered[start:at]
             kind = next((k for w, k in _MD_KINDS if w in label), "password")
-            spans.append((m.start(group), m.start(group) + len(value), kind))
-    for start, end, kind in reversed(spans):
+            spans.append((at, at + len(value), kind))
+    for start, end, kind in sorted(set(spans), reverse=True):
         _remember(values, text[start:end], kind)
         text = text[:start] + MARK.format(kind) + text[end:]
-    return text, len(spans)
+    return text, len(set(spans))
 
 
 # An AWS secret access key beside its key id or its label, with no name of its own before it: the
