@@ -134,6 +134,13 @@ PLANTED = [
     ("dsn_password", 'dsn := "root:Tr0ub4dor3@tcp(db:3306)/app"', "Tr0ub4dor3"),
     ("password", "mongodb://admin:Tr0ub4dor3@mongo-0.mongo,mongo-1.mongo/admin", "Tr0ub4dor3"),
     ("password", "postgres://u:Tr0ub4dor3@[::1]:5432/db", "Tr0ub4dor3"),
+    # a key that opens an object of its own: Terraform's output and a variable's block
+    (
+        "password",
+        '{"db_password": {"sensitive": true, "value": "Tr0ub4dor3"}, "host": {"value": "db"}}',
+        "Tr0ub4dor3",
+    ),
+    ("password", 'variable "db_password" {\n  type    = string\n  default = "Tr0ub4dor3"\n}', "Tr0ub4dor3"),
     # a name field naming the secret, its value in the value field after it
     (
         "password",
@@ -493,6 +500,13 @@ def test_a_recurring_value_after_an_escape_is_replaced_too():
         "SSH_AUTH_SOCK=/tmp/ssh-XXXX/agent.123\nGOOGLE_APPLICATION_CREDENTIALS=./sa.json\nTLS_KEY=/etc/ssl/key.pem",
         "AUTH_USER_MODEL=accounts.User\ntoken_budget: 8000\npassword_attempts=3\ncredentials: 'same-origin'",
         "ssh -o PasswordAuthentication=no host",
+        # an object or a list as a value, a variable with no default
+        "const token = {default: x}; secrets = [a, b]",
+        'variable "db_password" {\n  sensitive = true\n}\nvariable "region" { default = "eu-west-1" }',
+        # what a secret is like, when it changed, and where it lives
+        "the token is JWT-formatted; the secret is Base64-encoded.",
+        "password_changed_at: 2024-01-01T10:00:00Z",
+        "arn:aws:secretsmanager:us-east-1:123456789012:secret:prod/db-AbCdEf",
         # code that computes a password; Markdown that names one without giving it
         "call(password=get_pw()) and x; password = os.environ['DB_PASSWORD'].strip(); f(token=t[0])",
         "**Password policy:** at least 12 characters\n| password | required | min 12 |\nToken:\nexpired",

@@ -345,7 +345,7 @@ _NOT_A_SECRET = re.compile(
     # CloudFormation function ("!Ref DbPassword"), a reference into the environment, the config or an
     # object ("process.env.KEY", "var.db_password", "settings.SECRET"), a path ("./sa.json",
     # "/tmp/ssh-x/agent.1", "key.pem"), a code keyword
-    r"|\$?\{\{.*|\$\(.*|![A-Z]\w*"
+    r"|\$?\{\{.*|\$\(.*|![A-Z]\w*|[{\[].*"
     r"|(?:process|os|env|var|local|locals|data|module|settings|config|conf|self|this|window|secrets|params"
     r"|props|ctx|context|request|vars|values|Values|inputs|steps|import\.meta)\.[A-Za-z_$][\w.$]*"
     r"|(?:~|\.{1,2})?/\S*|[\w.\-]+\.(?:json|pem|key|crt|cer|p12|pfx|jks|txt|env|ya?ml|toml|ini|cfg|conf|sock)"
@@ -904,13 +904,16 @@ def _redact_env(text: str, values: dict[str, str]) -> tuple[str, int]:
 _SETTING_WORDS = frozenset(
     "MIN MAX LEN LENGTH COUNT SIZE TTL EXPIRY EXPIRES TIMEOUT FILE PATH URL HOST PORT NAME ID TYPE MODE "
     "ENABLED REGION VERSION POLICY HEADER ROTATION LIMIT SOCK MODEL PROVIDER ATTEMPTS RETRIES BUDGET "
-    "HASHERS VALIDATORS ENDPOINT URI METHOD BACKEND".split()
+    "HASHERS VALIDATORS ENDPOINT URI METHOD BACKEND AT CHANGED UPDATED CREATED LAST".split()
 )
 
 
 def _settings_key(key: str) -> bool:
-    """Trigger: a secret-sounding name that configures something (PASSWORD_MIN_LENGTH, TOKEN_TTL).
-    Why: its value is a number, a path or a name, not a credential. Outcome: left alone."""
+    """Trigger: a secret-sounding name that configures something (PASSWORD_MIN_LENGTH, TOKEN_TTL), or a
+    service's name in an ARN ("arn:aws:secretsmanager:..."). Why: its value is a number, a path or a
+    name, not a credential. Outcome: left alone."""
+    if key.lower() in ("secretsmanager", "secretmanager"):
+        return True
     return any(part in _SETTING_WORDS for part in re.split(r"[_\-.]", key.upper()))
 
 
@@ -1037,6 +1040,19 @@ _PROSE_CHECKS = {
 }
 
 
+def _in_arn(text: str, at: int) -> bool:
+    """Whether ``at`` is inside an ARN ("arn:aws:secretsmanager:…:secret:prod/db"): names, not values."""
+    before = text[max(0, at - 130) : at]
+    arn = before.rfind("arn:")
+    return arn >= 0 and not any(c.isspace() for c in before[arn:])
+
+
+_DESCRIPTIVE = re.compile(
+    r"[\w.]+-(?:formatted|encoded|based|signed|protected|only|scoped|bound|like|style|sized|length|long)",
+    re.IGNORECASE,
+)
+
+
 def _redact_prose(text: str, values: dict[str, str]) -> tuple[str, int]:
     out: list[str] = []
     done = count = 0
@@ -1050,6 +1066,10 @@ def _redact_prose(text: str, values: dict[str, str]) -> tuple[str, int]:
             continue
         if value.startswith("{"):
             continue  # a template's placeholder ("{{ token }}")
+        if _in_arn(text, start):
+            continue
+        if _DESCRIPTIVE.fullmatch(value.rstrip(_TRAILING)):
+            continue  # "the token is JWT-formatted", "the secret is Base64-encoded": what it is like
         if not quoted:
             while end > start and text[end - 1] in _TRAILING:
                 end -= 1
@@ -1242,7 +1262,13 @@ _PAIR_VALUE = re.compile(
     r"""["']?(?:value|parametervalue)["']?[ \t]*[:=][ \t]*(?P<value>"[^"\n]*"|'[^'\n]*'|[^\s"',;)}\]]+)""",
     re.IGNORECASE,
 )
-_PAIR_VALUE_FIELD = re.compile(r"""value["']?[ \t]*[:=]""")
+_PAIR_VALUE_FIELD = re.compile(r"""(?:value|default)["']?[ \t]*[:=]""")
+# Or the key opens an object of its own: Terraform's output ({"db_password": {"value": "X"}}) and a
+# variable's block (variable "db_password" { default = "X" }).
+_OBJECT_AFTER = re.compile(r"""["']?[ \t]*:?[ \t]*\{""")
+_OBJECT_VALUE = re.compile(
+    r"""["']?(?:value|default)["']?[ \t]*[:=][ \t]*(?P<value>"[^"\n]*"|'[^'\n]*'|[^\s"',;)}\]]+)"""
+)
 _PAIR_REACH = 300  # characters after the name where its value may be
 _REFERENCE = re.compile(r"""^(?:\$|\{\{|!|arn:|\[REDACTED)""")
 
@@ -1257,11 +1283,17 @@ def _redact_name_value(text: str, values: dict[str, str]) -> tuple[str, int]:
         key_start, key_end = _expand_key(text, word.start(), word.end())
         done = key_end
         before = text[max(0, key_start - 40) : key_end].lower()
-        if not _PAIR_FIELD.search(before) or _settings_key(text[key_start:key_end]):
+        if _settings_key(text[key_start:key_end]):
             continue
         window_end = min(len(text), key_end + _PAIR_REACH)
-        following = _PAIR_NAME.search(text, key_end, window_end)
-        found = _PAIR_VALUE.search(text, key_end, following.start() if following else window_end)
+        if _PAIR_FIELD.search(before):
+            following = _PAIR_NAME.search(text, key_end, window_end)
+            found = _PAIR_VALUE.search(text, key_end, following.start() if following else window_end)
+        elif opened := _OBJECT_AFTER.match(text, key_end):
+            close = text.find("}", opened.end(), window_end)
+            found = _OBJECT_VALUE.search(text, opened.end(), close if close >= 0 else window_end)
+        else:
+            continue
         if found is None:
             continue
         start, end = found.span("value")
@@ -1426,6 +1458,8 @@ def _expand_key(text: str, start: int, end: int) -> tuple[int, int]:
 def _value_span(text: str, key_start: int, key_end: int) -> tuple[int, int] | None:
     """Where the secret value of the key at text[key_start:key_end] lies, or None if no value."""
     key = text[key_start:key_end]
+    if _in_arn(text, key_start):
+        return None  # an ARN's resource type ("arn:aws:secretsmanager:…:secret:prod/db"): a name
     if key.startswith("--"):
         match = _FLAG_TAIL.match(text, key_end)
     else:
