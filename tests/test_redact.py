@@ -134,6 +134,17 @@ PLANTED = [
     ("dsn_password", 'dsn := "root:Tr0ub4dor3@tcp(db:3306)/app"', "Tr0ub4dor3"),
     ("password", "mongodb://admin:Tr0ub4dor3@mongo-0.mongo,mongo-1.mongo/admin", "Tr0ub4dor3"),
     ("password", "postgres://u:Tr0ub4dor3@[::1]:5432/db", "Tr0ub4dor3"),
+    # prose with "is:", an escaped quote inside a value, a quoted password holding a space, requests' auth
+    ("secret", "The secret is: Tr0ub4dor3", "Tr0ub4dor3"),
+    ("password", '"password": "Tr0ub\\"4dor3"', 'Tr0ub\\"4dor3'),
+    ("password", "mysql -h db -u root -p'Tr0ub 4dor3' app", "Tr0ub 4dor3"),
+    ("password", "requests.get(url, auth=('admin', 'Tr0ub4dor3'))", "Tr0ub4dor3"),
+    # a terminal session pasted whole: the output of the command that prints the secret
+    (
+        "command_output",
+        "$ gh auth token\ngho_notaRealToken4UeQ8vZk\n$ ls\nfoo.txt",
+        "gho_notaRealToken4UeQ8vZk",
+    ),
     # a key that opens an object of its own: Terraform's output and a variable's block
     (
         "password",
@@ -500,6 +511,10 @@ def test_a_recurring_value_after_an_escape_is_replaced_too():
         "SSH_AUTH_SOCK=/tmp/ssh-XXXX/agent.123\nGOOGLE_APPLICATION_CREDENTIALS=./sa.json\nTLS_KEY=/etc/ssl/key.pem",
         "AUTH_USER_MODEL=accounts.User\ntoken_budget: 8000\npassword_attempts=3\ncredentials: 'same-origin'",
         "ssh -o PasswordAuthentication=no host",
+        # public keys' fingerprints, a key's name, an ordinary pasted session
+        "PYTHON_GPG_KEY=A035C8C19219BA821ECEA86B64E628F8D684696D",
+        "Endpoint=sb://ns/;SharedAccessKeyName=RootManageSharedAccessKey;EntityPath=q",
+        "$ echo hello\nworld123\n$ git rev-parse --abbrev-ref HEAD\nfeature-x",
         # an object or a list as a value, a variable with no default
         "const token = {default: x}; secrets = [a, b]",
         'variable "db_password" {\n  sensitive = true\n}\nvariable "region" { default = "eu-west-1" }',
@@ -634,3 +649,14 @@ def test_the_output_of_a_command_that_prints_a_secret_is_hidden_line_by_line(com
         assert out == ["[REDACTED:command_output]\n\nthe value above\n", "it was [REDACTED:recurring_secret]"]
     else:
         assert out == [output, "it was Xq7vLr2pWm9t"]
+
+
+def test_no_tail_of_a_token_is_left_after_its_mark():
+    """A pattern that stops short of its token's end (a Discord bot token's third part, a signed
+    session cookie's signature) leaves no tail of it behind the mark."""
+    for text in (
+        "MTA4NzY1NDMyMTA5ODc2NTQzMg.GAbCdE.Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv1Wx2",
+        "Cookie: session=eyJ1c2VyX2lkIjo0Mn0.ZbC1xg.kF3x9Yq2Lm8Pn4Rt6Vw0Zs1Ab2C",
+    ):
+        out = redact(text)
+        assert out.endswith("]") and "St0Uv1Wx2" not in out and "Ab2C" not in out

@@ -172,7 +172,7 @@ _TOKEN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("password", re.compile(r"(?:-u|--user)[ =][\"']?[^\s:\"']+:(?P<secret>" + _BARE + r"+)")),
     (
         "password",
-        re.compile(r"mysql(?:dump|admin)?\b[^\n]{0,200}?\s-p[\"']?(?P<secret>" + _BARE + r"+)"),
+        re.compile(r"mysql(?:dump|admin)?\b[^\n]{0,200}?\s-p" + _ARG),
     ),
     ("password", re.compile(r"sshpass\s+-p\s*[\"']?(?P<secret>" + _BARE + r"+)")),
     ("password", re.compile(r"mariadb(?:-?dump|-?admin)?\b[^\n]{0,200}?\s-p" + _ARG)),
@@ -242,6 +242,13 @@ _TOKEN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
             r"PASSWORD(?:\s*\(\s*|\s+)",
             r"password\s*\(\s*",
         )
+    ),
+    # requests' auth=('user', 'PASS') and HTTPBasicAuth('user', 'PASS')
+    (
+        "password",
+        re.compile(
+            r"(?:auth=|BasicAuth)\(\s*[\"'][^\"'\n]*[\"']\s*,\s*(?P<q>[\"'])(?P<secret>[^\"'\n]+)(?P=q)"
+        ),
     ),
     # .netrc: machine HOST [login USER] password PASS (one line or several).
     (
@@ -328,7 +335,7 @@ _KEY_CHAR = re.compile(r"[\w.\-]")
 _CONTINUED = r"(?:\\(?:[ \t]*\r?\n|[ \t]+)[ \t]*)?"
 _ASSIGN_TAIL = re.compile(
     r"""(?P<close>["']?)(?P<sep>[ \t]*(?::=|=>|:(?!:)|=(?!=))[ \t]*""" + _CONTINUED + r""")"""
-    r"""(?P<value>"[^"\n]*"|'[^'\n]*'|(?:[^\s"',;)}\]\\]|\\(?![nrt]))+)"""
+    r"""(?P<value>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'|(?:[^\s"',;)}\]\\]|\\(?![nrt]))+)"""
 )
 _FLAG_TAIL = re.compile(
     r"""(?P<sep>=|[ \t]+)"""
@@ -403,7 +410,7 @@ _PROSE_WORD = re.compile(
 # ("the password 'X'"); after the word or after a short "for the staging db".
 _PROSE_LINK = re.compile(
     r"\b(?:[ \t]+(?:for|of|on|to|at|in)(?:[ \t]+[\w.\-]+){1,3}?)?"
-    r"(?:[ \t]+(?:is|was|(?:will|should|must|would)[ \t]+be|(?P<to>to[ \t]+be|to|as))[ \t]+"
+    r"(?:[ \t]+(?:is|was|(?:will|should|must|would)[ \t]+be|(?P<to>to[ \t]+be|to|as))[ \t]*:?[ \t]+"
     r"(?:now[ \t]+|still[ \t]+)?|[ \t]*[:=][ \t]*|[ \t]+(?=[\"'`]))"
 )
 _PROSE_VALUE = re.compile(r"""(?:[^\s"'`,;\\]|\\(?![nrt]))+""")
@@ -575,6 +582,25 @@ REVEALS = re.compile(
 _ONE_WORD = re.compile(r"^\s*(\S{6,})\s*$")
 
 
+_MARK_TAIL = re.compile(r"(\[REDACTED:\w+\])[A-Za-z0-9_\-]+")
+_PROMPT_LINE = re.compile(r"^[ \t]*[$%#][ \t]+(?P<command>\S.*)$", re.MULTILINE)
+
+
+def _redact_pasted_session(text: str, values: dict[str, str]) -> tuple[str, int]:
+    """Each prompt line whose command prints a secret: its output, up to the next prompt line."""
+    prompts = list(_PROMPT_LINE.finditer(text))
+    total = 0
+    for i in range(len(prompts) - 1, -1, -1):
+        if not REVEALS.search(prompts[i].group("command")):
+            continue
+        start = prompts[i].end() + 1
+        end = prompts[i + 1].start() if i + 1 < len(prompts) else len(text)
+        if start < end:
+            output, n = _redact_revealed(text[start:end], values)
+            text, total = text[:start] + output + text[end:], total + n
+    return text, total
+
+
 def _redact_revealed(text: str, values: dict[str, str]) -> tuple[str, int]:
     """The output of a command that prints a secret (REVEALS): each line that is one word of six
     characters or more is the value; lines of several words (a message, a table, JSON) are left to
@@ -705,9 +731,14 @@ def _redact(text: str, decode: bool = True, command: str | None = None) -> tuple
     total += n
     text, n = _redact_prose(text, values)
     total += n
+    if "$ " in text and REVEALS.search(text):  # a terminal session pasted whole: "$ gh auth token\ngho_…"
+        text, n = _redact_pasted_session(text, values)
+        total += n
     if decode:
         text, n = _redact_decoded(text, values)
         total += n
+    if "[REDACTED:" in text:  # a pattern that stops short of its token's end leaves no tail behind
+        text = _MARK_TAIL.sub(r"\1", text)
     if recurring := _recurring(values):
         before = text
         text = _replace_values(text, recurring)
@@ -904,7 +935,7 @@ def _redact_env(text: str, values: dict[str, str]) -> tuple[str, int]:
 _SETTING_WORDS = frozenset(
     "MIN MAX LEN LENGTH COUNT SIZE TTL EXPIRY EXPIRES TIMEOUT FILE PATH URL HOST PORT NAME ID TYPE MODE "
     "ENABLED REGION VERSION POLICY HEADER ROTATION LIMIT SOCK MODEL PROVIDER ATTEMPTS RETRIES BUDGET "
-    "HASHERS VALIDATORS ENDPOINT URI METHOD BACKEND AT CHANGED UPDATED CREATED LAST".split()
+    "HASHERS VALIDATORS ENDPOINT URI METHOD BACKEND AT CHANGED UPDATED CREATED LAST GPG FINGERPRINT".split()
 )
 
 
@@ -914,7 +945,10 @@ def _settings_key(key: str) -> bool:
     name, not a credential. Outcome: left alone."""
     if key.lower() in ("secretsmanager", "secretmanager"):
         return True
-    return any(part in _SETTING_WORDS for part in re.split(r"[_\-.]", key.upper()))
+    parts = re.findall(
+        r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+", key
+    )  # SharedAccessKeyName: Shared Access Key Name
+    return any(part.upper() in _SETTING_WORDS for part in parts)
 
 
 def _env_kind(key: str) -> str:
