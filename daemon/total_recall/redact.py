@@ -95,6 +95,9 @@ _VENDOR_TOKENS: tuple[tuple[str, str], ...] = (
     ("terraform_token", r"atlasv1\.[A-Za-z0-9_=\-]{60,}"),
     ("docker_token", r"dckr_(?:pat|oat)_[A-Za-z0-9_\-]{20,}"),
     ("resend_key", r"re_(?=[A-Za-z0-9_]*\d)[A-Za-z0-9]{8,}_[A-Za-z0-9]{20,}"),
+    ("google_oauth_secret", r"GOCSPX-[A-Za-z0-9_\-]{20,}"),
+    ("square_token", r"sq0(?:atp|csp)-[A-Za-z0-9_\-]{20,}"),
+    ("fcm_key", r"AAAA[A-Za-z0-9_\-]{7}:APA91b[A-Za-z0-9_\-]{60,}"),
 )
 
 # (kind, pattern): the whole match is replaced unless the pattern has a "secret" group, in
@@ -123,9 +126,6 @@ _TOKEN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("github_token", re.compile(r"(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})")),
     ("aws_access_key", re.compile(r"(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Z0-9])")),
     ("slack_token", re.compile(r"xox[abeprs]-[A-Za-z0-9\-]{10,}")),
-    ("google_oauth_secret", re.compile(r"GOCSPX-[A-Za-z0-9_\-]{20,}")),
-    ("square_token", re.compile(r"sq0(?:atp|csp)-[A-Za-z0-9_\-]{20,}")),
-    ("fcm_key", re.compile(r"AAAA[A-Za-z0-9_\-]{7}:APA91b[A-Za-z0-9_\-]{60,}")),
     ("okta_token", re.compile(r"SSWS\s+(?P<secret>[A-Za-z0-9_\-]{20,})")),
     (
         "azure_subscription_key",
