@@ -553,6 +553,26 @@ def test_the_output_of_a_command_that_prints_a_secret_is_neither_stored_nor_foun
         assert secret not in search_here("staging db password cluster token secret mount")
 
 
+def test_a_secret_output_is_hidden_when_its_call_was_in_an_earlier_read(tmp_path):
+    """The daemon reads a transcript in pieces: a read can end after a call and the next begin with
+    its output. The output still knows its command (the reader looks before its start)."""
+    project, session = "/home/dev/projects/split", "sess-split"
+    password = "Zr8mKq3vTn6w"
+    start = record(
+        "user", "Print the prod db password from the cluster.", session=session, cwd=project, when=DAY
+    )
+    command = "kubectl get secret prod-db -o jsonpath='{.data.password}' | base64 -d"
+    call, output = tool_call_and_result(session, project, DAY + timedelta(seconds=5), command, password)
+    path = write_records(folder(tmp_path, project) / f"{session}.jsonl", [start, call])
+    cli("backfill", str(path), "--wait")
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps(output) + "\n")
+    cli("backfill", str(path), "--wait")
+    stored = " ".join(c for (c,) in db_rows("SELECT content FROM messages"))
+    assert "[REDACTED:command_output]" in stored
+    assert password not in stored and found_in_home(password) == []
+
+
 def test_the_archive_copy_hides_secrets_inside_the_strings_of_each_line(tmp_path, fake):
     """A transcript line is JSON: inside its strings a newline is written `\\n` and a quote `\\"`,
     so a secret at the start of a line of a tool's output or a file's content, or a JSON key of a

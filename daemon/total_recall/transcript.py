@@ -626,7 +626,9 @@ class _Reader:
         self.tasks = _Tasks()  # the task list's ids and their todo texts (TaskCreate/TaskUpdate)
         self.tasks_scanned = False  # the lines before this read were searched for task ids
         self.reports: set[str] = set()  # ids of this read's Task/Agent calls: their results are reports
-        self.commands: dict[str, str] = {}  # this read's shell calls by id: their outputs' commands
+        self.commands: dict[str, str] = {}  # shell calls by id: their outputs' commands
+        self.call_ids: set[str] = set()  # every tool call this read saw
+        self.commands_scanned = False  # the calls before this read were looked for
         # The session goal in force (its condition), None when none is; looked for before this read's
         # start only when a goal_status needs it (_active_goal).
         self.goal: str | None = None
@@ -791,6 +793,10 @@ class _Reader:
             )
             msg = self._message(item, item, env, "user", "tool_result", text, "tool_output")
             calls = [b["tool_use_id"] for b in blocks if isinstance(b.get("tool_use_id"), str)]
+            if not self.commands_scanned and calls and not any(c in self.call_ids for c in calls):
+                # the call was in an earlier read (the daemon reads a transcript in pieces)
+                self.commands_scanned = True
+                self.commands = {**self._commands_before(), **self.commands}
             msg.command = next((self.commands[c] for c in calls if c in self.commands), None)
             return msg
         kind, skip, text = self._classify_prompt(record, _text_of(blocks), env["is_sidechain"])
@@ -887,13 +893,9 @@ class _Reader:
                 and b.get("name") in REPORT_TOOLS
                 and isinstance(b.get("id"), str)
             )
-            self.commands.update(
-                (b["id"], b["input"]["command"])
-                for b in blocks
-                if b.get("type") == "tool_use"
-                and isinstance(b.get("id"), str)
-                and isinstance(b.get("input"), dict)
-                and isinstance(b["input"].get("command"), str)
+            self.commands.update(_shell_calls(blocks))
+            self.call_ids.update(
+                b["id"] for b in blocks if b.get("type") == "tool_use" and isinstance(b.get("id"), str)
             )
             _response_pieces(blocks, env["cwd"], pieces, seen, self.plans, self.tasks)
             parts += [(item.number, _clean(p)) for p in pieces[before:]]
@@ -957,6 +959,17 @@ class _Reader:
                 if (status := _goal_status(record)) is not None:
                     self.goal = None if status.event in ("met", "cleared") else status.condition
         return self.goal
+
+    def _commands_before(self) -> dict[str, str]:
+        """The shell calls within COMMAND_SCAN_BYTES before this read, for an output whose call an
+        earlier read consumed (redaction hides the output of a command that prints a secret)."""
+        found: dict[str, str] = {}
+        for record in self._records_before(
+            self.start, COMMAND_SCAN_BYTES, lambda raw: b'"tool_use"' in raw and b'"command"' in raw
+        ):
+            if record["type"] == "assistant":
+                found.update(_shell_calls(_blocks(_content(record))))
+        return found
 
     def _tasks_before(self) -> _Tasks:
         """The task ids created before this read (a TaskUpdate can complete a task whose
@@ -1073,6 +1086,21 @@ TODO_STATUSES = ("pending", "in_progress", "completed")
 PLAN_CHARS = 8_000
 PLAN_SCAN_BYTES = 4 << 20  # how far back an ExitPlanMode looks for its plan file in an earlier read
 TASK_SCAN_BYTES = 16 << 20  # how far back a TaskUpdate looks for its task's TaskCreate in an earlier read
+COMMAND_SCAN_BYTES = 1 << 20  # how far back a tool output looks for its shell call in an earlier read
+
+
+def _shell_calls(blocks: list[dict[str, Any]]) -> dict[str, str]:
+    """A response's shell calls: tool_use id -> command."""
+    return {
+        b["id"]: b["input"]["command"]
+        for b in blocks
+        if b.get("type") == "tool_use"
+        and isinstance(b.get("id"), str)
+        and isinstance(b.get("input"), dict)
+        and isinstance(b["input"].get("command"), str)
+    }
+
+
 TASK_DETAIL_CHARS = 120  # the part of a task's description kept with its subject
 _TASK_CREATED = re.compile(r"^Task #(\S+) created successfully: ")
 
