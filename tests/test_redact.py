@@ -136,6 +136,7 @@ PLANTED = [
     ("password", "postgres://u:Tr0ub4dor3@[::1]:5432/db", "Tr0ub4dor3"),
     # prose with "is:", an escaped quote inside a value, a quoted password holding a space, requests' auth
     ("secret", "The secret is: Tr0ub4dor3", "Tr0ub4dor3"),
+    ("password", "export DB_PASSWORD=aB3x;9Q,z\nexport DB_HOST=db", "aB3x;9Q,z"),
     ("password", '"password": "Tr0ub\\"4dor3"', 'Tr0ub\\"4dor3'),
     ("password", "mysql -h db -u root -p'Tr0ub 4dor3' app", "Tr0ub 4dor3"),
     ("password", "requests.get(url, auth=('admin', 'Tr0ub4dor3'))", "Tr0ub4dor3"),

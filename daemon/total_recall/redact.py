@@ -1525,6 +1525,16 @@ def _value_span(text: str, key_start: int, key_end: int) -> tuple[int, int] | No
         return None
     value = match.group("value")
     start, end = match.span("value")
+    if (
+        value[0] not in "\"'"
+        and end < len(text)
+        and text[end] in ",;"
+        and _ENV_NAME.fullmatch(key)
+        and match.group("sep").strip() == "="
+    ):
+        # DB_PASSWORD=aB3x;9Q,z: an env line's value runs to the next space, symbols and all
+        end = _TO_SPACE.match(text, end).end()
+        value = text[start:end]
     if key_start and text[key_start - 1] in "?&" and "&" in value:  # a query string's next parameter
         value = value[: value.index("&")]
         end = start + len(value)
@@ -1552,6 +1562,8 @@ def _value_span(text: str, key_start: int, key_end: int) -> tuple[int, int] | No
     return (start, end) if value.strip(" \\") else None  # an escaped line continuation is no value
 
 
+_ENV_NAME = re.compile(r"[A-Z][A-Z0-9_]*")
+_TO_SPACE = re.compile(r"\S*")
 _FILE_KEY = re.compile(r"\.[A-Za-z]{1,5}$")
 _LOCATION = re.compile(r"\d+(?::\d+)*[):]?")
 _BLOCK_SCALAR = re.compile(r"[|>][+-]?\d?")
