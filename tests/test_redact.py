@@ -136,6 +136,8 @@ PLANTED = [
     ("password", "postgres://u:Tr0ub4dor3@[::1]:5432/db", "Tr0ub4dor3"),
     # prose with "is:", an escaped quote inside a value, a quoted password holding a space, requests' auth
     ("secret", "The secret is: Tr0ub4dor3", "Tr0ub4dor3"),
+    ("api_key", '{"api": {"key": "9f86d081884c7d659a2feaa0c55ad015"}}', "9f86d081884c7d659a2feaa0c55ad015"),
+    ("api_key", "redis:\n  auth: 3b1f9e2a7c4d8b6e0f5a1c3d\n  host: cache", "3b1f9e2a7c4d8b6e0f5a1c3d"),
     ("password", "export DB_PASSWORD=aB3x;9Q,z\nexport DB_HOST=db", "aB3x;9Q,z"),
     ("password", '"password": "Tr0ub\\"4dor3"', 'Tr0ub\\"4dor3'),
     ("password", "mysql -h db -u root -p'Tr0ub 4dor3' app", "Tr0ub 4dor3"),
@@ -513,6 +515,7 @@ def test_a_recurring_value_after_an_escape_is_replaced_too():
         "AUTH_USER_MODEL=accounts.User\ntoken_budget: 8000\npassword_attempts=3\ncredentials: 'same-origin'",
         "ssh -o PasswordAuthentication=no host",
         # public keys' fingerprints, a key's name, an ordinary pasted session
+        "key: user_id; the primary key: order_id; cache key: 2024-01-01-report-v2",
         "PYTHON_GPG_KEY=A035C8C19219BA821ECEA86B64E628F8D684696D",
         "Endpoint=sb://ns/;SharedAccessKeyName=RootManageSharedAccessKey;EntityPath=q",
         "$ echo hello\nworld123\n$ git rev-parse --abbrev-ref HEAD\nfeature-x",

@@ -736,6 +736,8 @@ def _redact(text: str, decode: bool = True, command: str | None = None) -> tuple
     if "</" in text:
         text, n = _redact_xml(text, values)
         total += n
+    text, n = _redact_bare_keys(text, values)
+    total += n
     if "**" in text or "| " in text or ":\n" in text:
         text, n = _redact_markdown(text, values)
         total += n
@@ -1452,6 +1454,27 @@ def _redact_markdown(text: str, values: dict[str, str]) -> tuple[str, int]:
         _remember(values, text[start:end], kind)
         text = text[:start] + MARK.format(kind) + text[end:]
     return text, len(set(spans))
+
+
+# A bare "key" or "auth" field whose value is shaped like a generated key ({"api": {"key": "9f86…"}},
+# `auth: 3b1f…`): the name says too little alone, the value's shape says the rest.
+_BARE_KEY = re.compile(r"""(?:key|auth)["']?[ \t]*[:=][ \t]*["']?(?P<value>[A-Za-z0-9+/_\-]{16,}=*)""")
+
+
+def _redact_bare_keys(text: str, values: dict[str, str]) -> tuple[str, int]:
+    spans = []
+    for m in _BARE_KEY.finditer(text):
+        before = text[m.start() - 1] if m.start() else " "
+        if before.isalnum() or before in "_-.":
+            continue  # "api_key", "monkey", "authkey": a longer name, read by the other passes
+        if "public" in text[max(0, m.start() - 12) : m.start()].lower():
+            continue  # "public key: age1…": meant to be shared
+        if _key_shaped(m.group("value")):
+            spans.append(m.span("value"))
+    for start, end in reversed(spans):
+        _remember(values, text[start:end], "api_key")
+        text = text[:start] + MARK.format("api_key") + text[end:]
+    return text, len(spans)
 
 
 # An AWS secret access key beside its key id or its label, with no name of its own before it: the
