@@ -136,6 +136,21 @@ PLANTED = [
     ("password", "postgres://u:Tr0ub4dor3@[::1]:5432/db", "Tr0ub4dor3"),
     # prose with "is:", an escaped quote inside a value, a quoted password holding a space, requests' auth
     ("secret", "The secret is: Tr0ub4dor3", "Tr0ub4dor3"),
+    ("password", "| Name | Value |\n|---|---|\n| DB_PASSWORD | Tr0ub4dor3 |", "Tr0ub4dor3"),
+    ("password", "notes from the call\nPassword:\nTr0ub4dor3", "Tr0ub4dor3"),
+    (
+        "aws_secret",
+        "AWS_SECRET_ACCESS_KEY=/K7MDENG/bPxRfiCYEXAMPLEKEYwJalrXUtnFEMI",
+        "/K7MDENG/bPxRfiCYEXAMPLEKEYwJalrXUtnFEMI",
+    ),
+    ("password", '{"role":"arn:aws:iam::123456789012:role/app","password":"Tr0ub4dor3"}', "Tr0ub4dor3"),
+    ("password", "DB_PASSWORD=!QAZ2wsx", "!QAZ2wsx"),
+    (
+        "secret",
+        "VAULT_SECRET_ID=ed0a642f-2d7c-4a2b-9e5b-1f2c3d4e5f60",
+        "ed0a642f-2d7c-4a2b-9e5b-1f2c3d4e5f60",
+    ),
+    ("password", "EMAIL_HOST_PASSWORD = 'xqzvbnmkwplrtyhg'", "xqzvbnmkwplrtyhg"),
     ("api_key", '{"api": {"key": "9f86d081884c7d659a2feaa0c55ad015"}}', "9f86d081884c7d659a2feaa0c55ad015"),
     ("api_key", "redis:\n  auth: 3b1f9e2a7c4d8b6e0f5a1c3d\n  host: cache", "3b1f9e2a7c4d8b6e0f5a1c3d"),
     ("password", "export DB_PASSWORD=aB3x;9Q,z\nexport DB_HOST=db", "aB3x;9Q,z"),
@@ -514,9 +529,17 @@ def test_a_recurring_value_after_an_escape_is_replaced_too():
         "SSH_AUTH_SOCK=/tmp/ssh-XXXX/agent.123\nGOOGLE_APPLICATION_CREDENTIALS=./sa.json\nTLS_KEY=/etc/ssl/key.pem",
         "AUTH_USER_MODEL=accounts.User\ntoken_budget: 8000\npassword_attempts=3\ncredentials: 'same-origin'",
         "ssh -o PasswordAuthentication=no host",
+        # settings named after the secret's word, Markdown labels of counts and names, templates,
+        # cache keys, commits and object names under a bare "key"
+        "ACCESS_TOKEN_EXPIRE_MINUTES = 30\nTOKEN_ISSUER=https://accounts.google.com\nJWT_SECRET_KEY_ALGORITHM=HS256",
+        "**Token count:** 4096\n**Max tokens:** 4096\n**Token TTL:** 3600s\n**Secret name:** prod/db-creds",
+        'password: "{{ vault_db_password }}"\ntoken: "${{ secrets.X }}"\npassword: "${DB_PASSWORD}"',
+        "Cache restored from key: node-cache-Linux-x64-npm-9f86d081884c7d659a2feaa0c55ad015",
+        '{"key": "da39a3ee5e6b4b0d3255bfef95601890afd80709", "type": "commit"}',
+        '"key": "9f86d081884c7d659a2feaa0c55ad015.png"',
         # public keys' fingerprints, a key's name, an ordinary pasted session
         "key: user_id; the primary key: order_id; cache key: 2024-01-01-report-v2",
-        "PYTHON_GPG_KEY=A035C8C19219BA821ECEA86B64E628F8D684696D",
+        "GPG_KEY_FINGERPRINT=A035C8C19219BA821ECEA86B64E628F8D684696D",
         "Endpoint=sb://ns/;SharedAccessKeyName=RootManageSharedAccessKey;EntityPath=q",
         "$ echo hello\nworld123\n$ git rev-parse --abbrev-ref HEAD\nfeature-x",
         # an object or a list as a value, a variable with no default
@@ -624,7 +647,7 @@ def test_sentences_made_of_words_are_never_touched(words):
     ("command", "reveals"),
     [
         ("kubectl get secret db -o jsonpath='{.data.password}' | base64 -d", True),
-        ("kubectl -n prod get secrets app-env -o yaml", True),
+        ("kubectl -n prod get secret app-env -o go-template='{{.data.token}}'", True),
         ("aws secretsmanager get-secret-value --secret-id prod/db --query SecretString --output text", True),
         ("aws ssm get-parameter --name /app/key --with-decryption", True),
         ("gcloud secrets versions access latest --secret=stripe", True),
@@ -644,6 +667,8 @@ def test_sentences_made_of_words_are_never_touched(words):
         ("cat README.md | grep token", False),
         ("pytest -k test_password_reset", False),
         ("ls ~/.password-store", False),
+        ("kubectl get secrets -o name", False),
+        ("echo $GIT_AUTHOR_EMAIL $SSH_AUTH_SOCK $KEYCLOAK_URL $TOKEN_TTL", False),
     ],
 )
 def test_the_output_of_a_command_that_prints_a_secret_is_hidden_line_by_line(command, reveals):

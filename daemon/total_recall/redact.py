@@ -352,7 +352,8 @@ _NOT_A_SECRET = re.compile(
     # CloudFormation function ("!Ref DbPassword"), a reference into the environment, the config or an
     # object ("process.env.KEY", "var.db_password", "settings.SECRET"), a path ("./sa.json",
     # "/tmp/ssh-x/agent.1", "key.pem"), a code keyword
-    r"|\$?\{\{.*|\$\(.*|![A-Z]\w*|[{\[].*"
+    r"|\$?\{\{.*|\$\(.*|!(?:Ref|Sub|GetAtt|ImportValue|Join|Select|Split|FindInMap|Base64|If|Cidr)\b.*"
+    r"|\{|\[|\{[\w$]+:.*|\{[a-z_][a-z0-9_.]*\}?|\[[A-Za-z_$][\w$.]*(?:[,\]].*)?"
     r"|(?:process|os|env|var|local|locals|data|module|settings|config|conf|self|this|window|secrets|params"
     r"|props|ctx|context|request|vars|values|Values|inputs|steps|import\.meta)\.[A-Za-z_$][\w.$]*"
     r"|(?:~|\.{1,2})?/\S*|[\w.\-]+\.(?:json|pem|key|crt|cer|p12|pfx|jks|txt|env|ya?ml|toml|ini|cfg|conf|sock)"
@@ -569,7 +570,7 @@ def _rebuild_json(obj, strings: Iterator[str]):
 # bytes made for a key. Its output says the value alone, with no name before it to give it away.
 REVEALS = re.compile(
     r"\bbase64 (?:-d|--decode|-D)\b"
-    r"|\bkubectl\b[^|;&]*\bget secrets?\b"
+    r"|\bkubectl\b[^|;&]*\bget secrets?\b[^|;&]*(?:jsonpath|template)"
     r"|\baws secretsmanager get-secret-value\b|\baws ssm get-parameters?\b[^|;&]*--with-decryption"
     r"|\bgcloud secrets versions access\b|\baz keyvault secret show\b|\bdoppler secrets get\b"
     r"|\bvault (?:kv get|read)\b|\bop (?:read|item get)\b|(?:^|[;&|(]\s*)pass(?: show)? [\w./-]+"
@@ -599,7 +600,18 @@ _REVEAL_WORDS = (
 def reveals(command: str) -> bool:
     """Whether a shell command prints a secret (REVEALS), a cheap look for its words first."""
     lowered = command.lower()
-    return any(word in lowered for word in _REVEAL_WORDS) and REVEALS.search(command) is not None
+    if not any(word in lowered for word in _REVEAL_WORDS) or (found := REVEALS.search(command)) is None:
+        return False
+    if not found.group(0).lstrip("|;&( ").lower().startswith(("echo", "printf", "printenv")):
+        return True
+    # a variable named for a secret, not one that only holds its word (GIT_AUTHOR_EMAIL, SSH_AUTH_SOCK)
+    names = re.findall(r"\$\{?(\w+)", command) or re.findall(r"printenv\s+(\w+)", command)
+    return any(_secret_name(name) for name in names)
+
+
+def _secret_name(name: str) -> bool:
+    parts = [p.upper() for p in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+", name)] or [name.upper()]
+    return any(part in _SECRET_PARTS for part in parts) and not _settings_key(name)
 
 
 _MARK_TAIL = re.compile(r"(\[REDACTED:\w+\])[A-Za-z0-9_\-]+")
@@ -957,7 +969,11 @@ def _redact_env(text: str, values: dict[str, str]) -> tuple[str, int]:
 _SETTING_WORDS = frozenset(
     "MIN MAX LEN LENGTH COUNT SIZE TTL EXPIRY EXPIRES TIMEOUT FILE PATH URL HOST PORT NAME ID TYPE MODE "
     "ENABLED REGION VERSION POLICY HEADER ROTATION LIMIT SOCK MODEL PROVIDER ATTEMPTS RETRIES BUDGET "
-    "HASHERS VALIDATORS ENDPOINT URI METHOD BACKEND AT CHANGED UPDATED CREATED LAST GPG FINGERPRINT".split()
+    "HASHERS HASHER VALIDATORS ENDPOINT URI METHOD BACKEND AT CHANGED UPDATED CREATED FINGERPRINT EXPIRE "
+    "MINUTES SECONDS HOURS DAYS LIFETIME ISSUER AUDIENCE SCOPE SCOPES ALGORITHM PREFIX ALIAS".split()
+)
+_SECRET_PARTS = frozenset(
+    "PASS PASSWORD PASSWD PWD PASSPHRASE SECRET SECRETS TOKEN KEY APIKEY CREDENTIAL CREDENTIALS AUTH".split()
 )
 
 
@@ -967,10 +983,13 @@ def _settings_key(key: str) -> bool:
     name, not a credential. Outcome: left alone."""
     if key.lower() in ("secretsmanager", "secretmanager"):
         return True
-    parts = re.findall(
-        r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+", key
-    )  # SharedAccessKeyName: Shared Access Key Name
-    return any(part.upper() in _SETTING_WORDS for part in parts)
+    # SharedAccessKeyName: Shared Access Key Name; a setting word counts after the secret's word
+    # (TOKEN_TTL, PASSWORD_MIN_LENGTH), not before it (EMAIL_HOST_PASSWORD, VAULT_SECRET_ID is one)
+    parts = [p.upper() for p in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+", key)]
+    secret = next((i for i, part in enumerate(parts) if part in _SECRET_PARTS), -1)
+    if secret >= 0 and parts[secret + 1 : secret + 2] == ["ID"] and parts[secret] == "SECRET":
+        return False  # Vault AppRole's secret_id is the credential
+    return any(part in _SETTING_WORDS for part in parts[secret + 1 :])
 
 
 def _env_kind(key: str) -> str:
@@ -1100,7 +1119,7 @@ def _in_arn(text: str, at: int) -> bool:
     """Whether ``at`` is inside an ARN ("arn:aws:secretsmanager:…:secret:prod/db"): names, not values."""
     before = text[max(0, at - 130) : at]
     arn = before.rfind("arn:")
-    return arn >= 0 and not any(c.isspace() for c in before[arn:])
+    return arn >= 0 and not any(c.isspace() or c in "\"',;" for c in before[arn:])
 
 
 _DESCRIPTIVE = re.compile(
@@ -1403,7 +1422,8 @@ _MD_WORD = (
 _MD_LINE = re.compile(  # matched on a lowered line; the value's span is the text's
     rf"\*\*{_MD_WORD}\s*:?\s*\*\*\s*:?[ \t]*`?(?P<bold>[^\s`*|]+)"
     rf"|^[ \t]*\|[ \t]*`?{_MD_WORD}`?[ \t]*\|[ \t]*`?(?P<cell>[^\s`|]+)`?[ \t]*\|"
-    rf"|^[ \t]*{_MD_WORD}[ \t]*:[ \t]*$"
+    rf"|^[ \t]*{_MD_WORD}[ \t]*:[ \t]*$",
+    re.MULTILINE,
 )
 _NEXT_LINE_VALUE = re.compile(r"[ \t]*`?(?P<next>[^\s`]+)`?[ \t]*$")
 _MD_KINDS = (("pass", "password"), ("secret", "secret"), ("token", "token"), ("key", "api_key"))
@@ -1446,8 +1466,11 @@ def _redact_markdown(text: str, values: dict[str, str]) -> tuple[str, int]:
             if end >= len(text) or line is None:
                 continue
             at, value = line.start("next"), line.group("next").rstrip(_TRAILING)
+        label = lowered[start:at]
+        name = "_".join(re.findall(r"[a-z0-9]+", label))
+        if not _KEY_WORD.search(label) or _settings_key(name.upper()):
+            continue  # "**Max tokens:** 4096", "**Token TTL:** 3600s", "**Secret name:** prod/db"
         if _secret_like(value) and not value.startswith("[REDACTED") and not _NOT_A_SECRET.fullmatch(value):
-            label = lowered[start:at]
             kind = next((k for w, k in _MD_KINDS if w in label), "password")
             spans.append((at, at + len(value), kind))
     for start, end, kind in sorted(set(spans), reverse=True):
@@ -1458,6 +1481,7 @@ def _redact_markdown(text: str, values: dict[str, str]) -> tuple[str, int]:
 
 # A bare "key" or "auth" field whose value is shaped like a generated key ({"api": {"key": "9f86…"}},
 # `auth: 3b1f…`): the name says too little alone, the value's shape says the rest.
+_DIGEST = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # a git commit or a sha256: public by nature
 _BARE_KEY = re.compile(r"""(?:key|auth)["']?[ \t]*[:=][ \t]*["']?(?P<value>[A-Za-z0-9+/_\-]{16,}=*)""")
 
 
@@ -1469,7 +1493,11 @@ def _redact_bare_keys(text: str, values: dict[str, str]) -> tuple[str, int]:
             continue  # "api_key", "monkey", "authkey": a longer name, read by the other passes
         if "public" in text[max(0, m.start() - 12) : m.start()].lower():
             continue  # "public key: age1…": meant to be shared
-        if _key_shaped(m.group("value")):
+        value = m.group("value")
+        end = m.end("value")
+        if "-" in value or (end < len(text) and text[end] == ".") or _DIGEST.fullmatch(value):
+            continue  # a cache key ("node-cache-Linux-x64-…"), an object's name ("….png"), a commit
+        if _key_shaped(value):
             spans.append(m.span("value"))
     for start, end in reversed(spans):
         _remember(values, text[start:end], "api_key")
@@ -1571,9 +1599,11 @@ def _value_span(text: str, key_start: int, key_end: int) -> tuple[int, int] | No
         value = text[start:end]
     if value[0] in "\"'":
         start, end, value = start + 1, end - 1, value[1:-1]
-        if not value.strip():
-            return None
-    elif _NOT_A_SECRET.fullmatch(value) or _looks_like_prose(key, match, text, key_start):
+        if not value.strip() or _TEMPLATE.fullmatch(value.strip()):
+            return None  # empty, or a template filled in later ("{{ vault_db_password }}", "${DB_PASSWORD}")
+    elif (_NOT_A_SECRET.fullmatch(value) and not _key_shaped(value)) or _looks_like_prose(
+        key, match, text, key_start
+    ):
         return None
     if _FILE_KEY.search(key) and _LOCATION.fullmatch(value):
         return None  # "token.js:42:13": a file's line and column in a trace, not a key's value
@@ -1585,6 +1615,7 @@ def _value_span(text: str, key_start: int, key_end: int) -> tuple[int, int] | No
     return (start, end) if value.strip(" \\") else None  # an escaped line continuation is no value
 
 
+_TEMPLATE = re.compile(r"\$?\{\{.*\}\}|\$\{\w+(?::?-[^}]*)?\}")
 _ENV_NAME = re.compile(r"[A-Z][A-Z0-9_]*")
 _TO_SPACE = re.compile(r"\S*")
 _FILE_KEY = re.compile(r"\.[A-Za-z]{1,5}$")
