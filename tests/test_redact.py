@@ -136,6 +136,13 @@ PLANTED = [
     ("password", "postgres://u:Tr0ub4dor3@[::1]:5432/db", "Tr0ub4dor3"),
     # prose with "is:", an escaped quote inside a value, a quoted password holding a space, requests' auth
     ("secret", "The secret is: Tr0ub4dor3", "Tr0ub4dor3"),
+    (
+        "encryption_key",
+        "encryption_key: 9f86d081884c7d659a2feaa0c55ad015",
+        "9f86d081884c7d659a2feaa0c55ad015",
+    ),
+    ("signing_key", "SIGNING_KEY=Zt5bQw9eRt2yUi8oPa4s", "Zt5bQw9eRt2yUi8oPa4s"),
+    ("password", "htpasswd -nb admin Tr0ub4dor3", "Tr0ub4dor3"),
     ("password", "| Name | Value |\n|---|---|\n| DB_PASSWORD | Tr0ub4dor3 |", "Tr0ub4dor3"),
     ("password", "notes from the call\nPassword:\nTr0ub4dor3", "Tr0ub4dor3"),
     (
@@ -659,6 +666,10 @@ def test_sentences_made_of_words_are_never_touched(words):
         ('printf "%s" "${API_KEY}"', True),
         ("printenv GITHUB_TOKEN", True),
         ("openssl rand -hex 32", True),
+        ("cat /var/jenkins_home/secrets/initialAdminPassword", True),
+        ("terraform output -raw db_password", True),
+        ("aws ecr get-login-password --region eu-west-1", True),
+        ("jq -r .token creds.json", True),
         ("security find-generic-password -s deploy -w", True),
         # ordinary commands, and ones that only name a secret
         ("git branch --show-current", False),
@@ -668,6 +679,7 @@ def test_sentences_made_of_words_are_never_touched(words):
         ("pytest -k test_password_reset", False),
         ("ls ~/.password-store", False),
         ("kubectl get secrets -o name", False),
+        ("jq '.items[]' data.json; terraform output", False),
         ("echo $GIT_AUTHOR_EMAIL $SSH_AUTH_SOCK $KEYCLOAK_URL $TOKEN_TTL", False),
     ],
 )

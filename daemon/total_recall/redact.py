@@ -216,7 +216,13 @@ _TOKEN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     # htpasswd -b FILE USER PASS, smbclient -U user%PASS, openssl -pass pass:PASS.
     (
         "password",
-        re.compile(r"htpasswd\s+-\w*b\w*\s+(?:-\w+\s+)*\S+\s+\S+\s+[\"']?(?P<secret>" + _BARE + r"+)"),
+        re.compile(
+            r"htpasswd\s+-(?!\w*n)\w*b\w*\s+(?:-\w+\s+)*\S+\s+\S+\s+[\"']?(?P<secret>" + _BARE + r"+)"
+        ),
+    ),
+    (  # htpasswd -nb USER PASS: no file, the hash printed
+        "password",
+        re.compile(r"htpasswd\s+-(?=\w*n)\w*b\w*\s+(?:-\w+\s+)*\S+\s+[\"']?(?P<secret>" + _BARE + r"+)"),
     ),
     ("password", re.compile(r"-U\s+[\"']?[^\s%\"']+%(?P<secret>" + _BARE + r"+)")),
     ("password", re.compile(r"-pass(?:in|out)?\s+[\"']?pass:(?P<secret>" + _BARE + r"+)")),
@@ -324,6 +330,7 @@ _WORD_START = {
 _KEY_WORD_SOURCE = (
     r"p(?:ass(?:w(?:or)?d|phrase|code|(?![\w.\-]))|wd(?![\w.\-])|rivate[_\-]?key)|secret"
     r"|token(?!s|iz|_?count|_?limit|_?usage)|a(?:pi|ccess)[_\-]?key|credentials"
+    r"|(?:encryption|signing|master|hmac|jwt|webhook)[_\-]?key"
 )
 _KEY_WORD = re.compile(_KEY_WORD_SOURCE)
 _KEY_WORD_ANY_CASE = re.compile(_KEY_WORD_SOURCE, re.IGNORECASE)
@@ -577,7 +584,9 @@ REVEALS = re.compile(
     r"|\bgh auth token\b|\bheroku auth:token\b|\bsecurity find-(?:generic|internet)-password\b[^|;&]*\s-w\b"
     r"|\b(?:echo|printf)\b[^|;&]*\$\{?\w*(?:token|secret|passw(?:or)?d|pass|key|credential|auth)\w*"
     r"|\bprintenv\b[^|;&]*(?:token|secret|passw(?:or)?d|pass|key|credential)"
-    r"|\bopenssl rand\b",
+    r"|\bopenssl rand\b|\binitialAdminPassword\b|\bterraform output\b[^|;&]*-raw\b"
+    r"|\baws ecr get-login-password\b|\bjq\b[^|;&]*\.(?:token|password|secret|api_?key|access_?token)\b"
+    r"|\brails secret\b",
     re.IGNORECASE,
 )
 _ONE_WORD = re.compile(r"^\s*(\S{6,})\s*$")
@@ -594,6 +603,9 @@ _REVEAL_WORDS = (
     "printf",
     "printenv",
     "openssl",
+    "terraform",
+    "token",
+    "rails",
 )
 
 
