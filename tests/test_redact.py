@@ -141,7 +141,7 @@ PLANTED = [
         "encryption_key: 9f86d081884c7d659a2feaa0c55ad015",
         "9f86d081884c7d659a2feaa0c55ad015",
     ),
-    ("signing_key", "SIGNING_KEY=Zt5bQw9eRt2yUi8oPa4s", "Zt5bQw9eRt2yUi8oPa4s"),
+    ("signing_key", "signing-key: Zt5bQw9eRt2yUi8oPa4s", "Zt5bQw9eRt2yUi8oPa4s"),
     ("password", "htpasswd -nb admin Tr0ub4dor3", "Tr0ub4dor3"),
     ("password", "| Name | Value |\n|---|---|\n| DB_PASSWORD | Tr0ub4dor3 |", "Tr0ub4dor3"),
     ("password", "notes from the call\nPassword:\nTr0ub4dor3", "Tr0ub4dor3"),

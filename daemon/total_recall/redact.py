@@ -330,7 +330,6 @@ _WORD_START = {
 _KEY_WORD_SOURCE = (
     r"p(?:ass(?:w(?:or)?d|phrase|code|(?![\w.\-]))|wd(?![\w.\-])|rivate[_\-]?key)|secret"
     r"|token(?!s|iz|_?count|_?limit|_?usage)|a(?:pi|ccess)[_\-]?key|credentials"
-    r"|(?:encryption|signing|master|hmac|jwt|webhook)[_\-]?key"
 )
 _KEY_WORD = re.compile(_KEY_WORD_SOURCE)
 _KEY_WORD_ANY_CASE = re.compile(_KEY_WORD_SOURCE, re.IGNORECASE)
@@ -1494,26 +1493,45 @@ def _redact_markdown(text: str, values: dict[str, str]) -> tuple[str, int]:
 # A bare "key" or "auth" field whose value is shaped like a generated key ({"api": {"key": "9f86…"}},
 # `auth: 3b1f…`): the name says too little alone, the value's shape says the rest.
 _DIGEST = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # a git commit or a sha256: public by nature
-_BARE_KEY = re.compile(r"""(?:key|auth)["']?[ \t]*[:=][ \t]*["']?(?P<value>[A-Za-z0-9+/_\-]{16,}=*)""")
+_BARE_KEY = re.compile(
+    r"""(?:key|auth)["']?[ \t]*[:=][ \t]*(?P<value>"[^"\n]*"|'[^'\n]*'|[A-Za-z0-9+/_\-]{6,}=*)"""
+)
+# Keys whose name says they are secret, though no other pass reads "key" alone as a secret's word.
+_NAMED_KEY = re.compile(r"(?:encryption|signing|master|hmac|jwt|webhook)[_\-]?", re.IGNORECASE)
 
 
 def _redact_bare_keys(text: str, values: dict[str, str]) -> tuple[str, int]:
     spans = []
     for m in _BARE_KEY.finditer(text):
+        value, (start, end) = m.group("value"), m.span("value")
+        if value[0] in "\"'":
+            value, start, end = value[1:-1], start + 1, end - 1
         before = text[m.start() - 1] if m.start() else " "
         if before.isalnum() or before in "_-.":
-            continue  # "api_key", "monkey", "authkey": a longer name, read by the other passes
+            # "encryption_key", "SIGNING_KEY": named secret; "api_key", "monkey": other passes or none
+            name_start = m.start()
+            while name_start and (text[name_start - 1].isalnum() or text[name_start - 1] in "_-"):
+                name_start -= 1
+            named = _NAMED_KEY.fullmatch(text[name_start : m.start()])
+            if (
+                named
+                and value
+                and (_secret_like(value) or len(value) >= 8)
+                and not _NOT_A_SECRET.fullmatch(value)
+            ):
+                spans.append((start, end, text[name_start : m.start() + 3].lower().replace("-", "_")))
+            continue
         if "public" in text[max(0, m.start() - 12) : m.start()].lower():
             continue  # "public key: age1…": meant to be shared
-        value = m.group("value")
-        end = m.end("value")
-        if "-" in value or (end < len(text) and text[end] == ".") or _DIGEST.fullmatch(value):
+        if len(value) < 16:
+            continue
+        if "-" in value or "." in value or (end < len(text) and text[end] == ".") or _DIGEST.fullmatch(value):
             continue  # a cache key ("node-cache-Linux-x64-…"), an object's name ("….png"), a commit
         if _key_shaped(value):
-            spans.append(m.span("value"))
-    for start, end in reversed(spans):
-        _remember(values, text[start:end], "api_key")
-        text = text[:start] + MARK.format("api_key") + text[end:]
+            spans.append((start, end, "api_key"))
+    for start, end, kind in reversed(spans):
+        _remember(values, text[start:end], kind)
+        text = text[:start] + MARK.format(kind) + text[end:]
     return text, len(spans)
 
 
