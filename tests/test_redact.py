@@ -109,6 +109,8 @@ PLANTED = [
     ("password", "config.password => 'Tr0ub4dor3'", "Tr0ub4dor3"),
     ("password", 'password := "Tr0ub4dor3"', "Tr0ub4dor3"),
     ("password", "- **Password:** Tr0ub4dor3", "Tr0ub4dor3"),
+    ("api_key", "- **API key:** AbCdEf123456xyz", "AbCdEf123456xyz"),
+    ("api_key", "| access key | Zt5bQw9eRt2yUi8o |", "Zt5bQw9eRt2yUi8o"),
     ("password", "| DB_PASSWORD | Tr0ub4dor3 |", "Tr0ub4dor3"),
     ("token", "Token:\n  x9Y8z7w6V5u4\n", "x9Y8z7w6V5u4"),
     ("api_key", "https://api.x.com/v1?api_key=abc123XYZ789&format=json&page=2", "abc123XYZ789"),

@@ -1426,7 +1426,10 @@ def _redact_xml(text: str, values: dict[str, str]) -> tuple[str, int]:
 
 # How a reply or a note lays a secret out in Markdown: a bold label ("**Password:** X"), a table row
 # ("| DB_PASSWORD | X |"), or a label alone on its line with the value on the next ("Password:\nX").
-_MD_KEY = re.compile(r"passw|passphrase|secret|token|api[ _-]?key|access[ _-]?key")
+# A secret's word in a label, spaces allowed ("API key"), a count of tokens not ("Max tokens").
+_MD_KEY = re.compile(
+    r"passw|passphrase|secret|token(?!s|iz|[ _]?count|[ _]?limit|[ _]?usage)|api[ _-]?key|access[ _-]?key"
+)
 _MD_WORD = (
     r"[\w .-]{0,30}?(?:passw(?:or)?d|passphrase|secret|token|api[ _-]?key|access[ _-]?key)[\w .-]{0,12}?"
 )
@@ -1479,7 +1482,7 @@ def _redact_markdown(text: str, values: dict[str, str]) -> tuple[str, int]:
             at, value = line.start("next"), line.group("next").rstrip(_TRAILING)
         label = lowered[start:at]
         name = "_".join(re.findall(r"[a-z0-9]+", label))
-        if not _KEY_WORD.search(label) or _settings_key(name.upper()):
+        if not _MD_KEY.search(label) or _settings_key(name.upper()):
             continue  # "**Max tokens:** 4096", "**Token TTL:** 3600s", "**Secret name:** prod/db"
         if _secret_like(value) and not value.startswith("[REDACTED") and not _NOT_A_SECRET.fullmatch(value):
             kind = next((k for w, k in _MD_KINDS if w in label), "password")
