@@ -621,7 +621,7 @@ def reveals(command: str) -> bool:
 
 
 def _secret_name(name: str) -> bool:
-    parts = [p.upper() for p in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+", name)] or [name.upper()]
+    parts = _name_parts(name) or [name.upper()]
     return any(part in _SECRET_PARTS for part in parts) and not _settings_key(name)
 
 
@@ -631,7 +631,7 @@ _PROMPT_LINE = re.compile(r"^[ \t]*[$%#][ \t]+(?P<command>\S.*)$", re.MULTILINE)
 
 def _redact_pasted_session(text: str, values: dict[str, str]) -> tuple[str, int]:
     """Each prompt line whose command prints a secret: its output, up to the next prompt line."""
-    prompts = [m for m in _PROMPT_LINE.finditer(text) if m.group(0).lstrip()[:1] in "$%#"]
+    prompts = list(_PROMPT_LINE.finditer(text))
     total = 0
     for i in range(len(prompts) - 1, -1, -1):
         if not reveals(prompts[i].group("command")):
@@ -988,15 +988,23 @@ _SECRET_PARTS = frozenset(
 )
 
 
+_NAME_PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+
+
+def _name_parts(name: str) -> list[str]:
+    """A name's words in capitals, split at "_", "-", "." and CamelCase humps (SharedAccessKeyName)."""
+    return [part.upper() for part in _NAME_PART.findall(name)]
+
+
 def _settings_key(key: str) -> bool:
     """Trigger: a secret-sounding name that configures something (PASSWORD_MIN_LENGTH, TOKEN_TTL), or a
     service's name in an ARN ("arn:aws:secretsmanager:..."). Why: its value is a number, a path or a
     name, not a credential. Outcome: left alone."""
     if key.lower() in ("secretsmanager", "secretmanager"):
         return True
-    # SharedAccessKeyName: Shared Access Key Name; a setting word counts after the secret's word
-    # (TOKEN_TTL, PASSWORD_MIN_LENGTH), not before it (EMAIL_HOST_PASSWORD, VAULT_SECRET_ID is one)
-    parts = [p.upper() for p in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+", key)]
+    # A setting word counts after the secret's word (TOKEN_TTL, PASSWORD_MIN_LENGTH), not before it
+    # (EMAIL_HOST_PASSWORD; VAULT_SECRET_ID is one)
+    parts = _name_parts(key)
     secret = next((i for i, part in enumerate(parts) if part in _SECRET_PARTS), -1)
     if secret >= 0 and parts[secret + 1 : secret + 2] == ["ID"] and parts[secret] == "SECRET":
         return False  # Vault AppRole's secret_id is the credential
@@ -1334,6 +1342,15 @@ def _redact_assignments(text: str, values: dict[str, str]) -> tuple[str, int]:
     return "".join(out), count
 
 
+def _hide(text: str, spans: Iterable[tuple[int, int, str]], values: dict[str, str]) -> tuple[str, int]:
+    """``text`` with each (start, end, kind) span replaced by its mark, each value remembered."""
+    spans = sorted(set(spans), reverse=True)
+    for start, end, kind in spans:
+        _remember(values, text[start:end], kind)
+        text = text[:start] + MARK.format(kind) + text[end:]
+    return text, len(spans)
+
+
 # A pair that names a secret in one field and gives it in another: Kubernetes' env lists ("- name:
 # DB_PASSWORD" then "value: X"), ECS and `kubectl -o json` ({"name": "DB_PASSWORD", "value": "X"}),
 # CloudFormation's ParameterKey/ParameterValue, SSM's Name/Value. The value is the first value field
@@ -1344,17 +1361,13 @@ _PAIR_NAME = re.compile(
 )
 # The name field's end, just before a secret-naming key: `name: `, `"Name": "`, `ParameterKey=`.
 _PAIR_FIELD = re.compile(r"""(?:name|key|parameterkey|parametername)["']?[ \t]*[:=][ \t]*["']?[\w./\-]*$""")
-_PAIR_VALUE = re.compile(
-    r"""["']?(?:value|parametervalue)["']?[ \t]*[:=][ \t]*(?P<value>"[^"\n]*"|'[^'\n]*'|[^\s"',;)}\]]+)""",
-    re.IGNORECASE,
-)
+_FIELD_VALUE = r"""["']?[ \t]*[:=][ \t]*(?P<value>"[^"\n]*"|'[^'\n]*'|[^\s"',;)}\]]+)"""
+_PAIR_VALUE = re.compile(r"""["']?(?:value|parametervalue)""" + _FIELD_VALUE, re.IGNORECASE)
 _PAIR_VALUE_FIELD = re.compile(r"""(?:value|default)["']?[ \t]*[:=]""")
 # Or the key opens an object of its own: Terraform's output ({"db_password": {"value": "X"}}) and a
 # variable's block (variable "db_password" { default = "X" }).
 _OBJECT_AFTER = re.compile(r"""["']?[ \t]*:?[ \t]*\{""")
-_OBJECT_VALUE = re.compile(
-    r"""["']?(?:value|default)["']?[ \t]*[:=][ \t]*(?P<value>"[^"\n]*"|'[^'\n]*'|[^\s"',;)}\]]+)"""
-)
+_OBJECT_VALUE = re.compile(r"""["']?(?:value|default)""" + _FIELD_VALUE)
 _PAIR_REACH = 300  # characters after the name where its value may be
 _REFERENCE = re.compile(r"""^(?:\$|\{\{|!|arn:|\[REDACTED)""")
 
@@ -1390,10 +1403,7 @@ def _redact_name_value(text: str, values: dict[str, str]) -> tuple[str, int]:
         # an unquoted word ("value: the flow works") must look like a value
         if value and not _REFERENCE.match(value) and (quoted or _secret_like(value) or len(value) >= 8):
             spans.append((start, end, _kind(text[key_start:key_end], word.group(0))))
-    for start, end, kind in sorted(set(spans), reverse=True):
-        _remember(values, text[start:end], kind)
-        text = text[:start] + MARK.format(kind) + text[end:]
-    return text, len(set(spans))
+    return _hide(text, spans, values)
 
 
 # XML: an element named for a secret (Maven's <password>X</password>, <apiKey>X</apiKey>), or one whose
@@ -1418,10 +1428,7 @@ def _redact_xml(text: str, values: dict[str, str]) -> tuple[str, int]:
         word = _KEY_WORD_ANY_CASE.search(name)
         if m.group(group).strip() and not m.group(group).startswith("[REDACTED"):
             spans.append((*m.span(group), _kind(name, word.group(0)) if word else "password"))
-    for start, end, kind in reversed(spans):
-        _remember(values, text[start:end], kind)
-        text = text[:start] + MARK.format(kind) + text[end:]
-    return text, len(spans)
+    return _hide(text, spans, values)
 
 
 # How a reply or a note lays a secret out in Markdown: a bold label ("**Password:** X"), a table row
@@ -1487,10 +1494,7 @@ def _redact_markdown(text: str, values: dict[str, str]) -> tuple[str, int]:
         if _secret_like(value) and not value.startswith("[REDACTED") and not _NOT_A_SECRET.fullmatch(value):
             kind = next((k for w, k in _MD_KINDS if w in label), "password")
             spans.append((at, at + len(value), kind))
-    for start, end, kind in sorted(set(spans), reverse=True):
-        _remember(values, text[start:end], kind)
-        text = text[:start] + MARK.format(kind) + text[end:]
-    return text, len(set(spans))
+    return _hide(text, spans, values)
 
 
 # A bare "key" or "auth" field whose value is shaped like a generated key ({"api": {"key": "9f86…"}},
@@ -1532,10 +1536,7 @@ def _redact_bare_keys(text: str, values: dict[str, str]) -> tuple[str, int]:
             continue  # a cache key ("node-cache-Linux-x64-…"), an object's name ("….png"), a commit
         if _key_shaped(value):
             spans.append((start, end, "api_key"))
-    for start, end, kind in reversed(spans):
-        _remember(values, text[start:end], kind)
-        text = text[:start] + MARK.format(kind) + text[end:]
-    return text, len(spans)
+    return _hide(text, spans, values)
 
 
 # An AWS secret access key beside its key id or its label, with no name of its own before it: the

@@ -83,7 +83,12 @@ def _titled(r: dict) -> str:
     """ " (<the session's title>)" and " · PR #42 <url>" for each pull request it opened; nothing
     for a session without them."""
     title = f" ({r['session_title']})" if r.get("session_title") else ""
-    return title + "".join(f" · {pr_short(link)}" for link in r.get("session_prs") or [])
+    return title + _prs(r.get("session_prs"))
+
+
+def _prs(links: list[str] | None) -> str:
+    """ " · PR #42 <url>" for each pull request a session opened."""
+    return "".join(f" · {pr_short(link)}" for link in links or [])
 
 
 def _line(r: dict) -> str:
@@ -122,8 +127,8 @@ def topics_markdown(sessions: list[dict]) -> str:
             walk(child, depth + 1)
 
     for s in sessions:
-        prs = "".join(f" · {pr_short(link)}" for link in s.get("prs") or [])
-        out.append(f"## session {s['session']}" + (f" — {s['title']}" if s.get("title") else "") + prs)
+        title = f" — {s['title']}" if s.get("title") else ""
+        out.append(f"## session {s['session']}{title}{_prs(s.get('prs'))}")
         for node in s["spans"]:
             walk(node, 0)
     return "\n".join(out)

@@ -860,7 +860,7 @@ PERSONAL = re.compile(r"\bfor me\b")
 _NOT_AN_OPTION = (  # ", not yet", ", not sure", ", not a bug": no alternative named
     r"(?!(?:a|an|the|this|that|these|those|it|me|you|us|them|sure|yet|now|really|quite|just|only|even|too|so"
     r"|very|much|all|always|entirely|necessarily|bad|great|good|ideal|working|found|done|needed|broken"
-    r"|ready|enough|here|there|again|anymore|ever|exactly|always)\b)(?!\w+(?:ing|ed|ly)\b)"
+    r"|ready|enough|here|there|again|anymore|ever|exactly)\b)(?!\w+(?:ing|ed|ly)\b)"
 )
 # ", not X" names an alternative only after a setting said for the project (a future, a rule, where a
 # thing lives or goes), not after a report ("the timeout happens on staging, not prod"), a pointer
