@@ -759,8 +759,9 @@ def _redact(text: str, decode: bool = True, command: str | None = None) -> tuple
     if "</" in text:
         text, n = _redact_xml(text, values)
         total += n
-    text, n = _redact_bare_keys(text, values)
-    total += n
+    if "key" in lowered or "auth" in lowered:
+        text, n = _redact_bare_keys(text, values)
+        total += n
     if "**" in text or "| " in text or ":\n" in text:
         text, n = _redact_markdown(text, values)
         total += n
