@@ -11,6 +11,8 @@ from total_recall.redact import cut, redact, redact_batch, redact_count
 OPENAI = "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"
 GITHUB = "ghp_" + "aB3" * 12
 
+HEX32 = "a8f5f167f44f4964e6c998dee827110c"
+
 PLANTED = [
     # (kind, text with the secret, the secret)
     ("openai_key", f"my key is {OPENAI} okay", OPENAI),
@@ -315,6 +317,37 @@ PLANTED = [
         "telegram_token",
         "curl https://api.telegram.org/bot123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw/sendMessage",
         "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw",
+    ),
+    # A secret given as a string argument: a call's next argument after its quoted name, a subscript's
+    # assignment, a setter (the last of its string arguments), what a test types into the field.
+    ("password", "define('DB_PASSWORD', 'Xk9#mQ2v!pL');", "Xk9#mQ2v!pL"),
+    ("password", 'os.environ["DB_PASSWORD"] = "hunter2hunter"', "hunter2hunter"),
+    ("secret", "ENV['SECRET_KEY_BASE'] = 'b7Qx2mVz9kLp3RtY'", "b7Qx2mVz9kLp3RtY"),
+    ("api_key", f'headers["X-Api-Key"] = "{HEX32}"', HEX32),
+    ("api_key", f'config.set("api_key", "{HEX32}")', HEX32),
+    ("password", 'props.setProperty("javax.net.ssl.keyStorePassword", "changeit99");', "changeit99"),
+    ("password", 'System.setProperty("db.password", "Summer2024!");', "Summer2024!"),
+    ("password", 'user.setPassword("Summer2024!");', "Summer2024!"),
+    ("password", 'DataSource.builder().username("sa").password("c0rrectHorse").build()', "c0rrectHorse"),
+    ("password", 'keyring.set_password("system", "me", "Summer2024!")', "Summer2024!"),
+    ("password", 'await page.fill("#password", "Summer2024!");', "Summer2024!"),
+    ("password", "cy.get('#password').type('Summer2024!')", "Summer2024!"),
+    ("password", 'driver.find_element(By.ID, "password").send_keys("Summer2024!")', "Summer2024!"),
+    # Credentials with no secret's name before them, known by their layout.
+    ("password", "db.example.com:5432:appdb:appuser:S3cretPgPass", "S3cretPgPass"),
+    ("password", "*:*:*:postgres:S3cretPgPass\n", "S3cretPgPass"),
+    ("password", "sqlplus scott/Tiger123@ORCL", "Tiger123"),
+    ("password", "sqlplus -s scott/Tiger123@db:1521/ORCL @report.sql", "Tiger123"),
+    ("password", "jdbc:oracle:thin:scott/Tiger123@db.example.com:1521/ORCL", "Tiger123"),
+    ("password", "url: 'app/Tiger123@db.internal:1521/SVC'", "Tiger123"),
+    ("password", "You can log in with admin / Sup3rS3cret! on the staging box", "Sup3rS3cret!"),
+    ("password", "Login: deploy / Wint3r-2024 (rotate after the demo)", "Wint3r-2024"),
+    ("password", "auth: grafana:Adm1nPass!", "Adm1nPass!"),
+    ("api_key", f"the key is {HEX32}.", HEX32),
+    (
+        "seed_phrase",
+        "seed phrase: abandon ability able about above absent absorb abstract absurd abuse access accident",
+        "abandon ability able about above absent absorb abstract absurd abuse access accident",
     ),
 ]
 
@@ -625,6 +658,29 @@ def test_a_recurring_value_after_an_escape_is_replaced_too():
         "1. **Password Hashing**: use bcrypt\n- **Secure Password Storage**: salt it",
         '{"a":"\\nAPI_KEY=${API_KEY}\\nDB_HOST=localhost"}',
         'log.info("password: %s\\n", pw)',
+        # Near the string-argument forms: names listed, a label, a default that is a name, a variable,
+        # a getter's names, a selector's other calls, the next key of an object.
+        'fields = ["username", "password", "email"]; required: ["password", "confirm_password"]',
+        'User.objects.only("password", "last_login"); t("password", "Password")',
+        'form.add_field("password", "Enter your password"); ValueError("password", "must be 8 characters")',
+        'os.getenv("API_KEY", "test_key_123"); getattr(settings, "SECRET_KEY", "dev-secret")',
+        'print(password, "was wrong"); localStorage.setItem("token", token); setattr(u, "password", h)',
+        'keyring.get_password("system", "me"); getToken("github"); setSecretName("prod/db")',
+        'cy.get("#password").should("be.visible"); x.setPassword(newPassword); setPasswordVisible(true)',
+        "env[\"PASSWORD_MIN_LENGTH\"] = \"12\"; config['token_ttl'] = '3600'",
+        # Near the layouts with no name: clocks, images and packages by digest or version, a login's
+        # provider, a default login, a key meant to be shared or a cache's, prose of ordinary words.
+        "12:30:45:678: started; localhost:5432:*:postgres:",
+        "image: nginx/nginx@sha256:0d17b565c37bcbd895e9d92315a05c1c3c9a29f762b011a10c54a66cd53c9b31",
+        "uses: actions/checkout@v4; npm install @scope/pkg@1.2.3; curl http://host/v1/users@example.com:8080/x",
+        "Sign in with Google / Apple; log in as admin / admin; credentials are in 1Password / Vault",
+        "auth: required; auth: oauth2:client_credentials",
+        "the key is to cache the results; the primary key is 8f3e9a1b2c4d5e6f7a8b9c0d1e2f3a4b",
+        "the public key is AAAAC3NzaC1lZDI1NTE5AAAAIB3x9Kp2Lm7Qw8Rt5Yu1Io0Pa9Sd8Fg7Hj6Kl5Zx4Cv3",
+        "Cache restored from key: node-cache-Linux-x64-npm-9f86d081884c7d659a2feaa0c55ad015",
+        "the backup words are stored offline and the recovery plan is written down for everyone",
+        # An LLM stream's pieces of text are no tokens.
+        '{"token": "Hello"} {"token": " world"} {"token": "!"}',
     ],
 )
 def test_ordinary_text_is_unchanged(text):

@@ -553,6 +553,39 @@ def test_the_output_of_a_command_that_prints_a_secret_is_neither_stored_nor_foun
         assert secret not in search_here("staging db password cluster token secret mount")
 
 
+def test_secrets_given_as_string_arguments_or_by_layout_alone_are_neither_stored_nor_found(tmp_path):
+    """Code an assistant writes passes a secret as a call's argument after its quoted name, to a
+    setter or into a subscript, and a tool output can hold a .pgpass line or an Oracle connect
+    string: none has a name followed by "=" or ":" before the value. Each is hidden in what is
+    stored, in the home folder and in what a search returns; the names and the rest stay."""
+    project, session = "/home/dev/projects/wired", "sess-wired"
+    secrets = ["Xk9#mQ2vpL7t", "Vb4nWq8zRt2y", "Hm3kPz7xQw5r", "Jt6vLc9mNq2b", "Pg5sQl8wRt3z", "Or4cLe7tYq9x"]
+    code = (
+        "Here is the wiring:\n```php\ndefine('DB_PASSWORD', '" + secrets[0] + "');\n```\n"
+        '```python\nos.environ["STRIPE_SECRET"] = "' + secrets[1] + '"\n'
+        'keyring.set_password("system", "deploy", "' + secrets[2] + '")\n```\n'
+        '```java\nds.setPassword("' + secrets[3] + '");\n```'
+    )
+    lines = [
+        record("user", "Wire the zanzibar billing database.", session=session, cwd=project, when=DAY),
+        record("assistant", code, session=session, cwd=project, when=DAY + timedelta(seconds=5)),
+    ]
+    output = f"db.internal:5432:billing:deploy:{secrets[4]}\nsqlplus -s app/{secrets[5]}@db:1521/BILL\n"
+    lines += tool_call_and_result(
+        session, project, DAY + timedelta(seconds=9), "cat ~/.pgpass notes.txt", output
+    )
+    path = write_records(folder(tmp_path, project) / f"{session}.jsonl", lines)
+    cli("backfill", str(path), "--wait")
+    stored = " ".join(c for (c,) in db_rows("SELECT content FROM messages"))
+    assert (
+        "DB_PASSWORD" in stored and "setPassword" in stored and "db.internal:5432:billing:deploy:" in stored
+    )
+    found = search_here("zanzibar billing database password wiring pgpass")
+    for secret in secrets:
+        assert secret not in stored and found_in_home(secret) == []
+        assert secret not in found
+
+
 def test_a_secret_output_is_hidden_when_its_call_was_in_an_earlier_read(tmp_path):
     """The daemon reads a transcript in pieces: a read can end after a call and the next begin with
     its output. The output still knows its command (the reader looks before its start)."""

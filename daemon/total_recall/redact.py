@@ -100,6 +100,13 @@ _VENDOR_TOKENS: tuple[tuple[str, str], ...] = (
     ("fcm_key", r"AAAA[A-Za-z0-9_\-]{7}:APA91b[A-Za-z0-9_\-]{60,}"),
 )
 
+# SQL's PASSWORD('X') and PASSWORD 'X': the word must start one, not end a setter's name
+# ("keyring.set_password(service, user, X)": the setter's rule reads its last argument).
+_SQL_PASSWORD_CALLS = tuple(
+    re.compile(lead + r"(?P<q>[\"'])(?P<secret>[^\"'\n]+)(?P=q)")
+    for lead in (r"PASSWORD(?:\s*\(\s*|\s+)", r"password\s*\(\s*")
+)
+
 # (kind, pattern): the whole match is replaced unless the pattern has a "secret" group, in
 # which case only that group is; with a "key" group too, a key that configures rather than holds
 # a secret (token_ttl) or a value that is a reference ($TOKEN) is left alone.
@@ -245,10 +252,9 @@ _TOKEN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
         for lead in (
             r"IDENTIFIED\s+(?:WITH\s+\w+\s+)?BY\s*",
             r"identified\s+(?:with\s+\w+\s+)?by\s*",
-            r"PASSWORD(?:\s*\(\s*|\s+)",
-            r"password\s*\(\s*",
         )
     ),
+    *(("password", pattern) for pattern in _SQL_PASSWORD_CALLS),
     # requests' auth=('user', 'PASS') and HTTPBasicAuth('user', 'PASS')
     (
         "password",
@@ -339,8 +345,14 @@ _KEY_CHAR = re.compile(r"[\w.\-]")
 # "PASSWORD=x\\nHOST=db"), as it ends before a real one.
 # A shell line continuation between a name and its value (`KEY=\` then the value on the next line).
 _CONTINUED = r"(?:\\(?:[ \t]*\r?\n|[ \t]+)[ \t]*)?"
+# Or a string argument after the key's: the next argument of a call (`define('DB_PASSWORD', 'X')`,
+# `props.put("password", "X")`), a subscript's assignment (`os.environ["DB_PASSWORD"] = "X"`), a setter's
+# argument (`setPassword("X")`), or what a test types into the field (`cy.get("#password").type("X")`);
+# each only with a quoted value (_argument_value).
 _ASSIGN_TAIL = re.compile(
-    r"""(?P<close>["']?)(?P<sep>[ \t]*(?::=|=>|:(?!:)|=(?!=))[ \t]*""" + _CONTINUED + r""")"""
+    r"""(?P<close>["']?)(?P<sep>[ \t]*(?::=|=>|:(?!:)|\]?[ \t]*=(?!=))[ \t]*"""
+    + _CONTINUED
+    + r"""|[ \t]*(?P<arg>,|\([ \t]*|\)[ \t]*\.[ \t]*(?i:type|fill|send_?keys|set_?value)\()[ \t]*(?=["']))"""
     r"""(?P<value>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'|(?:[^\s"',;)}\]\\]|\\(?![nrt]))+)"""
 )
 _FLAG_TAIL = re.compile(
@@ -412,6 +424,7 @@ _ENV_TAIL = re.compile(
 _PROSE_WORD = re.compile(
     r"p(?:ass(?:w(?:or)?d|phrase|code)|in code|wd?(?![a-z]))|cookie|secret|token|api[ _\-]?key"
 )
+
 # How prose joins the word to its value: "is"/"was"/"will be", a colon or "=" ("api key: X"), a
 # setting verb's "to"/"as" ("set the password to X", "X as the token"; `to` in the match), or a quote
 # ("the password 'X'"); after the word or after a short "for the staging db".
@@ -741,14 +754,14 @@ def _redact(text: str, decode: bool = True, command: str | None = None) -> tuple
     total = 0
     if command and reveals(command):
         text, total = _redact_revealed(text, values)
-    lowered = text.lower()
+    lowered, lowered_for = text.lower(), text
     # A pattern is searched first: most find nothing, and then no substitution is set up.
     for kind, pattern in _TOKEN_PATTERNS:
         if (kind not in _GATES or _open(kind, text, lowered)) and pattern.search(text):
             text, n = _substitute(text, kind, pattern, values)
             if n:
                 total += n
-                lowered = text.lower()
+                lowered, lowered_for = text.lower(), text
     for kind, pattern in _LIBRARY_PATTERNS:
         if (kind not in _GATES or _open(kind, text, lowered)) and pattern.search(text):
             text, n = _substitute(text, kind, pattern, values, library=True)
@@ -769,6 +782,10 @@ def _redact(text: str, decode: bool = True, command: str | None = None) -> tuple
         text, n = _redact_aws_secrets(text, values)
         total += n
     text, n = _redact_assignments(text, values)
+    total += n
+    if text is not lowered_for or len(lowered) != len(text):  # a pass above changed the text
+        lowered, lowered_for = _lowered(text), text
+    text, n = _redact_unnamed(text, lowered, values)
     total += n
     if _PAIR_VALUE_FIELD.search(lowered):  # a value field at all (rare in prose): then the pairs
         text, n = _redact_name_value(text, values)
@@ -1027,15 +1044,21 @@ def _env_kind(key: str) -> str:
     return "secret"
 
 
+def _lowered(text: str) -> str:
+    """``text`` in lower case, letter for letter: offsets into it are offsets into the text."""
+    lowered = text.lower()
+    if len(lowered) != len(text):  # rare letters whose lowercase is longer ("İ")
+        lowered = "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
+    return lowered
+
+
 def _prose_values(text: str) -> Iterator[tuple[int, int, str, str]]:
     """(start, end, how the value follows the word, kind) of each value that prose names a secret.
 
     How: "link" after "is", ":" or a quote (_secret_like), "to" after a setting verb's "to"/"as"
     (_password_shaped), "direct" right after the word (_key_shaped), "strong" right after a password
     word (_password_shaped)."""
-    lowered = text.lower()
-    if len(lowered) != len(text):  # rare letters whose lowercase is longer: offsets would not line up
-        lowered = "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
+    lowered = _lowered(text)
     for word in _PROSE_WORD.finditer(lowered):
         if word.group(0).startswith("pw") and word.start() and lowered[word.start() - 1].isalpha():
             continue  # "pw" inside a word
@@ -1189,13 +1212,15 @@ def _substitute(
     lead = _LEAD.get(kind)
     out: list[str] = []
     done = 0
-    word_start = kind in _WORD_START or library
+    word_start = kind in _WORD_START or library or pattern in _SQL_PASSWORD_CALLS
     for match in pattern.finditer(text):
         before = text[match.start() - 1] if match.start() else ""
         if lead and (not before or before not in lead):
             continue
         if word_start and before and (before.isalnum() or before == "_"):
             continue
+        if before == "." and pattern in _SQL_PASSWORD_CALLS:
+            continue  # a method ("builder.password('X')"): the setter's rule reads it
         if library:
             # detect-secrets patterns may include a delimiter on either side, or capture the
             # secret in group 1; redact the token itself and keep the delimiters.
@@ -1312,6 +1337,10 @@ def _cookie_values(text: str, start: int, end: int, first_only: bool) -> list[tu
     return spans
 
 
+# One piece of an LLM's streamed text: a word or two with its space and punctuation.
+_STREAM_PIECE = re.compile(r" ?(?:[A-Za-z]{1,12}(?: [A-Za-z]{1,12})?)?[.,!?:;]?")
+
+
 def _redact_assignments(text: str, values: dict[str, str]) -> tuple[str, int]:
     out: list[str] = []
     done = 0  # text[:done] is already in out
@@ -1332,6 +1361,8 @@ def _redact_assignments(text: str, values: dict[str, str]) -> tuple[str, int]:
         if short and _not_a_password(text[key_start:key_end], text[start:end], text[key_end:start]):
             continue
         kind = _kind(text[key_start:key_end], word.group(0))
+        if kind == "token" and text[start - 1 : start] in "\"'" and _STREAM_PIECE.fullmatch(text[start:end]):
+            continue  # an LLM stream's piece of text ({"token": " Hello"}), not a credential
         _remember(values, text[start:end], kind)
         out.append(text[done:start])
         out.append(MARK.format(kind))
@@ -1531,13 +1562,17 @@ def _redact_bare_keys(text: str, values: dict[str, str]) -> tuple[str, int]:
             continue
         if "public" in text[max(0, m.start() - 12) : m.start()].lower():
             continue  # "public key: age1…": meant to be shared
-        if len(value) < 16:
-            continue
-        if "-" in value or "." in value or (end < len(text) and text[end] == ".") or _DIGEST.fullmatch(value):
-            continue  # a cache key ("node-cache-Linux-x64-…"), an object's name ("….png"), a commit
-        if _key_shaped(value):
+        if _generated_key(value) and not (end < len(text) and text[end] == "."):
             spans.append((start, end, "api_key"))
     return _hide(text, spans, values)
+
+
+def _generated_key(value: str) -> bool:
+    """A value that a bare "key" names as a secret: shaped like a generated key, not a cache key
+    ("node-cache-Linux-x64-…"), an object's name ("….png") or a commit."""
+    if len(value) < 16 or any(c in value for c in "-.:") or _DIGEST.fullmatch(value):
+        return False
+    return _key_shaped(value)
 
 
 # An AWS secret access key beside its key id or its label, with no name of its own before it: the
@@ -1553,6 +1588,83 @@ def _redact_aws_secrets(text: str, values: dict[str, str]) -> tuple[str, int]:
     for value in found:
         _remember(values, value, "aws_secret")
     return _AWS_SECRET.sub(MARK.format("aws_secret"), text), len(found)
+
+
+# Credentials with no secret's name before them, each known by its layout and found from a literal
+# (a scan of about 1 ms per MB), its surroundings read then: a .pgpass line, Oracle's user/PASS@, a
+# login's "admin / PASS", a bare auth field's user:PASS, a wallet's seed phrase.
+_PGPASS_PORT = re.compile(r":(?:\d{2,5}|\*):")
+# host:port:database:user:PASS, the line whole; the host holds a letter, a dot or "*" (not a clock's
+# 10:30:45)
+_PGPASS_LINE = re.compile(
+    r"[ \t]*(?=[^:\n]*[A-Za-z.*])[\w.*\-]+:(?:\d{2,5}|\*):[\w.*\-]+:[\w.@*\-]+:"
+    r"(?P<secret>[^\s:]\S*?)[ \t]*\r?"
+)
+_ORACLE = re.compile(r"/(?P<secret>[^\s/@\"':]+)@(?://)?[A-Za-z0-9][\w.\-]*(?P<port>:\d{2,5}/\w)?")
+# The user before "/": a word of its own or after JDBC's "thin:", not a path's or a URL's part.
+_ORACLE_USER = re.compile(r"(?:^|[\s\"'=]|thin:)\w+$")
+# ... after sqlplus and its tools, when no host's port and service follow ("sqlplus scott/X@ORCL").
+_ORACLE_TOOL = re.compile(
+    r"\b(?:sqlplus|sqlldr|expdp|impdp|rman|dgmgrl|conn(?:ect)?)\b(?:[ \t]+-\w+)*[ \t]+[\"']?\w+$"
+)
+_LOGIN_WORDS = ("log in", "login", "sign in", "signin", "credential", "creds")
+_CREDENTIAL_PAIR = re.compile(
+    r"s?(?:[ \t]+(?:with|as|are|is|using))?[ \t]*:?[ \t]+[\w.@\-]+[ \t]*/[ \t]*(?P<secret>[^\s\"'`,;]+)"
+)
+_AUTH_PAIR = re.compile(r"(?i:auth)[\"']?[ \t]*[:=][ \t]*[\"']?[\w.@\-]+:(?P<secret>[^\s\"',;]+)")
+_SEED_WORDS = ("seed", "recovery", "mnemonic", "backup", "secret")
+_SEED_PHRASE = re.compile(
+    r"(?:[ \t]+(?i:phrase|words))?[ \t]*(?:[:=]|is|was)?[ \t]*[\"'`]?"
+    r"(?P<secret>[a-z]{3,8}(?:[ \t]+[a-z]{3,8}){11,23})(?![ \t]*[a-z])"
+)
+_SEED_LENGTHS = (12, 15, 18, 21, 24)  # BIP-39's phrase lengths
+# A bare "key" in prose before a generated key's value ("the key is 9f86…", "key: 3b1f…"), not a key
+# meant to be shared or a name's ("the public key is AAAA…", "the primary key is …", "cache key: …").
+_KEY_IS = re.compile(
+    r"(?:[ \t]+(?:is|was)[ \t]+|[ \t]*[:=][ \t]*|[ \t]+)[\"'`]?"
+    r"(?P<secret>[A-Za-z0-9_+/=]{16,})(?![\w/+=\-]|\.\w)"
+)
+_OPEN_KEY = re.compile(
+    r"(?:public|primary|foreign|sort|partition|cache|host|composite|unique|idempotency)[ \t]+$"
+)
+
+
+def _redact_unnamed(text: str, lowered: str, values: dict[str, str]) -> tuple[str, int]:
+    spans = []
+    for port in _PGPASS_PORT.finditer(text):
+        start = text.rfind("\n", 0, port.start()) + 1
+        end = text.find("\n", port.end())
+        if line := _PGPASS_LINE.fullmatch(text, start, len(text) if end < 0 else end):
+            spans.append((*line.span("secret"), "password"))
+    if "@" in text:
+        for m in _ORACLE.finditer(text):
+            before = text[max(0, m.start() - 200, text.rfind("\n", 0, m.start()) + 1) : m.start()]
+            if _ORACLE_USER.search(before) and (m.group("port") or _ORACLE_TOOL.search(before.lower())):
+                spans.append((*m.span("secret"), "password"))
+    forms = (
+        (_LOGIN_WORDS, _CREDENTIAL_PAIR),
+        (_SEED_WORDS, _SEED_PHRASE),
+        (("auth",), _AUTH_PAIR),
+        (("key",), _KEY_IS),
+    )
+    for words, pattern in forms:
+        for word in words:
+            at = lowered.find(word)
+            while at >= 0:
+                if at and (lowered[at - 1].isalnum() or lowered[at - 1] in "_-"):
+                    pass  # inside a word: "oauth", "basic_auth", "presign in"
+                elif m := pattern.match(text, at if pattern is _AUTH_PAIR else at + len(word)):
+                    secret = m.group("secret")
+                    if pattern is _SEED_PHRASE:
+                        if len(secret.split()) in _SEED_LENGTHS:
+                            spans.append((*m.span("secret"), "seed_phrase"))
+                    elif pattern is _KEY_IS:
+                        if _generated_key(secret) and not _OPEN_KEY.search(lowered, max(0, at - 20), at):
+                            spans.append((*m.span("secret"), "api_key"))
+                    elif _password_shaped(secret):
+                        spans.append((*m.span("secret"), "password"))
+                at = lowered.find(word, at + len(word))
+    return _hide(text, spans, values)
 
 
 def _key_part(text: str, start: int) -> bool:
@@ -1605,8 +1717,11 @@ def _value_span(text: str, key_start: int, key_end: int) -> tuple[int, int] | No
     else:
         match = _ASSIGN_TAIL.match(text, key_end)
         close = match.group("close") if match else ""
-        if close and text[key_start - 1 : key_start] != close:
+        opened = text[max(0, key_start - 2) : key_start].rstrip("#")[-1:]  # "#password": a form field's id
+        if close and opened != close:
             return None  # a quote after the key that did not open before it: not a quoted key
+        if match and match.group("arg") is not None:
+            return _argument_value(text, key, match)
     if not match:
         return None
     value = match.group("value")
@@ -1648,6 +1763,58 @@ def _value_span(text: str, key_start: int, key_end: int) -> tuple[int, int] | No
         value = value[: value.index("[REDACTED:")]
         end = start + len(value)
     return (start, end) if value.strip(" \\") else None  # an escaped line continuation is no value
+
+
+# A setter of a secret, or a builder's method named for one: setPassword, set_db_password, withToken,
+# password (not getToken, check_password).
+_SETTER = re.compile(
+    r"(?:(?:set|with)_?(?:\w*?[_a-z])?)?(?:pass(?:word|wd|phrase)|secret|token|(?:api|access|private)_?key)"
+)
+# More string arguments after the first: a setter's secret is its last ("set_password(service, user, X)").
+_MORE_STRINGS = re.compile(r"""(?:[ \t]*,[ \t]*(?:"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'))*(?=[ \t]*\))""")
+_NEXT_KEY = re.compile(r"[ \t]*[:=]")
+_LAST_STRING = re.compile(r"""(?:"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')$""")
+
+
+def _argument_value(text: str, key: str, match: re.Match[str]) -> tuple[int, int] | None:
+    """Trigger: a quoted string after a secret's name given as a string argument (the key's arg
+    group). Why: a call's next argument after a quoted name is a value as often as another name
+    (`only("password", "email")`, a schema's `required` list), a call after an unquoted name is a
+    setter only when its name says so, and a form field's name is what a test types into.
+    Outcome: the value's span without its quotes, or None."""
+    arg = match.group("arg").strip()
+    start, end = match.span("value")
+    if arg == "(":
+        if match.group("close") or not _SETTER.fullmatch(key.rsplit(".", 1)[-1].lower()):
+            return None
+        more = _MORE_STRINGS.match(text, end)
+        if more is None:
+            return None  # an argument that is not a string follows: not a setter's secret
+        if more.end() > end:
+            start, end = _LAST_STRING.search(text, end, more.end()).span()
+    elif not match.group("close"):
+        return None  # "print(password, 'x')": the name is a variable, not a quoted name
+    value = text[start + 1 : end - 1]
+    if not value.strip() or _TEMPLATE.fullmatch(value.strip()):
+        return None
+    if arg == "," and (not _argument_secret(value) or _NEXT_KEY.match(text, end)):
+        return None  # a name or a label, or the next key of an object ({"Name": "DbPassword", "Value": …})
+    return start + 1, end - 1
+
+
+def _argument_secret(value: str) -> bool:
+    """A call's argument after a quoted secret name that looks like a secret rather than another name
+    or a label: a word with a digit, a symbol or mixed case (not `confirm_password`, `email`), or a
+    long run of words and symbols (a WordPress salt), not a sentence."""
+    if any(c.isspace() for c in value):
+        core = "".join(value.split())
+        return len(value) >= 20 and sum(not c.isalpha() for c in core) * 4 >= len(core)
+    return (
+        _secret_like(value)
+        and not _IDENTIFIER.fullmatch(value)
+        and not _FILE_NAME.fullmatch(value)
+        and not _PATH.match(value)
+    )
 
 
 _TEMPLATE = re.compile(r"\$?\{\{.*\}\}|\$\{\w+(?::?-[^}]*)?\}")
