@@ -333,6 +333,19 @@ PLANTED = [
     ("password", 'await page.fill("#password", "Summer2024!");', "Summer2024!"),
     ("password", "cy.get('#password').type('Summer2024!')", "Summer2024!"),
     ("password", 'driver.find_element(By.ID, "password").send_keys("Summer2024!")', "Summer2024!"),
+    # Keys named for what they key: WordPress's, Laravel's, OAuth 1's consumer, a client's, a licence.
+    (
+        "auth_key",
+        "define( 'AUTH_KEY', 't`~QmE%+2Y]B4Z;kQ7p+I6eD+t@Z6,:L(@ _sd~nQ#UW<6g|n$5n%MLU?7kN!O' );",
+        "t`~QmE%+2Y]B4Z;kQ7p+I6eD+t@Z6,:L(@ _sd~nQ#UW<6g|n$5n%MLU?7kN!O",
+    ),
+    (
+        "app_key",
+        "app_key: base64:k3J8xLp2Qz9vWm4rTn6yBh0sDk3J8xLp2Qz9vWm4=",
+        "base64:k3J8xLp2Qz9vWm4rTn6yBh0sDk3J8xLp2Qz9vWm4=",
+    ),
+    ("consumer_key", 'consumer_key = "xvz1evFS4wEEPTGEFPHBog"', "xvz1evFS4wEEPTGEFPHBog"),
+    ("license_key", "license_key=ABCD-1234-EFGH-5678", "ABCD-1234-EFGH-5678"),
     # Credentials with no secret's name before them, known by their layout.
     ("password", "db.example.com:5432:appdb:appuser:S3cretPgPass", "S3cretPgPass"),
     ("password", "*:*:*:postgres:S3cretPgPass\n", "S3cretPgPass"),
@@ -675,6 +688,8 @@ def test_a_recurring_value_after_an_escape_is_replaced_too():
         "uses: actions/checkout@v4; npm install @scope/pkg@1.2.3; curl http://host/v1/users@example.com:8080/x",
         "Sign in with Google / Apple; log in as admin / admin; credentials are in 1Password / Vault",
         "auth: required; auth: oauth2:client_credentials",
+        "client_key: ./certs/client.key; appKey: process.env.APP_KEY; authKey = config('APP_KEY')",
+        "the auth key rotation is monthly; an app key: is needed",
         "the key is to cache the results; the primary key is 8f3e9a1b2c4d5e6f7a8b9c0d1e2f3a4b",
         "the public key is AAAAC3NzaC1lZDI1NTE5AAAAIB3x9Kp2Lm7Qw8Rt5Yu1Io0Pa9Sd8Fg7Hj6Kl5Zx4Cv3",
         "Cache restored from key: node-cache-Linux-x64-npm-9f86d081884c7d659a2feaa0c55ad015",

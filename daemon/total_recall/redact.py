@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import base64
 import bisect
+import heapq
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import zip_longest
@@ -339,6 +340,13 @@ _KEY_WORD_SOURCE = (
 )
 _KEY_WORD = re.compile(_KEY_WORD_SOURCE)
 _KEY_WORD_ANY_CASE = re.compile(_KEY_WORD_SOURCE, re.IGNORECASE)
+# Keys named for what they key (WordPress's AUTH_KEY, Laravel's APP_KEY, OAuth 1's consumer key): found
+# from "key" (a literal scans fast; their first letters, in the scan above, would be tried at every "a",
+# "c" and "l" of the text), the word before it read then.
+_KEY_LITERAL = re.compile("key")
+_KEY_ANY_CASE = re.compile("key", re.IGNORECASE)
+_KEY_OWNER = re.compile(r"(?:auth|app|client|consumer|licen[cs]e)[_\-]?key", re.IGNORECASE)
+_KEY_OWNER_REACH = len("consumer_")
 _KEY_CHAR = re.compile(r"[\w.\-]")
 # After the key: optional closing quote, a separator, then the value.
 # An unquoted value ends before an escaped newline or tab (text of a JSON string or a repr:
@@ -1692,11 +1700,21 @@ def _not_a_password(key: str, value: str, between: str) -> bool:
 def _key_words(text: str) -> Iterator[re.Match[str]]:
     lowered = text.lower()
     if len(lowered) == len(text):
-        return _KEY_WORD.finditer(lowered)
-    # Trigger: lowercasing changed the length (rare non-ASCII letters such as "İ").
-    # Why: match offsets in the lowered copy would no longer line up with the text.
-    # Outcome: the slower case-insensitive scan over the text itself.
-    return _KEY_WORD_ANY_CASE.finditer(text)
+        words = _KEY_WORD.finditer(lowered)
+        keys = _KEY_LITERAL.finditer(lowered) if "key" in lowered else ()
+    else:
+        # Trigger: lowercasing changed the length (rare non-ASCII letters such as "İ").
+        # Why: match offsets in the lowered copy would no longer line up with the text.
+        # Outcome: the slower case-insensitive scans over the text itself.
+        lowered, words, keys = text, _KEY_WORD_ANY_CASE.finditer(text), _KEY_ANY_CASE.finditer(text)
+    owned = []
+    for key in keys:
+        for start in range(max(0, key.start() - _KEY_OWNER_REACH), key.start()):
+            owner = _KEY_OWNER.match(lowered, start, key.end())
+            if owner and owner.end() == key.end():
+                owned.append(owner)
+                break
+    return heapq.merge(words, owned, key=re.Match.start) if owned else words
 
 
 def _expand_key(text: str, start: int, end: int) -> tuple[int, int]:
