@@ -8,7 +8,9 @@ the local model on the same one-line messages, timed in this run. Inputs: LoCoMo
 prompts and as 1 MB of prose; a shell-heavy tool output (commands, configs, cookies); a tool output
 shown as a JSON string (escaped newlines and quotes, read a second time decoded); and `redact.cut` of
 a long tool output to the 500 characters the indexer keeps (a package without `redact.cut`, an older
-checkout, cuts first and redacts the cut). Medians of --repeats runs; nothing is asserted.
+checkout, cuts first and redacts the cut); and a dump of 10,000 `KEY=value` lines, each value hidden
+and then looked for where it recurs (the worst case of that look). Medians of --repeats runs (three
+for the dump); nothing is asserted.
 """
 
 from __future__ import annotations
@@ -70,6 +72,8 @@ def main() -> None:
     prose = "\n".join(turns)
     prose = (prose * (1 + (1 << 20) // len(prose)))[: 1 << 20]
     escaped = json.dumps(SHELL_OUTPUT)
+    # The worst case of hiding each value where it recurs: thousands of distinct secrets in one text.
+    dump = "\n".join(f"DB_PASSWORD=Xy{i}zQ!" for i in range(10_000))
     long_output = SHELL_OUTPUT * 20
     cut = getattr(redact, "cut", lambda text, limit: redact.redact(text[: limit - 1] + "…"))
     embedder = LocalEmbedder()
@@ -93,6 +97,10 @@ def main() -> None:
         (
             f"cut of a {len(long_output)}-char output to 500",
             median_ms(lambda: cut(long_output, 500), args.repeats),
+        ),
+        (
+            f"a dump of {len(dump.splitlines())} secrets, one a line ({len(dump) >> 10} KB)",
+            median_ms(lambda: redact.redact(dump), 3),
         ),
     ]
     harness.print_machine()

@@ -343,10 +343,13 @@ _KEY_WORD_ANY_CASE = re.compile(_KEY_WORD_SOURCE, re.IGNORECASE)
 # Keys named for what they key (WordPress's AUTH_KEY, Laravel's APP_KEY, OAuth 1's consumer key): found
 # from "key" (a literal scans fast; their first letters, in the scan above, would be tried at every "a",
 # "c" and "l" of the text), the word before it read then.
-_KEY_LITERAL = re.compile("key")
-_KEY_ANY_CASE = re.compile("key", re.IGNORECASE)
-_KEY_OWNER = re.compile(r"(?:auth|app|client|consumer|licen[cs]e)[_\-]?key", re.IGNORECASE)
-_KEY_OWNER_REACH = len("consumer_")
+_KEY_LITERAL = re.compile("key|salt")
+_KEY_ANY_CASE = re.compile("key|salt", re.IGNORECASE)
+_KEY_OWNER = re.compile(
+    r"(?:auth|app|client|consumer|licen[cs]e|nonce|logged_in)[_\-]?key|(?:auth|nonce|logged_in)[_\-]?salt",
+    re.IGNORECASE,
+)
+_KEY_OWNER_REACH = len("logged_in_")
 _KEY_CHAR = re.compile(r"[\w.\-]")
 # After the key: optional closing quote, a separator, then the value.
 # An unquoted value ends before an escaped newline or tab (text of a JSON string or a repr:
@@ -358,9 +361,10 @@ _CONTINUED = r"(?:\\(?:[ \t]*\r?\n|[ \t]+)[ \t]*)?"
 # argument (`setPassword("X")`), or what a test types into the field (`cy.get("#password").type("X")`);
 # each only with a quoted value (_argument_value).
 _ASSIGN_TAIL = re.compile(
-    r"""(?P<close>["']?)(?P<sep>[ \t]*(?::=|=>|:(?!:)|\]?[ \t]*=(?!=))[ \t]*"""
+    r"""(?P<close>["']?)(?P<sep>[ \t]*(?::=|=>|:(?!:)|=(?!=))[ \t]*"""
     + _CONTINUED
-    + r"""|[ \t]*(?P<arg>,|\([ \t]*|\)[ \t]*\.[ \t]*(?i:type|fill|send_?keys|set_?value)\()[ \t]*(?=["']))"""
+    + r"""|[ \t]*(?P<arg>,|\(|\][ \t]*=(?!=)|[ \t]to[ \t]"""
+    r"""|(?:\)[ \t]*){1,2}\.[ \t]*(?i:type|fill|send_?keys|set_?value)\()\s*(?=["']))"""
     r"""(?P<value>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'|(?:[^\s"',;)}\]\\]|\\(?![nrt]))+)"""
 )
 _FLAG_TAIL = re.compile(
@@ -890,10 +894,31 @@ def _original(escapes: list[tuple[int, int, int]], at: int) -> int:
 
 
 def _replace_values(text: str, values: list[str]) -> str:
+    if len(values) > _MANY_VALUES:
+        values = _occurring(text, values)
     for value in values:
         if value in text:
             text = _replace_word(text, value)
     return text
+
+
+# Past this many values, which of them occur is found in one pass over the text: a test of each is a
+# pass each (a dump of thousands of `KEY=value` lines would take a minute per megabyte).
+_MANY_VALUES = 64
+
+
+def _occurring(text: str, values: list[str]) -> list[str]:
+    """The values (each at least _MIN_RECUR long) that occur in ``text``, in their order: each place
+    of the text is looked up once by its first _MIN_RECUR characters."""
+    by_start: dict[str, list[str]] = {}
+    for value in values:
+        by_start.setdefault(value[:_MIN_RECUR], []).append(value)
+    found = set()
+    for at in range(len(text) - _MIN_RECUR + 1):
+        for value in by_start.get(text[at : at + _MIN_RECUR], ()):
+            if value not in found and text.startswith(value, at):
+                found.add(value)
+    return [value for value in values if value in found]
 
 
 def _replace_word(text: str, value: str) -> str:
@@ -1346,7 +1371,7 @@ def _cookie_values(text: str, start: int, end: int, first_only: bool) -> list[tu
 
 
 # One piece of an LLM's streamed text: a word or two with its space and punctuation.
-_STREAM_PIECE = re.compile(r" ?(?:[A-Za-z]{1,12}(?: [A-Za-z]{1,12})?)?[.,!?:;]?")
+_STREAM_PIECE = re.compile(r"\s\S{0,11}|[\W\d_]{0,3}[^\W\d_]{1,12}[.,!?:;]?|[\W\d_]{1,12}")
 
 
 def _redact_assignments(text: str, values: dict[str, str]) -> tuple[str, int]:
@@ -1384,11 +1409,18 @@ def _redact_assignments(text: str, values: dict[str, str]) -> tuple[str, int]:
 
 def _hide(text: str, spans: Iterable[tuple[int, int, str]], values: dict[str, str]) -> tuple[str, int]:
     """``text`` with each (start, end, kind) span replaced by its mark, each value remembered."""
-    spans = sorted(set(spans), reverse=True)
-    for start, end, kind in spans:
+    out: list[str] = []
+    done = 0  # text[:done] is in out
+    for start, end, kind in sorted(set(spans)):
+        if start < done:
+            continue  # inside a span hidden already (two forms found one value)
         _remember(values, text[start:end], kind)
-        text = text[:start] + MARK.format(kind) + text[end:]
-    return text, len(spans)
+        out += [text[done:start], MARK.format(kind)]
+        done = end
+    if not out:
+        return text, 0
+    out.append(text[done:])
+    return "".join(out), len(out) // 2
 
 
 # A pair that names a secret in one field and gives it in another: Kubernetes' env lists ("- name:
@@ -1599,56 +1631,115 @@ def _redact_aws_secrets(text: str, values: dict[str, str]) -> tuple[str, int]:
 
 
 # Credentials with no secret's name before them, each known by its layout and found from a literal
-# (a scan of about 1 ms per MB), its surroundings read then: a .pgpass line, Oracle's user/PASS@, a
-# login's "admin / PASS", a bare auth field's user:PASS, a wallet's seed phrase.
+# (a scan of about 1 ms per MB), its surroundings read then: a .pgpass line, Oracle's user/PASS, a
+# login's "admin / PASS", a bare auth field's user:PASS, "the key is X", a wallet's seed phrase.
+_LINE_REACH = 300  # how far such a line is read around its literal: no farther (a long line is not one)
 _PGPASS_PORT = re.compile(r":(?:\d{2,5}|\*):")
-# host:port:database:user:PASS, the line whole; the host holds a letter, a dot or "*" (not a clock's
-# 10:30:45)
+# host:port:database:user:PASS, five fields and no more (an IPv6 address, a MAC address, /etc/passwd
+# have more); the host holds a letter, a dot or "*" (not a clock's 10:30:45)
 _PGPASS_LINE = re.compile(
     r"[ \t]*(?=[^:\n]*[A-Za-z.*])[\w.*\-]+:(?:\d{2,5}|\*):[\w.*\-]+:[\w.@*\-]+:"
-    r"(?P<secret>[^\s:]\S*?)[ \t]*\r?"
+    r"(?P<secret>(?:[^\s:\\'\"]|\\.)+)[ \t]*\r?"
 )
-_ORACLE = re.compile(r"/(?P<secret>[^\s/@\"':]+)@(?://)?[A-Za-z0-9][\w.\-]*(?P<port>:\d{2,5}/\w)?")
+# user/PASS@host:port/service (or JDBC's host:port:SID); the password may hold "@" (the last one ends it)
+_ORACLE = re.compile(r"/(?P<secret>[^\s/\"':]+)@(?://)?[A-Za-z0-9][\w.\-]*:\d{2,5}[/:]\w")
 # The user before "/": a word of its own or after JDBC's "thin:", not a path's or a URL's part.
 _ORACLE_USER = re.compile(r"(?:^|[\s\"'=]|thin:)\w+$")
-# ... after sqlplus and its tools, when no host's port and service follow ("sqlplus scott/X@ORCL").
-_ORACLE_TOOL = re.compile(
-    r"\b(?:sqlplus|sqlldr|expdp|impdp|rman|dgmgrl|conn(?:ect)?)\b(?:[ \t]+-\w+)*[ \t]+[\"']?\w+$"
+# sqlplus and its tools log in with user/PASS, a connect string after "@" or none ("as sysdba").
+_ORACLE_TOOLS = ("sqlplus", "sqlldr", "expdp", "impdp", "rman", "dgmgrl", "conn")
+_ORACLE_LOGIN = re.compile(
+    r"(?:ect)?\b(?:[ \t]+(?:-\w+|target|auxiliary|catalog))*[ \t(]*(?:userid=)?[\"']?\w+/"
+    r"(?P<secret>[^\s\"'/]+)"
 )
 _LOGIN_WORDS = ("log in", "login", "sign in", "signin", "credential", "creds")
+# "log in [to Grafana] [with|as|is] admin / PASS", "creds for staging: deploy/PASS"
 _CREDENTIAL_PAIR = re.compile(
-    r"s?(?:[ \t]+(?:with|as|are|is|using))?[ \t]*:?[ \t]+[\w.@\-]+[ \t]*/[ \t]*(?P<secret>[^\s\"'`,;]+)"
+    r"s?(?:(?:to|[ \t]+(?:to|into|for|on))(?:[ \t]+[\w.\-]+){1,3}?)?(?:[ \t]+(?:with|as|are|is|using))?"
+    r"[ \t]*:?[ \t]+[\w.@\-]+[ \t]*/[ \t]*(?P<secret>[^\s\"'`,;]+)"
 )
 _AUTH_PAIR = re.compile(r"(?i:auth)[\"']?[ \t]*[:=][ \t]*[\"']?[\w.@\-]+:(?P<secret>[^\s\"',;]+)")
-_SEED_WORDS = ("seed", "recovery", "mnemonic", "backup", "secret")
+_SEED_WORDS = (
+    "seed phrase", "seed words", "recovery phrase", "recovery words", "backup phrase", "secret phrase",
+    "mnemonic",
+)  # fmt: skip
+# The words may follow on the next line, after "is:", a count ("(12 words)") or a call's quote.
 _SEED_PHRASE = re.compile(
-    r"(?:[ \t]+(?i:phrase|words))?[ \t]*(?:[:=]|is|was)?[ \t]*[\"'`]?"
+    r"s?(?:[ \t]*\([^)\n]{0,20}\))?(?:[ \t]+(?:is|was|are))?[^a-z\n]{0,12}\n?[ \t]*"
     r"(?P<secret>[a-z]{3,8}(?:[ \t]+[a-z]{3,8}){11,23})(?![ \t]*[a-z])"
 )
 _SEED_LENGTHS = (12, 15, 18, 21, 24)  # BIP-39's phrase lengths
+# Words of a sentence that no BIP-39 word list holds: "run the seed with fake users and then …".
+_NOT_SEED_WORDS = frozenset(
+    "the and with that then this from for are was have will into your you our they what when which"
+    " there".split()
+)
 # A bare "key" in prose before a generated key's value ("the key is 9f86…", "key: 3b1f…"), not a key
 # meant to be shared or a name's ("the public key is AAAA…", "the primary key is …", "cache key: …").
 _KEY_IS = re.compile(
-    r"(?:[ \t]+(?:is|was)[ \t]+|[ \t]*[:=][ \t]*|[ \t]+)[\"'`]?"
-    r"(?P<secret>[A-Za-z0-9_+/=]{16,})(?![\w/+=\-]|\.\w)"
+    r"(?P<link>[ \t]+(?:is|was)[ \t]+|[ \t]*[:=][ \t]*)[\"'`]?"
+    r"(?P<secret>[A-Za-z0-9_+/=]{16,}|[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12})(?![\w/+=\-]|\.\w)"
 )
 _OPEN_KEY = re.compile(
     r"(?:public|primary|foreign|sort|partition|cache|host|composite|unique|idempotency)[ \t]+$"
 )
+_UUID = re.compile(r"[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
+
+
+def _line_around(text: str, start: int, end: int) -> tuple[int, int] | None:
+    """The line holding text[start:end], if it is at most _LINE_REACH long on either side."""
+    before = text.rfind("\n", max(0, start - _LINE_REACH), start)
+    if before < 0 and start > _LINE_REACH:
+        return None
+    after = text.find("\n", end, end + _LINE_REACH)
+    if after < 0 and len(text) > end + _LINE_REACH:
+        return None
+    return before + 1, len(text) if after < 0 else after
+
+
+def _pgpass_line(text: str, lowered: str, port: re.Match[str]) -> re.Match[str] | None:
+    """The .pgpass line around a ":5432:", alone on its line or quoted on a line that names .pgpass
+    (`echo 'host:5432:db:user:X' >> ~/.pgpass`)."""
+    line = _line_around(text, port.start(), port.end())
+    if line is None:
+        return None
+    if found := _PGPASS_LINE.fullmatch(text, *line):
+        return found
+    if "pgpass" not in lowered[line[0] : line[1]]:
+        return None
+    for quote in "'\"":
+        opened = text.rfind(quote, line[0], port.start())
+        closed = text.find(quote, port.end(), line[1])
+        if opened >= 0 and closed >= 0 and (found := _PGPASS_LINE.fullmatch(text, opened + 1, closed)):
+            return found
+    return None
 
 
 def _redact_unnamed(text: str, lowered: str, values: dict[str, str]) -> tuple[str, int]:
     spans = []
     for port in _PGPASS_PORT.finditer(text):
-        start = text.rfind("\n", 0, port.start()) + 1
-        end = text.find("\n", port.end())
-        if line := _PGPASS_LINE.fullmatch(text, start, len(text) if end < 0 else end):
+        line = _pgpass_line(text, lowered, port)
+        if line and (_secret_like(line.group("secret")) or len(line.group("secret")) >= 8):
             spans.append((*line.span("secret"), "password"))
     if "@" in text:
         for m in _ORACLE.finditer(text):
-            before = text[max(0, m.start() - 200, text.rfind("\n", 0, m.start()) + 1) : m.start()]
-            if _ORACLE_USER.search(before) and (m.group("port") or _ORACLE_TOOL.search(before.lower())):
+            before = text[max(0, m.start() - 200) : m.start()]
+            if _ORACLE_USER.search(before[before.rfind("\n") + 1 :]):
                 spans.append((*m.span("secret"), "password"))
+    for tool in _ORACLE_TOOLS:
+        at = lowered.find(tool)
+        while at >= 0:
+            m = (
+                _ORACLE_LOGIN.match(lowered, at + len(tool))
+                if not at or not lowered[at - 1].isalnum()
+                else None
+            )
+            if m:
+                start, end = m.span("secret")
+                if "@" in lowered[start:end]:
+                    end = lowered.rindex("@", start, end)  # user/PASS@ORCL: the connect string stays
+                if end > start:
+                    spans.append((start, end, "password"))
+            at = lowered.find(tool, at + len(tool))
     forms = (
         (_LOGIN_WORDS, _CREDENTIAL_PAIR),
         (_SEED_WORDS, _SEED_PHRASE),
@@ -1659,20 +1750,33 @@ def _redact_unnamed(text: str, lowered: str, values: dict[str, str]) -> tuple[st
         for word in words:
             at = lowered.find(word)
             while at >= 0:
-                if at and (lowered[at - 1].isalnum() or lowered[at - 1] in "_-"):
-                    pass  # inside a word: "oauth", "basic_auth", "presign in"
+                if at and lowered[at - 1].isalnum() and word != "mnemonic":
+                    pass  # inside a word: "oauth", "monkey" ("fromMnemonic(" names one)
                 elif m := pattern.match(text, at if pattern is _AUTH_PAIR else at + len(word)):
                     secret = m.group("secret")
                     if pattern is _SEED_PHRASE:
-                        if len(secret.split()) in _SEED_LENGTHS:
+                        words_said = secret.split()
+                        if len(words_said) in _SEED_LENGTHS and not _NOT_SEED_WORDS.intersection(words_said):
                             spans.append((*m.span("secret"), "seed_phrase"))
                     elif pattern is _KEY_IS:
-                        if _generated_key(secret) and not _OPEN_KEY.search(lowered, max(0, at - 20), at):
+                        if _prose_key(secret, m.group("link")) and not _OPEN_KEY.search(
+                            lowered, max(0, at - 20), at
+                        ):
                             spans.append((*m.span("secret"), "api_key"))
-                    elif _password_shaped(secret):
+                    elif _password_shaped(secret):  # "Google/GitHub", "jwt:HS256", "admin / admin" stay
                         spans.append((*m.span("secret"), "password"))
                 at = lowered.find(word, at + len(word))
     return _hide(text, spans, values)
+
+
+def _prose_key(value: str, link: str) -> bool:
+    """A value "the key is" names: shaped like a generated key, a UUID, or after "is" a hex digest's
+    length too (`openssl rand -hex 32`); after ":" a digest stays, as a bare key field's does."""
+    if _UUID.fullmatch(value):
+        return True
+    if "is" in link or "was" in link:
+        return _key_shaped(value) and not any(c in value for c in "-.:")
+    return _generated_key(value)
 
 
 def _key_part(text: str, start: int) -> bool:
@@ -1701,7 +1805,7 @@ def _key_words(text: str) -> Iterator[re.Match[str]]:
     lowered = text.lower()
     if len(lowered) == len(text):
         words = _KEY_WORD.finditer(lowered)
-        keys = _KEY_LITERAL.finditer(lowered) if "key" in lowered else ()
+        keys = _KEY_LITERAL.finditer(lowered) if "key" in lowered or "salt" in lowered else ()
     else:
         # Trigger: lowercasing changed the length (rare non-ASCII letters such as "İ").
         # Why: match offsets in the lowered copy would no longer line up with the text.
@@ -1735,11 +1839,13 @@ def _value_span(text: str, key_start: int, key_end: int) -> tuple[int, int] | No
     else:
         match = _ASSIGN_TAIL.match(text, key_end)
         close = match.group("close") if match else ""
-        opened = text[max(0, key_start - 2) : key_start].rstrip("#")[-1:]  # "#password": a form field's id
-        if close and opened != close:
+        quote = (
+            key_start - 2 if text[key_start - 1 : key_start] == "#" else key_start - 1
+        )  # "#password": an id
+        if close and text[quote : quote + 1] != close:
             return None  # a quote after the key that did not open before it: not a quoted key
         if match and match.group("arg") is not None:
-            return _argument_value(text, key, match)
+            return _argument_value(text, key, quote, match)
     if not match:
         return None
     value = match.group("value")
@@ -1786,15 +1892,16 @@ def _value_span(text: str, key_start: int, key_end: int) -> tuple[int, int] | No
 # A setter of a secret, or a builder's method named for one: setPassword, set_db_password, withToken,
 # password (not getToken, check_password).
 _SETTER = re.compile(
-    r"(?:(?:set|with)_?(?:\w*?[_a-z])?)?(?:pass(?:word|wd|phrase)|secret|token|(?:api|access|private)_?key)"
+    r"(?:(?:set|with)_?(?:\w*?[_a-z])?)?"
+    r"(?:pass(?:word|wd|phrase)|secret|token|(?:api|access|private|auth|app|client|consumer|licen[cs]e)_?key)"
 )
 # More string arguments after the first: a setter's secret is its last ("set_password(service, user, X)").
-_MORE_STRINGS = re.compile(r"""(?:[ \t]*,[ \t]*(?:"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'))*(?=[ \t]*\))""")
+_MORE_STRINGS = re.compile(r"""(?:\s*,\s*(?:"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'))*(?=\s*,?\s*\))""")
 _NEXT_KEY = re.compile(r"[ \t]*[:=]")
 _LAST_STRING = re.compile(r"""(?:"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')$""")
 
 
-def _argument_value(text: str, key: str, match: re.Match[str]) -> tuple[int, int] | None:
+def _argument_value(text: str, key: str, quote: int, match: re.Match[str]) -> tuple[int, int] | None:
     """Trigger: a quoted string after a secret's name given as a string argument (the key's arg
     group). Why: a call's next argument after a quoted name is a value as often as another name
     (`only("password", "email")`, a schema's `required` list), a call after an unquoted name is a
@@ -1812,10 +1919,12 @@ def _argument_value(text: str, key: str, match: re.Match[str]) -> tuple[int, int
             start, end = _LAST_STRING.search(text, end, more.end()).span()
     elif not match.group("close"):
         return None  # "print(password, 'x')": the name is a variable, not a quoted name
+    elif arg == "," and not _FIRST_ARGUMENT.search(text, max(0, quote - 120), quote):
+        return None  # a name in a list ("pick(user, ['id', 'password', 'createdAt'])"), not a call's argument
     value = text[start + 1 : end - 1]
     if not value.strip() or _TEMPLATE.fullmatch(value.strip()):
         return None
-    if arg == "," and (not _argument_secret(value) or _NEXT_KEY.match(text, end)):
+    if arg in (",", "to") and (not _argument_secret(value) or _NEXT_KEY.match(text, end)):
         return None  # a name or a label, or the next key of an object ({"Name": "DbPassword", "Value": …})
     return start + 1, end - 1
 
@@ -1829,13 +1938,25 @@ def _argument_secret(value: str) -> bool:
         return len(value) >= 20 and sum(not c.isalpha() for c in core) * 4 >= len(core)
     return (
         _secret_like(value)
-        and not _IDENTIFIER.fullmatch(value)
+        and not _NAME_LIKE.fullmatch(value)
+        and not _SQL_TYPE.fullmatch(value)
         and not _FILE_NAME.fullmatch(value)
         and not _PATH.match(value)
     )
 
 
-_TEMPLATE = re.compile(r"\$?\{\{.*\}\}|\$\{\w+(?::?-[^}]*)?\}")
+# A name rather than a value: letters only, in camelCase, snake_case or CAPS ("newPassword", "roleId" has a
+# capital and no digit); a column's type ("VARCHAR(255)").
+_NAME_LIKE = re.compile(r"[A-Za-z][a-z]*(?:[A-Z][a-z]*)*|[a-z]+(?:[_\-.][a-z]+)+|[A-Z]+(?:_[A-Z]+)*")
+_SQL_TYPE = re.compile(r"[A-Za-z]+ ?\(\d+(?:, ?\d+)?\)")
+# A call's argument after only strings: its opening bracket, then the name's quote ("define('DB_PASSWORD',
+# …", "parser.set('database', 'password', …", "Map.of('user', 'app', 'password', …").
+_FIRST_ARGUMENT = re.compile(r"""\((?:\s*(?:"[^"\n]*"|'[^'\n]*')\s*,)*\s*$""")
+
+
+_TEMPLATE = re.compile(
+    r"\$?\{\{.*\}\}|\$\{[\w.\-]+(?::?-?[^}]*)?\}"
+)  # "${DB_PASSWORD}", Spring's "${db.password}"
 _ENV_NAME = re.compile(r"[A-Z][A-Z0-9_]*")
 _TO_SPACE = re.compile(r"\S*")
 _FILE_KEY = re.compile(r"\.[A-Za-z]{1,5}$")
