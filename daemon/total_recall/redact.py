@@ -363,8 +363,9 @@ _CONTINUED = r"(?:\\(?:[ \t]*\r?\n|[ \t]+)[ \t]*)?"
 _ASSIGN_TAIL = re.compile(
     r"""(?P<close>["']?)(?P<sep>[ \t]*(?::=|=>|:(?!:)|=(?!=))[ \t]*"""
     + _CONTINUED
-    + r"""|[ \t]*(?P<arg>,|\(|\][ \t]*=(?!=)|[ \t]to[ \t]"""
-    r"""|(?:\)[ \t]*){1,2}\.[ \t]*(?i:type|fill|send_?keys|set_?value)\()\s*(?=["']))"""
+    + r"""|[ \t]*(?P<arg>,|\(|\][ \t]*(?:\|\||\?\?)?=(?!=)|[ \t](?:to|->)[ \t]"""
+    r"""|(?:\)[ \t]*){1,2}(?:\.\w+\([^()\n]{0,40}\))*\.[ \t]*(?i:type|fill|send_?keys|set_?value)\()"""
+    r"""\s*(?=["']))"""
     r"""(?P<value>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'|(?:[^\s"',;)}\]\\]|\\(?![nrt]))+)"""
 )
 _FLAG_TAIL = re.compile(
@@ -1371,7 +1372,10 @@ def _cookie_values(text: str, start: int, end: int, first_only: bool) -> list[tu
 
 
 # One piece of an LLM's streamed text: a word or two with its space and punctuation.
-_STREAM_PIECE = re.compile(r"\s\S{0,11}|[\W\d_]{0,3}[^\W\d_]{1,12}[.,!?:;]?|[\W\d_]{1,12}")
+_HEX = re.compile(r"[0-9a-fA-F]{8,}")
+_STREAM_PIECE = re.compile(
+    r"\s?(?:[^\W\d_]{1,10}(?:'[^\W\d_]{1,3})?|\d{1,4}|[^\w\s]{1,4}|[^\w\s][^\W\d_]{1,10})[^\w\s]{0,2}"
+)
 
 
 def _redact_assignments(text: str, values: dict[str, str]) -> tuple[str, int]:
@@ -1394,7 +1398,12 @@ def _redact_assignments(text: str, values: dict[str, str]) -> tuple[str, int]:
         if short and _not_a_password(text[key_start:key_end], text[start:end], text[key_end:start]):
             continue
         kind = _kind(text[key_start:key_end], word.group(0))
-        if kind == "token" and text[start - 1 : start] in "\"'" and _STREAM_PIECE.fullmatch(text[start:end]):
+        if (
+            text[key_start:key_end] == "token"
+            and text[start - 1 : start] in "\"'"
+            and _STREAM_PIECE.fullmatch(text[start:end])
+            and not _HEX.fullmatch(text[start:end])
+        ):
             continue  # an LLM stream's piece of text ({"token": " Hello"}), not a credential
         _remember(values, text[start:end], kind)
         out.append(text[done:start])
@@ -1642,32 +1651,47 @@ _PGPASS_LINE = re.compile(
     r"(?P<secret>(?:[^\s:\\'\"]|\\.)+)[ \t]*\r?"
 )
 # user/PASS@host:port/service (or JDBC's host:port:SID); the password may hold "@" (the last one ends it)
-_ORACLE = re.compile(r"/(?P<secret>[^\s/\"':]+)@(?://)?[A-Za-z0-9][\w.\-]*:\d{2,5}[/:]\w")
+_ORACLE = re.compile(
+    r"/(?P<secret>[^\s/\"':]{1,128})@(?://)?[A-Za-z0-9][\w.\-]{0,128}:(?P<port>\d{2,5})[/:]\w"
+)
 # The user before "/": a word of its own or after JDBC's "thin:", not a path's or a URL's part.
-_ORACLE_USER = re.compile(r"(?:^|[\s\"'=]|thin:)\w+$")
-# sqlplus and its tools log in with user/PASS, a connect string after "@" or none ("as sysdba").
-_ORACLE_TOOLS = ("sqlplus", "sqlldr", "expdp", "impdp", "rman", "dgmgrl", "conn")
+_ORACLE_USER = re.compile(r"(?:^|[\s\"'=]|(?P<jdbc>thin:))\w+$")
+_PLACEHOLDERS = frozenset(
+    {"password", "passwd", "pass", "pwd", "secret", "xxx", "xxxx", "****", "<password>"}
+)
+_ORACLE_PORTS = frozenset({*map(str, range(1521, 1530)), "2483", "2484"})  # a listener's
+# sqlplus and its tools log in with user/PASS, a connect string after "@" or none ("as sysdba"); rman
+# after target, auxiliary or catalog; "connect" only before a password's shape (not "connect
+# frontend/backend", "connect MySQL/MariaDB").
+_ORACLE_TOOLS = ("sqlplus", "sqlldr", "expdp", "impdp", "dgmgrl", "rman", "conn")
 _ORACLE_LOGIN = re.compile(
-    r"(?:ect)?\b(?:[ \t]+(?:-\w+|target|auxiliary|catalog))*[ \t(]*(?:userid=)?[\"']?\w+/"
-    r"(?P<secret>[^\s\"'/]+)"
+    r"(?:ect)?\b(?:[ \t]+-\w+){0,6}(?P<rman>(?:[ \t]+(?:target|auxiliary|catalog))?)[ \t(]*(?:userid=)?"
+    r"[\"']?\w+/(?P<secret>[^\s\"'/(),;<>]{1,128})"
 )
 _LOGIN_WORDS = ("log in", "login", "sign in", "signin", "credential", "creds")
-# "log in [to Grafana] [with|as|is] admin / PASS", "creds for staging: deploy/PASS"
+# "log in [to Grafana] [with|as|is] admin / PASS", "creds for staging: deploy/PASS", "**Login:** admin / X";
+# the user is a login's (lower case: not "Google/GitHub"), the password one word (not a path's next part).
 _CREDENTIAL_PAIR = re.compile(
     r"s?(?:(?:to|[ \t]+(?:to|into|for|on))(?:[ \t]+[\w.\-]+){1,3}?)?(?:[ \t]+(?:with|as|are|is|using))?"
-    r"[ \t]*:?[ \t]+[\w.@\-]+[ \t]*/[ \t]*(?P<secret>[^\s\"'`,;]+)"
+    r"[ \t]*\**:?\**[ \t]+`?[a-z][\w.@\-]{0,64}`?[ \t]*/[ \t]*`?"
+    r"(?P<secret>[^\s\"'`,;/=]{1,128})(?![^\s\"'`,;])"
 )
-_AUTH_PAIR = re.compile(r"(?i:auth)[\"']?[ \t]*[:=][ \t]*[\"']?[\w.@\-]+:(?P<secret>[^\s\"',;]+)")
+# auth: user:PASS (basic_auth, http_auth), not a URL, a port, a timestamp or an image's tag
+_AUTH_PAIR = re.compile(
+    r"(?i:auth)[\"']?[ \t]*[:=][ \t]*[\"']?[A-Za-z][\w.@\-]{0,64}:"
+    r"(?P<secret>[^\s\"',;/:=]{1,128})(?=[\s\"',;]|$)"
+)
 _SEED_WORDS = (
     "seed phrase", "seed words", "recovery phrase", "recovery words", "backup phrase", "secret phrase",
     "mnemonic",
 )  # fmt: skip
 # The words may follow on the next line, after "is:", a count ("(12 words)") or a call's quote.
 _SEED_PHRASE = re.compile(
-    r"s?(?:[ \t]*\([^)\n]{0,20}\))?(?:[ \t]+(?:is|was|are))?[^a-z\n]{0,12}\n?[ \t]*"
+    r"(?![a-z])(?:[ \t]*\([^)\n]{0,20}\))?(?:[ \t]+(?:is|was|are))?[^a-z\n]{0,12}\n?[ \t]*"
     r"(?P<secret>[a-z]{3,8}(?:[ \t]+[a-z]{3,8}){11,23})(?![ \t]*[a-z])"
 )
 _SEED_LENGTHS = (12, 15, 18, 21, 24)  # BIP-39's phrase lengths
+_SEED_MEAN_LETTERS = 4.5  # a BIP-39 phrase's words are 5.4 letters long on average; `mov push pop` 3.3
 # Words of a sentence that no BIP-39 word list holds: "run the seed with fake users and then …".
 _NOT_SEED_WORDS = frozenset(
     "the and with that then this from for are was have will into your you our they what when which"
@@ -1677,12 +1701,15 @@ _NOT_SEED_WORDS = frozenset(
 # meant to be shared or a name's ("the public key is AAAA…", "the primary key is …", "cache key: …").
 _KEY_IS = re.compile(
     r"(?P<link>[ \t]+(?:is|was)[ \t]+|[ \t]*[:=][ \t]*)[\"'`]?"
-    r"(?P<secret>[A-Za-z0-9_+/=]{16,}|[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12})(?![\w/+=\-]|\.\w)"
+    r"(?P<secret>[A-Za-z0-9_+/=]{16,128}|[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12})(?![\w/+=\-]|\.\w)"
 )
 _OPEN_KEY = re.compile(
-    r"(?:public|primary|foreign|sort|partition|cache|host|composite|unique|idempotency)[ \t]+$"
+    r"(?:public|primary|foreign|sort|partition|cache|host|composite|unique|idempotency|lookup|row|routing"
+    r"|dedupe|deduplication|lock|message|object|bucket|s3|redis|busting|signing|gpg|pgp|ssh|license)[ \t]+$"
 )
 _UUID = re.compile(r"[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
+# A .pgpass line's port: PostgreSQL's, PgBouncer's, or any ("*"); not a Redis key's or a record's number.
+_PGPASS_PORTS = frozenset({*map(str, range(5432, 5440)), "6432", "*"})
 
 
 def _line_around(text: str, start: int, end: int) -> tuple[int, int] | None:
@@ -1717,13 +1744,23 @@ def _pgpass_line(text: str, lowered: str, port: re.Match[str]) -> re.Match[str] 
 def _redact_unnamed(text: str, lowered: str, values: dict[str, str]) -> tuple[str, int]:
     spans = []
     for port in _PGPASS_PORT.finditer(text):
+        if port.group(0)[1:-1] not in _PGPASS_PORTS:
+            continue
         line = _pgpass_line(text, lowered, port)
-        if line and (_secret_like(line.group("secret")) or len(line.group("secret")) >= 8):
+        if (
+            line
+            and not _NAME_LIKE.fullmatch(line.group("secret"))
+            and not _SLUG.fullmatch(line.group("secret"))
+        ):
             spans.append((*line.span("secret"), "password"))
     if "@" in text:
         for m in _ORACLE.finditer(text):
             before = text[max(0, m.start() - 200) : m.start()]
-            if _ORACLE_USER.search(before[before.rfind("\n") + 1 :]):
+            user = _ORACLE_USER.search(before[before.rfind("\n") + 1 :])
+            # a listener's port, JDBC's "thin:", or a password's shape: not `curl svc/api@10.0.0.5:8080/`
+            if user and (
+                user.group("jdbc") or m.group("port") in _ORACLE_PORTS or _password_shaped(m.group("secret"))
+            ):
                 spans.append((*m.span("secret"), "password"))
     for tool in _ORACLE_TOOLS:
         at = lowered.find(tool)
@@ -1733,11 +1770,15 @@ def _redact_unnamed(text: str, lowered: str, values: dict[str, str]) -> tuple[st
                 if not at or not lowered[at - 1].isalnum()
                 else None
             )
-            if m:
+            if m and (tool != "rman" or m.group("rman")):
                 start, end = m.span("secret")
                 if "@" in lowered[start:end]:
                     end = lowered.rindex("@", start, end)  # user/PASS@ORCL: the connect string stays
-                if end > start:
+                if (
+                    end > start
+                    and lowered[start:end] not in _PLACEHOLDERS
+                    and (tool != "conn" or _password_shaped(text[start:end]))
+                ):
                     spans.append((start, end, "password"))
             at = lowered.find(tool, at + len(tool))
     forms = (
@@ -1750,17 +1791,24 @@ def _redact_unnamed(text: str, lowered: str, values: dict[str, str]) -> tuple[st
         for word in words:
             at = lowered.find(word)
             while at >= 0:
-                if at and lowered[at - 1].isalnum() and word != "mnemonic":
-                    pass  # inside a word: "oauth", "monkey" ("fromMnemonic(" names one)
+                if at and (lowered[at - 1].isalnum() or lowered[at - 1] in "/.") and word != "mnemonic":
+                    pass  # inside a word or a path: "oauth", "monkey", "/auth:" ("fromMnemonic(" names one)
                 elif m := pattern.match(text, at if pattern is _AUTH_PAIR else at + len(word)):
                     secret = m.group("secret")
                     if pattern is _SEED_PHRASE:
-                        words_said = secret.split()
-                        if len(words_said) in _SEED_LENGTHS and not _NOT_SEED_WORDS.intersection(words_said):
+                        said = secret.split()
+                        if (
+                            len(said) in _SEED_LENGTHS
+                            and not _NOT_SEED_WORDS.intersection(said)
+                            and sum(map(len, said)) >= _SEED_MEAN_LETTERS * len(said)
+                        ):
                             spans.append((*m.span("secret"), "seed_phrase"))
                     elif pattern is _KEY_IS:
-                        if _prose_key(secret, m.group("link")) and not _OPEN_KEY.search(
-                            lowered, max(0, at - 20), at
+                        if (
+                            lowered[at - 1 : at]
+                            not in ("-", "_")  # a header's or a field's name: Idempotency-Key
+                            and _prose_key(secret, m.group("link"))
+                            and not _OPEN_KEY.search(lowered, max(0, at - 24), at)
                         ):
                             spans.append((*m.span("secret"), "api_key"))
                     elif _password_shaped(secret):  # "Google/GitHub", "jwt:HS256", "admin / admin" stay
@@ -1772,9 +1820,9 @@ def _redact_unnamed(text: str, lowered: str, values: dict[str, str]) -> tuple[st
 def _prose_key(value: str, link: str) -> bool:
     """A value "the key is" names: shaped like a generated key, a UUID, or after "is" a hex digest's
     length too (`openssl rand -hex 32`); after ":" a digest stays, as a bare key field's does."""
-    if _UUID.fullmatch(value):
-        return True
     if "is" in link or "was" in link:
+        if _UUID.fullmatch(value):
+            return True  # "the key is 3f9c2a1e-…" (after ":" or "=" a UUID is an id in a log line)
         return _key_shaped(value) and not any(c in value for c in "-.:")
     return _generated_key(value)
 
@@ -1813,6 +1861,8 @@ def _key_words(text: str) -> Iterator[re.Match[str]]:
         lowered, words, keys = text, _KEY_WORD_ANY_CASE.finditer(text), _KEY_ANY_CASE.finditer(text)
     owned = []
     for key in keys:
+        if not key.start() or not (lowered[key.start() - 1].isalpha() or lowered[key.start() - 1] in "_-"):
+            continue  # "key" alone, not the end of "app_key", "nonceKey"
         for start in range(max(0, key.start() - _KEY_OWNER_REACH), key.start()):
             owner = _KEY_OWNER.match(lowered, start, key.end())
             if owner and owner.end() == key.end():
@@ -1896,7 +1946,9 @@ _SETTER = re.compile(
     r"(?:pass(?:word|wd|phrase)|secret|token|(?:api|access|private|auth|app|client|consumer|licen[cs]e)_?key)"
 )
 # More string arguments after the first: a setter's secret is its last ("set_password(service, user, X)").
-_MORE_STRINGS = re.compile(r"""(?:\s*,\s*(?:"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'))*(?=\s*,?\s*\))""")
+_MORE_STRINGS = re.compile(
+    r"""(?:\s*,\s*(?:"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'))*(?=(?:\.\w+\(\))?\s*,?\s*\))"""
+)
 _NEXT_KEY = re.compile(r"[ \t]*[:=]")
 _LAST_STRING = re.compile(r"""(?:"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')$""")
 
@@ -1910,13 +1962,18 @@ def _argument_value(text: str, key: str, quote: int, match: re.Match[str]) -> tu
     arg = match.group("arg").strip()
     start, end = match.span("value")
     if arg == "(":
-        if match.group("close") or not _SETTER.fullmatch(key.rsplit(".", 1)[-1].lower()):
+        name = key.rsplit(".", 1)[-1]
+        if match.group("close") or not _SETTER.fullmatch(name.lower()):
             return None
+        if "." not in key and not name.lower().startswith(("set", "with")):
+            return None  # a constructor or a function of that name (`Token("NUMBER", "42")`), not a builder's
         more = _MORE_STRINGS.match(text, end)
         if more is None:
             return None  # an argument that is not a string follows: not a setter's secret
         if more.end() > end:
             start, end = _LAST_STRING.search(text, end, more.end()).span()
+        if not _set_value(text[start + 1 : end - 1], "pass" in name.lower()):
+            return None  # a name, a path or a label given to it (`setAppKey("APP_KEY")`)
     elif not match.group("close"):
         return None  # "print(password, 'x')": the name is a variable, not a quoted name
     elif arg == "," and not _FIRST_ARGUMENT.search(text, max(0, quote - 120), quote):
@@ -1924,24 +1981,58 @@ def _argument_value(text: str, key: str, quote: int, match: re.Match[str]) -> tu
     value = text[start + 1 : end - 1]
     if not value.strip() or _TEMPLATE.fullmatch(value.strip()):
         return None
-    if arg in (",", "to") and (not _argument_secret(value) or _NEXT_KEY.match(text, end)):
+    if arg[0] in ",]t-" and (not _argument_secret(value) or _NEXT_KEY.match(text, end)):
         return None  # a name or a label, or the next key of an object ({"Name": "DbPassword", "Value": …})
     return start + 1, end - 1
 
 
 def _argument_secret(value: str) -> bool:
-    """A call's argument after a quoted secret name that looks like a secret rather than another name
-    or a label: a word with a digit, a symbol or mixed case (not `confirm_password`, `email`), or a
-    long run of words and symbols (a WordPress salt), not a sentence."""
+    """A value given after a quoted secret name (a call's argument, a subscript's, Kotlin's `to`) that
+    looks like a secret rather than another name, a label, a message or a pattern: a generated key, a
+    word of 8 characters or more holding letters and digits, or of 6 or more with a symbol too (not
+    `confirm_password`, `OAuth2`, `v2-refresh`, `refresh:v2`, `VARCHAR(255)`), or a long run of words
+    and symbols (a WordPress salt), not a sentence or an ICU message."""
     if any(c.isspace() for c in value):
-        core = "".join(value.split())
-        return len(value) >= 20 and sum(not c.isalpha() for c in core) * 4 >= len(core)
-    return (
-        _secret_like(value)
-        and not _NAME_LIKE.fullmatch(value)
-        and not _SQL_TYPE.fullmatch(value)
-        and not _FILE_NAME.fullmatch(value)
-        and not _PATH.match(value)
+        if "{" in value and "}" in value:
+            return False  # a message's format (ICU's "{n, plural, one {# try} …}")
+        words = value.split()
+        core = "".join(words)
+        plain = sum(w.isalpha() and w.islower() and len(w) >= 3 for w in words)
+        return (
+            len(value) >= 20
+            and sum(not c.isalpha() for c in core) * 4 >= len(core)
+            and plain * 4 <= len(words)
+        )
+    if _key_shaped(value):
+        return True
+    if (
+        len(value) < 6
+        or ":" in value
+        or value[:1] == "^"
+        or _SLUG.fullmatch(value)
+        or _SQL_TYPE.fullmatch(value)
+        or _FILE_NAME.fullmatch(value)
+        or _PATH.match(value)
+    ):
+        return False
+    letters, digits = any(c.isalpha() for c in value), any(c.isdigit() for c in value)
+    symbol = any(not (c.isalnum() or c in "-._") for c in value)
+    return letters and digits and (len(value) >= 8 or symbol)
+
+
+def _set_value(value: str, password: bool) -> bool:
+    """A value a setter named for a secret is given that is one: not a sentence; a password setter's any
+    word but a path (`set_password('testpass')`); another's not a name, a path, an id or a slug
+    (`"APP_KEY"`, `"/etc/ssl/private/server.key"`, `"prod/db-credentials"`, `"page-2"`)."""
+    if any(c.isspace() for c in value):
+        return _argument_secret(value)  # a salt, not a label ("Choose a password")
+    if password:
+        return not _PATH.match(value)
+    return len(value) >= 6 and not (
+        _NAME_LIKE.fullmatch(value)
+        or _SLUG.fullmatch(value)
+        or _PATH.match(value)
+        or _FILE_NAME.fullmatch(value)
     )
 
 
@@ -1949,6 +2040,7 @@ def _argument_secret(value: str) -> bool:
 # capital and no digit); a column's type ("VARCHAR(255)").
 _NAME_LIKE = re.compile(r"[A-Za-z][a-z]*(?:[A-Z][a-z]*)*|[a-z]+(?:[_\-.][a-z]+)+|[A-Z]+(?:_[A-Z]+)*")
 _SQL_TYPE = re.compile(r"[A-Za-z]+ ?\(\d+(?:, ?\d+)?\)")
+_SLUG = re.compile(r"[a-z0-9]+(?:[-/][a-z0-9]+)+")  # "prod/db-credentials", "page-2", "rotate-logs"
 # A call's argument after only strings: its opening bracket, then the name's quote ("define('DB_PASSWORD',
 # …", "parser.set('database', 'password', …", "Map.of('user', 'app', 'password', …").
 _FIRST_ARGUMENT = re.compile(r"""\((?:\s*(?:"[^"\n]*"|'[^'\n]*')\s*,)*\s*$""")
