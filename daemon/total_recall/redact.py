@@ -437,7 +437,6 @@ _ENV_TAIL = re.compile(
 _PROSE_WORD = re.compile(
     r"p(?:ass(?:w(?:or)?d|phrase|code)|in code|wd?(?![a-z]))|cookie|secret|token|api[ _\-]?key"
 )
-
 # How prose joins the word to its value: "is"/"was"/"will be", a colon or "=" ("api key: X"), a
 # setting verb's "to"/"as" ("set the password to X", "X as the token"; `to` in the match), or a quote
 # ("the password 'X'"); after the word or after a short "for the staging db".
@@ -1804,9 +1803,9 @@ def _redact_unnamed(text: str, lowered: str, values: dict[str, str]) -> tuple[st
                         ):
                             spans.append((*m.span("secret"), "seed_phrase"))
                     elif pattern is _KEY_IS:
+                        named = lowered[at - 1 : at] in ("-", "_")  # a header's or a field's: Idempotency-Key
                         if (
-                            lowered[at - 1 : at]
-                            not in ("-", "_")  # a header's or a field's name: Idempotency-Key
+                            not named
                             and _prose_key(secret, m.group("link"))
                             and not _OPEN_KEY.search(lowered, max(0, at - 24), at)
                         ):
@@ -1889,9 +1888,8 @@ def _value_span(text: str, key_start: int, key_end: int) -> tuple[int, int] | No
     else:
         match = _ASSIGN_TAIL.match(text, key_end)
         close = match.group("close") if match else ""
-        quote = (
-            key_start - 2 if text[key_start - 1 : key_start] == "#" else key_start - 1
-        )  # "#password": an id
+        # where the key's opening quote would be ("#password" is a form field's id: the quote before "#")
+        quote = key_start - 2 if text[key_start - 1 : key_start] == "#" else key_start - 1
         if close and text[quote : quote + 1] != close:
             return None  # a quote after the key that did not open before it: not a quoted key
         if match and match.group("arg") is not None:
@@ -1981,7 +1979,8 @@ def _argument_value(text: str, key: str, quote: int, match: re.Match[str]) -> tu
     value = text[start + 1 : end - 1]
     if not value.strip() or _TEMPLATE.fullmatch(value.strip()):
         return None
-    if arg[0] in ",]t-" and (not _argument_secret(value) or _NEXT_KEY.match(text, end)):
+    typed = arg[0] in "()"  # a setter's value or what a test types into the field: no other name there
+    if not typed and (not _argument_secret(value) or _NEXT_KEY.match(text, end)):
         return None  # a name or a label, or the next key of an object ({"Name": "DbPassword", "Value": …})
     return start + 1, end - 1
 
