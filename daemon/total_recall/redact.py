@@ -357,15 +357,12 @@ _KEY_CHAR = re.compile(r"[\w.\-]")
 # A shell line continuation between a name and its value (`KEY=\` then the value on the next line).
 _CONTINUED = r"(?:\\(?:[ \t]*\r?\n|[ \t]+)[ \t]*)?"
 # Or a string argument after the key's: the next argument of a call (`define('DB_PASSWORD', 'X')`,
-# `props.put("password", "X")`), a subscript's assignment (`os.environ["DB_PASSWORD"] = "X"`), a setter's
-# argument (`setPassword("X")`), or what a test types into the field (`cy.get("#password").type("X")`);
-# each only with a quoted value (_argument_value).
+# `props.put("password", "X")`), a subscript's assignment (`os.environ["DB_PASSWORD"] = "X"`), Kotlin's
+# `to`, a setter's argument (`setPassword("X")`); each only with a quoted value (_argument_value).
 _ASSIGN_TAIL = re.compile(
     r"""(?P<close>["']?)(?P<sep>[ \t]*(?::=|=>|:(?!:)|=(?!=))[ \t]*"""
     + _CONTINUED
-    + r"""|[ \t]*(?P<arg>,|\(|\][ \t]*(?:\|\||\?\?)?=(?!=)|[ \t](?:to|->)[ \t]"""
-    r"""|(?:\)[ \t]*){1,2}(?:\.\w+\([^()\n]{0,40}\))*\.[ \t]*(?i:type|fill|send_?keys|set_?value)\()"""
-    r"""\s*(?=["']))"""
+    + r"""|[ \t]*(?P<arg>,|\(|\][ \t]*(?:\|\||\?\?)?=(?!=)|[ \t](?:to|->)[ \t])\s*(?=["']))"""
     r"""(?P<value>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'|(?:[^\s"',;)}\]\\]|\\(?![nrt]))+)"""
 )
 _FLAG_TAIL = re.compile(
@@ -1640,7 +1637,8 @@ def _redact_aws_secrets(text: str, values: dict[str, str]) -> tuple[str, int]:
 
 # Credentials with no secret's name before them, each known by its layout and found from a literal
 # (a scan of about 1 ms per MB), its surroundings read then: a .pgpass line, Oracle's user/PASS, a
-# login's "admin / PASS", a bare auth field's user:PASS, "the key is X", a wallet's seed phrase.
+# login's "admin / PASS", a bare auth field's user:PASS, "the key is X", a wallet's seed phrase, what a
+# test types into a password field.
 _LINE_REACH = 300  # how far such a line is read around its literal: no farther (a long line is not one)
 _PGPASS_PORT = re.compile(r":(?:\d{2,5}|\*):")
 # host:port:database:user:PASS, five fields and no more (an IPv6 address, a MAC address, /etc/passwd
@@ -1786,6 +1784,8 @@ def _redact_unnamed(text: str, lowered: str, values: dict[str, str]) -> tuple[st
         (("auth",), _AUTH_PAIR),
         (("key",), _KEY_IS),
     )
+    if "password" in lowered:
+        spans += [(*span, "password") for span in _typed_fields(text, lowered)]
     for words, pattern in forms:
         for word in words:
             at = lowered.find(word)
@@ -1814,6 +1814,45 @@ def _redact_unnamed(text: str, lowered: str, values: dict[str, str]) -> tuple[st
                         spans.append((*m.span("secret"), "password"))
                 at = lowered.find(word, at + len(word))
     return _hide(text, spans, values)
+
+
+# What a test types into a password field, found by any selector, label or placeholder that says
+# "password": Playwright's `page.fill('input[name="password"]', X)` and `getByLabel('Password').fill(X)`,
+# Cypress' `cy.get('#password').clear().type(X)`, Selenium's `By.id("password")).sendKeys(X)`,
+# WebdriverIO's `addValue`, jQuery's `.val(X)`, Capybara's `fill_in 'Password', with: X`.
+_FIELD_REACH = 80  # the selector's length either side of "password"
+_TYPE_CALL = r"(?:fill|type|send_?keys|set_?value|press_?sequentially|add_?value|val)"
+# ... given to the call that types, or to a call inside it (`user.type(screen.getByLabelText("Password"), X)`)
+_TYPED_AS_ARGUMENT = re.compile(
+    r"(?<!\w)(?i:" + _TYPE_CALL + r"[ \t]*\(|fill_in[ \t]*\(?)(?:\s*[\w.]+\()?\s*$"
+)
+_TYPED_AFTER = re.compile(
+    r"""(?:[ \t]*\))?\s*,\s*(?:with:[ \t]*)?(?P<q>["'])(?P<secret>[^"'\n]+)(?P=q)"""
+    r"""|(?:[ \t]*\)){1,2}(?:\.\w+\([^()\n]{0,40}\))*\.[ \t]*(?i:""" + _TYPE_CALL + r""")\([ \t]*"""
+    r"""(?P<q2>["'])(?P<typed>[^"'\n]+)(?P=q2)"""
+)
+
+
+def _typed_fields(text: str, lowered: str) -> Iterator[tuple[int, int]]:
+    """The spans of what is typed into a field whose quoted selector says "password"."""
+    at = lowered.find("password")
+    while at >= 0:
+        for quote in "'\"":
+            opened = text.rfind(quote, max(0, at - _FIELD_REACH), at)
+            closed = text.find(quote, at, at + _FIELD_REACH)
+            if opened < 0 or closed < 0 or "\n" in text[opened:closed]:
+                continue
+            typed = _TYPED_AFTER.match(text, closed + 1)
+            if typed is None:
+                continue
+            as_argument = typed.group("secret") is not None
+            if as_argument and not _TYPED_AS_ARGUMENT.search(text, max(0, opened - 60), opened):
+                continue  # "password", "X" not given to a call that types: another rule's pair
+            span = typed.span("secret" if as_argument else "typed")
+            if text[span[0]] != "{":  # Cypress's special keys ("{enter}")
+                yield span
+            break
+        at = lowered.find("password", at + len("password"))
 
 
 def _prose_key(value: str, link: str) -> bool:
@@ -1888,8 +1927,7 @@ def _value_span(text: str, key_start: int, key_end: int) -> tuple[int, int] | No
     else:
         match = _ASSIGN_TAIL.match(text, key_end)
         close = match.group("close") if match else ""
-        # where the key's opening quote would be ("#password" is a form field's id: the quote before "#")
-        quote = key_start - 2 if text[key_start - 1 : key_start] == "#" else key_start - 1
+        quote = key_start - 1  # where the key's opening quote would be
         if close and text[quote : quote + 1] != close:
             return None  # a quote after the key that did not open before it: not a quoted key
         if match and match.group("arg") is not None:
@@ -1979,8 +2017,7 @@ def _argument_value(text: str, key: str, quote: int, match: re.Match[str]) -> tu
     value = text[start + 1 : end - 1]
     if not value.strip() or _TEMPLATE.fullmatch(value.strip()):
         return None
-    typed = arg[0] in "()"  # a setter's value or what a test types into the field: no other name there
-    if not typed and (not _argument_secret(value) or _NEXT_KEY.match(text, end)):
+    if arg != "(" and (not _argument_secret(value) or _NEXT_KEY.match(text, end)):
         return None  # a name or a label, or the next key of an object ({"Name": "DbPassword", "Value": …})
     return start + 1, end - 1
 
