@@ -362,6 +362,7 @@ PLANTED = [
     ("password", "cy.get('#password').clear().type('Cypr3ss!')", "Cypr3ss!"),
     ("secret", "ENV['SECRET_KEY_BASE'] ||= 'b7Qx2mVz9kLp3RtY'", "b7Qx2mVz9kLp3RtY"),
     ("password", "connect hr/Hr_pass1", "Hr_pass1"),
+    ("password", "password :Summer2024!", "Summer2024!"),
     # What a test types into a password field, by any selector, label or placeholder that says so.
     ("password", """await page.fill('input[name="password"]', 'Pl4ywright!');""", "Pl4ywright!"),
     ("password", "await page.getByLabel('Password').fill('hunter22')", "hunter22"),
@@ -788,6 +789,13 @@ def test_a_recurring_value_after_an_escape_is_replaced_too():
         'assert tokens == [Token("NUMBER", "42"), Token("PLUS", "+")]',
         "expect(page.getByText('Wrong password')).toBeVisible(); cy.contains('Forgot password?').click()",
         "cy.get('#password').type('{enter}'); cy.get('#password').type(password)",
+        # A placeholder for a value given later, SQL's, a format's, an opened tuple, a Ruby symbol.
+        'db.exec("UPDATE users SET password = ? WHERE id = ?", h, i); "SET password = :pw WHERE id = :id"',
+        '"UPDATE Users SET Password = @Password WHERE Id = @Id"; "password = $1"',
+        'log.Printf("token: %v\\n", tok); fmt.Printf("password=%q\\n", pw); string.Format("Token: {0}", t)',
+        'log::info!("api_key = {:?}", key); SECRET_FIELDS = ("password", "token")',
+        'api_key = (\n    os.environ.get("API_KEY")\n    or settings.API_KEY\n)',
+        "f.password_field :password, placeholder: 'x'; validates :password, presence: true",
         # An LLM stream's pieces of text are no tokens.
         '{"token": "Hello"} {"token": " world"} {"token": "!"} {"token": " 42"} {"token": "-based"}',
         '{"token": " don\'t"}',

@@ -376,6 +376,10 @@ _NOT_A_SECRET = re.compile(
     # a password holding brackets ("yourStrong(!)Password")
     r"[A-Za-z_][\w.]*[(\[](?:[^)\]]*|[^)\]]*[)\]](?:[.(\[,)\]].*)?)"
     r"|\$\{?\w+\}?|<[^>]*>|\*+|\.\.\.|…|%(?:\(\w+\))?[sdr]"
+    # a placeholder for a value given later: SQL's ("?", ":pw", "@Password", "$1"), a format's ("%v", "%q",
+    # "{0}", "{}", "{:?}"), an opened tuple or expression ("(" of `FIELDS = ("password", "token")`), a
+    # Ruby symbol (`f.password_field :password`)
+    r"|\?|[:@][A-Za-z_]+|\$\d+|%[-+# 0]*\d*[vqsdxXfT]|\{\d*\}?|\{:[^}]{0,8}\}?|\("
     # a template or a command's output ("${{ secrets.X }}", "{{ .Values.x }}", "$(gh auth token)"), a
     # CloudFormation function ("!Ref DbPassword"), a reference into the environment, the config or an
     # object ("process.env.KEY", "var.db_password", "settings.SECRET"), a path ("./sa.json",
@@ -1934,6 +1938,12 @@ def _value_span(text: str, key_start: int, key_end: int) -> tuple[int, int] | No
             return _argument_value(text, key, quote, match)
     if not match:
         return None
+    if (
+        match.group("sep") in (" :", "\t:")
+        and _NAME.fullmatch(key)
+        and _SYMBOL.fullmatch(match.group("value"))
+    ):
+        return None  # a Ruby symbol after a name (`f.password_field :password`), not a key and its value
     value = match.group("value")
     start, end = match.span("value")
     if (
@@ -2082,6 +2092,8 @@ _SLUG = re.compile(r"[a-z0-9]+(?:[-/][a-z0-9]+)+")  # "prod/db-credentials", "pa
 _FIRST_ARGUMENT = re.compile(r"""\((?:\s*(?:"[^"\n]*"|'[^'\n]*')\s*,)*\s*$""")
 
 
+_NAME = re.compile(r"[A-Za-z_][\w.]*")  # a name in code: a method's, a variable's
+_SYMBOL = re.compile(r"[a-z_][a-z0-9_]*")  # ... and a Ruby symbol's after its colon
 _TEMPLATE = re.compile(
     r"\$?\{\{.*\}\}|\$\{[\w.\-]+(?::?-?[^}]*)?\}"
 )  # "${DB_PASSWORD}", Spring's "${db.password}"
