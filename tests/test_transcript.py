@@ -1460,6 +1460,23 @@ def test_chunked_reads_match_one_read(tmp_path, data, max_bytes):
     assert sum((r.counts for r in results), start=Counter()) == whole.counts
 
 
+def test_assistant_records_with_an_empty_message_id_are_not_one_response(tmp_path):
+    """An empty `message.id` names no response: two such records stay two messages, read whole or cut
+    between them (a property run found them joined read whole and apart read in two)."""
+    line = {
+        "type": "assistant",
+        "cwd": "/repo",
+        "message": {"content": "use postgres for the session store", "id": ""},
+    }
+    data = (json.dumps(line) + "\n" + json.dumps(line) + "\n").encode()
+    path = tmp_path / "p.jsonl"
+    path.write_bytes(data)
+    whole = [(m.line, m.last_line) for m in read_new(path).messages]
+    assert whole == [(1, 1), (2, 2)]
+    reads = read_grown(path, data, [len(data) // 2])
+    assert [(line, last) for line, last, _ in join_continuations(reads)] == whole
+
+
 @PROPERTY
 @given(data=TRANSCRIPTS, cuts=st.lists(st.floats(0, 1), max_size=3))
 def test_growing_file_matches_one_read(tmp_path, data, cuts):

@@ -1805,8 +1805,9 @@ def _blocks(content: Any) -> list[dict[str, Any]]:
 
 
 def _group_id(record: dict[str, Any]) -> str | None:
+    """The response's `message.id`; an empty one is none (it would join unrelated records)."""
     body = record.get("message")
-    return _str(body.get("id")) if isinstance(body, dict) else None
+    return (_str(body.get("id")) or None) if isinstance(body, dict) else None
 
 
 def _group_key(record: dict[str, Any] | None) -> tuple[str, bool, str | None] | None:
