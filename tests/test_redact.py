@@ -796,6 +796,7 @@ def test_a_recurring_value_after_an_escape_is_replaced_too():
         'log::info!("api_key = {:?}", key); SECRET_FIELDS = ("password", "token")',
         'api_key = (\n    os.environ.get("API_KEY")\n    or settings.API_KEY\n)',
         "f.password_field :password, placeholder: 'x'; validates :password, presence: true",
+        "$request->validate(['email' => 'required|email', 'password' => 'required|string|min:8|confirmed']);",
         # An LLM stream's pieces of text are no tokens.
         '{"token": "Hello"} {"token": " world"} {"token": "!"} {"token": " 42"} {"token": "-based"}',
         '{"token": " don\'t"}',

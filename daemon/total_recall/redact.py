@@ -1971,6 +1971,8 @@ def _value_span(text: str, key_start: int, key_end: int) -> tuple[int, int] | No
         start, end, value = start + 1, end - 1, value[1:-1]
         if not value.strip() or _TEMPLATE.fullmatch(value.strip()):
             return None  # empty, or a template filled in later ("{{ vault_db_password }}", "${DB_PASSWORD}")
+        if _RULES.fullmatch(value):
+            return None  # a form's validation rules (Laravel's 'password' => 'required|string|min:8')
     elif (_NOT_A_SECRET.fullmatch(value) and not _key_shaped(value)) or _looks_like_prose(
         key, match, text, key_start
     ):
@@ -2093,6 +2095,7 @@ _FIRST_ARGUMENT = re.compile(r"""\((?:\s*(?:"[^"\n]*"|'[^'\n]*')\s*,)*\s*$""")
 
 
 _NAME = re.compile(r"[A-Za-z_][\w.]*")  # a name in code: a method's, a variable's
+_RULES = re.compile(r"[a-z_]+(?::[\w,.\-]+)?(?:\|[a-z_]+(?::[\w,.\-]+)?)+")  # "required|string|min:8"
 _SYMBOL = re.compile(r"[a-z_][a-z0-9_]*")  # ... and a Ruby symbol's after its colon
 _TEMPLATE = re.compile(
     r"\$?\{\{.*\}\}|\$\{[\w.\-]+(?::?-?[^}]*)?\}"
