@@ -2097,9 +2097,8 @@ _FIRST_ARGUMENT = re.compile(r"""\((?:\s*(?:"[^"\n]*"|'[^'\n]*')\s*,)*\s*$""")
 _NAME = re.compile(r"[A-Za-z_][\w.]*")  # a name in code: a method's, a variable's
 _RULES = re.compile(r"[a-z_]+(?::[\w,.\-]+)?(?:\|[a-z_]+(?::[\w,.\-]+)?)+")  # "required|string|min:8"
 _SYMBOL = re.compile(r"[a-z_][a-z0-9_]*")  # ... and a Ruby symbol's after its colon
-_TEMPLATE = re.compile(
-    r"\$?\{\{.*\}\}|\$\{[\w.\-]+(?::?-?[^}]*)?\}"
-)  # "${DB_PASSWORD}", Spring's "${db.password}"
+# "{{ vault_db_password }}", "${DB_PASSWORD}", Spring's "${db.password}"
+_TEMPLATE = re.compile(r"\$?\{\{.*\}\}|\$\{[\w.\-]+(?::?-?[^}]*)?\}")
 _ENV_NAME = re.compile(r"[A-Z][A-Z0-9_]*")
 _TO_SPACE = re.compile(r"\S*")
 _FILE_KEY = re.compile(r"\.[A-Za-z]{1,5}$")
