@@ -344,7 +344,6 @@ _KEY_WORD_ANY_CASE = re.compile(_KEY_WORD_SOURCE, re.IGNORECASE)
 # from "key" (a literal scans fast; their first letters, in the scan above, would be tried at every "a",
 # "c" and "l" of the text), the word before it read then.
 _KEY_LITERAL = re.compile("key|salt")
-_KEY_ANY_CASE = re.compile("key|salt", re.IGNORECASE)
 _KEY_OWNER = re.compile(
     r"(?:auth|app|client|consumer|licen[cs]e|nonce|logged_in)[_\-]?key|(?:auth|nonce|logged_in)[_\-]?salt",
     re.IGNORECASE,
@@ -1206,8 +1205,8 @@ _DESCRIPTIVE = re.compile(
 
 
 def _redact_prose(text: str, values: dict[str, str]) -> tuple[str, int]:
-    out: list[str] = []
-    done = count = 0
+    spans = []
+    done = 0  # the end of the last value found
     for start, end, how, kind in _prose_values(text):
         value = text[start:end]
         quoted = start and text[start - 1] in _QUOTES and end < len(text) and text[end] == text[start - 1]
@@ -1225,14 +1224,9 @@ def _redact_prose(text: str, values: dict[str, str]) -> tuple[str, int]:
         if not quoted:
             while end > start and text[end - 1] in _TRAILING:
                 end -= 1
-        _remember(values, text[start:end], kind)
-        out += [text[done:start], MARK.format(kind)]
+        spans.append((start, end, kind))
         done = end
-        count += 1
-    if not count:
-        return text, 0
-    out.append(text[done:])
-    return "".join(out), count
+    return _hide(text, spans, values)
 
 
 def _substitute(
@@ -1379,9 +1373,8 @@ _STREAM_PIECE = re.compile(
 
 
 def _redact_assignments(text: str, values: dict[str, str]) -> tuple[str, int]:
-    out: list[str] = []
-    done = 0  # text[:done] is already in out
-    count = 0
+    spans = []
+    done = 0  # the end of the last value found: a key word inside it is part of the value
     for word in _key_words(text):
         if word.start() < done:
             continue
@@ -1405,15 +1398,9 @@ def _redact_assignments(text: str, values: dict[str, str]) -> tuple[str, int]:
             and not _HEX.fullmatch(text[start:end])
         ):
             continue  # an LLM stream's piece of text ({"token": " Hello"}), not a credential
-        _remember(values, text[start:end], kind)
-        out.append(text[done:start])
-        out.append(MARK.format(kind))
+        spans.append((start, end, kind))
         done = end
-        count += 1
-    if not count:
-        return text, 0
-    out.append(text[done:])
-    return "".join(out), count
+    return _hide(text, spans, values)
 
 
 def _hide(text: str, spans: Iterable[tuple[int, int, str]], values: dict[str, str]) -> tuple[str, int]:
@@ -1892,15 +1879,9 @@ def _not_a_password(key: str, value: str, between: str) -> bool:
 
 
 def _key_words(text: str) -> Iterator[re.Match[str]]:
-    lowered = text.lower()
-    if len(lowered) == len(text):
-        words = _KEY_WORD.finditer(lowered)
-        keys = _KEY_LITERAL.finditer(lowered) if "key" in lowered or "salt" in lowered else ()
-    else:
-        # Trigger: lowercasing changed the length (rare non-ASCII letters such as "İ").
-        # Why: match offsets in the lowered copy would no longer line up with the text.
-        # Outcome: the slower case-insensitive scans over the text itself.
-        lowered, words, keys = text, _KEY_WORD_ANY_CASE.finditer(text), _KEY_ANY_CASE.finditer(text)
+    lowered = _lowered(text)  # offsets in it are the text's, whatever letters lowercase to
+    words = _KEY_WORD.finditer(lowered)
+    keys = _KEY_LITERAL.finditer(lowered) if "key" in lowered or "salt" in lowered else ()
     owned = []
     for key in keys:
         if not key.start() or not (lowered[key.start() - 1].isalpha() or lowered[key.start() - 1] in "_-"):
