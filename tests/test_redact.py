@@ -418,6 +418,90 @@ PLANTED = [
         "seed phrase: abandon ability able about above absent absorb abstract absurd abuse access accident",
         "abandon ability able about above absent absorb abstract absurd abuse access accident",
     ),
+    # Secrets given to a command that stores them or logs in with them, by the command's syntax.
+    ("password", "gh secret set API_TOKEN --body Zq8vRt2Lm9Xp4f8a --repo o/r", "Zq8vRt2Lm9Xp4f8a"),
+    ("password", 'gh secret set API_TOKEN -b"Zq8vRt2Lm9Xp4f8a"', "Zq8vRt2Lm9Xp4f8a"),
+    ("password", "echo -n 'Zq8vRt2Lm9Xp4f8a' | gh secret set API_TOKEN", "Zq8vRt2Lm9Xp4f8a"),
+    ("password", "printf '%s' 'Zq8vRt2Lm9Xp4f8a' | npx wrangler secret put API_KEY", "Zq8vRt2Lm9Xp4f8a"),
+    ("password", "echo Zq8vRt2Lm9Xp4f8a | vercel env add API_KEY production", "Zq8vRt2Lm9Xp4f8a"),
+    ("password", "echo -n Zq8vRt2Lm9Xp4f8a | docker secret create db_pw -", "Zq8vRt2Lm9Xp4f8a"),
+    (
+        "password",
+        "printf Zq8vRt2Lm9Xp4f8a | gcloud secrets versions add db-pw --data-file=-",
+        "Zq8vRt2Lm9Xp4f8a",
+    ),
+    ("password", "echo 'Zq8vRt2Lm9Xp4f8a' | passwd --stdin bob", "Zq8vRt2Lm9Xp4f8a"),
+    ("password", "gh auth login --with-token <<< Zq8vRt2Lm9Xp4f8a", "Zq8vRt2Lm9Xp4f8a"),
+    ("password", "twine upload -u __token__ -p Zq8vRt2Lm9Xp4f8a dist/*", "Zq8vRt2Lm9Xp4f8a"),
+    ("password", "uv publish -t Zq8vRt2Lm9Xp4f8a", "Zq8vRt2Lm9Xp4f8a"),
+    ("password", "hatch publish -u __token__ -a Zq8vRt2Lm9Xp4f8a", "Zq8vRt2Lm9Xp4f8a"),
+    ("password", "codecov -t Zq8vRt2Lm9Xp4f8a", "Zq8vRt2Lm9Xp4f8a"),
+    ("password", "netlify deploy --prod --auth Zq8vRt2Lm9Xp4f8a", "Zq8vRt2Lm9Xp4f8a"),
+    ("password", "cargo login Zq8vRt2Lm9Xp4f8a", "Zq8vRt2Lm9Xp4f8a"),
+    ("password", "poetry config http-basic.pypi __token__ Zq8vRt2Lm9Xp4f8a", "Zq8vRt2Lm9Xp4f8a"),
+    ("password", "poetry config pypi-token.pypi Zq8vRt2Lm9Xp4f8a", "Zq8vRt2Lm9Xp4f8a"),
+    (
+        "password",
+        "mc alias set myminio http://localhost:9000 minioadmin Zq8vRt2Lm9Xp4f8a",
+        "Zq8vRt2Lm9Xp4f8a",
+    ),
+    (
+        "password",
+        "aws ssm put-parameter --name /app/db --value Zq8vRt2Lm9Xp4f8a --type SecureString",
+        "Zq8vRt2Lm9Xp4f8a",
+    ),
+    (
+        "password",
+        "az keyvault secret set --vault-name kv --name db --value Zq8vRt2Lm9Xp4f8a",
+        "Zq8vRt2Lm9Xp4f8a",
+    ),
+    (
+        "password",
+        "kubectl -n prod create secret generic app --from-literal=db=Zq8vRt2Lm9Xp4f8a",
+        "Zq8vRt2Lm9Xp4f8a",
+    ),
+    ("password", "rclone config create s3 s3 secret_access_key Zq8vRt2Lm9Xp4f8a", "Zq8vRt2Lm9Xp4f8a"),
+    (
+        "password",
+        "ipmitool -I lanplus -H 10.0.0.5 -U admin -P Zq8vRt2Lm9Xp4f8a power status",
+        "Zq8vRt2Lm9Xp4f8a",
+    ),
+    ("password", "snmpget -v3 -u ops -l authNoPriv -A Zq8vRt2Lm9Xp4f8a host sysName.0", "Zq8vRt2Lm9Xp4f8a"),
+    ("password", "xfreerdp /u:admin /p:Zq8vRt2Lm9Xp4f8a /v:host", "Zq8vRt2Lm9Xp4f8a"),
+    ("password", "java -jar jenkins-cli.jar -auth admin:Zq8vRt2Lm9Xp4f8a who-am-i", "Zq8vRt2Lm9Xp4f8a"),
+    ("password", "lftp -u bob,Zq8vRt2Lm9Xp4f8a sftp://host", "Zq8vRt2Lm9Xp4f8a"),
+    ("password", "net use Z: \\\\srv\\share /user:bob Zq8vRt2Lm9Xp4f8a", "Zq8vRt2Lm9Xp4f8a"),
+    ("password", "wpa_passphrase MyWifi Zq8vRt2Lm9Xp4f8a >> /etc/wpa.conf", "Zq8vRt2Lm9Xp4f8a"),
+    ("password", "usermod -p $(openssl passwd -6 Zq8vRt2Lm9Xp4f8a) bob", "Zq8vRt2Lm9Xp4f8a"),
+    ("password", "mkpasswd -m sha-512 Zq8vRt2Lm9Xp4f8a", "Zq8vRt2Lm9Xp4f8a"),
+    ("password", "# redis.conf\nrequirepass Zq8vRt2Lm9Xp4f8a\nmaxmemory 2gb", "Zq8vRt2Lm9Xp4f8a"),
+    ("password", "redis-cli -h cache CONFIG SET masterauth Zq8vRt2Lm9Xp4f8a", "Zq8vRt2Lm9Xp4f8a"),
+    ("password", "127.0.0.1:6379> AUTH default Zq8vRt2Lm9Xp4f8a\nOK", "Zq8vRt2Lm9Xp4f8a"),
+    (
+        "password",
+        "Accessor ID  = 0a1b2c3d-0000-4000-8000-000000000001\n"
+        "Secret ID    = 7d1f0e2a-4b5c-4d3e-9f8a-1b2c3d4e5f60",
+        "7d1f0e2a-4b5c-4d3e-9f8a-1b2c3d4e5f60",
+    ),
+    ("password", "hashed = bcrypt.hashpw(b'Zq8vRt2Lm9Xp4f8a', bcrypt.gensalt())", "Zq8vRt2Lm9Xp4f8a"),
+    ("password", "'password' => Hash::make('Zq8vRt2Lm9Xp4f8a'),", "Zq8vRt2Lm9Xp4f8a"),
+    ("password", "User.objects.create_superuser('admin', 'a@b.c', 'Zq8vRt2Lm9Xp4f8a')", "Zq8vRt2Lm9Xp4f8a"),
+    ("password", 'let password = SecretString::from("Zq8vRt2Lm9Xp4f8a");', "Zq8vRt2Lm9Xp4f8a"),
+    ("password", '{"command": "gh secret set API_KEY --body \\"Zq8vRt2Lm9Xp4f8a\\""}', "Zq8vRt2Lm9Xp4f8a"),
+    ("password", '{"command": "cargo login \\"Zq8vRt2Lm9Xp4f8a\\""}', "Zq8vRt2Lm9Xp4f8a"),
+    ("password", "gh -R o/r secret set API_KEY \\\n  --body Zq8vRt2Lm9Xp4f8a", "Zq8vRt2Lm9Xp4f8a"),
+    (
+        "password",
+        "aws ssm put-parameter \\\n  --value 'Zq8vRt2Lm9Xp4f8a' \\\n  --type SecureString",
+        "Zq8vRt2Lm9Xp4f8a",
+    ),
+    ("password", "net use Z: \\\\srv\\share Zq8vRt2Lm9Xp4f8a /user:CORP\\bob", "Zq8vRt2Lm9Xp4f8a"),
+    ("password", "docker run -d redis redis-server --requirepass Zq8vRt2Lm9Xp4f8a", "Zq8vRt2Lm9Xp4f8a"),
+    ("password", 'echo "requirepass Zq8vRt2Lm9Xp4f8a" >> /etc/redis/redis.conf', "Zq8vRt2Lm9Xp4f8a"),
+    ("password", "127.0.0.1:6379> auth Zq8vRt2Lm9Xp4f8a", "Zq8vRt2Lm9Xp4f8a"),
+    ("password", "'password' => bcrypt('Zq8vRt2Lm9Xp4f8a'),", "Zq8vRt2Lm9Xp4f8a"),
+    ("password", "const h = await bcrypt.hash(`Zq8vRt2Lm9Xp4f8a`, 10)", "Zq8vRt2Lm9Xp4f8a"),
+    ("password", "Run `cargo login Zq8vRt2Lm9Xp4f8a`.", "Zq8vRt2Lm9Xp4f8a"),
 ]
 
 
@@ -504,6 +588,24 @@ def test_planted_secret_is_replaced_and_the_rest_kept(kind, text, secret):
     assert count == 1
     before, _, after = text.partition(secret)
     assert out == before + f"[REDACTED:{kind}]" + after
+
+
+def test_every_secret_a_command_stores_is_hidden_and_its_names_kept():
+    """Every value a secret store is given under a name that says nothing is hidden when it is shaped
+    like a password (a host, a port, a ttl stay); one under a secret's name whatever it is."""
+    text = (
+        "kubectl create secret generic app --from-literal=host=db.internal --from-literal=db=Zq8vRt2Lm9Xp4f8a"
+        " --from-literal=api=Wm4xTq8zLp2r\n"
+        "vault kv put -mount=secret app ttl=30m user=deploy password=letmein db=Hk3pW9mQx2Lr"
+    )
+    out, count = redact_count(text)
+    assert count == 4
+    assert out == (
+        "kubectl create secret generic app --from-literal=host=db.internal"
+        " --from-literal=db=[REDACTED:password] --from-literal=api=[REDACTED:password]\n"
+        "vault kv put -mount=secret app ttl=30m user=deploy"
+        " password=[REDACTED:password] db=[REDACTED:password]"
+    )
 
 
 def test_private_key_block_is_removed_whole():
@@ -800,6 +902,37 @@ def test_a_recurring_value_after_an_escape_is_replaced_too():
         # An LLM stream's pieces of text are no tokens.
         '{"token": "Hello"} {"token": " world"} {"token": "!"} {"token": " 42"} {"token": "-based"}',
         '{"token": " don\'t"}',
+        # A command that takes a secret, given none: a reference, a file, a flag, a placeholder, prose.
+        'gh secret set NAME --body "$VALUE"; gh secret set NAME < secret.txt; gh secret set N --body-file f',
+        "gh secret set NAME -b value; gh secret set API_TOKEN --body YOUR_API_TOKEN",
+        "echo $TOKEN | gh secret set N",
+        'echo "${{ secrets.X }}" | gh secret set N',
+        'printf "%s\\n" "$PASS" | docker login -u me --password-stdin',
+        "echo 'done' | tee log.txt; echo hello | grep h; printf '%s\\n' \"${items[@]}\" | sort",
+        "cargo login\ncargo login --registry my-registry\nRun cargo login to publish; cargo login <token>",
+        "openssl passwd -6 -stdin; mkpasswd --help; mc alias set lets you add a host",
+        "mc alias set local http://localhost:9000 $ACCESS $SECRET; vault kv put secret/app @data.json",
+        "kubectl create secret generic x --from-file=./key",
+        "kubectl create configmap app --from-literal=LEVEL=debug",
+        "net use Z: \\\\srv\\share /user:bob *; twine upload -r testpypi dist/*",
+        "uv publish --token $PYPI_TOKEN",
+        "set requirepass in redis.conf to protect it. The requirepass directive sets the password.",
+        "AUTH flow is broken on staging\nAUTH: fix the token refresh\nThe AUTH command takes a password",
+        "wpa_passphrase generates a psk from a passphrase; poetry config virtualenvs.in-project true",
+        "aws ssm put-parameter --name /app/size --type String --value t3.micro; jenkins-cli -auth @creds.txt",
+        "bcrypt.hashpw(password.encode(), bcrypt.gensalt()); password_hash($password, PASSWORD_DEFAULT)",
+        "User.objects.create_user(username, email, password); create_user('bob', 'bob@example.com')",
+        'gh auth login --with-token < token.txt; cat <<< "$json" | jq .',
+        # A call after a secret's name is no value, with "::" too (Laravel, Rust), nor a label's colon.
+        "'password' => Hash::make($request->password), password: Secret::new(raw), token: Token::new(x)",
+        "Run `gh secret set NAME --body <value>` to store it; `mkpasswd -m sha-512` prompts for one.",
+        "mkpasswd -m sha-512 -R 5000\nmc alias set myminio http://localhost:9000 --api S3v4",
+        "AUTH OK\nAUTH FAILED\nAUTH LOGIN\nAUTH token expired\nThe OAuth flow uses auth tokens",
+        "db.create_user('readonly', 'pg_read_all_data', 'LOGIN'); snmpwalk -v2c -c public 10.0.0.1",
+        "vault kv put secret/app ttl=30m cert=@cert.pem",
+        "echo https://api.example.com | vercel env add API_URL",
+        "aws ssm put-parameter --name /db/pw --type SecureString --value file://pw.txt",
+        "The `--with-token` flag; then base64 -d <<< aGVsbG8=; vercel env add FOO production && cat <<< done",
     ],
 )
 def test_ordinary_text_is_unchanged(text):

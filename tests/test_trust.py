@@ -586,6 +586,43 @@ def test_secrets_given_as_string_arguments_or_by_layout_alone_are_neither_stored
         assert secret not in found
 
 
+def test_secrets_given_to_commands_that_store_them_are_neither_stored_nor_found(tmp_path):
+    """A session setting up deployment gives secrets to the commands that store them (a repository's
+    secret, a Worker's, Redis' password) and to a hashing call in a seed script: none of them follows
+    a secret's name and "=" or ":". Each is hidden in what is stored, in the home folder and in what a
+    search returns; the commands, and the names they store the secrets under, stay."""
+    project, session = "/home/dev/projects/deploy", "sess-deploy"
+    secrets = ["Gh7sEcrVt2Lm9x", "Wr4nGlrQx8Zt3v", "Rd5sPwKq9Lm2xT", "Bc6rYpTq3Wn8vZ"]
+    lines = [
+        record("user", "Set up the quokka deployment secrets.", session=session, cwd=project, when=DAY),
+        record(
+            "assistant",
+            "Seed script:\n```python\nadmin_hash = bcrypt.hashpw(b'"
+            + secrets[3]
+            + "', bcrypt.gensalt())\n```",
+            session=session,
+            cwd=project,
+            when=DAY + timedelta(seconds=3),
+        ),
+    ]
+    commands = [
+        f"gh secret set QUOKKA_TOKEN --body {secrets[0]} --repo acme/quokka",
+        f"echo -n '{secrets[1]}' | npx wrangler secret put QUOKKA_KEY",
+        f"redis-cli -h cache CONFIG SET requirepass {secrets[2]}",
+    ]
+    for n, command in enumerate(commands):
+        lines += tool_call_and_result(session, project, DAY + timedelta(seconds=10 + 5 * n), command, "OK")
+    path = write_records(folder(tmp_path, project) / f"{session}.jsonl", lines)
+    cli("backfill", str(path), "--wait")
+    stored = " ".join(c for (c,) in db_rows("SELECT content FROM messages"))
+    assert "gh secret set QUOKKA_TOKEN --body" in stored and "wrangler secret put QUOKKA_KEY" in stored
+    assert "CONFIG SET requirepass" in stored and "bcrypt.hashpw" in stored
+    found = search_here("quokka deployment secrets token key requirepass hashpw")
+    for secret in secrets:
+        assert secret not in stored and found_in_home(secret) == []
+        assert secret not in found
+
+
 def test_a_secret_output_is_hidden_when_its_call_was_in_an_earlier_read(tmp_path):
     """The daemon reads a transcript in pieces: a read can end after a call and the next begin with
     its output. The output still knows its command (the reader looks before its start)."""

@@ -44,6 +44,12 @@ _ARG = r"""["']?(?P<secret>(?<=")[^"\n]+(?=")|(?<=')[^'\n]+(?=')|(?!\\[nrt])[^\s
 # A key naming a secret, in a tool's "config set KEY VALUE".
 _CONFIG_KEY = r"(?P<key>[^\s=]*?(?i:secret|token|passw(?:or)?d|api[_\-]?key|_auth)[^\s=]*)"
 
+# A command that reads a secret on its standard input: a login's, or a secret store's "set".
+_STDIN_SINK = (
+    r"(?:--password-stdin|--with-token|passwd[ \t]+--stdin|\bchpasswd\b|\bsecrets?[ \t]+(?:set|put|create)\b"
+    r"|\bversions[ \t]+add\b|\bsecrets:set\b|\benv[ \t]+add\b)"
+)
+
 # Keys of the services a developer's sessions name most, by their published prefixes. Each pattern
 # starts with its literal (a scan of ~1 ms per MB each); the shorter prefixes also need a digit in
 # the body, so a long snake_case name is not a key. Every match must start a word (_WORD_START).
@@ -215,12 +221,6 @@ _TOKEN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
             r"\s-p[ =]?[\"']?(?P<secret>[^\s\"'$-][^\s\"']*)"
         ),
     ),
-    (
-        "password",
-        re.compile(
-            r"echo\s+(?:-n\s+)?[\"']?(?P<secret>[^\s\"'|$][^\s\"'|]*)[\"']?\s*\|[^\n|]*--password-stdin"
-        ),
-    ),
     # htpasswd -b FILE USER PASS, smbclient -U user%PASS, openssl -pass pass:PASS.
     (
         "password",
@@ -371,10 +371,12 @@ _FLAG_TAIL = re.compile(
 )
 # Unquoted values that are references, not secrets: calls, env lookups, null-ish literals.
 _NOT_A_SECRET = re.compile(
-    # a call or an index, closed or cut by the value's end ("get_pw()", "env['X'].strip()", "f(a"), not
+    # a call or an index, closed or cut by the value's end ("get_pw()", "env['X'].strip()", "f(a",
+    # "Hash::make($pw)"), not
     # a password holding brackets ("yourStrong(!)Password")
-    r"[A-Za-z_][\w.]*[(\[](?:[^)\]]*|[^)\]]*[)\]](?:[.(\[,)\]].*)?)"
+    r"(?:[A-Za-z_][\w.]*|(?:[A-Z][A-Za-z]*::)+[a-z_]\w*)[(\[](?:[^)\]]*|[^)\]]*[)\]](?:[.(\[,)\]].*)?)"
     r"|\$\{?\w+\}?|<[^>]*>|\*+|\.\.\.|…|%(?:\(\w+\))?[sdr]"
+    r"|<{1,3}|<\(.*"  # a redirection: `--with-token <<< X` (the value after it is read there), `<(cmd)`
     # a placeholder for a value given later: SQL's ("?", ":pw", "@Password", "$1"), a format's ("%v", "%q",
     # "{0}", "{}", "{:?}"), an opened tuple or expression ("(" of `FIELDS = ("password", "token")`), a
     # Ruby symbol (`f.password_field :password`)
@@ -1217,6 +1219,8 @@ def _redact_prose(text: str, values: dict[str, str]) -> tuple[str, int]:
             continue
         if value.startswith("{"):
             continue  # a template's placeholder ("{{ token }}")
+        if text[start - 1 : start + 1] == "::":
+            continue  # a path's separator, not a label's colon: `Secret::new(raw)`, `Token::make()`
         if _in_arn(text, start):
             continue
         if _DESCRIPTIVE.fullmatch(value.rstrip(_TRAILING)):
@@ -1695,6 +1699,7 @@ _OPEN_KEY = re.compile(
     r"(?:public|primary|foreign|sort|partition|cache|host|composite|unique|idempotency|lookup|row|routing"
     r"|dedupe|deduplication|lock|message|object|bucket|s3|redis|busting|signing|gpg|pgp|ssh|license)[ \t]+$"
 )
+_UUID_TEXT = r"(?P<secret>[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12})"
 _UUID = re.compile(r"[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
 # A .pgpass line's port: PostgreSQL's, PgBouncer's, or any ("*"); not a Redis key's or a record's number.
 _PGPASS_PORTS = frozenset({*map(str, range(5432, 5440)), "6432", "*"})
@@ -1729,8 +1734,240 @@ def _pgpass_line(text: str, lowered: str, port: re.Match[str]) -> re.Match[str] 
     return None
 
 
+# Secrets given to a command that stores them or logs in with them, by the command's own syntax
+# (`_command_secrets`): its name (the literal found), what must follow it, where the secret stands
+# (after a flag anywhere in the command, or at its place: `mc alias set NAME URL ACCESS SECRET`), and
+# what must stand before the name on its line, if anything (Redis' requirepass opening its line, after
+# `echo "`, redis-cli or CONFIG SET; its AUTH only after redis-cli or its prompt: "AUTH FAILED" is a log's;
+# Nomad's printed "Secret ID"; such a name is found in its own case). A secret at its place ends the
+# command, flags, a redirection or a closing bracket aside (`cargo login to publish` is prose; options
+# are taken whole, so `mkpasswd -m sha-512` gives none). The command ends at its line's end (not one
+# continued by "\"), a pipe, ";" or "&", at most _LINE_REACH characters on.
+_FLAG_VALUE = r"(?:[ =]|(?=[\"']))" + _ARG  # --body X, --body=X, -b"X"
+_ALONE = r"""["']?(?=[ \t]*(?:[>#)\]`"'\n]|\\\n|--?\w|/\w|$))"""
+_REDIS_OPENING = r"[^\n]*?\bredis-cli\b[^\n]*?[ \t]|[ \t]*[\w.:\-]{0,64}> ?"
+# at a line's start: spaces, a prompt, `echo "`, redis-cli and its flags; then CONFIG SET
+_LINE_OPENING = (
+    r"(?:"
+    + _REDIS_OPENING
+    + r"|[ \t]*(?:echo[ \t]+(?:-e[ \t]+)?[\"']?)?)(?:(?i:config)[ \t]+(?i:set)[ \t]+)?"
+)
+# Each command's name and what must follow it are one pattern, scanned from the name's literal (in the
+# lower-cased text, or in the text for a name with capitals) when the text holds the name at all, so
+# prose's many "gh" and "net" cost the regex engine's scan and no Python step.
+_COMMAND_ARGUMENTS: tuple[tuple[str, re.Pattern[str], re.Pattern[str], bool, re.Pattern[str] | None], ...] = (
+    tuple(
+        (
+            literal,
+            re.compile(re.escape(literal) + after),
+            re.compile(value if anywhere else value + _ALONE),
+            anywhere,
+            re.compile(opening) if opening else None,
+        )
+        for literal, after, value, anywhere, opening in (
+            (
+                "gh",
+                r"(?:[ \t]+-\S+[ \t]+\S+)?[ \t]+secret[ \t]+set\b",
+                r"\s(?:-b|--body)" + _FLAG_VALUE,
+                True,
+                "",
+            ),
+            ("twine", r"[ \t]+upload\b", r"\s(?:-p|--password)" + _FLAG_VALUE, True, ""),
+            ("uv", r"[ \t]+publish\b", r"\s(?:-t|--token|-p|--password)" + _FLAG_VALUE, True, ""),
+            ("hatch", r"[ \t]+publish\b", r"\s(?:-a|--auth)" + _FLAG_VALUE, True, ""),
+            ("codecov", r"", r"\s(?:-t|--token)" + _FLAG_VALUE, True, ""),
+            ("netlify", r"", r"\s--auth" + _FLAG_VALUE, True, ""),
+            ("ipmitool", r"", r"\s-P[ \t]*" + _ARG, True, ""),
+            ("snmp", r"[a-z]*\b", r"\s-[AXc][ \t]*" + _ARG, True, ""),  # v3's pass phrases, v2's community
+            ("xfreerdp", r"", r"\s/p:" + _ARG, True, ""),
+            ("jenkins-cli", r"", r"\s-auth[ \t]+[\"']?[^\s:@\"']+:" + _ARG, True, ""),
+            ("lftp", r"", r"\s-u[ \t]+[\"']?[^\s,\"']+," + _ARG, True, ""),
+            ("keyvault", r"[ \t]+secret[ \t]+set\b", r"\s--value" + _FLAG_VALUE, True, ""),
+            (
+                "put-parameter",
+                r"(?=(?:[^\n]|(?<=\\)\n){0,300}?securestring)",
+                r"\s--value" + _FLAG_VALUE,
+                True,
+                "",
+            ),
+            ("vault", r"[ \t]+kv[ \t]+(?:put|patch)\b", r"\s(?!-)[\w.\-]+=" + _ARG, True, ""),
+            (
+                "kubectl",
+                r"[^\n|;&]{0,200}?\bcreate[ \t]+secret\b",
+                r"--from-literal=[\"']?[^=\s\"']+=" + _ARG,
+                True,
+                "",
+            ),
+            (
+                "rclone",
+                r"[ \t]+config[ \t]+(?:create|update)\b",
+                r"\s(?:secret_access_key|pass|password|client_secret|token|key|account_key)[ \t=]" + _ARG,
+                True,
+                "",
+            ),
+            ("net", r"[ \t]+use\b", r"\s/u(?:ser)?:\S+[ \t]+" + _ARG, True, ""),
+            # net use [Z:|*] \\server\share PASSWORD /user:DOMAIN\user, the order Microsoft documents
+            ("net", r"[ \t]+use\b", r"(?:[ \t]+(?:[A-Za-z]:|\*))?[ \t]+\\\\\S+[ \t]+" + _ARG, False, ""),
+            ("redis-server", r"", r"\s--(?:requirepass|masterauth)[ \t]+" + _ARG, True, ""),
+            (
+                "mc",
+                r"[ \t]+(?:alias[ \t]+set|config[ \t]+host[ \t]+add)\b",
+                r"(?:[ \t]+(?!-)\S+){3}[ \t]+" + _ARG,
+                False,
+                "",
+            ),
+            ("cargo", r"[ \t]+login\b", r"(?:[ \t]+--registry[ =]\S+)?[ \t]+" + _ARG, False, ""),
+            (
+                "poetry",
+                r"[ \t]+config\b",
+                r"(?:[ \t]+--\S+)*[ \t]+(?:http-basic\.\S+[ \t]+\S+|pypi-token\.\S+)[ \t]+" + _ARG,
+                False,
+                "",
+            ),
+            ("wpa_passphrase", r"", r"[ \t]+(?:\"[^\"\n]*\"|'[^'\n]*'|\S+)[ \t]+" + _ARG, False, ""),
+            ("openssl", r"[ \t]+passwd\b", r"(?:[ \t]+-salt[ \t]+\S+|[ \t]+-\w+)*+[ \t]+" + _ARG, False, ""),
+            (
+                "mkpasswd",
+                r"",
+                r"(?:[ \t]+(?:-[mSR]|--method|--salt|--rounds)(?:=|[ \t]+)\S+|[ \t]+-\w+)*+[ \t]+" + _ARG,
+                False,
+                "",
+            ),
+            ("requirepass", r"", r"[ \t]+" + _ARG, False, _LINE_OPENING),
+            ("masterauth", r"", r"[ \t]+" + _ARG, False, _LINE_OPENING),
+            ("auth", r"(?=[ \t])", r"(?:[ \t]+[\w.\-]+)?[ \t]+" + _ARG, False, _REDIS_OPENING),  # AUTH, auth
+            ("Secret ID", r"", r"[ \t]*[:=][ \t]*" + _UUID_TEXT, False, r"[ \t]*"),  # Nomad's bootstrap token
+        )
+    )
+)
+_HERE_STRING = re.compile(r"[ \t]*" + _ARG)  # `gh auth login --with-token <<< X`
+# A value piped into a command that stores it as a secret or logs in with it: echo PASS | docker login
+# --password-stdin, printf '%s' X | gh secret set NAME (and wrangler secret put, docker secret create,
+# gcloud secrets create, vercel env add, passwd --stdin, chpasswd, gh auth login --with-token).
+_PIPING = (("echo", re.compile(r"echo\b")), ("printf", re.compile(r"printf\b")))
+# The password a hashing or checking call is given (`bcrypt.hashpw(b'X', …)`, Laravel's `bcrypt('X')` and
+# `Hash::make('X')`, `generate_password_hash('X')`), the value Rust's secrecy wraps
+# (`SecretString::from("X")`), and the third string of Django's create_superuser / create_user (username,
+# email, password; one word); looked for only in a text holding a call's quoted argument.
+_SECRET_CALL = re.compile(
+    r"(?:(?:hashpw|hashSync|checkpw|generate_password_hash|make_password|password_hash|password_verify"
+    r"|check_password|Hash::make|Password\.create|bcrypt|bcrypt\.hash|bcrypt\.compare(?:Sync)?|argon2\.hash"
+    r"|Secret(?:String|Box)?::(?:new|from))\(\s*b?(?P<q>[\"'`])(?P<secret>[^\"'`\n]+)(?P=q)"
+    r"|create_(?:super)?user\(\s*(?P<q0>[\"'])[^\"'\n]*(?P=q0)\s*,\s*(?P<q2>[\"'])(?:[^\"'\n@]*@[^\"'\n]*)?(?P=q2)"
+    r"\s*,\s*(?P<q1>[\"'])"
+    r"(?P<word>[^\"'\s]+)(?P=q1))"
+)
+_PIPED = re.compile(
+    r"(?:[ \t]+-[neE]{1,3})*(?:[ \t]+--)?(?:[ \t]+(?P<f>[\"'])%s(?:\\n)?(?P=f))?[ \t]+"
+    + _ARG
+    + r"[\"']?[ \t]*\|[^\n|;&]{0,200}?"
+    + _STDIN_SINK
+)
+_HERE_STRING_SINK = re.compile(_STDIN_SINK)
+_COMMAND_END = re.compile(r"(?<!\\)\n|[|;&]")
+_OPENER = {")": "(", "]": "["}
+# Commands whose every value is stored (`vault kv put PATH ttl=30m db=X`, `kubectl create secret
+# --from-literal=host=db.internal`): a value under a name that says nothing is hidden when it is shaped
+# like a password; one under a secret's name is hidden by the key rules whatever it is.
+_SHAPED_ONLY = frozenset({"vault", "kubectl"})
+# Words that stand for a secret in a command's documentation, not one (`gh secret set NAME -b value`,
+# `YOUR_API_TOKEN`), SNMP's example communities, a file (`@cert.pem`, `file://pw.txt`), a URL with no
+# credentials (`echo https://api.example.com | vercel env add API_URL`), a command's output (`` `cat f` ``).
+_COMMAND_PLACEHOLDER = re.compile(
+    r"(?i:value|secret|token|password|pass|passphrase|key|api_?key|public|private|anonymous@?|guest)|[a-z]{1,3}"
+    r"|[A-Z]+(?:_[A-Z]+)+|@\S+|(?:file|fileb)://\S*|https?://[^\s@]*|`.*|\\.*"
+)
+
+
+def _command_secrets(text: str, lowered: str) -> Iterator[tuple[int, int, str]]:
+    """The spans of secrets given to the commands of _COMMAND_ARGUMENTS, and piped or after `<<<` to a
+    command that reads one on its input; a placeholder (`<token>`, `$TOKEN`, `*`, `YOUR_TOKEN`) is none.
+    A command's extent is read once: a name found again inside it (a run of "snmp -c snmp -c …") is not
+    read again."""
+    found: list[tuple[re.Match[str] | None, bool]] = []  # (match, whether only a password's shape counts)
+    for literal, head_pattern, value, anywhere, opening in _COMMAND_ARGUMENTS:
+        haystack = lowered if opening is None or literal.islower() else text
+        if literal not in haystack:  # a substring test: far cheaper than setting up a scan on a short text
+            continue
+        read_to = 0
+        for head in head_pattern.finditer(haystack):
+            at = head.start()
+            if at < read_to or (at and (lowered[at - 1].isalnum() or lowered[at - 1] in "_-.")):
+                continue  # inside a command read already, or inside a word or a name: "through", "sub-net"
+            if opening and not opening.fullmatch(text, _line_start(text, at), at):
+                continue
+            stop = _command_end(text, head.end())
+            if anywhere:
+                found += ((m, literal in _SHAPED_ONLY) for m in value.finditer(text, head.end(), stop))
+                read_to = stop
+            else:
+                found.append((value.match(text, head.end(), stop), False))
+    if "|" in text:
+        for name, command in _PIPING:
+            if name not in lowered:
+                continue
+            for head in command.finditer(lowered):
+                at = head.start()
+                if not at or not (lowered[at - 1].isalnum() or lowered[at - 1] in "_-."):
+                    found.append((_PIPED.match(text, head.end(), head.end() + _LINE_REACH), False))
+    if "('" in text or '("' in text or "(b'" in text or '(b"' in text or "(`" in text:
+        found += ((m, False) for m in _SECRET_CALL.finditer(text))
+    # After "<<<", when the command it is given to reads a secret: the command starts after the last
+    # line end, pipe, ";" or "&" before it; a sink found in it holds for each "<<<" of the same command.
+    at, command_start, sink_at = text.find("<<<"), -1, -1
+    while at >= 0:
+        start = max(text.rfind(c, max(0, at - _LINE_REACH), at) for c in "\n|;&") + 1
+        if start != command_start:
+            command_start, sink_at, searched = start, -1, start
+        if sink_at < 0 and (sink := _HERE_STRING_SINK.search(text, searched, at)):
+            sink_at = sink.start()
+        searched = at
+        if sink_at >= 0:
+            found.append((_HERE_STRING.match(text, at + 3, _command_end(text, at + 3)), False))
+        at = text.find("<<<", at + 3)
+    for m, shaped in found:
+        if not m:
+            continue
+        group = "word" if "word" in m.groupdict() and m.group("word") else "secret"
+        start, end = m.span(group)
+        if (tick := text.find("`", start, end)) > start:
+            end = tick  # inline code closes: "Run `cargo login X`."
+        # A bracket the command is inside closes after it ("[tool Bash: … requirepass X]"), or inline code
+        # does ("`cargo login <token>`").
+        while end > start and (
+            text[end - 1] == "`"
+            or (
+                text[end - 1] in ")]"
+                and text.count(text[end - 1], start, end) > text.count(_OPENER[text[end - 1]], start, end)
+            )
+        ):
+            end -= 1
+        value = text[start:end]
+        if (
+            value
+            and "[REDACTED:" not in value  # hidden by a pass before
+            and not _NOT_A_SECRET.fullmatch(value)
+            and not _COMMAND_PLACEHOLDER.fullmatch(value)
+            and (not shaped or _password_shaped(value))
+        ):
+            yield start, end, "password"
+
+
+def _line_start(text: str, at: int) -> int:
+    """Where the line holding ``at`` starts, at most _LINE_REACH characters back."""
+    return text.rfind("\n", max(0, at - _LINE_REACH), at) + 1 or max(0, at - _LINE_REACH)
+
+
+def _command_end(text: str, at: int) -> int:
+    """Where the command going on at ``at`` ends: its line's end, a pipe, ";" or "&", at most
+    _LINE_REACH characters on."""
+    m = _COMMAND_END.search(text, at, at + _LINE_REACH)
+    return m.start() if m else min(len(text), at + _LINE_REACH)
+
+
 def _redact_unnamed(text: str, lowered: str, values: dict[str, str]) -> tuple[str, int]:
     spans = []
+    spans += _command_secrets(text, lowered)
     for port in _PGPASS_PORT.finditer(text):
         if port.group(0)[1:-1] not in _PGPASS_PORTS:
             continue
