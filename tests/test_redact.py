@@ -502,6 +502,9 @@ PLANTED = [
     ("password", "'password' => bcrypt('Zq8vRt2Lm9Xp4f8a'),", "Zq8vRt2Lm9Xp4f8a"),
     ("password", "const h = await bcrypt.hash(`Zq8vRt2Lm9Xp4f8a`, 10)", "Zq8vRt2Lm9Xp4f8a"),
     ("password", "Run `cargo login Zq8vRt2Lm9Xp4f8a`.", "Zq8vRt2Lm9Xp4f8a"),
+    ("password", "gh secret set API_KEY -bZq8vRt2Lm9Xp4f8a", "Zq8vRt2Lm9Xp4f8a"),
+    ("password", "gh secret set API_KEY <<'EOF'\nZq8vRt2Lm9Xp4f8a\nEOF\necho done", "Zq8vRt2Lm9Xp4f8a"),
+    ("password", "cat <<EOF | npx wrangler secret put KEY\nZq8vRt2Lm9Xp4f8a\nEOF", "Zq8vRt2Lm9Xp4f8a"),
 ]
 
 
@@ -932,6 +935,8 @@ def test_a_recurring_value_after_an_escape_is_replaced_too():
         "vault kv put secret/app ttl=30m cert=@cert.pem",
         "echo https://api.example.com | vercel env add API_URL",
         "aws ssm put-parameter --name /db/pw --type SecureString --value file://pw.txt",
+        "cat <<EOF > notes.md\nhello world\nEOF\npython - <<'PY'\nprint(1)\nPY",
+        "gh secret set K <<EOF\n$TOKEN\nEOF",
         "The `--with-token` flag; then base64 -d <<< aGVsbG8=; vercel env add FOO production && cat <<< done",
     ],
 )

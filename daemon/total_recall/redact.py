@@ -1768,7 +1768,7 @@ _COMMAND_ARGUMENTS: tuple[tuple[str, re.Pattern[str], re.Pattern[str], bool, re.
             (
                 "gh",
                 r"(?:[ \t]+-\S+[ \t]+\S+)?[ \t]+secret[ \t]+set\b",
-                r"\s(?:-b|--body)" + _FLAG_VALUE,
+                r"\s(?:(?:-b|--body)(?:[ =]|(?=[\"']))|-b(?=[^\s\-=]))" + _ARG,  # -b X, --body=X, -bX
                 True,
                 "",
             ),
@@ -1841,6 +1841,8 @@ _COMMAND_ARGUMENTS: tuple[tuple[str, re.Pattern[str], re.Pattern[str], bool, re.
     )
 )
 _HERE_STRING = re.compile(r"[ \t]*" + _ARG)  # `gh auth login --with-token <<< X`
+_HERE_DOC = re.compile(r"<<-?[ \t]*(?P<q>[\"']?)(?P<tag>[A-Za-z_]\w*)(?P=q)")  # <<EOF, <<'EOF', <<-"END"
+_HERE_DOC_REACH = 4096
 # A value piped into a command that stores it as a secret or logs in with it: echo PASS | docker login
 # --password-stdin, printf '%s' X | gh secret set NAME (and wrangler secret put, docker secret create,
 # gcloud secrets create, vercel env add, passwd --stdin, chpasswd, gh auth login --with-token).
@@ -1914,17 +1916,34 @@ def _command_secrets(text: str, lowered: str) -> Iterator[tuple[int, int, str]]:
         found += ((m, False) for m in _SECRET_CALL.finditer(text))
     # After "<<<", when the command it is given to reads a secret: the command starts after the last
     # line end, pipe, ";" or "&" before it; a sink found in it holds for each "<<<" of the same command.
-    at, command_start, sink_at = text.find("<<<"), -1, -1
+    at, searched, sink_at = text.find("<<<"), 0, -1
     while at >= 0:
-        start = max(text.rfind(c, max(0, at - _LINE_REACH), at) for c in "\n|;&") + 1
-        if start != command_start:
-            command_start, sink_at, searched = start, -1, start
+        # only the text since the last "<<<" is read for a separator and a sink: linear in all
+        if (separator := max(text.rfind(c, searched, at) for c in "\n|;&")) >= 0:
+            searched, sink_at = separator + 1, -1  # a new command
         if sink_at < 0 and (sink := _HERE_STRING_SINK.search(text, searched, at)):
             sink_at = sink.start()
         searched = at
         if sink_at >= 0:
             found.append((_HERE_STRING.match(text, at + 3, _command_end(text, at + 3)), False))
         at = text.find("<<<", at + 3)
+    # A here-document's lines when its line hands them to such a command (`gh secret set NAME <<'EOF'`,
+    # `cat <<EOF | wrangler secret put KEY`): from the line after "<<TAG" to the line holding only TAG,
+    # at most _HERE_DOC_REACH characters on (no end within it: none).
+    at = text.find("<<")
+    while at >= 0:
+        doc = _HERE_DOC.match(text, at) if not at or text[at - 1] != "<" else None
+        line_end = text.find("\n", at, at + _LINE_REACH) if doc else -1
+        if line_end >= 0 and _HERE_STRING_SINK.search(text, _line_start(text, at), line_end):
+            tag = re.escape(doc.group("tag"))
+            close = re.compile(r"\n[ \t]*" + tag + r"[ \t]*(?=\n|$)").search(
+                text, line_end, line_end + _HERE_DOC_REACH
+            )
+            if close and close.start() > line_end + 1:
+                found.append(
+                    (re.compile(r"\n(?P<secret>[^\x00]*)").match(text, line_end, close.start()), False)
+                )
+        at = text.find("<<", at + 2)
     for m, shaped in found:
         if not m:
             continue
