@@ -503,6 +503,9 @@ PLANTED = [
     ("password", "const h = await bcrypt.hash(`Zq8vRt2Lm9Xp4f8a`, 10)", "Zq8vRt2Lm9Xp4f8a"),
     ("password", "Run `cargo login Zq8vRt2Lm9Xp4f8a`.", "Zq8vRt2Lm9Xp4f8a"),
     ("password", "gh secret set API_KEY -bZq8vRt2Lm9Xp4f8a", "Zq8vRt2Lm9Xp4f8a"),
+    ("password", "echo Zq8vRt2Lm9Xp4f8a | cargo login", "Zq8vRt2Lm9Xp4f8a"),
+    ("password", "cargo login -- Zq8vRt2Lm9Xp4f8a", "Zq8vRt2Lm9Xp4f8a"),
+    ("password", "mcli alias set m http://x:9000 admin Zq8vRt2Lm9Xp4f8a", "Zq8vRt2Lm9Xp4f8a"),
     ("password", "gh secret set API_KEY <<'EOF'\nZq8vRt2Lm9Xp4f8a\nEOF\necho done", "Zq8vRt2Lm9Xp4f8a"),
     ("password", "cat <<EOF | npx wrangler secret put KEY\nZq8vRt2Lm9Xp4f8a\nEOF", "Zq8vRt2Lm9Xp4f8a"),
 ]

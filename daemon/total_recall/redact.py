@@ -47,7 +47,7 @@ _CONFIG_KEY = r"(?P<key>[^\s=]*?(?i:secret|token|passw(?:or)?d|api[_\-]?key|_aut
 # A command that reads a secret on its standard input: a login's, or a secret store's "set".
 _STDIN_SINK = (
     r"(?:--password-stdin|--with-token|passwd[ \t]+--stdin|\bchpasswd\b|\bsecrets?[ \t]+(?:set|put|create)\b"
-    r"|\bversions[ \t]+add\b|\bsecrets:set\b|\benv[ \t]+add\b)"
+    r"|\bversions[ \t]+add\b|\bsecrets:set\b|\benv[ \t]+add\b|\bcargo[ \t]+login\b)"
 )
 
 # Keys of the services a developer's sessions name most, by their published prefixes. Each pattern
@@ -1811,12 +1811,13 @@ _COMMAND_ARGUMENTS: tuple[tuple[str, re.Pattern[str], re.Pattern[str], bool, re.
             ("redis-server", r"", r"\s--(?:requirepass|masterauth)[ \t]+" + _ARG, True, ""),
             (
                 "mc",
-                r"[ \t]+(?:alias[ \t]+set|config[ \t]+host[ \t]+add)\b",
+                # mc, or mcli as Debian names it
+                r"(?:li)?[ \t]+(?:alias[ \t]+set|config[ \t]+host[ \t]+add)\b",
                 r"(?:[ \t]+(?!-)\S+){3}[ \t]+" + _ARG,
                 False,
                 "",
             ),
-            ("cargo", r"[ \t]+login\b", r"(?:[ \t]+--registry[ =]\S+)?[ \t]+" + _ARG, False, ""),
+            ("cargo", r"[ \t]+login\b", r"(?:[ \t]+--registry[ =]\S+)?(?:[ \t]+--)?[ \t]+" + _ARG, False, ""),
             (
                 "poetry",
                 r"[ \t]+config\b",
