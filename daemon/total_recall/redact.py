@@ -358,6 +358,16 @@ _CONTINUED = r"(?:\\(?:[ \t]*\r?\n|[ \t]+)[ \t]*)?"
 # Or a string argument after the key's: the next argument of a call (`define('DB_PASSWORD', 'X')`,
 # `props.put("password", "X")`), a subscript's assignment (`os.environ["DB_PASSWORD"] = "X"`), Kotlin's
 # `to`, a setter's argument (`setPassword("X")`); each only with a quoted value (_argument_value).
+_THEN_ASSIGNED = re.compile(r"[ \t]+=(?![=>])")
+_KEYWORD_CALL = re.compile(r"[A-Za-z_][\w.]*\([ \t]*[A-Za-z_]\w*=(?!=)")
+# A declaration's type between a name and its value: Python's `API_KEY: str = "X"` and `Final[str]`, Rust's
+# `const TOKEN: &str = "X"`, Kotlin's `val apiKey: String = "X"`, TypeScript's `token: string | null = …`.
+_TYPED = re.compile(
+    # (a type's words are letters, with at most two digits at the end: `u8`, `int64`; not a key's value)
+    r"[ \t]*:[ \t]*(?:&(?:'\w+[ \t]+)?(?:mut[ \t]+)?)?[A-Za-z_]+\d{0,2}(?:(?:\.|::)[A-Za-z_]+\d{0,2})*"
+    r"(?:\[[^\]\n]{0,60}\]|<[^>\n]{0,60}>)?[?!]?"
+    r"(?:[ \t]*\|[ \t]*[A-Za-z_][\w.]*)*(?=[ \t]+=(?![=>]))"
+)
 _ASSIGN_TAIL = re.compile(
     r"""(?P<close>["']?)(?P<sep>[ \t]*(?::=|=>|:(?!:)|=(?!=))[ \t]*"""
     + _CONTINUED
@@ -370,6 +380,13 @@ _FLAG_TAIL = re.compile(
     + r"""(?P<value>"[^"\n]*"|'[^'\n]*'|(?!\\[nrt])[^\s"',;)}\]-](?:[^\s"',;)}\]\\]|\\(?![nrt]))*)"""
 )
 # Unquoted values that are references, not secrets: calls, env lookups, null-ish literals.
+# A package's version or range under a name that holds a secret's word ("jsonwebtoken": "^9.0.2",
+# `password-hash = "0.5"`, `csrf-token>=1.4,<2`), quoted or not.
+_VERSION_SOURCE = (
+    r"(?:[\^~]|[<>]=?|[=!~]=)?[ \t]*v?\d+(?:\.\d+){1,3}(?:[-+][\w.\-]+)?"
+    r"(?:[ \t]*,[ \t]*(?:[<>]=?|[=!~]=)[ \t]*\d+(?:\.\d+){0,3})*|[\^~]\d+"
+)
+_VERSION = re.compile(_VERSION_SOURCE)
 _NOT_A_SECRET = re.compile(
     # a call or an index, closed or cut by the value's end ("get_pw()", "env['X'].strip()", "f(a",
     # "Hash::make($pw)"), not
@@ -391,7 +408,15 @@ _NOT_A_SECRET = re.compile(
     r"|props|ctx|context|request|vars|values|Values|inputs|steps|import\.meta)\.[A-Za-z_$][\w.$]*"
     r"|(?:~|\.{1,2})?/\S*|[\w.\-]+\.(?:json|pem|key|crt|cer|p12|pfx|jks|txt|env|ya?ml|toml|ini|cfg|conf|sock)"
     r"|await|new|yield|async|function|lambda|this|self|require|yes|no|on|off"
-    r"|None|null|nil|True|False|true|false",
+    r"|None|null|nil|undefined|True|False|true|false"
+    r"|"
+    + _VERSION_SOURCE
+    # a field's type where a schema or a class declares it (`api_key: str`, `password: SecretStr`,
+    # `password: CharArray`, GraphQL's `token: String!`, Swift's `String?`), a field's number (protobuf's
+    # `string password = 2;`), YAML's null
+    + r"|(?:str|int|bytes|bool|float|string|number|boolean|any|object|unknown|String|Int|Integer|Long|Bool"
+    r"|Boolean|Float|Double|ID|Data|URL|UUID|Secret(?:Str|String|Bytes|Box)?|CharArray|ByteArray|char\[\]"
+    r"|(?:Optional|Secret|Option|Vec|List|Array)[\[<][^\]>\n]{1,30}[\]>])[?!]?|\d{1,3}|~",
 )
 _KIND_OF_WORD = {
     "pass": "password",
@@ -1014,6 +1039,8 @@ def _redact_env(text: str, values: dict[str, str]) -> tuple[str, int]:
             end = start + len(value)
         if not value.strip(" \\") or _NOT_A_SECRET.fullmatch(value):
             continue  # no value, a reference, or the escaped backslash of a line continuation
+        if _THEN_ASSIGNED.match(text, end):
+            continue  # a declaration's type, its value after "=": `const API_TOKEN: &str = …`
         if _settings_key(key):
             continue
         if value.isalpha() and value.islower() and len(value) < 6:
@@ -1219,6 +1246,8 @@ def _redact_prose(text: str, values: dict[str, str]) -> tuple[str, int]:
             continue
         if value.startswith("{"):
             continue  # a template's placeholder ("{{ token }}")
+        if _THEN_ASSIGNED.match(text, end):
+            continue  # a declaration's type, its value after "=": `let token: std::string::String = …`
         if text[start - 1 : start + 1] == "::":
             continue  # a path's separator, not a label's colon: `Secret::new(raw)`, `Token::make()`
         if _in_arn(text, start):
@@ -1573,7 +1602,7 @@ def _redact_markdown(text: str, values: dict[str, str]) -> tuple[str, int]:
 # `auth: 3b1f…`): the name says too little alone, the value's shape says the rest.
 _DIGEST = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # a git commit or a sha256: public by nature
 _BARE_KEY = re.compile(
-    r"""(?:key|auth)["']?[ \t]*[:=][ \t]*(?P<value>"[^"\n]*"|'[^'\n]*'|[A-Za-z0-9+/_\-]{6,}=*)"""
+    r"""(?:[kK]ey|KEY|auth)["']?[ \t]*[:=][ \t]*(?P<value>"[^"\n]*"|'[^'\n]*'|[A-Za-z0-9+/_\-]{6,}=*)"""
 )
 # Keys whose name says they are secret, though no other pass reads "key" alone as a secret's word.
 _NAMED_KEY = re.compile(r"(?:encryption|signing|master|hmac|jwt|webhook)[_\-]?", re.IGNORECASE)
@@ -1598,7 +1627,8 @@ def _redact_bare_keys(text: str, values: dict[str, str]) -> tuple[str, int]:
                 and (_secret_like(value) or len(value) >= 8)
                 and not _NOT_A_SECRET.fullmatch(value)
             ):
-                spans.append((start, end, text[name_start : m.start() + 3].lower().replace("-", "_")))
+                kind = text[name_start : m.start()].lower().rstrip("_-") + "_" + m.group(0)[:3].lower()
+                spans.append((start, end, kind))  # signing_key, also of signingKey and "JWT_KEY"
             continue
         if "public" in text[max(0, m.start() - 12) : m.start()].lower():
             continue  # "public key: age1…": meant to be shared
@@ -1853,8 +1883,8 @@ _PIPING = (("echo", re.compile(r"echo\b")), ("printf", re.compile(r"printf\b")))
 # (`SecretString::from("X")`), and the third string of Django's create_superuser / create_user (username,
 # email, password; one word); looked for only in a text holding a call's quoted argument.
 _SECRET_CALL = re.compile(
-    r"(?:(?:hashpw|hashSync|checkpw|generate_password_hash|make_password|password_hash|password_verify"
-    r"|check_password|Hash::make|Password\.create|bcrypt|bcrypt\.hash|bcrypt\.compare(?:Sync)?|argon2\.hash"
+    r"(?:(?:hashpw|hashSync|generate_password_hash|make_password|password_hash"
+    r"|Hash::make|Password\.create|bcrypt|bcrypt\.hash|argon2\.hash"
     r"|Secret(?:String|Box)?::(?:new|from))\(\s*b?(?P<q>[\"'`])(?P<secret>[^\"'`\n]+)(?P=q)"
     r"|create_(?:super)?user\(\s*(?P<q0>[\"'])[^\"'\n]*(?P=q0)\s*,\s*(?P<q2>[\"'])(?:[^\"'\n@]*@[^\"'\n]*)?(?P=q2)"
     r"\s*,\s*(?P<q1>[\"'])"
@@ -2167,7 +2197,8 @@ def _value_span(text: str, key_start: int, key_end: int) -> tuple[int, int] | No
     if key.startswith("--"):
         match = _FLAG_TAIL.match(text, key_end)
     else:
-        match = _ASSIGN_TAIL.match(text, key_end)
+        typed = _TYPED.match(text, key_end)  # `API_KEY: str = "X"`: the value is after "=", not the type
+        match = _ASSIGN_TAIL.match(text, typed.end() if typed else key_end)
         close = match.group("close") if match else ""
         quote = key_start - 1  # where the key's opening quote would be
         if close and text[quote : quote + 1] != close:
@@ -2211,6 +2242,10 @@ def _value_span(text: str, key_start: int, key_end: int) -> tuple[int, int] | No
             return None  # empty, or a template filled in later ("{{ vault_db_password }}", "${DB_PASSWORD}")
         if _RULES.fullmatch(value):
             return None  # a form's validation rules (Laravel's 'password' => 'required|string|min:8')
+        if _VERSION.fullmatch(value):
+            return None
+    elif _KEYWORD_CALL.match(value):
+        return None  # a call given a keyword argument, key-shaped or not: `models.CharField(max_length=40`
     elif (_NOT_A_SECRET.fullmatch(value) and not _key_shaped(value)) or _looks_like_prose(
         key, match, text, key_start
     ):
