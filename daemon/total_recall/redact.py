@@ -1602,7 +1602,7 @@ def _redact_markdown(text: str, values: dict[str, str]) -> tuple[str, int]:
 # `auth: 3b1f…`): the name says too little alone, the value's shape says the rest.
 _DIGEST = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # a git commit or a sha256: public by nature
 _BARE_KEY = re.compile(
-    r"""(?:[kK]ey|KEY|auth)["']?[ \t]*[:=][ \t]*(?P<value>"[^"\n]*"|'[^'\n]*'|[A-Za-z0-9+/_\-]{6,}=*)"""
+    r"""(?:key|auth)["']?[ \t]*[:=][ \t]*(?P<value>"[^"\n]*"|'[^'\n]*'|[a-z0-9+/_\-]{6,}=*)"""
 )
 # Keys whose name says they are secret, though no other pass reads "key" alone as a secret's word.
 _NAMED_KEY = re.compile(r"(?:encryption|signing|master|hmac|jwt|webhook)[_\-]?", re.IGNORECASE)
@@ -1610,8 +1610,10 @@ _NAMED_KEY = re.compile(r"(?:encryption|signing|master|hmac|jwt|webhook)[_\-]?",
 
 def _redact_bare_keys(text: str, values: dict[str, str]) -> tuple[str, int]:
     spans = []
-    for m in _BARE_KEY.finditer(text):
-        value, (start, end) = m.group("value"), m.span("value")
+    # Found in the lower-cased text (a literal's scan; "signingKey" and "JWT_KEY" too), read in the text.
+    for m in _BARE_KEY.finditer(_lowered(text)):
+        (start, end) = m.span("value")
+        value = text[start:end]
         if value[0] in "\"'":
             value, start, end = value[1:-1], start + 1, end - 1
         before = text[m.start() - 1] if m.start() else " "
@@ -1627,7 +1629,8 @@ def _redact_bare_keys(text: str, values: dict[str, str]) -> tuple[str, int]:
                 and (_secret_like(value) or len(value) >= 8)
                 and not _NOT_A_SECRET.fullmatch(value)
             ):
-                kind = text[name_start : m.start()].lower().rstrip("_-") + "_" + m.group(0)[:3].lower()
+                word = "auth" if m.group(0).startswith("auth") else "key"
+                kind = text[name_start : m.start()].lower().rstrip("_-") + "_" + word
                 spans.append((start, end, kind))  # signing_key, also of signingKey and "JWT_KEY"
             continue
         if "public" in text[max(0, m.start() - 12) : m.start()].lower():
