@@ -516,6 +516,22 @@ PLANTED = [
     ("jwt_key", "jwtKey: Zq8vRt2Lm9Xp4f8a", "Zq8vRt2Lm9Xp4f8a"),
     ("encryption_key", '"EncryptionKey": "Zq8vRt2Lm9Xp4f8a"', "Zq8vRt2Lm9Xp4f8a"),
     ("jwt_key", '"JWT_KEY": "Zq8vRt2Lm9Xp4f8a"', "Zq8vRt2Lm9Xp4f8a"),
+    # A password, secret or key given by position to a call that logs in, connects, signs or keys a MAC.
+    ("password", "server.login('me@example.com', 'Zq8vRt2Lm9Xp')", "Zq8vRt2Lm9Xp"),
+    ("password", 'Connection c = DriverManager.getConnection(url, "app", "Zq8vRt2Lm9Xp");', "Zq8vRt2Lm9Xp"),
+    ("password", "$pdo = new PDO($dsn, 'root', 'Zq8vRt2Lm9Xp');", "Zq8vRt2Lm9Xp"),
+    ("password", "$db = new mysqli('localhost', 'root', 'Zq8vRt2Lm9Xp', 'app');", "Zq8vRt2Lm9Xp"),
+    (
+        "password",
+        "jwt.sign({ id: user.id, role: 'admin' }, 'Zq8vRt2Lm9Xp', { expiresIn: '1h' })",
+        "Zq8vRt2Lm9Xp",
+    ),
+    ("password", "token = jwt.encode(payload, 'Zq8vRt2Lm9Xp', algorithm='HS256')", "Zq8vRt2Lm9Xp"),
+    ("password", "h = hmac.new(b'Zq8vRt2Lm9Xp', msg, hashlib.sha256)", "Zq8vRt2Lm9Xp"),
+    ("password", "crypto.createHmac('sha256', 'Zq8vRt2Lm9Xp').update(body)", "Zq8vRt2Lm9Xp"),
+    ("password", 'var c = new NetworkCredential("bob", "Zq8vRt2Lm9Xp");', "Zq8vRt2Lm9Xp"),
+    ("password", "conn.simple_bind_s('cn=admin,dc=example', 'Zq8vRt2Lm9Xp')", "Zq8vRt2Lm9Xp"),
+    ("password", '.basic_auth("admin", Some("Zq8vRt2Lm9Xp"))', "Zq8vRt2Lm9Xp"),
     ("password", "gh secret set API_KEY <<'EOF'\nZq8vRt2Lm9Xp4f8a\nEOF\necho done", "Zq8vRt2Lm9Xp4f8a"),
     ("password", "cat <<EOF | npx wrangler secret put KEY\nZq8vRt2Lm9Xp4f8a\nEOF", "Zq8vRt2Lm9Xp4f8a"),
 ]
@@ -622,6 +638,24 @@ def test_every_secret_a_command_stores_is_hidden_and_its_names_kept():
         "vault kv put -mount=secret app ttl=30m user=deploy"
         " password=[REDACTED:password] db=[REDACTED:password]"
     )
+
+
+def test_a_kubernetes_secrets_values_are_hidden_whatever_their_names():
+    """`kubectl get secret -o yaml` or `-o json`: every value under data (base64 of the secret), and each
+    shaped like one under stringData; a ConfigMap's data and the Secret's names stay."""
+    manifest = (
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: app\ntype: Opaque\ndata:\n"
+        "  DATABASE_URL: cG9zdGdyZXM6Ly91OnBAaDo1NDMyL2Q=\n  redis-auth: aHVudGVyMg==\n"
+        "stringData:\n  host: db.internal\n  api: Zq8vRt2Lm9Xp4f8a\n"
+        "---\nkind: ConfigMap\ndata:\n  LOG_LEVEL: debug\n"
+    )
+    assert redact(manifest) == manifest.replace(
+        "cG9zdGdyZXM6Ly91OnBAaDo1NDMyL2Q=", "[REDACTED:secret]"
+    ).replace("aHVudGVyMg==", "[REDACTED:secret]").replace("Zq8vRt2Lm9Xp4f8a", "[REDACTED:secret]")
+    as_json = (
+        '{"apiVersion": "v1", "data": {"DATABASE_URL": "cG9zdGdyZXM6Ly91OnBAaDo1NDMyL2Q="}, "kind": "Secret"}'
+    )
+    assert redact(as_json) == as_json.replace("cG9zdGdyZXM6Ly91OnBAaDo1NDMyL2Q=", "[REDACTED:secret]")
 
 
 def test_private_key_block_is_removed_whole():
@@ -961,6 +995,8 @@ def test_a_recurring_value_after_an_escape_is_replaced_too():
         "token = models.CharField(max_length=40, unique=True)\napi_token = models.CharField(max_length=64)",
         "assert user.check_password('correct-horse'); assert not user.check_password('wrong')",
         "hotKey: ctrl+shift+k; monkey: 12345678abcdefgh",
+        "jwt.sign(payload, process.env.JWT_SECRET); await page.login(user.email, user.password)",
+        'jwt.decode(token, options={"verify_signature": False}); server.login(user, password)',
         "The `--with-token` flag; then base64 -d <<< aGVsbG8=; vercel env add FOO production && cat <<< done",
     ],
 )

@@ -1893,6 +1893,53 @@ _SECRET_CALL = re.compile(
     r"\s*,\s*(?P<q1>[\"'])"
     r"(?P<word>[^\"'\s]+)(?P=q1))"
 )
+# A password, signing secret or key given by position to a call that logs in, connects, signs or keys a
+# MAC, as a string: `smtp.login(user, 'X')`, `DriverManager.getConnection(url, user, "X")`, `new PDO(dsn,
+# user, 'X')`, `jwt.sign({ id }, 'X', …)`, `hmac.new(b'X', …)`, `crypto.createHmac('sha256', 'X')`,
+# `new NetworkCredential(user, "X")`, `conn.simple_bind_s(dn, 'X')`, reqwest's `.basic_auth(u, Some("X"))`;
+# each looked for only where its literal stands (in the lower-cased text).
+# one argument: a string, an object literal, or a plain one
+_ONE_ARGUMENT = r"""(?:"[^"\n]{0,200}"|'[^'\n]{0,200}'|\{[^{}\n]{0,200}\}|[^,(){}\n]{1,200}?)"""
+_QUOTED = r"""b?(?P<q>["'`])(?P<secret>[^"'`\n]+)(?P=q)"""
+_POSITIONAL_SECRETS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (literal, re.compile(pattern))
+    for literal, pattern in (
+        ("login(", r"\.login\(\s*" + _ONE_ARGUMENT + r",\s*" + _QUOTED + r"\s*[,)]"),
+        (
+            "getconnection(",
+            r"getConnection\(\s*" + _ONE_ARGUMENT + r",\s*" + _ONE_ARGUMENT + r",\s*" + _QUOTED,
+        ),
+        ("pdo(", r"new\s+PDO\(\s*" + _ONE_ARGUMENT + r",\s*" + _ONE_ARGUMENT + r",\s*" + _QUOTED),
+        (
+            "mysqli",
+            r"(?:new\s+mysqli|mysqli_connect)\(\s*"
+            + _ONE_ARGUMENT
+            + r",\s*"
+            + _ONE_ARGUMENT
+            + r",\s*"
+            + _QUOTED,
+        ),
+        (
+            "jwt",
+            r"(?:jwt|JWT|jsonwebtoken|jose)\.(?:sign|encode|verify|decode)\(\s*"
+            + _ONE_ARGUMENT
+            + r",\s*"
+            + _QUOTED,
+        ),
+        ("hmac", r"(?:hmac\.new|Hmac<\w+>::new_from_slice)\(\s*" + _QUOTED),
+        ("createhmac(", r"createHmac\(\s*[\"'][\w-]+[\"']\s*,\s*" + _QUOTED),
+        (
+            "credential",
+            r"(?:NetworkCredential|UsernamePasswordCredentials|BasicAWSCredentials)\(\s*"
+            + _ONE_ARGUMENT
+            + r",\s*"
+            + _QUOTED,
+        ),
+        ("passwordauthentication(", r"PasswordAuthentication\(\s*" + _ONE_ARGUMENT + r",\s*" + _QUOTED),
+        ("bind", r"(?:simple_bind_s|simple_bind|bind_s)\(\s*" + _ONE_ARGUMENT + r",\s*" + _QUOTED),
+        ("basic_auth(", r"\.basic_auth\(\s*" + _ONE_ARGUMENT + r",\s*Some\(\s*" + _QUOTED),
+    )
+)
 _PIPED = re.compile(
     r"(?:[ \t]+-[neE]{1,3})*(?:[ \t]+--)?(?:[ \t]+(?P<f>[\"'])%s(?:\\n)?(?P=f))?[ \t]+"
     + _ARG
@@ -1948,6 +1995,9 @@ def _command_secrets(text: str, lowered: str) -> Iterator[tuple[int, int, str]]:
                     found.append((_PIPED.match(text, head.end(), head.end() + _LINE_REACH), False))
     if "('" in text or '("' in text or "(b'" in text or '(b"' in text or "(`" in text:
         found += ((m, False) for m in _SECRET_CALL.finditer(text))
+    for literal, pattern in _POSITIONAL_SECRETS:
+        if literal in lowered:
+            found += ((m, False) for m in pattern.finditer(text))
     # After "<<<", when the command it is given to reads a secret: the command starts after the last
     # line end, pipe, ";" or "&" before it; a sink found in it holds for each "<<<" of the same command.
     at, searched, sink_at = text.find("<<<"), 0, -1
@@ -2018,9 +2068,60 @@ def _command_end(text: str, at: int) -> int:
     return m.start() if m else min(len(text), at + _LINE_REACH)
 
 
+# A Kubernetes Secret's values, whatever their names (`kubectl get secret -o yaml` or `-o json`, a
+# manifest): every value under `data:` (base64 of the secret) and each password- or key-shaped one under
+# `stringData:`, in a document whose kind is Secret (a ConfigMap's data stay).
+_K8S_SECRET_KIND = re.compile(r"""^[ \t]*kind:[ \t]*["']?Secret["']?[ \t]*$|"kind":[ \t]*"Secret\"""", re.M)
+_K8S_DATA = re.compile(r"^(?P<indent>[ \t]*)(?P<field>data|stringData):[ \t]*\r?$", re.M)
+_K8S_ENTRY = re.compile(
+    r"""(?P<indent>[ \t]*)[\w.\-]+:[ \t]*["']?(?P<value>[^\s"'|>][^\s"']*)["']?[ \t]*\r?$"""
+)
+_K8S_JSON_DATA = re.compile(r'"(?P<field>data|stringData)":[ \t]*\{(?P<body>[^{}]{0,20000})\}')
+_K8S_JSON_ENTRY = re.compile(r'"[\w.\-]+":[ \t]*"(?P<value>[^"\\\n]+)"')
+_K8S_REACH = 20_000  # how far a Secret's document is read either side of its kind
+
+
+def _kubernetes_secret_values(text: str) -> Iterator[tuple[int, int, str]]:
+    """The spans of a Kubernetes Secret's values (see _K8S_SECRET_KIND)."""
+    read_to = 0
+    for kind in _K8S_SECRET_KIND.finditer(text):
+        if kind.start() < read_to:
+            continue  # in a document read already
+        start = max(read_to, text.rfind("\n---", max(0, kind.start() - _K8S_REACH), kind.start()) + 1)
+        end = text.find("\n---", kind.end(), kind.end() + _K8S_REACH)
+        end = read_to = min(len(text), kind.end() + _K8S_REACH) if end < 0 else end
+        for block in _K8S_JSON_DATA.finditer(text, start, end):
+            for entry in _K8S_JSON_ENTRY.finditer(text, block.start("body"), block.end("body")):
+                value = entry.group("value")
+                if not value.startswith("[REDACTED") and (
+                    block.group("field") == "data" or _secret_shaped(value)
+                ):
+                    yield (*entry.span("value"), "secret")
+        for block in _K8S_DATA.finditer(text, start, end):
+            at = block.end() + 1
+            while at < end:
+                line_end = text.find("\n", at, end)
+                line_end = end if line_end < 0 else line_end
+                entry = _K8S_ENTRY.fullmatch(text, at, line_end)
+                if not entry or len(entry.group("indent")) <= len(block.group("indent")):
+                    break  # the block's end: a line at its indent or less, or not a `name: value`
+                value = entry.group("value")
+                if not value.startswith("[REDACTED") and (
+                    block.group("field") == "data" or _secret_shaped(value)
+                ):
+                    yield (*entry.span("value"), "secret")
+                at = line_end + 1
+
+
+def _secret_shaped(value: str) -> bool:
+    return _password_shaped(value) or _key_shaped(value)
+
+
 def _redact_unnamed(text: str, lowered: str, values: dict[str, str]) -> tuple[str, int]:
     spans = []
     spans += _command_secrets(text, lowered)
+    if "Secret" in text:
+        spans += _kubernetes_secret_values(text)
     for port in _PGPASS_PORT.finditer(text):
         if port.group(0)[1:-1] not in _PGPASS_PORTS:
             continue
