@@ -532,6 +532,23 @@ PLANTED = [
     ("password", 'var c = new NetworkCredential("bob", "Zq8vRt2Lm9Xp");', "Zq8vRt2Lm9Xp"),
     ("password", "conn.simple_bind_s('cn=admin,dc=example', 'Zq8vRt2Lm9Xp')", "Zq8vRt2Lm9Xp"),
     ("password", '.basic_auth("admin", Some("Zq8vRt2Lm9Xp"))', "Zq8vRt2Lm9Xp"),
+    ("npm_token", "//registry.npmjs.org/:_auth=Ym9iOlpxOHZSdDJMbTlYcDRmOGE=", "Ym9iOlpxOHZSdDJMbTlYcDRmOGE="),
+    (
+        "preshared_key",
+        "PresharedKey = 8mT9xQ2vLp4rZ7wK3nB6yH1cF5dJ0sA2eG4iU6oP8qE=",
+        "8mT9xQ2vLp4rZ7wK3nB6yH1cF5dJ0sA2eG4iU6oP8qE=",
+    ),
+    (
+        "authorization",
+        'proxy_set_header Authorization "Basic YWRtaW46WnE4dlJ0MkxtOVhw";',
+        "YWRtaW46WnE4dlJ0MkxtOVhw",
+    ),
+    (
+        "aws_session_token",
+        "CREDENTIALS\t2026-11-27T23:00:00Z\tIQoJb3JpZ2luX2VjEJr//////////wEaCXVzLWVhc3QtMSJHMEUCIQDa"
+        + "bcdEf12" * 8,
+        "IQoJb3JpZ2luX2VjEJr//////////wEaCXVzLWVhc3QtMSJHMEUCIQDa" + "bcdEf12" * 8,
+    ),
     ("password", "gh secret set API_KEY <<'EOF'\nZq8vRt2Lm9Xp4f8a\nEOF\necho done", "Zq8vRt2Lm9Xp4f8a"),
     ("password", "cat <<EOF | npx wrangler secret put KEY\nZq8vRt2Lm9Xp4f8a\nEOF", "Zq8vRt2Lm9Xp4f8a"),
 ]
@@ -997,6 +1014,8 @@ def test_a_recurring_value_after_an_escape_is_replaced_too():
         "hotKey: ctrl+shift+k; monkey: 12345678abcdefgh",
         "jwt.sign(payload, process.env.JWT_SECRET); await page.login(user.email, user.password)",
         'jwt.decode(token, options={"verify_signature": False}); server.login(user, password)',
+        "The Authorization Basic credentials are sent base64-encoded.",
+        "Authorization header: Basic auth is weak",
         "The `--with-token` flag; then base64 -d <<< aGVsbG8=; vercel env add FOO production && cat <<< done",
     ],
 )

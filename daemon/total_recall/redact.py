@@ -148,6 +148,8 @@ _TOKEN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     # presigned URLs carry their signature (and a session's token) in the query string
     ("url_signature", re.compile(r"X-(?:Amz|Goog)-Signature=(?P<secret>[0-9a-fA-F]{32,})")),
     ("aws_session_token", re.compile(r"X-Amz-Security-Token=(?P<secret>[^&\s\"']{16,})")),
+    # an STS session token by its opening bytes, in `aws sts … --output text` or a table as in JSON
+    ("aws_session_token", re.compile(r"(?:IQoJb3JpZ2lu|FwoGZXIvYXdz)[A-Za-z0-9+/=]{60,}")),
     # Go's MySQL DSN: user:PASS@tcp(host:3306)/db
     ("dsn_password", re.compile(r":(?P<secret>[^\s@/:'\"]+)@(?:tcp|unix|udp)\(")),
     ("google_api_key", re.compile(r"AIza[0-9A-Za-z_\-]{35}")),
@@ -159,7 +161,10 @@ _TOKEN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     (
         "authorization",
         re.compile(
-            r"uthorization[\"']?\s*[:=]\s*[\"']?(?i:basic|token)\s+"
+            # a header's "Authorization: Basic X", or a server config's `proxy_set_header Authorization
+            # "Basic X"` (separated by spaces only when X holds a digit or base64's + / =)
+            r"uthorization[\"']?(?:\s*[:=]\s*|[ \t]+(?=[\"']?(?i:basic|token)[ \t]+[\w.~+/\-]*[0-9+/=]))"
+            r"[\"']?(?i:basic|token)\s+"
             r"(?P<secret>[A-Za-z0-9._~+/\-]{8,}=*)"
         ),
     ),
@@ -176,7 +181,10 @@ _TOKEN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("password", re.compile(r"://[^\s:/@\[\]]*:(?P<secret>[^\s/\[\]]+)@(?=[\w.\-]+(?:[:/?#,\s]|\Z)|\[)")),
     ("huggingface_token", re.compile(r"hf_[A-Za-z0-9]{30,}")),
     ("npm_token", re.compile(r"npm_[A-Za-z0-9]{30,}")),
-    ("npm_token", re.compile(r":_authToken=\s*(?P<secret>" + _BARE + r"+)")),
+    (
+        "npm_token",
+        re.compile(r":_auth(?:Token)?=\s*(?P<secret>" + _BARE + r"+)"),
+    ),  # .npmrc's _authToken, _auth
     ("gitlab_token", re.compile(r"gl(?:pat|dt|ft|rt|soat|cbt)-[A-Za-z0-9_\-]{20,}")),
     ("stripe_key", re.compile(r"(?:sk|rk|pk)_(?:live|test)_[0-9A-Za-z]{16,}")),
     ("sendgrid_key", re.compile(r"SG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}")),
@@ -1605,7 +1613,7 @@ _BARE_KEY = re.compile(
     r"""(?:key|auth)["']?[ \t]*[:=][ \t]*(?P<value>"[^"\n]*"|'[^'\n]*'|[a-z0-9+/_\-]{6,}=*)"""
 )
 # Keys whose name says they are secret, though no other pass reads "key" alone as a secret's word.
-_NAMED_KEY = re.compile(r"(?:encryption|signing|master|hmac|jwt|webhook)[_\-]?", re.IGNORECASE)
+_NAMED_KEY = re.compile(r"(?:encryption|signing|master|hmac|jwt|webhook|preshared)[_\-]?", re.IGNORECASE)
 
 
 def _redact_bare_keys(text: str, values: dict[str, str]) -> tuple[str, int]:
