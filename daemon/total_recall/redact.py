@@ -149,7 +149,8 @@ _TOKEN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("url_signature", re.compile(r"X-(?:Amz|Goog)-Signature=(?P<secret>[0-9a-fA-F]{32,})")),
     ("aws_session_token", re.compile(r"X-Amz-Security-Token=(?P<secret>[^&\s\"']{16,})")),
     # an STS session token by its opening bytes, in `aws sts … --output text` or a table as in JSON
-    ("aws_session_token", re.compile(r"(?:IQoJb3JpZ2lu|FwoGZXIvYXdz)[A-Za-z0-9+/=]{60,}")),
+    ("aws_session_token", re.compile(r"IQoJb3JpZ2lu[A-Za-z0-9+/=]{60,}")),  # one literal each: a scan
+    ("aws_session_token", re.compile(r"FwoGZXIvYXdz[A-Za-z0-9+/=]{60,}")),  # of an alternation is slower
     # Go's MySQL DSN: user:PASS@tcp(host:3306)/db
     ("dsn_password", re.compile(r":(?P<secret>[^\s@/:'\"]+)@(?:tcp|unix|udp)\(")),
     ("google_api_key", re.compile(r"AIza[0-9A-Za-z_\-]{35}")),
