@@ -534,6 +534,11 @@ PLANTED = [
     ("password", '.basic_auth("admin", Some("Zq8vRt2Lm9Xp"))', "Zq8vRt2Lm9Xp"),
     ("npm_token", "//registry.npmjs.org/:_auth=Ym9iOlpxOHZSdDJMbTlYcDRmOGE=", "Ym9iOlpxOHZSdDJMbTlYcDRmOGE="),
     (
+        "authorization",
+        'curl -H "Authorization: Bearer Cu9rL1hB3eA5rE7" https://api.example.com',
+        "Cu9rL1hB3eA5rE7",
+    ),
+    (
         "preshared_key",
         "PresharedKey = 8mT9xQ2vLp4rZ7wK3nB6yH1cF5dJ0sA2eG4iU6oP8qE=",
         "8mT9xQ2vLp4rZ7wK3nB6yH1cF5dJ0sA2eG4iU6oP8qE=",
@@ -673,6 +678,19 @@ def test_a_kubernetes_secrets_values_are_hidden_whatever_their_names():
         '{"apiVersion": "v1", "data": {"DATABASE_URL": "cG9zdGdyZXM6Ly91OnBAaDo1NDMyL2Q="}, "kind": "Secret"}'
     )
     assert redact(as_json) == as_json.replace("cG9zdGdyZXM6Ly91OnBAaDo1NDMyL2Q=", "[REDACTED:secret]")
+
+
+def test_a_maps_values_are_hidden_when_its_name_says_they_are_secrets():
+    """Under `secrets:` or `credentials:`, values shaped like a password or a key are hidden whatever
+    their names; a reference, a plain word and the names stay, and so does the map's sibling."""
+    text = (
+        "deploy:\n  secrets:\n    github: ghx9Q2vLp4rZ7wK3nB6y\n    npm: ${{ secrets.NPM }}\n"
+        "    owner: acme\n  region: eu-west-1\ncredentials:\n  staging: Hk3pW9mQx2Lr\n"
+    )
+    out = redact(text)
+    assert out == text.replace("ghx9Q2vLp4rZ7wK3nB6y", "[REDACTED:secret]").replace(
+        "Hk3pW9mQx2Lr", "[REDACTED:secret]"
+    )
 
 
 def test_private_key_block_is_removed_whole():
@@ -1016,6 +1034,8 @@ def test_a_recurring_value_after_an_escape_is_replaced_too():
         'jwt.decode(token, options={"verify_signature": False}); server.login(user, password)',
         "The Authorization Basic credentials are sent base64-encoded.",
         "Authorization header: Basic auth is weak",
+        "GET /api/me 401: Authorization: Bearer undefined",
+        "jobs:\n  deploy:\n    secrets: inherit\n    with:\n      region: eu-west-1\ntokens:\n  max: 4096",
         "The `--with-token` flag; then base64 -d <<< aGVsbG8=; vercel env add FOO production && cat <<< done",
     ],
 )

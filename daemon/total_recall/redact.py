@@ -169,6 +169,15 @@ _TOKEN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
             r"(?P<secret>[A-Za-z0-9._~+/\-]{8,}=*)"
         ),
     ),
+    # a short bearer token in an Authorization header (the bearer pattern takes 16 characters or more), when
+    # it holds a digit: "Bearer undefined", a JavaScript bug's log line, stays
+    (
+        "authorization",
+        re.compile(
+            r"uthorization[\"']?\s*[:=]\s*[\"']?(?i:bearer)\s+"
+            r"(?P<secret>(?=[A-Za-z._~+/\-]*\d)[A-Za-z0-9._~+/\-]{8,15}=*)(?![A-Za-z0-9._~+/\-])"
+        ),
+    ),
     # git config -l after actions/checkout: "http.https://github.com/.extraheader AUTHORIZATION: basic …"
     (
         "authorization",
@@ -416,7 +425,8 @@ _NOT_A_SECRET = re.compile(
     r"|(?:process|os|env|var|local|locals|data|module|settings|config|conf|self|this|window|secrets|params"
     r"|props|ctx|context|request|vars|values|Values|inputs|steps|import\.meta)\.[A-Za-z_$][\w.$]*"
     r"|(?:~|\.{1,2})?/\S*|[\w.\-]+\.(?:json|pem|key|crt|cer|p12|pfx|jks|txt|env|ya?ml|toml|ini|cfg|conf|sock)"
-    r"|await|new|yield|async|function|lambda|this|self|require|yes|no|on|off"
+    # code keywords, YAML's booleans, GitHub Actions' `secrets: inherit`
+    r"|await|new|yield|async|function|lambda|this|self|require|yes|no|on|off|inherit"
     r"|None|null|nil|undefined|True|False|true|false"
     r"|"
     + _VERSION_SOURCE
@@ -2107,19 +2117,37 @@ def _kubernetes_secret_values(text: str) -> Iterator[tuple[int, int, str]]:
                 ):
                     yield (*entry.span("value"), "secret")
         for block in _K8S_DATA.finditer(text, start, end):
-            at = block.end() + 1
-            while at < end:
-                line_end = text.find("\n", at, end)
-                line_end = end if line_end < 0 else line_end
-                entry = _K8S_ENTRY.fullmatch(text, at, line_end)
-                if not entry or len(entry.group("indent")) <= len(block.group("indent")):
-                    break  # the block's end: a line at its indent or less, or not a `name: value`
-                value = entry.group("value")
-                if not value.startswith("[REDACTED") and (
-                    block.group("field") == "data" or _secret_shaped(value)
-                ):
-                    yield (*entry.span("value"), "secret")
-                at = line_end + 1
+            yield from _block_values(text, block, end, shaped=block.group("field") != "data")
+
+
+def _block_values(text: str, block: re.Match[str], end: int, shaped: bool) -> Iterator[tuple[int, int, str]]:
+    """The spans of the `name: value` lines indented under ``block`` (a `name:` line), up to the first
+    line at its indent or less; with ``shaped``, only values shaped like a password or a key."""
+    at = block.end() + 1
+    while at < end:
+        line_end = text.find("\n", at, end)
+        line_end = end if line_end < 0 else line_end
+        if text[at:line_end].strip():
+            if len(text[at:line_end]) - len(text[at:line_end].lstrip(" \t")) <= len(block.group("indent")):
+                return  # the block's end
+            entry = _K8S_ENTRY.fullmatch(text, at, line_end)
+            value = entry.group("value") if entry else ""
+            if value and not value.startswith("[REDACTED") and (not shaped or _secret_shaped(value)):
+                yield (*entry.span("value"), "secret")
+        at = line_end + 1
+
+
+# A map whose name says its values are secrets (`secrets:`, `credentials:`, `passwords:`, `tokens:`
+# opening a block): its values shaped like a password or a key, whatever their names (`github: X`).
+_SECRET_MAP = re.compile(
+    r"^(?P<indent>[ \t]*)(?P<field>(?i:secrets|credentials|passwords|tokens|api_?keys)):[ \t]*\r?$", re.M
+)
+_SECRET_MAP_REACH = 4096
+
+
+def _secret_map_values(text: str) -> Iterator[tuple[int, int, str]]:
+    for block in _SECRET_MAP.finditer(text):
+        yield from _block_values(text, block, min(len(text), block.end() + _SECRET_MAP_REACH), shaped=True)
 
 
 def _secret_shaped(value: str) -> bool:
@@ -2131,6 +2159,10 @@ def _redact_unnamed(text: str, lowered: str, values: dict[str, str]) -> tuple[st
     spans += _command_secrets(text, lowered)
     if "Secret" in text:
         spans += _kubernetes_secret_values(text)
+    if ":" in text and any(
+        word in lowered for word in ("secrets", "credentials", "passwords", "tokens", "keys")
+    ):
+        spans += _secret_map_values(text)
     for port in _PGPASS_PORT.finditer(text):
         if port.group(0)[1:-1] not in _PGPASS_PORTS:
             continue
