@@ -1751,8 +1751,9 @@ _OPEN_KEY = re.compile(
     r"(?:public|primary|foreign|sort|partition|cache|host|composite|unique|idempotency|lookup|row|routing"
     r"|dedupe|deduplication|lock|message|object|bucket|s3|redis|busting|signing|gpg|pgp|ssh|license)[ \t]+$"
 )
-_UUID_TEXT = r"(?P<secret>[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12})"
-_UUID = re.compile(r"[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
+_UUID_SOURCE = r"[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}"
+_UUID = re.compile(_UUID_SOURCE)
+_UUID_TEXT = r"(?P<secret>" + _UUID_SOURCE + ")"
 # A .pgpass line's port: PostgreSQL's, PgBouncer's, or any ("*"); not a Redis key's or a record's number.
 _PGPASS_PORTS = frozenset({*map(str, range(5432, 5440)), "6432", "*"})
 
@@ -1896,6 +1897,7 @@ _COMMAND_ARGUMENTS: tuple[tuple[str, re.Pattern[str], re.Pattern[str], bool, re.
 _HERE_STRING = re.compile(r"[ \t]*" + _ARG)  # `gh auth login --with-token <<< X`
 _HERE_DOC = re.compile(r"<<-?[ \t]*(?P<q>[\"']?)(?P<tag>[A-Za-z_]\w*)(?P=q)")  # <<EOF, <<'EOF', <<-"END"
 _HERE_DOC_REACH = 4096
+_HERE_DOC_BODY = re.compile(r"\n(?P<secret>[^\x00]*)")  # its lines, after the line that opens it
 # A value piped into a command that stores it as a secret or logs in with it: echo PASS | docker login
 # --password-stdin, printf '%s' X | gh secret set NAME (and wrangler secret put, docker secret create,
 # gcloud secrets create, vercel env add, passwd --stdin, chpasswd, gh auth login --with-token).
@@ -1994,7 +1996,7 @@ def _command_secrets(text: str, lowered: str) -> Iterator[tuple[int, int, str]]:
         read_to = 0
         for head in head_pattern.finditer(haystack):
             at = head.start()
-            if at < read_to or (at and (lowered[at - 1].isalnum() or lowered[at - 1] in "_-.")):
+            if at < read_to or _inside_name(lowered, at):
                 continue  # inside a command read already, or inside a word or a name: "through", "sub-net"
             if opening and not opening.fullmatch(text, _line_start(text, at), at):
                 continue
@@ -2010,7 +2012,7 @@ def _command_secrets(text: str, lowered: str) -> Iterator[tuple[int, int, str]]:
                 continue
             for head in command.finditer(lowered):
                 at = head.start()
-                if not at or not (lowered[at - 1].isalnum() or lowered[at - 1] in "_-."):
+                if not _inside_name(lowered, at):
                     found.append((_PIPED.match(text, head.end(), head.end() + _LINE_REACH), False))
     if "('" in text or '("' in text or "(b'" in text or '(b"' in text or "(`" in text:
         found += ((m, False) for m in _SECRET_CALL.finditer(text))
@@ -2043,9 +2045,7 @@ def _command_secrets(text: str, lowered: str) -> Iterator[tuple[int, int, str]]:
                 text, line_end, line_end + _HERE_DOC_REACH
             )
             if close and close.start() > line_end + 1:
-                found.append(
-                    (re.compile(r"\n(?P<secret>[^\x00]*)").match(text, line_end, close.start()), False)
-                )
+                found.append((_HERE_DOC_BODY.match(text, line_end, close.start()), False))
         at = text.find("<<", at + 2)
     for m, shaped in found:
         if not m:
@@ -2053,15 +2053,12 @@ def _command_secrets(text: str, lowered: str) -> Iterator[tuple[int, int, str]]:
         group = "word" if "word" in m.groupdict() and m.group("word") else "secret"
         start, end = m.span(group)
         if (tick := text.find("`", start, end)) > start:
-            end = tick  # inline code closes: "Run `cargo login X`."
-        # A bracket the command is inside closes after it ("[tool Bash: … requirepass X]"), or inline code
-        # does ("`cargo login <token>`").
-        while end > start and (
-            text[end - 1] == "`"
-            or (
-                text[end - 1] in ")]"
-                and text.count(text[end - 1], start, end) > text.count(_OPENER[text[end - 1]], start, end)
-            )
+            end = tick  # inline code closes: "Run `cargo login X`." (a value opening with one is none)
+        # A bracket the command is inside closes after it ("[tool Bash: … requirepass X]").
+        while (
+            end > start
+            and text[end - 1] in ")]"
+            and text.count(text[end - 1], start, end) > text.count(_OPENER[text[end - 1]], start, end)
         ):
             end -= 1
         value = text[start:end]
@@ -2073,6 +2070,12 @@ def _command_secrets(text: str, lowered: str) -> Iterator[tuple[int, int, str]]:
             and (not shaped or _password_shaped(value))
         ):
             yield start, end, "password"
+
+
+def _inside_name(lowered: str, at: int) -> bool:
+    """Whether a command's name found at ``at`` is the end of a longer word or name ("through", "sub-net",
+    "my.gh"), not the command."""
+    return at > 0 and (lowered[at - 1].isalnum() or lowered[at - 1] in "_-.")
 
 
 def _line_start(text: str, at: int) -> int:
@@ -2111,10 +2114,7 @@ def _kubernetes_secret_values(text: str) -> Iterator[tuple[int, int, str]]:
         end = read_to = min(len(text), kind.end() + _K8S_REACH) if end < 0 else end
         for block in _K8S_JSON_DATA.finditer(text, start, end):
             for entry in _K8S_JSON_ENTRY.finditer(text, block.start("body"), block.end("body")):
-                value = entry.group("value")
-                if not value.startswith("[REDACTED") and (
-                    block.group("field") == "data" or _secret_shaped(value)
-                ):
+                if _stored_secret(entry.group("value"), shaped=block.group("field") != "data"):
                     yield (*entry.span("value"), "secret")
         for block in _K8S_DATA.finditer(text, start, end):
             yield from _block_values(text, block, end, shaped=block.group("field") != "data")
@@ -2131,8 +2131,7 @@ def _block_values(text: str, block: re.Match[str], end: int, shaped: bool) -> It
             if len(text[at:line_end]) - len(text[at:line_end].lstrip(" \t")) <= len(block.group("indent")):
                 return  # the block's end
             entry = _K8S_ENTRY.fullmatch(text, at, line_end)
-            value = entry.group("value") if entry else ""
-            if value and not value.startswith("[REDACTED") and (not shaped or _secret_shaped(value)):
+            if entry and _stored_secret(entry.group("value"), shaped):
                 yield (*entry.span("value"), "secret")
         at = line_end + 1
 
@@ -2150,8 +2149,10 @@ def _secret_map_values(text: str) -> Iterator[tuple[int, int, str]]:
         yield from _block_values(text, block, min(len(text), block.end() + _SECRET_MAP_REACH), shaped=True)
 
 
-def _secret_shaped(value: str) -> bool:
-    return _password_shaped(value) or _key_shaped(value)
+def _stored_secret(value: str, shaped: bool) -> bool:
+    """Whether a value a Secret or a secrets map holds is hidden: any not hidden already, or with ``shaped``
+    only one shaped like a password or a key."""
+    return not value.startswith("[REDACTED") and (not shaped or _password_shaped(value) or _key_shaped(value))
 
 
 def _redact_unnamed(text: str, lowered: str, values: dict[str, str]) -> tuple[str, int]:
