@@ -223,13 +223,25 @@ def stop_daemon(proc: subprocess.Popen, timeout: float = 60.0) -> int:
 def daemon_process(log_path: Path, *, serving: bool = False):
     """A `total-recall daemon` subprocess, stopped with SIGTERM (killed if that hangs) on the way out;
     with serving, entered once its search socket exists. Tests check `proc.returncode` after the block."""
+    start = log_path.stat().st_size if log_path.exists() else 0
     proc = start_daemon(log_path)
     try:
+        # A SIGTERM that lands while Python is still importing kills the process before its handler is
+        # in place (exit -15): the block begins once the daemon says it has started.
+        wait_for(lambda: _started(log_path, start, proc), timeout=60)
         if serving:
             wait_for_socket(proc)
         yield proc
     finally:
         stop_daemon(proc)
+
+
+def _started(log_path: Path, offset: int, proc: subprocess.Popen) -> bool:
+    if proc.poll() is not None:
+        raise AssertionError(f"the daemon exited with {proc.returncode} before it started")
+    with log_path.open("rb") as fh:
+        fh.seek(offset)
+        return b"daemon_started" in fh.read()
 
 
 def wait_for_socket(proc: subprocess.Popen | None = None, timeout: float = 60.0) -> None:
