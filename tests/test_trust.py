@@ -772,6 +772,32 @@ def test_hook_payloads_naming_files_outside_the_projects_folder_are_never_read(t
     assert cli("backfill", str(outside), check=False).returncode == 1
 
 
+def test_backfilling_a_folder_says_which_of_its_transcripts_may_not_be_read(tmp_path, fake):
+    """A folder outside the projects folder is refused with the reason (not "transcripts: 0" and exit
+    0, as if it held none); a folder that holds a link out of it queues the rest and counts the link."""
+    project = "/home/dev/projects/mixed"
+    elsewhere = tmp_path / "elsewhere"
+    outside = [
+        write_transcript(elsewhere / f"copy-{i}.jsonl", [("user", f"Outsidecanary5{i} said.")], cwd=project)
+        for i in range(2)
+    ]
+    real = write_transcript(
+        folder(tmp_path, project) / "sess-real.jsonl", [("user", "We decided to ship.")], cwd=project
+    )
+    (folder(tmp_path, project) / "link-session.jsonl").symlink_to(outside[0])
+    cli("init")
+
+    done = cli("backfill", str(elsewhere), "--wait", check=False)
+    assert done.returncode == 1
+    assert "none of its 2 transcripts may be read: outside the Claude projects folder" in done.stderr
+    assert local_rows("SELECT count(*) FROM work_queue") == [(0,)]
+
+    result = cli_json("backfill", str(folder(tmp_path, project)), "--wait")
+    assert (result["transcripts"], result["queued"], result["refused"]) == (1, 1, 1)
+    assert local_rows("SELECT transcript_path FROM work_queue") == [(str(real),)]
+    assert found_in_home("Outsidecanary50") == [] and found_in_home("Outsidecanary51") == []
+
+
 def test_a_symlink_swapped_while_its_transcript_is_read_never_gets_the_other_file_read(tmp_path, monkeypatch):
     """The indexer reads a long transcript in slices (indexer.READ_CHUNK_BYTES) and embeds each
     slice's batches before it reads on. A symlink that passed the path rule is swapped to an outside

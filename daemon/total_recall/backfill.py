@@ -79,14 +79,16 @@ def backfill(
     store = dbmod.memory_store_for(settings, database)  # index_state lives with the memories
     try:
         files = targets(path, all_transcripts=all_transcripts, session=session)
-        refused = {str(f): trust.refusal(str(f), settings) for f in files}
-        if path and len(files) == 1 and refused[str(files[0])]:
+        refused = {str(f): why for f in files if (why := trust.refusal(str(f), settings))}
+        if path and files and len(refused) == len(files):
+            # Every file the path names is refused: say why instead of "transcripts: 0".
             root = config.claude_config_dir() / "projects"
+            first = refused[str(files[0])]
+            what = first if len(files) == 1 else f"none of its {len(files)} transcripts may be read: {first}"
             raise TotalRecallError(
-                f"{path}: {refused[str(files[0])]}; only transcripts under {root} "
-                "(or [privacy] extra_roots) are read"
+                f"{path}: {what}; only transcripts under {root} (or [privacy] extra_roots) are read"
             )
-        files = [f for f in files if not refused[str(f)]]
+        files = [f for f in files if str(f) not in refused]
         queued = []
         for f in files:
             if _already_indexed(store, f):
@@ -104,6 +106,8 @@ def backfill(
             "queued": len(queued),
             "already_indexed": len(files) - len(queued),
         }
+        if refused:  # some of a folder's files are outside the roots that may be read
+            result["refused"] = len(refused)
         if wait and queued:
             result.update(wait_for(database, settings, queued, progress=progress, store=store))
         return result
