@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import uuid
 
 import pytest
@@ -669,6 +670,26 @@ def test_what_did_we_decide_about_a_subject_finds_the_subject_whatever_its_lines
     shown = cli_json("search", asked, "--project", "atlas")
     assert (str(path), 2) in {(r["source_file"], r["source_line"]) for r in shown[:3]}
     assert "no decision memory mentions tracing tests" in cli("search", asked, "--project", "atlas").stderr
+
+
+def test_a_decision_that_does_not_say_the_questions_words_is_found_through_the_names_it_shares(
+    tmp_path, fixture_transcripts
+):
+    # In the real session the user picked "Credo + Dialyxir + mix_audit: skip Sobelow" from an offered
+    # choice; the plan, the todos and a dozen tool lines repeat "Setup Code Quality Tools (Credo,
+    # Dialyxir, mix_audit)" and took every place above it (20th). The pick names the top plan's tools,
+    # so asked for a decision it is shown beside the plan (search.KIND_SHARE).
+    source = next(p for p in fixture_transcripts if p.name == "marot__spotter__subagent.jsonl")
+    path = tmp_path / "claude" / "projects" / "-home-marco-projects-spotter" / source.name
+    path.parent.mkdir(parents=True)
+    shutil.copyfile(source, path)
+    cli("backfill", str(path), "--wait")
+    [(picked,)] = db_rows("SELECT id FROM ideas WHERE intent = 'decision' AND content LIKE '%I chose Credo%'")
+    hits = cli_json("search", "what did we decide about the code quality tools", "--all-projects", "-k", "10")
+    assert ("idea", picked) in [(r["kind"], r["id"]) for r in hits]
+    # A question that asks for no kind of memory is ranked as before: the pick is not pulled in.
+    plain = cli_json("search", "code quality tools", "--all-projects", "-k", "5")
+    assert ("idea", picked) not in [(r["kind"], r["id"]) for r in plain]
 
 
 def test_a_query_whose_words_no_line_says_is_answered_with_a_note_that_it_is_only_close_in_meaning(tmp_path):

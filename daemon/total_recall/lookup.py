@@ -224,6 +224,28 @@ def rare_entities(db: Database, names: list[str], max_links: int) -> list[int]:
     )
 
 
+def ideas_sharing_entities(
+    db: Database, idea_id: int, intents: list[str], max_links: int, shared: int, limit: int
+) -> list[int]:
+    """Ids of the other ideas of these intents, in the idea's project, that name at least `shared` of
+    the entities the idea names (not projects, and only those at most `max_links` ideas name)."""
+    entities = db.column(
+        "SELECT ie.entity_id FROM idea_entities ie JOIN entities e ON e.id = ie.entity_id "
+        "WHERE ie.idea_id = ? AND e.type != 'project' "
+        "AND (SELECT count(*) FROM idea_entities x WHERE x.entity_id = ie.entity_id) <= ?",
+        (idea_id, max_links),
+    )
+    if len(entities) < shared:
+        return []
+    return db.column(
+        f"SELECT ie.idea_id FROM idea_entities ie JOIN ideas i ON i.id = ie.idea_id "
+        f"WHERE ie.entity_id IN ({marks(entities)}) AND i.intent IN ({marks(intents)}) AND i.id != ? "
+        "AND i.project = (SELECT project FROM ideas WHERE id = ?) "
+        "GROUP BY ie.idea_id HAVING count(*) >= ? ORDER BY ie.idea_id DESC LIMIT ?",
+        (*entities, *intents, idea_id, idea_id, shared, limit),
+    )
+
+
 def ideas_naming(db: Database, entity_ids: list[int], projects: list[str] | None, limit: int) -> list[int]:
     """Ids of the newest ideas (of these projects) that mention one of these entities."""
     psql, pparams = _project_sql(projects, "i.project")
