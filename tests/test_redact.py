@@ -1037,10 +1037,47 @@ def test_a_recurring_value_after_an_escape_is_replaced_too():
         "GET /api/me 401: Authorization: Bearer undefined",
         "jobs:\n  deploy:\n    secrets: inherit\n    with:\n      region: eu-west-1\ntokens:\n  max: 4096",
         "The `--with-token` flag; then base64 -d <<< aGVsbG8=; vercel env add FOO production && cat <<< done",
+        # Tables: no secret's column, a setting's column, a header without its rule, prose with commas.
+        "| name | role | region |\n|---|---|---|\n| Ada2 | Admin-1 | eu-west-1 |",
+        "| Model | Max tokens | Token TTL | Secret name |\n|:--|--:|---|---|\n"
+        "| gpt-4o | 128000 | 3600s | prod/db2 |",
+        "| user | password |\n| admin | Hunter22x |",  # no "|---|" line: not read as a table
+        "| user | password |\n|---|---|\n"
+        "| admin | <your password> |\n| bob | ${BOB_PASSWORD} |\n| eve | *** |",
+        "We store the password, the email and the name, then move on.\nadmin,Hunter22x,a@b.c",
+        "id,token_count,password_changed_at\n1,4096,2024-03-01\n2,812,2024-04-11",
+        "| Tool | Password manager | Secret name |\n|---|---|---|\n| CLI | 1Password | prod/Db2 |",
+        "password,user\nthe first column of the export is empty, see above",
     ],
 )
 def test_ordinary_text_is_unchanged(text):
     assert redact_count(text) == (text, 0)
+
+
+def test_a_tables_secret_column_is_hidden_in_every_row_and_the_rest_kept():
+    """A table of test accounts (Markdown or CSV) whose header names a password, token or key column: the
+    column's cell in each row is hidden; the header, the other cells and the text after the table stay."""
+    markdown = (
+        "Test accounts:\n\n| User | Password | Role |\n|------|:--------:|------|\n"
+        "| admin | Hunter22x | owner |\n| bob | `S3cure!pass` | dev |\n| eve | Tr0ub4dor&3 | ops |\n\nDone."
+    )
+    out, count = redact_count(markdown)
+    assert count == 3 and not any(s in out for s in ("Hunter22x", "S3cure!pass", "Tr0ub4dor&3"))
+    assert out == (
+        "Test accounts:\n\n| User | Password | Role |\n|------|:--------:|------|\n"
+        "| admin | [REDACTED:password] | owner |\n| bob | `[REDACTED:password]` | dev |\n"
+        "| eve | [REDACTED:password] | ops |\n\nDone."
+    )
+    csv = (
+        'username,password,email\nadmin,Hunter2024!,a@b.c\nbob,"changeme9",bob@b.c\n'
+        "\nname,api_key\nci,Qx7Lm2Wp9Rt4"
+    )
+    out, count = redact_count(csv)
+    assert count == 3
+    assert out == (
+        'username,password,email\nadmin,[REDACTED:password],a@b.c\nbob,"[REDACTED:password]",bob@b.c\n'
+        "\nname,api_key\nci,[REDACTED:api_key]"
+    )
 
 
 def test_empty_text():

@@ -623,6 +623,30 @@ def test_secrets_given_to_commands_that_store_them_are_neither_stored_nor_found(
         assert secret not in found
 
 
+def test_a_tables_password_column_is_neither_stored_nor_found(tmp_path):
+    """The user pastes the staging accounts as a Markdown table, and a command prints a CSV export of
+    them: each row's password is hidden in what is stored, in the home folder and in what a search
+    returns; the users, the roles and the headers stay."""
+    project, session = "/home/dev/projects/staging", "sess-accounts"
+    secrets = ["Hx7tPlm2Qw9z", "Vb3nKr8sLt5y", "Ws6mJq2xPd4r"]
+    table = (
+        "The staging accounts:\n\n| user | password | role |\n|---|---|---|\n"
+        f"| wombat-admin | {secrets[0]} | owner |\n| wombat-dev | {secrets[1]} | dev |"
+    )
+    lines = [record("user", table, session=session, cwd=project, when=DAY)]
+    export = f"username,password,role\nwombat-ops,{secrets[2]},ops\n"
+    lines += tool_call_and_result(session, project, DAY + timedelta(seconds=5), "cat accounts.csv", export)
+    path = write_records(folder(tmp_path, project) / f"{session}.jsonl", lines)
+    cli("backfill", str(path), "--wait")
+    stored = " ".join(c for (c,) in db_rows("SELECT content FROM messages"))
+    assert "| wombat-admin | [REDACTED:password] | owner |" in stored
+    assert "username,password,role" in stored and "wombat-ops,[REDACTED:password],ops" in stored
+    found = search_here("wombat staging accounts password role")
+    for secret in secrets:
+        assert secret not in stored and found_in_home(secret) == []
+        assert secret not in found
+
+
 def test_a_secret_output_is_hidden_when_its_call_was_in_an_earlier_read(tmp_path):
     """The daemon reads a transcript in pieces: a read can end after a call and the next begin with
     its output. The output still knows its command (the reader looks before its start)."""

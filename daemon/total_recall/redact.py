@@ -836,6 +836,9 @@ def _redact(text: str, decode: bool = True, command: str | None = None) -> tuple
     if "**" in text or "| " in text or ":\n" in text:
         text, n = _redact_markdown(text, values)
         total += n
+    if ("|" in text or "," in text) and _MD_KEY.search(lowered_table := text.lower()):
+        text, n = _hide(text, _table_values(text, lowered_table), values)
+        total += n
     if "[REDACTED:aws_access_key]" in text or "secret access key" in lowered or "secretaccesskey" in lowered:
         text, n = _redact_aws_secrets(text, values)
         total += n
@@ -1615,6 +1618,116 @@ def _redact_markdown(text: str, values: dict[str, str]) -> tuple[str, int]:
             kind = next((k for w, k in _MD_KINDS if w in label), "password")
             spans.append((at, at + len(value), kind))
     return _hide(text, spans, values)
+
+
+# A table whose header names a secret's column ("| user | password |" over a "|---|---|" line, or a CSV
+# header "username,password,email"): that column's cell in each row below, shaped like a secret as in
+# _redact_markdown (a digit, a symbol or mixed case); the other columns and the header stay.
+_TABLE_RULE = re.compile(r"[ \t]*\|?(?:[ \t]*:?-{3,}:?[ \t]*\|)+(?:[ \t]*:?-{3,}:?[ \t]*)?[ \t]*")
+_CSV_NAME = re.compile(r"""["']?[A-Za-z][\w .\-]{0,39}["']?""")
+_CSV_FIELD = re.compile(r'"(?:[^"\n]|"")*"|[^,\n]*')
+_TABLE_REACH = 4096  # the rows read under one header
+
+
+def _lines_from(text: str, at: int, end: int) -> Iterator[tuple[int, int]]:
+    """(start, end) of each line from ``at`` (a line's start) up to ``end``."""
+    while at < end:
+        eol = text.find("\n", at, end)
+        eol = end if eol < 0 else eol
+        yield at, eol
+        at = eol + 1
+
+
+def _cells(text: str, start: int, end: int, sep: str) -> list[tuple[int, int]]:
+    """The spans of a row's cells, each without its padding (and a Markdown row's outer bars)."""
+    row = text[start:end]
+    if sep == "|":
+        inner = row.strip()
+        offset = start + row.index(inner[:1]) if inner else start
+        if inner.startswith("|"):
+            inner, offset = inner[1:], offset + 1
+        if inner.endswith("|"):
+            inner = inner[:-1]
+        spans, at = [], offset
+        for cell in inner.split("|"):
+            spans.append((at, at + len(cell)))
+            at += len(cell) + 1
+    else:
+        spans, at = [], start
+        for m in _CSV_FIELD.finditer(text, start, end):
+            if m.start() != at:
+                continue  # the empty match after a field
+            spans.append(m.span())
+            at = m.end() + 1
+    out = []
+    for a, b in spans:
+        while a < b and text[a] in " \t`\"'":
+            a += 1
+        while b > a and text[b - 1] in " \t`\"'":
+            b -= 1
+        out.append((a, b))
+    return out
+
+
+_COLUMN_LAST = frozenset("password passwd pass passphrase pwd pw secret token key apikey".split())
+
+
+def _secret_column(name: str) -> bool:
+    """A column's name says it holds secrets ("Password", "API key", "DB password (prod)"): the secret's
+    word ends it, so neither a setting ("Token TTL") nor a thing named after one ("Password manager")."""
+    label = re.sub(r"\([^)]*\)", " ", name.lower())
+    words = re.findall(r"[a-z0-9]+", label)
+    return bool(words) and words[-1] in _COLUMN_LAST and bool(_MD_KEY.search(label))
+
+
+def _table_values(text: str, lowered: str) -> Iterator[tuple[int, int, str]]:
+    """The spans of the secret columns' cells of every table whose header names one."""
+    read_to = 0
+    for hit in _MD_KEY.finditer(lowered):
+        if hit.start() < read_to:
+            continue  # on a line read already: a header's or a row's
+        start = lowered.rfind("\n", 0, hit.start()) + 1
+        end = lowered.find("\n", hit.start())
+        end = len(text) if end < 0 else end
+        read_to = end
+        header = text[start:end]
+        if header.lstrip().startswith("|"):
+            sep = "|"
+            rule_end = text.find("\n", end + 1)
+            rule_end = len(text) if rule_end < 0 else rule_end
+            if end >= len(text) or not _TABLE_RULE.fullmatch(text, end + 1, rule_end):
+                continue
+            body = rule_end + 1
+        elif "," in header:
+            sep = ","
+            body = end + 1
+        else:
+            continue
+        names = [text[a:b] for a, b in _cells(text, start, end, sep)]
+        if len(names) < 2 or (sep == "," and not all(_CSV_NAME.fullmatch(n) for n in names)):
+            continue
+        columns = [i for i, n in enumerate(names) if _secret_column(n)]
+        if not columns:
+            continue
+        for row_start, row_end in _lines_from(text, body, min(len(text), body + _TABLE_REACH)):
+            row = text[row_start:row_end]
+            if not row.strip() or (sep == "|" and not row.lstrip().startswith("|")):
+                break  # the table's end
+            cells = _cells(text, row_start, row_end, sep)
+            if len(cells) != len(names):
+                break
+            read_to = row_end
+            for i in columns:
+                a, b = cells[i]
+                value = text[a:b]
+                if (
+                    value
+                    and not any(c.isspace() for c in value)
+                    and _secret_like(value)
+                    and not _NOT_A_SECRET.fullmatch(value)
+                ):
+                    kind = next((k for w, k in _MD_KINDS if w in names[i].lower()), "password")
+                    yield a, b, kind
 
 
 # A bare "key" or "auth" field whose value is shaped like a generated key ({"api": {"key": "9f86…"}},
