@@ -1080,6 +1080,36 @@ def test_a_tables_secret_column_is_hidden_in_every_row_and_the_rest_kept():
     )
 
 
+def test_headers_given_as_name_value_pairs_are_hidden_and_the_rest_kept():
+    """A HAR file's headers and cookies, a Postman collection's header list: the credential after the
+    scheme, a session cookie's value (a Set-Cookie's attributes, a theme cookie and other headers stay)."""
+    har = (
+        '{"headers": [{"name": "Cookie", "value": "sid=Qx7Lm2Wp9Rt4Zk; theme=dark"}, '
+        '{"name": "Authorization", "value": "Bearer abc123xyz789"}, {"name": "Accept", "value": "*/*"}], '
+        '"cookies": [{"name": "sid", "value": "Qx7Lm2Wp9Rt4Zk", "httpOnly": true}, '
+        '{"name": "theme", "value": "dark"}]}'
+    )
+    out, count = redact_count(har)
+    assert count == 3
+    assert out == har.replace("Qx7Lm2Wp9Rt4Zk", "[REDACTED:cookie]").replace(
+        "abc123xyz789", "[REDACTED:authorization]"
+    )
+    postman = (
+        '"header": [{"key": "Authorization", "value": "Basic dXNlcjpzM2NyM3Q=", "type": "text"}, '
+        "{'key': 'Set-Cookie', 'value': 'session=Hq8Zr3Lm5Wt2; Path=/; HttpOnly'}]"
+    )
+    assert redact(postman) == (
+        '"header": [{"key": "Authorization", "value": "Basic [REDACTED:authorization]", "type": "text"}, '
+        "{'key': 'Set-Cookie', 'value': 'session=[REDACTED:cookie]; Path=/; HttpOnly'}]"
+    )
+    for kept in (
+        '{"key": "Authorization", "value": "Bearer {{token}}"}, {"key": "Authorization", "value": ""}',
+        '{"name": "Authorization", "value": "Bearer <token>"}, {"name": "Authorization", "value": "${AUTH}"}',
+        '"cookies": [], "headers": [{"name": "Content-Type", "value": "application/json"}]',
+    ):
+        assert redact_count(kept) == (kept, 0)
+
+
 def test_empty_text():
     assert redact_count("") == ("", 0)
 

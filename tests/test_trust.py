@@ -647,6 +647,34 @@ def test_a_tables_password_column_is_neither_stored_nor_found(tmp_path):
         assert secret not in found
 
 
+def test_headers_in_a_har_file_or_a_postman_collection_are_neither_stored_nor_found(tmp_path):
+    """Debugging a login, the user pastes a Postman request and Claude reads the browser's HAR file: the
+    bearer token, the Basic credentials and the session cookie are hidden in what is stored, in the
+    home folder and in what a search returns; the header names and the other cookies stay."""
+    project, session = "/home/dev/projects/login", "sess-har"
+    secrets = ["Qw7Rt5Zk3Lm9", "cXVva2thOlMzY3IzdA==", "Kp4sWm8Zt2Lr6Vq"]
+    postman = (
+        "The quokka login fails from Postman:\n"
+        f'"header": [{{"key": "Authorization", "value": "Bearer {secrets[0]}", "type": "text"}}]'
+    )
+    har = (
+        '{"request": {"method": "POST", "url": "https://quokka.example/login", "headers": ['
+        f'{{"name": "Authorization", "value": "Basic {secrets[1]}"}}, '
+        f'{{"name": "Cookie", "value": "qsid={secrets[2]}; theme=dark"}}]}}}}'
+    )
+    lines = [record("user", postman, session=session, cwd=project, when=DAY)]
+    lines += tool_call_and_result(session, project, DAY + timedelta(seconds=5), "cat login.har", har)
+    path = write_records(folder(tmp_path, project) / f"{session}.jsonl", lines)
+    cli("backfill", str(path), "--wait")
+    stored = " ".join(c for (c,) in db_rows("SELECT content FROM messages"))
+    assert '"key": "Authorization", "value": "Bearer [REDACTED:' in stored
+    assert '"value": "qsid=[REDACTED:cookie]; theme=dark"' in stored
+    found = search_here("quokka login authorization cookie postman")
+    for secret in secrets:
+        assert secret not in stored and found_in_home(secret) == []
+        assert secret not in found
+
+
 def test_a_secret_output_is_hidden_when_its_call_was_in_an_earlier_read(tmp_path):
     """The daemon reads a transcript in pieces: a read can end after a call and the next begin with
     its output. The output still knows its command (the reader looks before its start)."""

@@ -827,6 +827,9 @@ def _redact(text: str, decode: bool = True, command: str | None = None) -> tuple
     if "cookie" in lowered or "curl" in lowered:
         text, n = _redact_cookies(text, lowered, values)
         total += n
+    if ("authorization" in lowered or "cookie" in lowered) and ("name" in lowered or "key" in lowered):
+        text, n = _hide(text, _header_pair_values(text), values)
+        total += n
     if "</" in text:
         text, n = _redact_xml(text, values)
         total += n
@@ -1403,21 +1406,65 @@ def _redact_cookies(text: str, lowered: str, values: dict[str, str]) -> tuple[st
     return "".join(out), len(out) // 2
 
 
+# A header given as a name/value pair (a HAR file's "headers", a Postman collection's, a fetch call's
+# header list: {"name": "Authorization", "value": "Bearer X"}, {"key": "Cookie", "value": "sid=X"}), and a
+# HAR file's "cookies" list ({"name": "sid", "value": "X"}): the credential after the scheme, the
+# cookies' values (a Set-Cookie's first, its attributes staying), each cookie of the list.
+_HEADER_PAIR = re.compile(
+    r"""["']?(?:name|key)["']?[ \t]*[:=][ \t]*"""
+    r"""["'](?P<header>(?:proxy-)?authorization|cookie|set-cookie)["']""",
+    re.IGNORECASE,
+)
+_AUTH_VALUE = re.compile(r"(?:(?P<scheme>[A-Za-z][\w-]*)[ \t]+)?(?P<credential>\S.*)")
+_COOKIE_LIST = re.compile(r"""["']cookies["'][ \t]*:[ \t]*\[""", re.IGNORECASE)
+_COOKIE_LIST_REACH = 8192
+
+
+def _header_pair_values(text: str) -> list[tuple[int, int, str]]:
+    spans = []
+    for pair in _HEADER_PAIR.finditer(text):
+        reach = min(len(text), pair.end() + _PAIR_REACH)
+        following = _PAIR_NAME.search(text, pair.end(), reach)
+        found = _PAIR_VALUE.search(text, pair.end(), following.start() if following else reach)
+        if found is None or found.group("value")[:1] not in "\"'":
+            continue
+        start, end = found.start("value") + 1, found.end("value") - 1
+        header = pair.group("header").lower()
+        if header.endswith("authorization"):
+            auth = _AUTH_VALUE.fullmatch(text, start, end)
+            credential = auth.group("credential") if auth else ""
+            if credential and not _REFERENCE.match(credential) and not _NOT_A_SECRET.fullmatch(credential):
+                spans.append((*auth.span("credential"), "authorization"))
+        else:
+            spans += [(a, b, "cookie") for a, b in _cookie_values(text, start, end, header == "set-cookie")]
+    for listed in _COOKIE_LIST.finditer(text):
+        close = text.find("]", listed.end(), listed.end() + _COOKIE_LIST_REACH)
+        for found in _PAIR_VALUE.finditer(text, listed.end(), len(text) if close < 0 else close):
+            value = found.group("value")
+            if value[:1] in "\"'" and _session_like(value[1:-1]) and not _REFERENCE.match(value[1:]):
+                spans.append((found.start("value") + 1, found.end("value") - 1, "cookie"))
+    return spans
+
+
 def _cookie_values(text: str, start: int, end: int, first_only: bool) -> list[tuple[int, int]]:
     """The spans of the values worth hiding among the "name=value; ..." pairs at text[start:end]: a
     session id is long or mixes letters and digits; "theme=dark", "lang=en-US" stay."""
     spans = []
     while pair := _COOKIE_PAIR.match(text, start, end):
-        value = pair.group("value")
-        long = len(value) >= 12 or (
-            len(value) >= 6 and any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
-        )
-        if long and "[REDACTED" not in value and not _NOT_A_SECRET.fullmatch(value):
+        if _session_like(pair.group("value")):
             spans.append(pair.span("value"))
         if first_only or not pair.group("more"):
             break
         start = pair.end()
     return spans
+
+
+def _session_like(value: str) -> bool:
+    """A cookie's value worth hiding: a session id is long or mixes letters and digits."""
+    long = len(value) >= 12 or (
+        len(value) >= 6 and any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
+    )
+    return long and "[REDACTED" not in value and not _NOT_A_SECRET.fullmatch(value)
 
 
 # One piece of an LLM's streamed text: a word or two with its space and punctuation.
