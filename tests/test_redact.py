@@ -556,6 +556,19 @@ PLANTED = [
     ),
     ("password", "gh secret set API_KEY <<'EOF'\nZq8vRt2Lm9Xp4f8a\nEOF\necho done", "Zq8vRt2Lm9Xp4f8a"),
     ("password", "cat <<EOF | npx wrangler secret put KEY\nZq8vRt2Lm9Xp4f8a\nEOF", "Zq8vRt2Lm9Xp4f8a"),
+    # A password named in another language, joined by its "is", a colon or "=".
+    ("password", "Das Passwort ist Hx7tPlm2Qw9z, bitte nicht teilen.", "Hx7tPlm2Qw9z"),
+    ("password", "le mot de passe est : MonChien2024 pour la recette", "MonChien2024"),
+    ("password", "la contraseña es Gato$2024 y el usuario admin", "Gato$2024"),
+    ("password", "a senha é Sol2024abc para o banco", "Sol2024abc"),
+    ("password", "la password è Roma2024x per lo staging", "Roma2024x"),
+    ("password", "het wachtwoord is Fiets99x voor de test", "Fiets99x"),
+    ("password", "hasło to Kot12345 do bazy", "Kot12345"),
+    ("password", "lösenordet är Hund2024x nu", "Hund2024x"),
+    ("password", "пароль: Qw7Rt5Zk3Lm9 для базы", "Qw7Rt5Zk3Lm9"),
+    ("password", "数据库的密码是Hx7tPlm2Qw9z。", "Hx7tPlm2Qw9z"),
+    ("password", "パスワードは「Kx8sPlm3Qw2z」です", "Kx8sPlm3Qw2z"),
+    ("password", "비밀번호는 Zx7tPlm2Qw9k 입니다", "Zx7tPlm2Qw9k"),
 ]
 
 
@@ -1048,6 +1061,16 @@ def test_a_recurring_value_after_an_escape_is_replaced_too():
         "id,token_count,password_changed_at\n1,4096,2024-03-01\n2,812,2024-04-11",
         "| Tool | Password manager | Secret name |\n|---|---|---|\n| CLI | 1Password | prod/Db2 |",
         "password,user\nthe first column of the export is empty, see above",
+        # A password named in another language, said of no value.
+        "Das Passwort ist zu kurz. Passwort vergessen? Das Passwort ist Pflicht.",
+        "Der Passwortmanager ist KeePassXC2",
+        "Das Passwort ist ${DB_PASSWORD}; Passwort: ********; Kennwort: %s",
+        "Das Passwort ist {{count}} Zeichen lang",
+        "mot de passe oublié ? Le mot de passe est : obligatoire. la contraseña es incorrecta",
+        '{"login.error": "Passwort ist falsch", "hint": "hasło to jest wymagane"}',
+        "пароль неверный; 密码错误; 密码：至少8位",
+        "パスワードを変更しました; パスワードは8文字以上; 비밀번호를 입력하세요",
+        "la password è obbligatoria; a senha é fraca; salasana on liian lyhyt; het wachtwoord is verlopen",
     ],
 )
 def test_ordinary_text_is_unchanged(text):

@@ -647,6 +647,30 @@ def test_a_tables_password_column_is_neither_stored_nor_found(tmp_path):
         assert secret not in found
 
 
+def test_a_password_said_in_another_language_is_neither_stored_nor_found(tmp_path):
+    """Users write to Claude Code in their own language: a password given in German, Spanish or
+    Chinese prose is hidden in what is stored, in the home folder and in what a search returns."""
+    project, session = "/home/dev/projects/i18n", "sess-i18n"
+    secrets = ["Hx7tPlm2Qw9z", "Gato$2024x", "Kq8sPlm3Wz2y"]
+    said = [
+        f"Das Passwort ist {secrets[0]} für die Wombat-Datenbank.",
+        f"la contraseña es {secrets[1]} para el servidor wombat",
+        f"wombat 数据库的密码是{secrets[2]}。",
+    ]
+    lines = [
+        record("user", text, session=session, cwd=project, when=DAY + timedelta(seconds=5 * n))
+        for n, text in enumerate(said)
+    ]
+    path = write_records(folder(tmp_path, project) / f"{session}.jsonl", lines)
+    cli("backfill", str(path), "--wait")
+    stored = " ".join(c for (c,) in db_rows("SELECT content FROM messages"))
+    assert "Das Passwort ist [REDACTED:password] für die Wombat-Datenbank." in stored
+    found = search_here("wombat passwort contraseña 密码")
+    for secret in secrets:
+        assert secret not in stored and found_in_home(secret) == []
+        assert secret not in found
+
+
 def test_headers_in_a_har_file_or_a_postman_collection_are_neither_stored_nor_found(tmp_path):
     """Debugging a login, the user pastes a Postman request and Claude reads the browser's HAR file: the
     bearer token, the Basic credentials and the session cookie are hidden in what is stored, in the

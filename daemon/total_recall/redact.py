@@ -1161,6 +1161,40 @@ def _prose_values(text: str) -> Iterator[tuple[int, int, str, str]]:
             yield (*direct.span("secret"), "direct", kind)
         elif kind == "password" and (strong := _PROSE_DIRECT_PASSWORD.match(text, word.end())):
             yield (*strong.span("secret"), "strong", kind)
+    if _FOREIGN_GATE.search(lowered):
+        yield from _foreign_prose_values(text, lowered)
+
+
+# A password named in another language ("das Passwort ist X", "la contraseña es: X", "пароль: X",
+# "密码是X", "パスワードは「X」"), read as the English prose is: joined by its language's "is", a colon or
+# "="; the value then has to look like one (_secret_like). An inflection may follow the word
+# ("lösenordet är X", "adgangskoden er X").
+_FOREIGN_PASSWORD = re.compile(
+    r"(?<![^\W\d_])(?:(?:passwort|kennwort|mot de passe|contraseña|contrasena|senha|palavra-passe|wachtwoord"
+    r"|hasło|haslo|heslo|lösenord|losenord|adgangskode|passord|salasana|şifre|sifre|kata sandi|mật khẩu"
+    r"|mat khau|пароль)[^\W\d_]{0,4}"
+    r"(?:[ \t]+(?:ist|lautet|war|est|était|etait|es|era|é|è|is|jest|to|je|är|ar|er|on|adalah|là|la|это|—|-)"
+    r"(?![^\W\d_])[ \t]*[:=：]?|[ \t]*[:=：])"
+    r"|password[ \t]+(?:è|é|ist|est|es|jest|är|er|adalah|là|это)(?![^\W\d_])[ \t]*[:=：]?)[ \t]*"
+    r"|(?:密码|密碼|口令|パスワード|비밀번호|암호)[ \t]*(?:是|为|為|は|는|은|:|：)[ \t]*"
+)
+_FOREIGN_GATE = re.compile(
+    r"[^\x00-\x7f]|passwort|kennwort|mot de passe|contrasena|senha|wachtwoord|haslo|heslo"
+    r"|losenord|adgangskode|passord|salasana|sifre|kata sandi|mat khau"
+)
+_OPENING_QUOTES = "「『“«‹„\"'`"
+
+
+def _foreign_prose_values(text: str, lowered: str) -> Iterator[tuple[int, int, str, str]]:
+    for m in _FOREIGN_PASSWORD.finditer(lowered):
+        at = m.end()
+        while at < len(text) and text[at] in _OPENING_QUOTES:
+            at += 1
+        end = at
+        while end < len(text) and "!" <= text[end] <= "~" and text[end] not in "\"'`,;":
+            end += 1  # an ASCII run: a value said in CJK text has no space after it ("…Qw9zです")
+        if end > at:
+            yield at, end, "link", "password"
 
 
 def _prose_value(text: str, at: int) -> tuple[int, int] | None:
@@ -1261,7 +1295,7 @@ _DESCRIPTIVE = re.compile(
 def _redact_prose(text: str, values: dict[str, str]) -> tuple[str, int]:
     spans = []
     done = 0  # the end of the last value found
-    for start, end, how, kind in _prose_values(text):
+    for start, end, how, kind in sorted(_prose_values(text)):
         value = text[start:end]
         quoted = start and text[start - 1] in _QUOTES and end < len(text) and text[end] == text[start - 1]
         ok = _PROSE_CHECKS[how](value) or (quoted and kind == "password" and _passphrase(value))
