@@ -1161,8 +1161,7 @@ def _prose_values(text: str) -> Iterator[tuple[int, int, str, str]]:
             yield (*direct.span("secret"), "direct", kind)
         elif kind == "password" and (strong := _PROSE_DIRECT_PASSWORD.match(text, word.end())):
             yield (*strong.span("secret"), "strong", kind)
-    if _FOREIGN_GATE.search(lowered):
-        yield from _foreign_prose_values(text, lowered)
+    yield from _foreign_prose_values(text, lowered)
 
 
 # A password named in another language ("das Passwort ist X", "la contraseña es: X", "пароль: X",
@@ -1178,15 +1177,27 @@ _FOREIGN_PASSWORD = re.compile(
     r"|password[ \t]+(?:è|é|ist|est|es|jest|är|er|adalah|là|это)(?![^\W\d_])[ \t]*[:=：]?)[ \t]*"
     r"|(?:密码|密碼|口令|パスワード|비밀번호|암호)[ \t]*(?:是|为|為|は|는|은|:|：)[ \t]*"
 )
-_FOREIGN_GATE = re.compile(
-    r"[^\x00-\x7f]|passwort|kennwort|mot de passe|contrasena|senha|wachtwoord|haslo|heslo"
-    r"|losenord|adgangskode|passord|salasana|sifre|kata sandi|mat khau"
-)
+# Where _FOREIGN_PASSWORD may start: found with str.find (the pattern's alternation, tried at each of a
+# megabyte's positions, took 160 ms of prose; the words' finds take 10-50 ms there, microseconds a message).
+_FOREIGN_STEMS = (
+    "passwort kennwort contraseña contrasena senha palavra-passe wachtwoord hasło haslo heslo lösenord "
+    "losenord adgangskode passord salasana şifre sifre пароль password 密码 密碼 口令 パスワード 비밀번호 "
+    "암호"
+).split() + ["mot de passe", "kata sandi", "mật khẩu", "mat khau"]
 _OPENING_QUOTES = "「『“«‹„\"'`"
 
 
 def _foreign_prose_values(text: str, lowered: str) -> Iterator[tuple[int, int, str, str]]:
-    for m in _FOREIGN_PASSWORD.finditer(lowered):
+    starts = set()
+    for stem in _FOREIGN_STEMS:
+        at = lowered.find(stem)
+        while at >= 0:
+            starts.add(at)
+            at = lowered.find(stem, at + 1)
+    for start in sorted(starts):
+        m = _FOREIGN_PASSWORD.match(lowered, start)
+        if m is None:
+            continue
         at = m.end()
         while at < len(text) and text[at] in _OPENING_QUOTES:
             at += 1
