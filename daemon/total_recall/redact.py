@@ -839,8 +839,10 @@ def _redact(text: str, decode: bool = True, command: str | None = None) -> tuple
     if "**" in text or "| " in text or ":\n" in text:
         text, n = _redact_markdown(text, values)
         total += n
-    if ("|" in text or "," in text) and _MD_KEY.search(lowered_table := text.lower()):
-        text, n = _hide(text, _table_values(text, lowered_table), values)
+    if ("|" in text or "," in text) and any(w in lowered for w in ("passw", "secret", "token", "key")):
+        if text is not lowered_for or len(lowered) != len(text):
+            lowered, lowered_for = _lowered(text), text
+        text, n = _hide(text, _table_values(text, lowered), values)
         total += n
     if "[REDACTED:aws_access_key]" in text or "secret access key" in lowered or "secretaccesskey" in lowered:
         text, n = _redact_aws_secrets(text, values)
