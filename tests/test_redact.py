@@ -556,6 +556,13 @@ PLANTED = [
     ),
     ("password", "gh secret set API_KEY <<'EOF'\nZq8vRt2Lm9Xp4f8a\nEOF\necho done", "Zq8vRt2Lm9Xp4f8a"),
     ("password", "cat <<EOF | npx wrangler secret put KEY\nZq8vRt2Lm9Xp4f8a\nEOF", "Zq8vRt2Lm9Xp4f8a"),
+    # A secret's name given an expression: a literal in it is the value or its fallback.
+    ("password", '    db_password: str = Field(default="Hunter2x9")', "Hunter2x9"),
+    ("token", '    api_token: SecretStr = Field("Tk8sPq2Lm4Zx", description="the token")', "Tk8sPq2Lm4Zx"),
+    ("password", '    password: Some("Hunter2x9".to_string()),', "Hunter2x9"),
+    ("password", 'password = os.environ.get("PW", "Hunter2x9")', "Hunter2x9"),
+    ("password", 'const password = process.env.DB_PASSWORD || "Hunter2x9";', "Hunter2x9"),
+    ("password", 'password := cmp.Or(os.Getenv("PW"), "Hunter2x9")', "Hunter2x9"),
     # A password named in another language, joined by its "is", a colon or "=".
     ("password", "Das Passwort ist Hx7tPlm2Qw9z, bitte nicht teilen.", "Hx7tPlm2Qw9z"),
     ("password", "le mot de passe est : MonChien2024 pour la recette", "MonChien2024"),
@@ -1061,6 +1068,12 @@ def test_a_recurring_value_after_an_escape_is_replaced_too():
         "id,token_count,password_changed_at\n1,4096,2024-03-01\n2,812,2024-04-11",
         "| Tool | Password manager | Secret name |\n|---|---|---|\n| CLI | 1Password | prod/Db2 |",
         "password,user\nthe first column of the export is empty, see above",
+        # A secret's name given an expression whose literals are no value.
+        'token = jwt.encode(payload, key, algorithm="HS256"); password = password.encode("utf-8")',
+        'token_re = re.compile(r"[A-Za-z0-9]{40}"); password = input("Enter Password1: ")',
+        'api_key = os.environ["OPENAI_API_KEY2"]; secret = settings.get("app.secret", "")',
+        'token = create_token(expires="2024-01-01T00:00:00Z", url="https://auth.example.com/v2")',
+        'password_reset_link = build_link("reset", user.id)',
         # A password named in another language, said of no value.
         "Das Passwort ist zu kurz. Passwort vergessen? Das Passwort ist Pflicht.",
         "Der Passwortmanager ist KeePassXC2",

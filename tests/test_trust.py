@@ -647,6 +647,33 @@ def test_a_tables_password_column_is_neither_stored_nor_found(tmp_path):
         assert secret not in found
 
 
+def test_a_secret_given_as_a_default_or_a_fallback_is_neither_stored_nor_found(tmp_path):
+    """Claude writes a settings class whose fields default to real values and a script that falls back
+    to one when the environment has none: each literal is hidden in what is stored, in the home folder
+    and in what a search returns; the fields, the calls and the variables' names stay."""
+    project, session = "/home/dev/projects/settings", "sess-defaults"
+    secrets = ["Hx7tPlm2Qw9z", "Tk8sPq2Lm4Zx", "Vb3nKr8sLt5y"]
+    code = (
+        "```python\nclass Settings(BaseSettings):\n"
+        f'    db_password: str = Field(default="{secrets[0]}")\n'
+        f'    wombat_token: SecretStr = Field("{secrets[1]}", description="the token")\n```\n'
+        f'```js\nconst password = process.env.WOMBAT_PASSWORD || "{secrets[2]}";\n```'
+    )
+    lines = [
+        record("user", "Write the wombat settings.", session=session, cwd=project, when=DAY),
+        record("assistant", code, session=session, cwd=project, when=DAY + timedelta(seconds=5)),
+    ]
+    path = write_records(folder(tmp_path, project) / f"{session}.jsonl", lines)
+    cli("backfill", str(path), "--wait")
+    stored = " ".join(c for (c,) in db_rows("SELECT content FROM messages"))
+    assert 'db_password: str = Field(default="[REDACTED:password]")' in stored
+    assert "process.env.WOMBAT_PASSWORD ||" in stored
+    found = search_here("wombat settings password token field default")
+    for secret in secrets:
+        assert secret not in stored and found_in_home(secret) == []
+        assert secret not in found
+
+
 def test_a_password_said_in_another_language_is_neither_stored_nor_found(tmp_path):
     """Users write to Claude Code in their own language: a password given in German, Spanish or
     Chinese prose is hidden in what is stored, in the home folder and in what a search returns."""

@@ -1552,6 +1552,48 @@ def _redact_assignments(text: str, values: dict[str, str]) -> tuple[str, int]:
     return _hide(text, spans, values)
 
 
+# A secret's name given an expression whose string literal is the value or its fallback: a settings
+# field's default (`db_password: str = Field(default="X")`), an environment read's fallback
+# (`password = os.environ.get("PW", "X")`, `process.env.DB_PASSWORD || "X"`), Rust's `Some("X")`. A
+# literal there is hidden when shaped like a password (_password_shaped); a variable's name
+# (`"DB_PASSWORD"`), a date, a path or URL, a pattern ("[A-Za-z0-9]{40}") and words with spaces stay.
+_EXPRESSION_TAIL = re.compile(r"""["']?[ \t]*(?::=|=(?![=>])|:(?!:))[ \t]*(?P<rhs>[^\n;]{1,300})""")
+_LITERAL = re.compile(r"""(?P<raw>\br)?(?:"(?P<double>[^"\\\n]{6,100})"|'(?P<single>[^'\\\n]{6,100})')""")
+_ENV_NAME_VALUE = re.compile(r"[A-Z][A-Z0-9_]*")
+_DATE_VALUE = re.compile(r"\d{4}-\d{2}-\d{2}.*|\d{1,2}[:/.]\d{2}.*")
+_PATTERN_CHARS = re.compile(r"\[[^\]]*\]|\{\d*,?\d*\}|\\[dswbDSWB]|\(\?")
+
+
+def _expression_values(text: str) -> Iterator[tuple[int, int, str]]:
+    done = 0
+    for word in _key_words(text):
+        if word.start() < done or word.group(0) in ("pass", "pwd"):
+            continue
+        key_start, key_end = _expand_key(text, word.start(), word.end())
+        if _settings_key(text[key_start:key_end]):
+            continue
+        tail = _EXPRESSION_TAIL.match(text, key_end)
+        if tail is None or tail.group("rhs")[:1] in "\"'`":
+            continue  # no value, or a plain literal (_redact_assignments)
+        done = tail.end()
+        for literal in _LITERAL.finditer(text, tail.start("rhs"), tail.end("rhs")):
+            group = "double" if literal.group("double") is not None else "single"
+            value = literal.group(group)
+            if (
+                literal.group("raw")
+                or any(c.isspace() for c in value)
+                or not _password_shaped(value)
+                or _ENV_NAME_VALUE.fullmatch(value)
+                or _DATE_VALUE.match(value)
+                or "://" in value
+                or _PATH.match(value)
+                or _PATTERN_CHARS.search(value)
+                or _NOT_A_SECRET.fullmatch(value)
+            ):
+                continue
+            yield (*literal.span(group), _kind(text[key_start:key_end], word.group(0)))
+
+
 def _hide(text: str, spans: Iterable[tuple[int, int, str]], values: dict[str, str]) -> tuple[str, int]:
     """``text`` with each (start, end, kind) span replaced by its mark, each value remembered."""
     out: list[str] = []
@@ -2365,6 +2407,7 @@ def _stored_secret(value: str, shaped: bool) -> bool:
 def _redact_unnamed(text: str, lowered: str, values: dict[str, str]) -> tuple[str, int]:
     spans = []
     spans += _command_secrets(text, lowered)
+    spans += _expression_values(text)
     if "Secret" in text:
         spans += _kubernetes_secret_values(text)
     if ":" in text and any(
