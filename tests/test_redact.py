@@ -576,6 +576,12 @@ PLANTED = [
     ("password", "数据库的密码是Hx7tPlm2Qw9z。", "Hx7tPlm2Qw9z"),
     ("password", "パスワードは「Kx8sPlm3Qw2z」です", "Kx8sPlm3Qw2z"),
     ("password", "비밀번호는 Zx7tPlm2Qw9k 입니다", "Zx7tPlm2Qw9k"),
+    ("password", "Das Passwort ist Müller2024x für alle", "Müller2024x"),
+    ("password", "密码是：Abc12345x，请保管好", "Abc12345x"),
+    ("password", "le mot de passe est « Soleil2024x » pour tous", "Soleil2024x"),
+    ("password", "Das Datenbankpasswort lautet Hx7tPlm2Qw9z heute", "Hx7tPlm2Qw9z"),
+    ("password", "Das Passwort für den Server ist Hx7tPlm2Qw9z heute", "Hx7tPlm2Qw9z"),
+    ("password", "la contraseña nueva es Gato$2024 y ya", "Gato$2024"),
 ]
 
 
@@ -1084,6 +1090,10 @@ def test_a_recurring_value_after_an_escape_is_replaced_too():
         "пароль неверный; 密码错误; 密码：至少8位",
         "パスワードを変更しました; パスワードは8文字以上; 비밀번호를 입력하세요",
         "la password è obbligatoria; a senha é fraca; salasana on liian lyhyt; het wachtwoord is verlopen",
+        "密码为8-20位; 密码：6-20位; 비밀번호는 8~16자; パスワードは8-32文字; 密码是SHA-256加密的",
+        "Passwort: E-Mail-Adresse; Kennwort: Windows-Anmeldung; Das Passwort ist Case-Sensitive",
+        "Passwort: %1$s; Passwort: %{password}; Passwort: <Ihr Passwort>; Passwort: (optional)",
+        "Senha: PIN2 do cartão; Passwort: Pflichtfeld*; Passwort: 8-64 Zeichen",
     ],
 )
 def test_ordinary_text_is_unchanged(text):
@@ -1105,7 +1115,7 @@ def test_a_tables_secret_column_is_hidden_in_every_row_and_the_rest_kept():
         "| eve | [REDACTED:password] | ops |\n\nDone."
     )
     csv = (
-        'username,password,email\nadmin,Hunter2024!,a@b.c\nbob,"changeme9",bob@b.c\n'
+        'username,password,email\nadmin,Hunter2024!,a@b.c\nbob,"Changeme9",bob@b.c\n'
         "\nname,api_key\nci,Qx7Lm2Wp9Rt4"
     )
     out, count = redact_count(csv)
@@ -1114,6 +1124,47 @@ def test_a_tables_secret_column_is_hidden_in_every_row_and_the_rest_kept():
         'username,password,email\nadmin,[REDACTED:password],a@b.c\nbob,"[REDACTED:password]",bob@b.c\n'
         "\nname,api_key\nci,[REDACTED:api_key]"
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("user | password | role\n--- | --- | ---\nadmin | Hunter22x | owner", "Hunter22x"),  # no outer bars
+        ("| user | password |\n|-|:-:|\n| admin | Hunter22x |", "Hunter22x"),  # one-dash rule
+        ("| user | password |\r\n|---|---|\r\n| admin | Hunter22x |\r\n", "Hunter22x"),  # CRLF
+        ("| user | note | password |\n|---|---|---|\n| a | x\\|y | Hunter22x |", "Hunter22x"),  # escaped bar
+        ("| user | password |\n|---|---|\n| a | b | extra |\n| admin | Hunter22x |", "Hunter22x"),  # odd row
+        (" username | password\n----------+-----------\n admin    | Hunter22x\n(1 row)", "Hunter22x"),  # psql
+        (
+            "+-------+-----------+\n| user  | password  |\n+-------+-----------+\n| admin | Hunter22x |",
+            "Hunter22x",
+        ),
+        ("| User | dbPassword |\n|---|---|\n| admin | Hunter22x |", "Hunter22x"),  # camelCase header
+        ("| Benutzer | Passwort |\n|---|---|\n| admin | Hunter22x |", "Hunter22x"),  # another language
+        ("username;password;email\nadmin;Hunter2024!;a@b.c", "Hunter2024!"),  # semicolons
+        ("username\tpassword\temail\nadmin\tHunter2024!\ta@b.c", "Hunter2024!"),  # tabs
+        ("\ufeffusername,password\r\nadmin,Hunter2024!\r\n", "Hunter2024!"),  # a BOM, CRLF
+        ("User name,Password,Access key ID\nci,Pw!2024x,AKIA", "Pw!2024x"),  # AWS's credentials.csv
+    ],
+)
+def test_a_tables_secret_column_is_hidden_in_the_layouts_tables_come_in(text, secret):
+    out = redact(text)
+    assert secret not in out and "[REDACTED:" in out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "| Token | ID |\n|---|---|\n| ▁the | 262 |\n| 2024 | 1238 |\n| ##ing | 278 |\n| ĠThe | 383 |",
+        "| Token | Value |\n|---|---|\n| --color-primary-500 | #1a73e8 |\n| --spacing-4 | 16px |",
+        "| Secret | Used by |\n|---|---|\n| GCP_SA_KEY_B64 | deploy |\n| OAUTH2_CLIENT_SECRET | login |",
+        "token,count\ntok1,12\n2024,3\nGPT-4,7",
+        "key,en,de\nlogin.password,Password,Passwort\nerror.e401,Unauthorized,Nicht erlaubt",
+        "In short, rotate the secret\nSee also, RFC6749",
+    ],
+)
+def test_a_table_that_names_a_secret_but_holds_none_is_unchanged(text):
+    assert redact_count(text) == (text, 0)
 
 
 def test_headers_given_as_name_value_pairs_are_hidden_and_the_rest_kept():
@@ -1138,7 +1189,33 @@ def test_headers_given_as_name_value_pairs_are_hidden_and_the_rest_kept():
         '"header": [{"key": "Authorization", "value": "Basic [REDACTED:authorization]", "type": "text"}, '
         "{'key': 'Set-Cookie', 'value': 'session=[REDACTED:cookie]; Path=/; HttpOnly'}]"
     )
+    # The value first, YAML's list items, pairs in a list, a signature after a key id hidden already.
+    for text, secret in (
+        ('{"value": "Bearer k3yV4lueQ9", "name": "Authorization"}', "k3yV4lueQ9"),
+        ('{"value": "sid=abc123def456", "name": "Cookie"}', "abc123def456"),
+        ("headers:\n  - name: Authorization\n    value: Bearer k3yV4lueQ9", "k3yV4lueQ9"),
+        ('fetch(u, { headers: [["Authorization", "Bearer k3yV4lueQ9"]] })', "k3yV4lueQ9"),
+        ('headers = [("Authorization", "Token k3yV4lueQ9")]', "k3yV4lueQ9"),
+        (
+            '{"name": "Authorization", "value": "Digest username=bob, response=6629fae49393a053"}',
+            "6629fae49393a053",
+        ),
+        (
+            '{"name": "Authorization", "value": "AWS AKIAIOSFODNN7EXAMPLE:frJIUN8DYpKDtOLCwo="}',
+            "frJIUN8DYpKDtOLCwo=",
+        ),
+        (
+            '"cookies": [{"name": "a", "sameSite": ["Lax"]}, {"name": "sid", "value": "abc123def456"}]',
+            "abc123def456",
+        ),
+    ):
+        assert secret not in redact(text), text
     for kept in (
+        '[{"value": "Bearer ${TOKEN}", "name": "Authorization"}, '
+        '{"value": "application/json", "name": "Accept"}]',
+        '[{"name": "Authorization", "value": null}, {"name": "X", "value": "text/html; charset=utf-8"}]',
+        '{"name": "Authorization", "value": "Bearer"}, [{"key": "authorization", "value": "Autorisierung"}]',
+        '{"name": "Authorization", "in": "header"}, {"value": "application/json"}',
         '{"key": "Authorization", "value": "Bearer {{token}}"}, {"key": "Authorization", "value": ""}',
         '{"name": "Authorization", "value": "Bearer <token>"}, {"name": "Authorization", "value": "${AUTH}"}',
         '"cookies": [], "headers": [{"name": "Content-Type", "value": "application/json"}]',

@@ -827,7 +827,7 @@ def _redact(text: str, decode: bool = True, command: str | None = None) -> tuple
     if "cookie" in lowered or "curl" in lowered:
         text, n = _redact_cookies(text, lowered, values)
         total += n
-    if ("authorization" in lowered or "cookie" in lowered) and ("name" in lowered or "key" in lowered):
+    if "authorization" in lowered or "cookie" in lowered:
         text, n = _hide(text, _header_pair_values(text), values)
         total += n
     if "</" in text:
@@ -839,7 +839,7 @@ def _redact(text: str, decode: bool = True, command: str | None = None) -> tuple
     if "**" in text or "| " in text or ":\n" in text:
         text, n = _redact_markdown(text, values)
         total += n
-    if ("|" in text or "," in text) and any(w in lowered for w in ("passw", "secret", "token", "key")):
+    if ("|" in text or "," in text or ";" in text or "\t" in text) and _names_a_column(lowered):
         if text is not lowered_for or len(lowered) != len(text):
             lowered, lowered_for = _lowered(text), text
         text, n = _hide(text, _table_values(text, lowered), values)
@@ -1168,16 +1168,21 @@ def _prose_values(text: str) -> Iterator[tuple[int, int, str, str]]:
 
 # A password named in another language ("das Passwort ist X", "la contraseña es: X", "пароль: X",
 # "密码是X", "パスワードは「X」"), read as the English prose is: joined by its language's "is", a colon or
-# "="; the value then has to look like one (_secret_like). An inflection may follow the word
-# ("lösenordet är X", "adgangskoden er X").
+# "=", up to three words between ("Passwort für den Server ist X", "mot de passe temporaire est X"); the
+# value then has to be shaped like a password (_password_shaped: "Das Passwort ist Case-Sensitive",
+# "密码为8-20位", "パスワードはSHA-256で" stay). An inflection may follow the word ("lösenordet är X"),
+# and German compounds end with it ("Datenbankpasswort: X").
+_FOREIGN_LINK = (
+    r"(?:[ \t]+(?:ist|lautet|war|est|était|etait|es|era|é|è|is|jest|to|je|är|ar|er|on|adalah|là|la|это"
+    r"|—|–|-)(?![^\W\d_])[ \t]*[:=：]?|[ \t]*[:=：])"
+)
 _FOREIGN_PASSWORD = re.compile(
-    r"(?<![^\W\d_])(?:(?:passwort|kennwort|mot de passe|contraseña|contrasena|senha|palavra-passe|wachtwoord"
-    r"|hasło|haslo|heslo|lösenord|losenord|adgangskode|passord|salasana|şifre|sifre|kata sandi|mật khẩu"
-    r"|mat khau|пароль)[^\W\d_]{0,4}"
-    r"(?:[ \t]+(?:ist|lautet|war|est|était|etait|es|era|é|è|is|jest|to|je|är|ar|er|on|adalah|là|la|это|—|-)"
-    r"(?![^\W\d_])[ \t]*[:=：]?|[ \t]*[:=：])"
-    r"|password[ \t]+(?:è|é|ist|est|es|jest|är|er|adalah|là|это)(?![^\W\d_])[ \t]*[:=：]?)[ \t]*"
-    r"|(?:密码|密碼|口令|パスワード|비밀번호|암호)[ \t]*(?:是|为|為|は|는|은|:|：)[ \t]*"
+    r"(?:(?:passwort|kennwort)|(?<![^\W\d_])(?:mot de passe|contraseña|contrasena|senha|palavra-passe"
+    r"|wachtwoord|hasło|haslo|heslo|lösenord|losenord|adgangskode|passord|salasana|şifre|sifre|kata sandi"
+    r"|mật khẩu|mat khau|пароль))[^\W\d_]{0,4}(?:[ \t]+[^\W\d_]+){0,3}?" + _FOREIGN_LINK + r"[ \t]*"
+    r"|(?<![^\W\d_])password(?:[ \t]+[^\W\d_]+){0,3}?[ \t]+(?:è|é|ist|est|es|jest|är|er|adalah|là|это)"
+    r"(?![^\W\d_])[ \t]*[:=：]?[ \t]*"
+    r"|(?:密码|密碼|口令|パスワード|비밀번호|암호)[ \t]*(?:是|为|為|は|는|은)?[ \t]*[:：]?[ \t]*"
 )
 # Where _FOREIGN_PASSWORD may start: found with str.find (the pattern's alternation, tried at each of a
 # megabyte's positions, took 160 ms of prose; the words' finds take 10-50 ms there, microseconds a message).
@@ -1187,6 +1192,14 @@ _FOREIGN_STEMS = (
     "암호"
 ).split() + ["mot de passe", "kata sandi", "mật khẩu", "mat khau"]
 _OPENING_QUOTES = "「『“«‹„\"'`"
+_CLOSING = "」』”»›“\"'`,;"
+_FOREIGN_VALUE_CHARS = 100
+
+
+def _wide(c: str) -> bool:
+    """A CJK, kana or Hangul character or full-width punctuation: a value said in such text ends at one."""
+    o = ord(c)
+    return 0x3000 <= o <= 0x9FFF or 0xAC00 <= o <= 0xD7AF or 0xF900 <= o <= 0xFAFF or 0xFF00 <= o <= 0xFFEF
 
 
 def _foreign_prose_values(text: str, lowered: str) -> Iterator[tuple[int, int, str, str]]:
@@ -1196,18 +1209,24 @@ def _foreign_prose_values(text: str, lowered: str) -> Iterator[tuple[int, int, s
         while at >= 0:
             starts.add(at)
             at = lowered.find(stem, at + 1)
+    read_to = 0
     for start in sorted(starts):
+        if start < read_to:
+            continue  # inside a value read already ("passwort=passwort=…" is read once)
         m = _FOREIGN_PASSWORD.match(lowered, start)
         if m is None:
             continue
         at = m.end()
-        while at < len(text) and text[at] in _OPENING_QUOTES:
+        if at < len(text) and text[at] in _OPENING_QUOTES:
             at += 1
-        end = at
-        while end < len(text) and "!" <= text[end] <= "~" and text[end] not in "\"'`,;":
-            end += 1  # an ASCII run: a value said in CJK text has no space after it ("…Qw9zです")
+            while at < len(text) and text[at] in " \t\u00a0":
+                at += 1  # French spacing inside guillemets: « X »
+        end, limit = at, min(len(text), at + _FOREIGN_VALUE_CHARS)
+        while end < limit and not text[end].isspace() and text[end] not in _CLOSING and not _wide(text[end]):
+            end += 1
+        read_to = end
         if end > at:
-            yield at, end, "link", "password"
+            yield at, end, "to", "password"
 
 
 def _prose_value(text: str, at: int) -> tuple[int, int] | None:
@@ -1454,39 +1473,84 @@ def _redact_cookies(text: str, lowered: str, values: dict[str, str]) -> tuple[st
 
 
 # A header given as a name/value pair (a HAR file's "headers", a Postman collection's, a fetch call's
-# header list: {"name": "Authorization", "value": "Bearer X"}, {"key": "Cookie", "value": "sid=X"}), and a
-# HAR file's "cookies" list ({"name": "sid", "value": "X"}): the credential after the scheme, the
-# cookies' values (a Set-Cookie's first, its attributes staying), each cookie of the list.
+# header list: {"name": "Authorization", "value": "Bearer X"}, {"key": "Cookie", "value": "sid=X"}, either
+# field first, YAML's `- name: Authorization` then `value: X`), or as a pair in a list (`[["Authorization",
+# "Bearer X"]]`, Python's `("Cookie", "sid=X")`), and a HAR file's "cookies" list ({"name": "sid", "value":
+# "X"}): the credential after the scheme, the cookies' values (a Set-Cookie's first, its attributes
+# staying), each session-like cookie of the list. The value is looked for inside the pair's own object.
 _HEADER_PAIR = re.compile(
     r"""["']?(?:name|key)["']?[ \t]*[:=][ \t]*"""
-    r"""["'](?P<header>(?:proxy-)?authorization|cookie|set-cookie)["']""",
+    r"""["']?(?P<header>(?:proxy-)?authorization|cookie|set-cookie)(?![\w-])["']?""",
+    re.IGNORECASE,
+)
+_HEADER_TUPLE = re.compile(
+    r"""[\[(][ \t]*(?P<q>["'])(?P<header>(?:proxy-)?authorization|cookie|set-cookie)(?P=q)[ \t]*,[ \t]*"""
+    r"""(?P<v>["'])(?P<value>[^"'\n]*)(?P=v)""",
     re.IGNORECASE,
 )
 _AUTH_VALUE = re.compile(r"(?:(?P<scheme>[A-Za-z][\w-]*)[ \t]+)?(?P<credential>\S.*)")
 _COOKIE_LIST = re.compile(r"""["']cookies["'][ \t]*:[ \t]*\[""", re.IGNORECASE)
+_LIST_END = re.compile(r"\}[ \t\r\n]*\]|\[[ \t\r\n]*\]")
 _COOKIE_LIST_REACH = 8192
+_MARK_LEAD = re.compile(r"\[REDACTED:\w+\][:=]?")
+
+
+def _header_value(text: str, start: int, end: int, header: str) -> list[tuple[int, int, str]]:
+    """The spans to hide in the value text[start:end] of a header."""
+    if header.endswith("authorization"):
+        auth = _AUTH_VALUE.fullmatch(text, start, end)
+        if auth is None:
+            return []
+        at = auth.start("credential")
+        if marked := _MARK_LEAD.match(text, at, end):
+            at = marked.end()  # "AWS [REDACTED:aws_access_key]:signature": the signature too
+        credential = text[at:end]
+        if (
+            len(credential) >= 8
+            and not _REFERENCE.match(credential)
+            and not _NOT_A_SECRET.fullmatch(credential)
+            and (auth.group("scheme") or _password_shaped(credential) or _key_shaped(credential))
+        ):
+            return [(at, end, "authorization")]
+        return []
+    return [(a, b, "cookie") for a, b in _cookie_values(text, start, end, header == "set-cookie")]
 
 
 def _header_pair_values(text: str) -> list[tuple[int, int, str]]:
     spans = []
     for pair in _HEADER_PAIR.finditer(text):
-        reach = min(len(text), pair.end() + _PAIR_REACH)
-        following = _PAIR_NAME.search(text, pair.end(), reach)
-        found = _PAIR_VALUE.search(text, pair.end(), following.start() if following else reach)
-        if found is None or found.group("value")[:1] not in "\"'":
+        # The pair's own object: from its "{" (or the line's start) to its "}" (or the next name field).
+        opened = text.rfind("{", max(0, pair.start() - _PAIR_REACH), pair.start())
+        end = text.find("}", pair.end(), pair.end() + _PAIR_REACH) if opened >= 0 else -1
+        if end < 0:  # no object: YAML's list item, up to the next item's name field
+            following = _PAIR_NAME.search(text, pair.end(), min(len(text), pair.end() + _PAIR_REACH))
+            end = following.start() if following else min(len(text), pair.end() + _PAIR_REACH)
+        found = _PAIR_VALUE.search(text, pair.end(), end)
+        if found is None and opened >= 0:
+            earlier = list(_PAIR_VALUE.finditer(text, opened, pair.start()))
+            found = earlier[-1] if earlier else None
+        if found is None:
             continue
-        start, end = found.start("value") + 1, found.end("value") - 1
-        header = pair.group("header").lower()
-        if header.endswith("authorization"):
-            auth = _AUTH_VALUE.fullmatch(text, start, end)
-            credential = auth.group("credential") if auth else ""
-            if credential and not _REFERENCE.match(credential) and not _NOT_A_SECRET.fullmatch(credential):
-                spans.append((*auth.span("credential"), "authorization"))
-        else:
-            spans += [(a, b, "cookie") for a, b in _cookie_values(text, start, end, header == "set-cookie")]
+        start, stop = found.span("value")
+        if text[start : start + 1] in "\"'":
+            start, stop = start + 1, stop - 1
+        else:  # YAML's unquoted value runs to the line's end: `value: Bearer X` (not JSON's `null},`)
+            eol = text.find("\n", start)
+            line = text[start : len(text) if eol < 0 else eol].rstrip()
+            if not any(c in line for c in "\"',{}[]"):
+                stop = start + len(line)
+        if stop > start:
+            spans += _header_value(text, start, stop, pair.group("header").lower())
+    for pair in _HEADER_TUPLE.finditer(text):
+        spans += _header_value(text, *pair.span("value"), pair.group("header").lower())
+    read_to = 0
     for listed in _COOKIE_LIST.finditer(text):
-        close = text.find("]", listed.end(), listed.end() + _COOKIE_LIST_REACH)
-        for found in _PAIR_VALUE.finditer(text, listed.end(), len(text) if close < 0 else close):
+        if listed.start() < read_to:
+            continue  # inside a list read already
+        reach = min(len(text), listed.end() + _COOKIE_LIST_REACH)
+        close = _LIST_END.search(text, listed.end() - 1, reach)
+        read_to = close.end() if close else reach
+        for found in _PAIR_VALUE.finditer(text, listed.end(), read_to):
             value = found.group("value")
             if value[:1] in "\"'" and _session_like(value[1:-1]) and not _REFERENCE.match(value[1:]):
                 spans.append((found.start("value") + 1, found.end("value") - 1, "cookie"))
@@ -1756,21 +1820,45 @@ def _redact_markdown(text: str, values: dict[str, str]) -> tuple[str, int]:
     return _hide(text, spans, values)
 
 
-# A table whose header names a secret's column ("| user | password |" over a "|---|---|" line, or a CSV
-# header "username,password,email"): that column's cell in each row below, shaped like a secret as in
-# _redact_markdown (a digit, a symbol or mixed case); the other columns and the header stay.
-_TABLE_RULE = re.compile(r"[ \t]*\|?(?:[ \t]*:?-{3,}:?[ \t]*\|)+(?:[ \t]*:?-{3,}:?[ \t]*)?[ \t]*")
-_CSV_NAME = re.compile(r"""["']?[A-Za-z][\w .\-]{0,39}["']?""")
+# A table whose header names a secret's column ("| user | password |" over a "|---|---|" line, outer bars
+# optional; or a CSV header "username,password,email" opening a block of lines): that column's cell in
+# each row below, when shaped like a password (_password_shaped: "▁the", "2024", "--spacing-4", "GPT-4"
+# in a tokenizer's or a design system's table stay) and not a variable's name; the header, the other
+# cells and a row that does not fit the header stay.
+# The line under a header: Markdown's "|---|:-:|", psql's "----+----", a MySQL or RST border "+---+===+".
+_TABLE_RULE = re.compile(r"[ \t|+:=-]*[-=][ \t|+:=-]*\r?")
+_CSV_NAME = re.compile(r"""["']?[A-Za-z][\w.\-]*(?: [\w.\-()]+){0,4}["']?""")
+_CSV_SEPARATORS = (",", ";", "\t")
+_CELL_BAR = re.compile(r"(?<!\\)\|")  # a cell's bar; an escaped one (`x\|y`) is the cell's text
 _CSV_FIELD = re.compile(r'"(?:[^"\n]|"")*"|[^,\n]*')
-_TABLE_REACH = 4096  # the rows read under one header
+_TABLE_REACH = 65536  # the rows read under one header
+_COLUMN_HIT = re.compile(
+    _MD_KEY.pattern + r"|pwd|pass|passwort|kennwort|mot de passe|contraseña|senha|wachtwoord|hasło|lösenord"
+    r"|salasana|пароль|密码|パスワード|비밀번호"
+)
+_COLUMN_LAST = frozenset(
+    "password passwd pass passphrase pwd pw secret token key apikey credential credentials passwort kennwort "
+    "passe contraseña senha wachtwoord hasło lösenord salasana пароль 密码 パスワード 비밀번호".split()
+)
+
+
+_COLUMN_WORDS = ("pass", "pwd", "secret", "token", "key", "kennwort", "senha", "wachtwoord", "salasana")
+_WIDE_COLUMN_WORDS = ("contraseña", "hasło", "lösenord", "пароль", "密码", "パスワード", "비밀번호")
+
+
+def _names_a_column(lowered: str) -> bool:
+    """Whether the text may hold a secret column's name (a few substring tests; the table pass reads it)."""
+    return any(w in lowered for w in _COLUMN_WORDS) or (
+        not lowered.isascii() and any(w in lowered for w in _WIDE_COLUMN_WORDS)
+    )
 
 
 def _lines_from(text: str, at: int, end: int) -> Iterator[tuple[int, int]]:
-    """(start, end) of each line from ``at`` (a line's start) up to ``end``."""
+    """(start, end) of each line from ``at`` (a line's start) up to ``end``, without its "\r"."""
     while at < end:
         eol = text.find("\n", at, end)
         eol = end if eol < 0 else eol
-        yield at, eol
+        yield at, eol - (text[eol - 1 : eol] == "\r")
         at = eol + 1
 
 
@@ -1782,10 +1870,15 @@ def _cells(text: str, start: int, end: int, sep: str) -> list[tuple[int, int]]:
         offset = start + row.index(inner[:1]) if inner else start
         if inner.startswith("|"):
             inner, offset = inner[1:], offset + 1
-        if inner.endswith("|"):
+        if inner.endswith("|") and not inner.endswith("\\|"):
             inner = inner[:-1]
         spans, at = [], offset
-        for cell in inner.split("|"):
+        for cell in _CELL_BAR.split(inner):
+            spans.append((at, at + len(cell)))
+            at += len(cell) + 1
+    elif sep != ",":
+        spans, at = [], start
+        for cell in row.split(sep):
             spans.append((at, at + len(cell)))
             at += len(cell) + 1
     else:
@@ -1797,46 +1890,51 @@ def _cells(text: str, start: int, end: int, sep: str) -> list[tuple[int, int]]:
             at = m.end() + 1
     out = []
     for a, b in spans:
-        while a < b and text[a] in " \t`\"'":
+        while a < b and text[a] in " \t`\"'*\ufeff":
             a += 1
-        while b > a and text[b - 1] in " \t`\"'":
+        while b > a and text[b - 1] in " \t`\"'*":
             b -= 1
         out.append((a, b))
     return out
 
 
-_COLUMN_LAST = frozenset("password passwd pass passphrase pwd pw secret token key apikey".split())
-
-
 def _secret_column(name: str) -> bool:
-    """A column's name says it holds secrets ("Password", "API key", "DB password (prod)"): the secret's
-    word ends it, so neither a setting ("Token TTL") nor a thing named after one ("Password manager")."""
-    label = re.sub(r"\([^)]*\)", " ", name.lower())
-    words = re.findall(r"[a-z0-9]+", label)
-    return bool(words) and words[-1] in _COLUMN_LAST and bool(_MD_KEY.search(label))
+    """A column's name says it holds secrets ("Password", "API key", "dbPassword", "DB password (prod)"):
+    the secret's word ends it, so neither a setting ("Token TTL") nor a thing named after one
+    ("Password manager")."""
+    label = re.sub(r"\([^)]*\)", " ", name)
+    words = [w.lower() for w in re.findall(r"[A-Z]?[^\W\d_A-Z]+|[A-Z]+(?![^\W\d_A-Z])|\d+", label)]
+    if not words or words[-1] not in _COLUMN_LAST:
+        return False
+    return words[-1] != "key" or len(words) > 1 and words[-2] in ("api", "access", "secret", "private")
 
 
 def _table_values(text: str, lowered: str) -> Iterator[tuple[int, int, str]]:
     """The spans of the secret columns' cells of every table whose header names one."""
     read_to = 0
-    for hit in _MD_KEY.finditer(lowered):
+    for hit in _COLUMN_HIT.finditer(lowered):
         if hit.start() < read_to:
             continue  # on a line read already: a header's or a row's
         start = lowered.rfind("\n", 0, hit.start()) + 1
         end = lowered.find("\n", hit.start())
         end = len(text) if end < 0 else end
         read_to = end
+        end -= text[end - 1 : end] == "\r"
         header = text[start:end]
-        if header.lstrip().startswith("|"):
+        if "|" in header:
             sep = "|"
-            rule_end = text.find("\n", end + 1)
+            rule_end = text.find("\n", read_to + 1)
             rule_end = len(text) if rule_end < 0 else rule_end
-            if end >= len(text) or not _TABLE_RULE.fullmatch(text, end + 1, rule_end):
+            if read_to >= len(text) or not _TABLE_RULE.fullmatch(text, read_to + 1, rule_end):
                 continue
             body = rule_end + 1
-        elif "," in header:
-            sep = ","
-            body = end + 1
+        elif (sep := max(_CSV_SEPARATORS, key=header.count)) in header and f"{sep} " not in header:
+            # A header opens its block (the line before holds no separator), and prose puts a space
+            # after its commas ("In short, rotate the secret"); an export does not.
+            before = text[text.rfind("\n", 0, max(0, start - 1)) + 1 : max(0, start - 1)]
+            if sep in before:
+                continue  # a row of a block, not the header that opens it
+            body = read_to + 1
         else:
             continue
         names = [text[a:b] for a, b in _cells(text, start, end, sep)]
@@ -1846,20 +1944,20 @@ def _table_values(text: str, lowered: str) -> Iterator[tuple[int, int, str]]:
         if not columns:
             continue
         for row_start, row_end in _lines_from(text, body, min(len(text), body + _TABLE_REACH)):
-            row = text[row_start:row_end]
-            if not row.strip() or (sep == "|" and not row.lstrip().startswith("|")):
+            if sep not in text[row_start:row_end] or not text[row_start:row_end].strip():
                 break  # the table's end
+            read_to = row_end
             cells = _cells(text, row_start, row_end, sep)
             if len(cells) != len(names):
-                break
-            read_to = row_end
+                continue  # a row that does not fit (an escaped bar, a cell more): the next may
             for i in columns:
                 a, b = cells[i]
                 value = text[a:b]
                 if (
                     value
                     and not any(c.isspace() for c in value)
-                    and _secret_like(value)
+                    and _password_shaped(value)
+                    and not _ENV_NAME_VALUE.fullmatch(value)
                     and not _NOT_A_SECRET.fullmatch(value)
                 ):
                     kind = next((k for w, k in _MD_KINDS if w in names[i].lower()), "password")
