@@ -58,6 +58,18 @@ def search_text(query: str) -> str:
     return json.dumps(cli_json("search", query, "--all-projects"))
 
 
+def stored_without(path: Path, secrets: list[str], query: str) -> str:
+    """Index the transcript; no secret is in a stored message, the home folder or the answer to
+    `query` (search_here); the stored messages' text, for what must stay."""
+    cli("backfill", str(path), "--wait")
+    stored = " ".join(c for (c,) in db_rows("SELECT content FROM messages"))
+    found = search_here(query)
+    for secret in secrets:
+        assert secret not in stored and found_in_home(secret) == []
+        assert secret not in found
+    return stored
+
+
 def search_here(query: str) -> str:
     """What `search --all-projects` answers when no daemon runs (server.in_process, the CLI's own
     path then), without a process per query; search_text covers the command."""
@@ -613,14 +625,9 @@ def test_secrets_given_to_commands_that_store_them_are_neither_stored_nor_found(
     for n, command in enumerate(commands):
         lines += tool_call_and_result(session, project, DAY + timedelta(seconds=10 + 5 * n), command, "OK")
     path = write_records(folder(tmp_path, project) / f"{session}.jsonl", lines)
-    cli("backfill", str(path), "--wait")
-    stored = " ".join(c for (c,) in db_rows("SELECT content FROM messages"))
+    stored = stored_without(path, secrets, "quokka deployment secrets token key requirepass hashpw")
     assert "gh secret set QUOKKA_TOKEN --body" in stored and "wrangler secret put QUOKKA_KEY" in stored
     assert "CONFIG SET requirepass" in stored and "bcrypt.hashpw" in stored
-    found = search_here("quokka deployment secrets token key requirepass hashpw")
-    for secret in secrets:
-        assert secret not in stored and found_in_home(secret) == []
-        assert secret not in found
 
 
 def test_a_tables_password_column_is_neither_stored_nor_found(tmp_path):
@@ -637,14 +644,9 @@ def test_a_tables_password_column_is_neither_stored_nor_found(tmp_path):
     export = f"username,password,role\nwombat-ops,{secrets[2]},ops\n"
     lines += tool_call_and_result(session, project, DAY + timedelta(seconds=5), "cat accounts.csv", export)
     path = write_records(folder(tmp_path, project) / f"{session}.jsonl", lines)
-    cli("backfill", str(path), "--wait")
-    stored = " ".join(c for (c,) in db_rows("SELECT content FROM messages"))
+    stored = stored_without(path, secrets, "wombat staging accounts password role")
     assert "| wombat-admin | [REDACTED:password] | owner |" in stored
     assert "username,password,role" in stored and "wombat-ops,[REDACTED:password],ops" in stored
-    found = search_here("wombat staging accounts password role")
-    for secret in secrets:
-        assert secret not in stored and found_in_home(secret) == []
-        assert secret not in found
 
 
 def test_a_secret_given_as_a_default_or_a_fallback_is_neither_stored_nor_found(tmp_path):
@@ -664,14 +666,9 @@ def test_a_secret_given_as_a_default_or_a_fallback_is_neither_stored_nor_found(t
         record("assistant", code, session=session, cwd=project, when=DAY + timedelta(seconds=5)),
     ]
     path = write_records(folder(tmp_path, project) / f"{session}.jsonl", lines)
-    cli("backfill", str(path), "--wait")
-    stored = " ".join(c for (c,) in db_rows("SELECT content FROM messages"))
+    stored = stored_without(path, secrets, "wombat settings password token field default")
     assert 'db_password: str = Field(default="[REDACTED:password]")' in stored
     assert "process.env.WOMBAT_PASSWORD ||" in stored
-    found = search_here("wombat settings password token field default")
-    for secret in secrets:
-        assert secret not in stored and found_in_home(secret) == []
-        assert secret not in found
 
 
 def test_a_password_said_in_another_language_is_neither_stored_nor_found(tmp_path):
@@ -689,13 +686,8 @@ def test_a_password_said_in_another_language_is_neither_stored_nor_found(tmp_pat
         for n, text in enumerate(said)
     ]
     path = write_records(folder(tmp_path, project) / f"{session}.jsonl", lines)
-    cli("backfill", str(path), "--wait")
-    stored = " ".join(c for (c,) in db_rows("SELECT content FROM messages"))
+    stored = stored_without(path, secrets, "wombat passwort contraseña 密码")
     assert "Das Passwort ist [REDACTED:password] für die Wombat-Datenbank." in stored
-    found = search_here("wombat passwort contraseña 密码")
-    for secret in secrets:
-        assert secret not in stored and found_in_home(secret) == []
-        assert secret not in found
 
 
 def test_headers_in_a_har_file_or_a_postman_collection_are_neither_stored_nor_found(tmp_path):
@@ -716,14 +708,9 @@ def test_headers_in_a_har_file_or_a_postman_collection_are_neither_stored_nor_fo
     lines = [record("user", postman, session=session, cwd=project, when=DAY)]
     lines += tool_call_and_result(session, project, DAY + timedelta(seconds=5), "cat login.har", har)
     path = write_records(folder(tmp_path, project) / f"{session}.jsonl", lines)
-    cli("backfill", str(path), "--wait")
-    stored = " ".join(c for (c,) in db_rows("SELECT content FROM messages"))
+    stored = stored_without(path, secrets, "quokka login authorization cookie postman")
     assert '"key": "Authorization", "value": "Bearer [REDACTED:' in stored
     assert '"value": "qsid=[REDACTED:cookie]; theme=dark"' in stored
-    found = search_here("quokka login authorization cookie postman")
-    for secret in secrets:
-        assert secret not in stored and found_in_home(secret) == []
-        assert secret not in found
 
 
 def test_a_secret_output_is_hidden_when_its_call_was_in_an_earlier_read(tmp_path):
