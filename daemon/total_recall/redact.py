@@ -1203,6 +1203,7 @@ def _wide(c: str) -> bool:
 
 
 def _foreign_prose_values(text: str, lowered: str) -> Iterator[tuple[int, int, str, str]]:
+    """(start, end, "to", "password") of each value _FOREIGN_PASSWORD names; _redact_prose checks it."""
     starts = set()
     for stem in _FOREIGN_STEMS:
         at = lowered.find(stem)
@@ -1517,6 +1518,7 @@ def _header_value(text: str, start: int, end: int, header: str) -> list[tuple[in
 
 
 def _header_pair_values(text: str) -> list[tuple[int, int, str]]:
+    """The spans to hide of every header pair and HAR cookies list (see _HEADER_PAIR)."""
     spans = []
     for pair in _HEADER_PAIR.finditer(text):
         # The pair's own object: from its "{" (or the line's start) to its "}" (or the next name field).
@@ -1629,6 +1631,7 @@ _PATTERN_CHARS = re.compile(r"\[[^\]]*\]|\{\d*,?\d*\}|\\[dswbDSWB]|\(\?")
 
 
 def _expression_values(text: str) -> Iterator[tuple[int, int, str]]:
+    """The spans of the password-shaped literals in what a secret's name is given (see _EXPRESSION_TAIL)."""
     done = 0
     for word in _key_words(text):
         if word.start() < done or word.group(0) in ("pass", "pwd"):
