@@ -1208,6 +1208,7 @@ def test_headers_given_as_name_value_pairs_are_hidden_and_the_rest_kept():
             '"cookies": [{"name": "a", "sameSite": ["Lax"]}, {"name": "sid", "value": "abc123def456"}]',
             "abc123def456",
         ),
+        ('{"name": "Cookie", "value": "sid = abc123def456 ; theme = dark"}', "abc123def456"),
     ):
         assert secret not in redact(text), text
     for kept in (

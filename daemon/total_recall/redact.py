@@ -1435,7 +1435,7 @@ def _config_kind(key: str) -> str:
 _COOKIE_HEADER = re.compile(r"cookie2?[ \t]*:[ \t]*")  # found in the lowercased text
 _CURL_COOKIE = re.compile(r"curl\b[^\n]{0,300}?\s(?:-b|--cookie)(?:[ \t]+|=)")
 _NON_SPACE = re.compile(r"\S*")
-_COOKIE_PAIR = re.compile(r"""[ \t]*[^=\s;,"']+=[ \t]*"?(?P<value>[^;\s",\\]*)"?[ \t]*(?P<more>;?)""")
+_COOKIE_PAIR = re.compile(r"""[ \t]*[^=\s;,"']+[ \t]*=[ \t]*"?(?P<value>[^;\s",\\]*)"?[ \t]*(?P<more>;?)""")
 
 
 def _redact_cookies(text: str, lowered: str, values: dict[str, str]) -> tuple[str, int]:
