@@ -1648,17 +1648,25 @@ def _expression_values(text: str) -> Iterator[tuple[int, int, str]]:
             value = literal.group(group)
             if (
                 literal.group("raw")
-                or any(c.isspace() for c in value)
-                or not _password_shaped(value)
-                or _ENV_NAME_VALUE.fullmatch(value)
+                or not _lone_password(value)
                 or _DATE_VALUE.match(value)
                 or "://" in value
                 or _PATH.match(value)
                 or _PATTERN_CHARS.search(value)
-                or _NOT_A_SECRET.fullmatch(value)
             ):
                 continue
             yield (*literal.span(group), _kind(text[key_start:key_end], word.group(0)))
+
+
+def _lone_password(value: str) -> bool:
+    """A value standing alone (a table's cell, a literal) that is a password: one word shaped like one,
+    not a variable's name ("DB_PASSWORD2") nor a placeholder or call (_NOT_A_SECRET)."""
+    return (
+        not any(c.isspace() for c in value)
+        and _password_shaped(value)
+        and not _ENV_NAME_VALUE.fullmatch(value)
+        and not _NOT_A_SECRET.fullmatch(value)
+    )
 
 
 def _hide(text: str, spans: Iterable[tuple[int, int, str]], values: dict[str, str]) -> tuple[str, int]:
@@ -1835,18 +1843,31 @@ _CSV_SEPARATORS = (",", ";", "\t")
 _CELL_BAR = re.compile(r"(?<!\\)\|")  # a cell's bar; an escaped one (`x\|y`) is the cell's text
 _CSV_FIELD = re.compile(r'"(?:[^"\n]|"")*"|[^,\n]*')
 _TABLE_REACH = 65536  # the rows read under one header
-_COLUMN_HIT = re.compile(
-    _MD_KEY.pattern + r"|pwd|pass|passwort|kennwort|mot de passe|contraseña|senha|wachtwoord|hasło|lösenord"
-    r"|salasana|пароль|密码|パスワード|비밀번호"
+# A password column's name in another language; the lists below are made from it.
+_FOREIGN_COLUMNS = (
+    "passwort",
+    "kennwort",
+    "mot de passe",
+    "contraseña",
+    "senha",
+    "wachtwoord",
+    "hasło",
+    "lösenord",
+    "salasana",
+    "пароль",
+    "密码",
+    "パスワード",
+    "비밀번호",
 )
+_COLUMN_HIT = re.compile("|".join([_MD_KEY.pattern, "pwd", "pass", *_FOREIGN_COLUMNS]))
 _COLUMN_LAST = frozenset(
-    "password passwd pass passphrase pwd pw secret token key apikey credential credentials passwort kennwort "
-    "passe contraseña senha wachtwoord hasło lösenord salasana пароль 密码 パスワード 비밀번호".split()
+    "password passwd pass passphrase pwd pw secret token key apikey credential credentials".split()
+) | {name.split()[-1] for name in _FOREIGN_COLUMNS}
+# The substring tests of _names_a_column: "pass" finds "passwort" and "mot de passe" too.
+_COLUMN_WORDS = ("pass", "pwd", "secret", "token", "key") + tuple(
+    w for w in _FOREIGN_COLUMNS if w.isascii() and "pass" not in w
 )
-
-
-_COLUMN_WORDS = ("pass", "pwd", "secret", "token", "key", "kennwort", "senha", "wachtwoord", "salasana")
-_WIDE_COLUMN_WORDS = ("contraseña", "hasło", "lösenord", "пароль", "密码", "パスワード", "비밀번호")
+_WIDE_COLUMN_WORDS = tuple(w for w in _FOREIGN_COLUMNS if not w.isascii())
 
 
 def _names_a_column(lowered: str) -> bool:
@@ -1955,14 +1976,7 @@ def _table_values(text: str, lowered: str) -> Iterator[tuple[int, int, str]]:
                 continue  # a row that does not fit (an escaped bar, a cell more): the next may
             for i in columns:
                 a, b = cells[i]
-                value = text[a:b]
-                if (
-                    value
-                    and not any(c.isspace() for c in value)
-                    and _password_shaped(value)
-                    and not _ENV_NAME_VALUE.fullmatch(value)
-                    and not _NOT_A_SECRET.fullmatch(value)
-                ):
+                if a < b and _lone_password(text[a:b]):
                     kind = next((k for w, k in _MD_KINDS if w in names[i].lower()), "password")
                     yield a, b, kind
 
