@@ -250,8 +250,10 @@ def sessions_set(root: Path, questions: Path = SESSIONS_QA, fixtures: Path = FIX
             dia = f"{stem}:{int(line)}"
             corpus.turns[(sid, dia)] = locomo.Turn(sid, dia, str(dest), int(line), "", "", "")
             ids.append(dia)
-        # The paraphrase batch is its own row: the questions asked without the evidence's words.
-        category = "paraphrase" if item.get("phrasing") == "paraphrase" else item.get("kind", "fact")
+        # The paraphrase and blind batches are rows of their own: the questions asked without the
+        # evidence's words, and those written by a reader who never saw what any search returns.
+        phrasing = item.get("phrasing")
+        category = phrasing if phrasing in ("paraphrase", "blind") else item.get("kind", "fact")
         qs.append(locomo.Question(sid, item["question"], category, tuple(ids)))
     return corpus, qs, left
 

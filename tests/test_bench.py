@@ -673,3 +673,31 @@ def test_the_recall_lab_repeats_the_recall_tools_figures_and_measures_a_changed_
     changed = ask("--set", "search.POOL=0", "--set", "search.WEIGHTS[chunk_bm25]=1.5")
     assert changed["recall@5"] == changed["mrr"] == 0.0
     assert changed["bm25 recall@5"] == figures["bm25 recall@5"]
+
+
+def test_the_sessions_sets_paraphrase_and_blind_batches_are_rows_of_their_own(tmp_path):
+    fixtures = tmp_path / "fixtures"
+    fixtures.mkdir()
+    line = {"type": "user", "cwd": "/p/mine", "message": {"role": "user", "content": "ship the export"}}
+    (fixtures / "mine.jsonl").write_text(json.dumps(line) + "\n")
+    item = {"file": "mine.jsonl", "evidence": [1], "fingerprints": {"1": "ship the export"}, "kind": "fact"}
+    phrasings = [("asked plainly", None), ("asked around it", "paraphrase"), ("asked blind", "blind")]
+    items = [{**item, "question": q} | ({"phrasing": p} if p else {}) for q, p in phrasings]
+    questions = tmp_path / "qa.json"
+    questions.write_text(json.dumps(items))
+    _corpus, qs, left = recall.sessions_set(tmp_path / "root", questions, fixtures)
+    assert [q.category for q in qs] == ["fact", "paraphrase", "blind"]
+    assert left == {"other_category": 0, "no_evidence": 0}
+
+
+def test_the_shipped_sessions_set_holds_its_three_batches():
+    items = json.loads((REPO / "bench" / "sessions_qa.json").read_text(encoding="utf-8"))
+    batches = [i.get("phrasing", "first") for i in items]
+    assert {b: batches.count(b) for b in set(batches)} == {
+        "first": 60,
+        "what did we decide": 9,
+        "paraphrase": 30,
+        "blind": 30,
+    }
+    blind = [i for i in items if i.get("phrasing") == "blind"]
+    assert sum(i["split"] == "tune" for i in blind) == sum(i["split"] == "confirm" for i in blind) == 15
