@@ -1,14 +1,15 @@
 """Does the offline extractor take a developer's choice, said to the assistant, for a decision?
 
-    python bench/choices.py [--split tune|confirm|holdout|holdout2|holdout3|tune2|holdout4|all] [--show]
+    python bench/choices.py [--split SPLIT|all] [--show]
 
-``bench/choices_{tune,confirm,holdout,holdout2,holdout3,tune2,holdout4}.jsonl`` hold messages a developer
-types to a coding assistant, labelled ``decision`` when they settle something for the project beyond
-the current step (a tool, a switch, a preference between options, scope, a rule from now on) and
-``none`` otherwise (a task for now, a question, a problem, a one-off instruction); rules in
-``bench/choices.md``. Each message goes through ``OfflineExtractor.extract`` as a user message of its
-own; it is found when an idea of intent ``decision`` comes from its line. Prints precision and recall
-per split, and with ``--show`` the messages it gets wrong.
+``bench/choices_SPLIT.jsonl`` (SPLIT: tune, confirm, holdout, holdout2, holdout3, tune2, holdout4, tune3,
+holdout5) hold messages a developer types to a coding assistant, labelled ``decision`` when they
+settle something for the project beyond the current step (a tool, a switch, a preference between
+options, scope, a rule from now on) and ``none`` otherwise (a task for now, a question, a problem, a
+one-off instruction); rules in ``bench/choices.md``. Each message goes through
+``OfflineExtractor.extract`` as a user message of its own; it is found when an idea of intent
+``decision`` comes from its line. Prints precision and recall per split, and with ``--show`` the
+messages it gets wrong.
 """
 
 from __future__ import annotations
@@ -20,7 +21,17 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 SPLITS = {
     split: BENCH / f"choices_{split}.jsonl"
-    for split in ("tune", "confirm", "holdout", "holdout2", "holdout3", "tune2", "holdout4")
+    for split in (
+        "tune",
+        "confirm",
+        "holdout",
+        "holdout2",
+        "holdout3",
+        "tune2",
+        "holdout4",
+        "tune3",
+        "holdout5",
+    )
 }
 
 

@@ -698,7 +698,12 @@ NOT_CUES: dict[str, re.Pattern[str]] = {
     "decision": re.compile(
         r"\b(?:decide (?:between|whether|on the best|which)|trying to decide|before deciding|"
         r"whether to|should i (?:use|go|switch|stick)|or (?:should|do) i|considering|decision(?:s)? "
-        r"(?:together|=|point)|heard (?:that|of|about) [^,.]*|(?:could|might|would) help[^,.]*)"
+        r"(?:together|=|point)|heard (?:that|of|about) [^,.]*|(?:could|might|would) help[^,.]*"
+        # an option ("we could go with either Hetzner or OVH"), a git branch ("I switched to the release
+        # branch"): nothing chosen for the project
+        r"|(?:could|might|may) (?:\w+ )?(?:go with|use|switch to|pick)[^,.;]*"
+        r"|switch(?:ed|ing)? (?:back )?(?:to|over to) (?:the |a |my |our )?(?:[\w./-]+ )?branch\b"
+        r"|switch(?:ed|ing)? (?:back )?(?:to|over to) (?:main|master|develop|trunk)\b)"
     ),
     # advice and predictions, not work anyone took on
     "todo": re.compile(
@@ -735,7 +740,7 @@ _OPENER = (
     r"^(?:(?:ok(?:ay)?|so|yeah|yes|please|pls|just|then|and|but|actually|no|nah|hmm|fyi|ok decided"
     r"|let'?s|lets|let us)[,.:]?\s+)*"
 )
-_THING = r"[\w.+#/@-]+"
+_THING = r"`?[\w.+#/@-]+`?"  # a name may be quoted as code: "call it `ingest` not `loader`"
 _NOT_A_THING = (  # "tests not passing", "it's not found": a state, not an alternative
     r"(?!\w+(?:ing|ed)\b)(?!(?:found|done|set|ready|there|here|yet|sure|true|needed|available|correct|right"
     r"|good|enough|possible|supported|allowed|really|quite|so|too|very|the|a|an|this|that|it|only)\b)"
@@ -745,14 +750,17 @@ USER_CHOICE = re.compile(
     r"(?:use|pick|choose|prefer|go with|stick (?:with|to)|keep|switch to|move to|migrate to)\b"
     r"(?:[^.?!;]|\.(?=\S)){1,80}?"  # a dot inside a path or version ("/v1/...", "20.x") ends nothing
     r"\b(?:instead of|rather than|over|not)\b"
-    r"|switch(?:ing)? (?:(?:the|our|my|this|from) )?[\w.-]+(?: [\w.-]+){0,3} (?:over )?to \w"
+    # a git branch switched to is no choice ("switching back to the main branch now")
+    r"|switch(?:ing)? (?![^.,;!?]{0,40}\bbranch(?:es)?\b)(?!(?:back )?to (?:main|master|develop|trunk)\b)"
+    r"(?:(?:the|our|my|this|from) )?[\w.-]+(?: [\w.-]+){0,3} (?:over )?to \w"
     r"|move (?:\w+ ){1,3}(?:off|away from) \w"
     r"|(?:adopt|favou?r|prefer|default to|deprecate|sunset|standardi[sz]e on)\b"
-    r"|(?!(?:i|it|this|that|you|they|he|she|there|the|a|an|my|our|your|its)\b)(?!\w+ing\b)\w[^.?!;]{1,80}?"
+    r"|(?!(?:i|it|this|that|you|they|he|she|there|the|a|an|my|our|your|its|try|test|measure|benchmark"
+    r"|compare|experiment|see|check)\b)(?!\w+ing\b)\w[^.?!;]{1,80}?"
     r"\b(?:instead of|rather than)\b"
     rf"|(?!(?:{'|'.join(sorted(map(re.escape, STOPWORDS)))}|tests?)\b)"  # "which is over 500ms": no choice
     rf"{_THING}(?: {_THING}){{0,5}},? (?:instead of|rather than|over|not) {_NOT_A_THING}{_THING}"
-    r"(?:[.,;!]|\s*$|\s+(?:for|from|in|on|across|everywhere|going|as|now)\b)"
+    r"(?:[.,;!]|\s*$|\s+[-—–]\s|\s+(?:for|from|in|on|across|everywhere|going|as|now)\b)"
     r")"
 )
 USER_SCOPE = re.compile(
@@ -767,11 +775,24 @@ USER_SCOPE = re.compile(
     r"|\b[\w.+#/-]+ it is(?: for\b[^.!;,]{0,40})?\s*(?:[.!;,—-]|$)"
     r"|^(?:ok |so )?(?:final (?:call|answer|decision)|decided|verdict)\b[^:]{0,30}:"
     r"|(?:^|[,;:.—]\s*)(?:we'?re )?not (?:doing|supporting|adding|building|shipping)\b|\bout of scope\b"
+    # "drop the websocket idea", "scrap that rewrite plan": an option given up, not a file removed
+    r"|(?:^|[,;:.—]\s*)(?:drop|scrap|ditch|kill|shelve|abandon|forget) (?:the|that|this|our) "
+    r"(?:[\w.+#/-]+ ){0,3}(?:idea|plan|approach|rewrite|migration)\b"
+    # "Windows support is deferred until after 1.0", "i18n is out for v1", "turborepo can wait"
+    r"|\b(?:is|are|gets?) (?:deferred|postponed|descoped|shelved) (?:until after|till after|to|past|after) "
+    r"(?:v?\d|the next|next|launch|release|beta|ga\b|the (?:first|initial) release|the mvp|mvp)"
+    r"|\b(?:is|are) out (?:for|in) (?:v\d[\w.]*|1\.0|the mvp|mvp|launch|the (?:first|initial) release)\b"
+    r"|(?:^|[,;:.—]\s*)(?!(?:it|this|that|they|he|she|everything|nothing|something)\b)"
+    r"[\w.+#/-]+(?: [\w.+#/-]+){0,2} can wait\b"
     r"|\b(?:i'?d|i would|we'?d|we would) rather (?!you\b|not say))"
 )
 USER_RULE = re.compile(  # a rule for what comes after this step, not a habit ("I always forget")
     r"^(?!(?:(?:and|but|so) )?(?:i|i'm|i've|it|it's|this|that|he|she|they)\b)[^?]*"
-    r"(?:\b(?:going forward|from here on|from now on|for (?:all|every) new|by default)\b"
+    r"(?:\b(?:going forward|from here on|from now on|from today on|for (?:all|every) (?:the )?new"
+    r"|by default)\b"
+    # "conventional commits starting today", "as of v2 every endpoint ..."
+    r"|\b(?:starting|as of) (?:today|now|this (?:sprint|week|release)|next (?:sprint|week|release)"
+    r"|(?:with )?(?:the next release|v?\d+(?:\.\d+)*))\b"
     r"|\b(?:on|for|in) (?:all |every |any )?new \w+s\b"  # "uuid v7 for primary keys on new tables"
     r"|(?:^|[,;:.—]\s*(?:and |but )?|\b(?:we|you|should|must|will|'ll|are|is|be|to) )(?:always|never)\b"
     r"(?! \w+ing\b| (?:been|had|was|were|here|there)\b)"  # a habit or an experience, not a rule
@@ -793,7 +814,8 @@ USER_SETTLED = re.compile(
     r"(?: (?:on|about|for) [\w&/+ -]{1,30})?(?: going forward| from now on)?\s*(?::|->|→)"
     rf"|{_WE_ARE} (?:keeping|sticking with|going with|moving to|migrating to|switching to|converting"
     r"|standardi[sz]ing on|only (?:doing|supporting|shipping|targeting|building|offering)"
-    r"|not (?:moving|switching|migrating|going|doing|supporting|shipping|adding|building|offering|using) )"
+    r"|not (?:moving|switching|migrating|going|doing|supporting|shipping|adding|building|offering|using"
+    r"|rewriting|porting) )"
     r"(?!\s*(?:on|forward|ahead|through|back|along|the next|to the next|onto the next|an eye|track|tabs)\b)"
     r"|\bwe (?:won'?t|wont|will not|are not going to|aren'?t going to) (?:ship|support|build|do|use|add"
     r"|allow|target|offer|maintain|adopt)\b"
@@ -802,6 +824,7 @@ USER_SETTLED = re.compile(
 )
 _RETIRE = (
     r"(?:drop|delete|remove|rip out|rip (?:it|them|those|that) out|kill|forget|scrap|ditch|retire|get rid of"
+    r"|stop (?:using|logging to|writing to|sending to|publishing to|supporting)"
     r"|mark [^.;,]{1,30} (?:as )?deprecated)\b"
 )
 _VALUE = r"[\w.+#/&-]+(?: [\w.+#/&-]+){0,3}"
@@ -809,10 +832,11 @@ CHOICE_THEN_RETIRE = re.compile(
     r"^(?:(?:fyi|so|ok|okay|note)[,:]? )?"
     # a setting given a value ("the config format is toml", "minSdk is now 26"), not a state ("the
     # build is green. delete the branch" is a task after a status)
-    rf"(?:(?:the |our )?[\w.+#/-]+(?: [\w.+#/-]+){{0,3}} (?:(?:is|are|=) now|->|→|:) {_VALUE}"
+    rf"(?:(?:the |our )?[\w.+#/-]+(?: [\w.+#/-]+){{0,3}} (?:(?:is|are|=) now|->|→|:|goes to|go to|moves to)"
+    rf" {_VALUE}"
     r"|(?:the |our )?(?:[\w.+#/-]+ ){0,3}(?:format|target|default|standard|stack|provider|host|hosting"
     r"|backend|database|db|language|runtime|framework|engine|orm|library|registry|store|queue|broker|bundler"
-    rf"|linter|formatter|package manager|ci|platform|license|licence|style) (?:is|are|=) {_VALUE}"
+    rf"|linter|formatter|package manager|ci|platform|license|licence|style|config|file) (?:is|are|=) {_VALUE}"
     r"|[\w.+#/&-]+(?: [\w.+#/&-]+){0,3} (?:for|on|as) (?:the |our |all |every )?[\w.+#/ -]{1,40}"
     rf"|[\w&/ -]{{1,30}}(?::|->|→) ?{_VALUE})"
     rf"\s*[.,;:—-]+\s+(?:so |and |just |please |you can |we can )?{_RETIRE}"
@@ -867,6 +891,7 @@ _NOT_AN_OPTION = (  # ", not yet", ", not sure", ", not a bug": no alternative n
 # ("that's the old endpoint, not v2") or a one-off ("run it against staging, not prod").
 _SETTING_VERB = (
     r"(?:will|'ll|shall|should|must|goes|go|lives?|belongs?|stays?|comes? from|uses?|deploys?|hosted|runs? on"
+    r"|we(?:'re| are) using"
     r"|(?:is|are) (?:done|handled|kept|stored|hosted|built|written))"
 )
 _REPORT_SUBJECT = r"(?:error|errors|bug|bugs|issue|crash|failure|timeout|leak|exception|warning|problem)s?"
@@ -889,6 +914,7 @@ USER_STANCE = re.compile(
     r"|\b(?:we|everyone|the team) (?:all )?agreed\b[^.;]{0,30}?\b(?:to|that we(?:'ll| will)?) "
     r"(?:use|drop|go|switch|move|keep|adopt|support|skip|defer|standardi[sz]e|stick|stay|ship|replace|remove|deprecate|target"
     r"|require|ban|allow|limit|cap)\b"
+    r"|\bwe(?:'ve| have)? settled (?:it|this|that)\b"
     r"|\b(?:it'?s|it is|it was|it'?s been) (?:agreed|decided|settled)"
     r"(?=\s*(?:[.:,;!—-]|$|that\b|then\b|now\b))"
     r"|^(?:every|all|each) [\w-]+(?: [\w-]+)? (?:needs?|requires?|gets?) (?!to\b)\w"
@@ -898,6 +924,21 @@ USER_STANCE = re.compile(
     r"[\w.+#/-]+(?: [\w.+#/-]+){0,2}"
     r" (?:for|as|instead|over|now|going forward|from now on|everywhere|across)\b"
     r"|^[\w.+#/-]+(?: [\w.+#/-]+){0,2} (?:moves|is moving|migrates|is migrating) (?:to|off|onto) \w"
+    rf"|(?:^|[.;:—]\s*)(?!(?:it|this|that|they|he|she|i|we|you|everything|nothing)\b)(?![^.;]*\b{_REPORT_SUBJECT}\b)"
+    r"(?:the |our )?[\w.+#/-]+(?: [\w.+#/-]+){0,3} (?:stays?|remains?) (?:in|on|at|with) "
+    r"(?!the same\b|(?:the |a )?(?:screen|page|top|bottom|loading)\b)(?!\w+ing\b)"
+    r"(?!\d+(?:\.\d+)?\s?(?:(?:ms|s|sec|seconds?|minutes?|mins?|hours?|percent|mb|gb|kb|x)\b|%))[\w.+#/-]"
+    r"|\b(?:must|has to|have to|needs? to) (?:stay|remain|keep (?:working|running))? ?(?:compatible )?"
+    r"(?:with|on) (?:python|node|java|jdk|go|ruby|php|ios|android|api|rust|\.net|postgres|kotlin)\s?v?\d"
+    # "The read-through cache you suggested makes sense, let's put it ...": a proposal taken up
+    r"|\b(?:you (?:suggested|proposed|recommended)|your (?:idea|suggestion|proposal|approach|plan))\b"
+    r"[^.?!]{0,60}\b(?:makes sense|is good|sounds good|looks good|is right|wins)\b[^?]{0,12}"
+    r"\b(?:let'?s|we'?ll|we will|go with|do it|do that|ship it)\b"
+    # "gRPC for service-to-service calls, REST only for the public api": two settings side by side
+    rf"|^(?!(?:{'|'.join(sorted(map(re.escape, STOPWORDS)))}|thanks|thank|sorry|kudos|tests?)\b)"
+    r"[\w.+#/-]+(?: [\w.+#/-]+){0,2} for (?:the |all |every )?[\w.+#/-]+(?: [\w.+#/-]+){0,3},\s*"
+    r"(?!(?:the|a|an|this|that|my|our|your)\b)[\w.+#/-]+(?: [\w.+#/-]+){0,2} (?:only )?for "
+    r"(?:the |all |every )?\w"
 )
 # A change across the project ("replace winston with pino across the backend") is a choice; an edit
 # across it ("rename UserDTO across the codebase") is a task.
@@ -925,9 +966,17 @@ def _chooses_nothing(lowered: str) -> bool:
     return bool(ONE_OFF.search(lowered) or ANSWER_STYLE.search(lowered))
 
 
+# "error handling policy: library code raises typed exceptions ...": what follows the label is the choice,
+# whatever words it uses (here a problem's).
+LABELLED_CHOICE = re.compile(
+    r"^(?:[\w&/+ -]{1,40} )?(?:decisions?|conventions?|polic(?:y|ies)|standards?)"
+    r"(?: (?:on|about|for) [\w&/+ -]{1,30})?(?: going forward| from now on)?\s*(?::|->|→)\s*\w"
+)
+
+
 def _opens_with_choice(lowered: str) -> bool:
     """A user's sentence that opens by choosing; what follows is its reason, whatever words it uses."""
-    return bool(USER_CHOICE.match(lowered) or GO_WITH.match(lowered))
+    return bool(USER_CHOICE.match(lowered) or GO_WITH.match(lowered) or LABELLED_CHOICE.match(lowered))
 
 
 def _user_choice(lowered: str) -> bool:
