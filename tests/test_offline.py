@@ -890,6 +890,9 @@ def test_a_reply_that_settles_an_offer_is_that_decision_in_one_batch_or_the_next
         ("switching back to the main branch now", False),
         ("try serializing with msgpack instead of json and measure the payload", False),
         ("sorry for the delay, the fix for the parser is in", False),
+        ("the build was green as of 3 pm", False),
+        ("the server is starting now, give it a minute", False),
+        ("as of v2 every endpoint returns problem+json errors", True),
         ("thanks for the help, docs for the api look great", False),
     ],
 )
