@@ -3,7 +3,7 @@
     python bench/choices.py [--split SPLIT|all] [--show]
 
 ``bench/choices_SPLIT.jsonl`` (SPLIT: tune, confirm, holdout, holdout2, holdout3, tune2, holdout4, tune3,
-holdout5) hold messages a developer types to a coding assistant, labelled ``decision`` when they
+holdout5, probe) hold messages a developer types to a coding assistant, labelled ``decision`` when they
 settle something for the project beyond the current step (a tool, a switch, a preference between
 options, scope, a rule from now on) and ``none`` otherwise (a task for now, a question, a problem, a
 one-off instruction); rules in ``bench/choices.md``. Each message goes through
@@ -31,6 +31,7 @@ SPLITS = {
         "holdout4",
         "tune3",
         "holdout5",
+        "probe",
     )
 }
 

@@ -855,45 +855,40 @@ def test_a_reply_that_settles_an_offer_is_that_decision_in_one_batch_or_the_next
         ("I've always used black, and never liked yapf", False),
         ("Never been to one of those conferences.", False),
         ("It shows up everywhere in the dashboard now", False),
-        # the fifth round (bench/choices_tune3.jsonl): a setting kept, a constraint, an option given up,
-        # deferral said passively, a start date for a rule, two settings side by side, a label, a
-        # proposal taken up ...
-        ("the parser stays in rust, whatever the benchmarks say", True),
-        ("android minSdk stays at 26", True),
+        # the fifth round (bench/choices_tune3.jsonl): an option given up, a constraint kept as a
+        # choice over what it is not, a name quoted as code, a setting that goes somewhere and stops
+        # another ...
         ("must stay compatible with python 3.8 - no walrus in the library code", True),
         ("drop the websocket idea, polling every 30s is fine", True),
-        ("Windows support is deferred until after 1.0", True),
-        ("pnpm workspaces for the monorepo. turborepo can wait", True),
         ("i18n is out for v1, english only", True),
-        ("commits follow conventional commits starting today", True),
         ("kafka topics are named domain.entity.event, use that for all the new ones", True),
-        ("gRPC for service-to-service calls, REST only for the public api", True),
-        ("error handling policy: library code raises typed exceptions, only the CLI catches them", True),
         ("call it `ingest` not `loader` - the module, the subcommand, the docs", True),
-        ("After talking with Maria we settled it: the logger writes to a ring buffer", True),
-        ("the parser stays in rust. we're not rewriting it in go", True),
         ("for this project we are using always tabs, not spaces", True),
         ("experiment tracking goes to MLflow, stop logging to wandb", True),
         ("the CLI config file is TOML. drop yaml support entirely", True),
-        ("The read-through cache you suggested makes sense, let's put it in front of the lookups", True),
-        # ... and what only looks like one: a measurement, a symptom, an option, a git branch, an
-        # experiment, an apology
-        ("the build stays at 3 minutes even with caching", False),
-        ("the process stays at 100% cpu", False),
-        ("the page stays on the loading screen after login", False),
-        ("the cursor stays in the same place when I type", False),
-        ("the deploy is postponed because CI is red", False),
-        ("it can wait", False),
+        # ... and what only looks like one: an option, a git branch, an experiment. The forms a second
+        # reader's probe (bench/choices_probe.jsonl) found to be said far more often as reports than
+        # as choices were not made rules: a thing that stays somewhere, something that can wait or is
+        # postponed, "as of" and "starting", two things each "for" something, a policy label, a
+        # proposal said to make sense, "we settled"
         ("we could go with either Hetzner or OVH, depends on the quote", False),
         ("we might use redis for this later", False),
         ("I switched to the release branch and pulled", False),
         ("switching back to the main branch now", False),
         ("try serializing with msgpack instead of json and measure the payload", False),
+        ("the pod stays in CrashLoopBackOff after the rollout", False),
+        ("the build stays at 3 minutes even with caching", False),
+        ("the migration can wait a minute, let me finish reading the logs first", False),
+        ("the standup is postponed to 11 because of the all-hands", False),
+        ("as of today there are 312 open issues on the tracker", False),
+        ("starting next week I'm out for two weeks, can you write up the notes", False),
+        ("coffee for me, tea for Dan, we're at the usual place", False),
+        ("coding standards: the PDF link in the README is broken", False),
+        ("the index you proposed makes sense to me, let's see what the query plan says first", False),
+        ("we settled that bet, Dan owes me lunch", False),
+        ("forget the idea I mentioned earlier, I misread the stack trace", False),
+        ("we're not rewriting it today, just patch the bug", False),
         ("sorry for the delay, the fix for the parser is in", False),
-        ("the build was green as of 3 pm", False),
-        ("the server is starting now, give it a minute", False),
-        ("as of v2 every endpoint returns problem+json errors", True),
-        ("thanks for the help, docs for the api look great", False),
     ],
 )
 def test_a_users_choice_for_the_project_is_a_decision_and_a_task_for_now_is_not(text, chose):

@@ -776,23 +776,15 @@ USER_SCOPE = re.compile(
     r"|^(?:ok |so )?(?:final (?:call|answer|decision)|decided|verdict)\b[^:]{0,30}:"
     r"|(?:^|[,;:.—]\s*)(?:we'?re )?not (?:doing|supporting|adding|building|shipping)\b|\bout of scope\b"
     # "drop the websocket idea", "scrap that rewrite plan": an option given up, not a file removed
-    r"|(?:^|[,;:.—]\s*)(?:drop|scrap|ditch|kill|shelve|abandon|forget) (?:the|that|this|our) "
+    r"|(?:^|[,;:.—]\s*)(?:drop|scrap|ditch|shelve|abandon) (?:the|that|this|our) "
     r"(?:[\w.+#/-]+ ){0,3}(?:idea|plan|approach|rewrite|migration)\b"
-    # "Windows support is deferred until after 1.0", "i18n is out for v1", "turborepo can wait"
-    r"|\b(?:is|are|gets?) (?:deferred|postponed|descoped|shelved) (?:until after|till after|to|past|after) "
-    r"(?:v?\d|the next|next|launch|release|beta|ga\b|the (?:first|initial) release|the mvp|mvp)"
-    r"|\b(?:is|are) out (?:for|in) (?:v\d[\w.]*|1\.0|the mvp|mvp|launch|the (?:first|initial) release)\b"
-    r"|(?:^|[,;:.—]\s*)(?!(?:it|this|that|they|he|she|everything|nothing|something)\b)"
-    r"[\w.+#/-]+(?: [\w.+#/-]+){0,2} can wait\b"
+    r"|\b(?:is|are) out (?:for|in) (?:v\d[\w.]*|1\.0|the mvp|mvp|the (?:first|initial) release)\b"
     r"|\b(?:i'?d|i would|we'?d|we would) rather (?!you\b|not say))"
 )
 USER_RULE = re.compile(  # a rule for what comes after this step, not a habit ("I always forget")
     r"^(?!(?:(?:and|but|so) )?(?:i|i'm|i've|it|it's|this|that|he|she|they)\b)[^?]*"
     r"(?:\b(?:going forward|from here on|from now on|from today on|for (?:all|every) (?:the )?new"
     r"|by default)\b"
-    # "conventional commits starting today", "as of v2 every endpoint ..."
-    r"|\b(?:starting|as of) (?:today|this (?:sprint|week|release)|next (?:sprint|week|release)"
-    r"|(?:with )?(?:the next release|v\d+(?:\.\d+)*|\d+\.\d+(?:\.\d+)*))\b"
     r"|\b(?:on|for|in) (?:all |every |any )?new \w+s\b"  # "uuid v7 for primary keys on new tables"
     r"|(?:^|[,;:.—]\s*(?:and |but )?|\b(?:we|you|should|must|will|'ll|are|is|be|to) )(?:always|never)\b"
     r"(?! \w+ing\b| (?:been|had|was|were|here|there)\b)"  # a habit or an experience, not a rule
@@ -814,8 +806,7 @@ USER_SETTLED = re.compile(
     r"(?: (?:on|about|for) [\w&/+ -]{1,30})?(?: going forward| from now on)?\s*(?::|->|→)"
     rf"|{_WE_ARE} (?:keeping|sticking with|going with|moving to|migrating to|switching to|converting"
     r"|standardi[sz]ing on|only (?:doing|supporting|shipping|targeting|building|offering)"
-    r"|not (?:moving|switching|migrating|going|doing|supporting|shipping|adding|building|offering|using"
-    r"|rewriting|porting) )"
+    r"|not (?:moving|switching|migrating|going|doing|supporting|shipping|adding|building|offering|using) )"
     r"(?!\s*(?:on|forward|ahead|through|back|along|the next|to the next|onto the next|an eye|track|tabs)\b)"
     r"|\bwe (?:won'?t|wont|will not|are not going to|aren'?t going to) (?:ship|support|build|do|use|add"
     r"|allow|target|offer|maintain|adopt)\b"
@@ -914,7 +905,6 @@ USER_STANCE = re.compile(
     r"|\b(?:we|everyone|the team) (?:all )?agreed\b[^.;]{0,30}?\b(?:to|that we(?:'ll| will)?) "
     r"(?:use|drop|go|switch|move|keep|adopt|support|skip|defer|standardi[sz]e|stick|stay|ship|replace|remove|deprecate|target"
     r"|require|ban|allow|limit|cap)\b"
-    r"|\bwe(?:'ve| have)? settled (?:it|this|that)\b"
     r"|\b(?:it'?s|it is|it was|it'?s been) (?:agreed|decided|settled)"
     r"(?=\s*(?:[.:,;!—-]|$|that\b|then\b|now\b))"
     r"|^(?:every|all|each) [\w-]+(?: [\w-]+)? (?:needs?|requires?|gets?) (?!to\b)\w"
@@ -924,21 +914,6 @@ USER_STANCE = re.compile(
     r"[\w.+#/-]+(?: [\w.+#/-]+){0,2}"
     r" (?:for|as|instead|over|now|going forward|from now on|everywhere|across)\b"
     r"|^[\w.+#/-]+(?: [\w.+#/-]+){0,2} (?:moves|is moving|migrates|is migrating) (?:to|off|onto) \w"
-    rf"|(?:^|[.;:—]\s*)(?!(?:it|this|that|they|he|she|i|we|you|everything|nothing)\b)(?![^.;]*\b{_REPORT_SUBJECT}\b)"
-    r"(?:the |our )?[\w.+#/-]+(?: [\w.+#/-]+){0,3} (?:stays?|remains?) (?:in|on|at|with) "
-    r"(?!the same\b|(?:the |a )?(?:screen|page|top|bottom|loading)\b)(?!\w+ing\b)"
-    r"(?!\d+(?:\.\d+)?\s?(?:(?:ms|s|sec|seconds?|minutes?|mins?|hours?|percent|mb|gb|kb|x)\b|%))[\w.+#/-]"
-    r"|\b(?:must|has to|have to|needs? to) (?:stay|remain|keep (?:working|running))? ?(?:compatible )?"
-    r"(?:with|on) (?:python|node|java|jdk|go|ruby|php|ios|android|api|rust|\.net|postgres|kotlin)\s?v?\d"
-    # "The read-through cache you suggested makes sense, let's put it ...": a proposal taken up
-    r"|\b(?:you (?:suggested|proposed|recommended)|your (?:idea|suggestion|proposal|approach|plan))\b"
-    r"[^.?!]{0,60}\b(?:makes sense|is good|sounds good|looks good|is right|wins)\b[^?]{0,12}"
-    r"\b(?:let'?s|we'?ll|we will|go with|do it|do that|ship it)\b"
-    # "gRPC for service-to-service calls, REST only for the public api": two settings side by side
-    rf"|^(?!(?:{'|'.join(sorted(map(re.escape, STOPWORDS)))}|thanks|thank|sorry|kudos|tests?)\b)"
-    r"[\w.+#/-]+(?: [\w.+#/-]+){0,2} for (?:the |all |every )?[\w.+#/-]+(?: [\w.+#/-]+){0,3},\s*"
-    r"(?!(?:the|a|an|this|that|my|our|your)\b)[\w.+#/-]+(?: [\w.+#/-]+){0,2} (?:only )?for "
-    r"(?:the |all |every )?\w"
 )
 # A change across the project ("replace winston with pino across the backend") is a choice; an edit
 # across it ("rename UserDTO across the codebase") is a task.
@@ -966,17 +941,9 @@ def _chooses_nothing(lowered: str) -> bool:
     return bool(ONE_OFF.search(lowered) or ANSWER_STYLE.search(lowered))
 
 
-# "error handling policy: library code raises typed exceptions ...": what follows the label is the choice,
-# whatever words it uses (here a problem's).
-LABELLED_CHOICE = re.compile(
-    r"^(?:[\w&/+ -]{1,40} )?(?:decisions?|conventions?|polic(?:y|ies)|standards?)"
-    r"(?: (?:on|about|for) [\w&/+ -]{1,30})?(?: going forward| from now on)?\s*(?::|->|→)\s*\w"
-)
-
-
 def _opens_with_choice(lowered: str) -> bool:
     """A user's sentence that opens by choosing; what follows is its reason, whatever words it uses."""
-    return bool(USER_CHOICE.match(lowered) or GO_WITH.match(lowered) or LABELLED_CHOICE.match(lowered))
+    return bool(USER_CHOICE.match(lowered) or GO_WITH.match(lowered))
 
 
 def _user_choice(lowered: str) -> bool:
