@@ -888,6 +888,7 @@ def test_a_reply_that_settles_an_offer_is_that_decision_in_one_batch_or_the_next
         ("we settled that bet, Dan owes me lunch", False),
         ("forget the idea I mentioned earlier, I misread the stack trace", False),
         ("we're not rewriting it today, just patch the bug", False),
+        ("drop the migration and run it again from scratch", False),
         ("sorry for the delay, the fix for the parser is in", False),
     ],
 )

@@ -777,7 +777,7 @@ USER_SCOPE = re.compile(
     r"|(?:^|[,;:.—]\s*)(?:we'?re )?not (?:doing|supporting|adding|building|shipping)\b|\bout of scope\b"
     # "drop the websocket idea", "scrap that rewrite plan": an option given up, not a file removed
     r"|(?:^|[,;:.—]\s*)(?:drop|scrap|ditch|shelve|abandon) (?:the|that|this|our) "
-    r"(?:[\w.+#/-]+ ){0,3}(?:idea|plan|approach|rewrite|migration)\b"
+    r"(?:[\w.+#/-]+ ){0,3}(?:idea|plan|approach)\b"
     r"|\b(?:is|are) out (?:for|in) (?:v\d[\w.]*|1\.0|the mvp|mvp|the (?:first|initial) release)\b"
     r"|\b(?:i'?d|i would|we'?d|we would) rather (?!you\b|not say))"
 )
