@@ -772,7 +772,7 @@ USER_SCOPE = re.compile(
     r"|\b(?:let'?s|lets|let us) (?:adopt|standardi[sz]e|move to|migrate to|default to|drop|deprecate)\b"
     r"|\bno longer (?:support|use|ship|maintain|allow|accept)\b"
     r"|\bdon'?t bother (?:with|supporting|about)\b"
-    r"|\b[\w.+#/-]+ it is(?: for\b[^.!;,]{0,40})?\s*(?:[.!;,—-]|$)"
+    r"|\b[\w.+#/-]{1,60} it is(?: for\b[^.!;,]{0,40})?\s*(?:[.!;,—-]|$)"  # bounded: "1.2.3." runs
     r"|^(?:ok |so )?(?:final (?:call|answer|decision)|decided|verdict)\b[^:]{0,30}:"
     r"|(?:^|[,;:.—]\s*)(?:we'?re )?not (?:doing|supporting|adding|building|shipping)\b|\bout of scope\b"
     # "drop the websocket idea", "scrap that rewrite plan": an option given up, not a file removed
