@@ -889,6 +889,10 @@ def test_a_reply_that_settles_an_offer_is_that_decision_in_one_batch_or_the_next
         ("forget the idea I mentioned earlier, I misread the stack trace", False),
         ("we're not rewriting it today, just patch the bug", False),
         ("drop the migration and run it again from scratch", False),
+        ("use the staging db for this test run, not prod", False),
+        ("security policy: someone reported an XSS in the comments widget, can you look", False),
+        ("naming convention: what do we use for the api, userId or user_id?", False),
+        ("decision: not made yet, I'll talk to the team tomorrow", False),
         ("sorry for the delay, the fix for the parser is in", False),
     ],
 )

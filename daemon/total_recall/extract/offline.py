@@ -703,7 +703,9 @@ NOT_CUES: dict[str, re.Pattern[str]] = {
         # branch"): nothing chosen for the project
         r"|(?:could|might|may) (?:\w+ )?(?:go with|use|switch to|pick)[^,.;]*"
         r"|switch(?:ed|ing)? (?:back )?(?:to|over to) (?:the |a |my |our )?(?:[\w./-]+ )?branch\b"
-        r"|switch(?:ed|ing)? (?:back )?(?:to|over to) (?:main|master|develop|trunk)\b)"
+        r"|switch(?:ed|ing)? (?:back )?(?:to|over to) (?:main|master|develop|trunk)\b"
+        # "decision: not made yet"
+        r"|decisions?\s*:\s*(?:not (?:made|decided|final)|pending|tbd|undecided|open)\b)"
     ),
     # advice and predictions, not work anyone took on
     "todo": re.compile(
@@ -804,6 +806,9 @@ _WE_ARE = r"\bwe(?:'re| are)\b"
 USER_SETTLED = re.compile(
     r"^(?:[\w&/+ -]{1,40} )?(?:decisions?|conventions?|polic(?:y|ies)|rules?|standards?)"
     r"(?: (?:on|about|for) [\w&/+ -]{1,30})?(?: going forward| from now on)?\s*(?::|->|→)"
+    # "decision: not made yet", "security policy: someone reported an XSS": no choice after the label
+    r"(?!\s*(?:not (?:made|decided|settled|final)|pending|tbd|undecided|open|unclear|none yet|someone"
+    r"|somebody|we (?:need|have) to|can you|could you|what|which|why|how|is there|do we|does|did)\b)"
     rf"|{_WE_ARE} (?:keeping|sticking with|going with|moving to|migrating to|switching to|converting"
     r"|standardi[sz]ing on|only (?:doing|supporting|shipping|targeting|building|offering)"
     r"|not (?:moving|switching|migrating|going|doing|supporting|shipping|adding|building|offering|using) )"
@@ -843,7 +848,7 @@ ANSWER_STYLE = re.compile(
     r"|show me)\b"
 )
 ONE_OFF = re.compile(
-    r"\b(?:for now|this time|this run|for this run|for the demo|temporarily|just for|for testing|for a sec"
+    r"\b(?:for now|this time|this (?:\w+ )?run|for the demo|temporarily|just for|for testing|for a sec"
     r"|for the moment|tonight|right now)\b"
     # "until I'm back", "until the fix lands": a pause, unless what waits is deferred work ("postponing
     # the stripe integration until after beta" is scope)
