@@ -1889,29 +1889,25 @@ def _lines_from(text: str, at: int, end: int) -> Iterator[tuple[int, int]]:
 def _cells(text: str, start: int, end: int, sep: str) -> list[tuple[int, int]]:
     """The spans of a row's cells, each without its padding (and a Markdown row's outer bars)."""
     row = text[start:end]
-    if sep == "|":
-        inner = row.strip()
-        offset = start + row.index(inner[:1]) if inner else start
-        if inner.startswith("|"):
-            inner, offset = inner[1:], offset + 1
-        if inner.endswith("|") and not inner.endswith("\\|"):
-            inner = inner[:-1]
-        spans, at = [], offset
-        for cell in _CELL_BAR.split(inner):
-            spans.append((at, at + len(cell)))
-            at += len(cell) + 1
-    elif sep != ",":
-        spans, at = [], start
-        for cell in row.split(sep):
-            spans.append((at, at + len(cell)))
-            at += len(cell) + 1
-    else:
-        spans, at = [], start
+    spans, at = [], start
+    if sep == ",":
         for m in _CSV_FIELD.finditer(text, start, end):
             if m.start() != at:
                 continue  # the empty match after a field
             spans.append(m.span())
             at = m.end() + 1
+    else:
+        inner = row
+        if sep == "|":
+            inner = row.strip()
+            at = start + row.index(inner[:1]) if inner else start
+            if inner.startswith("|"):
+                inner, at = inner[1:], at + 1
+            if inner.endswith("|") and not inner.endswith("\\|"):
+                inner = inner[:-1]
+        for cell in _CELL_BAR.split(inner) if sep == "|" else inner.split(sep):
+            spans.append((at, at + len(cell)))
+            at += len(cell) + 1
     out = []
     for a, b in spans:
         while a < b and text[a] in " \t`\"'*\ufeff":
