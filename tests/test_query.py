@@ -158,6 +158,40 @@ def test_what_is_still_left_to_do_is_open_todos_with_no_subject():
 
 
 @pytest.mark.parametrize(
+    "text, kind, open_only, subject",
+    [
+        ("what todos are still open", "todo", True, []),
+        ("which todos are not done yet", "todo", True, []),
+        ("which tasks are still open", "todo", True, []),
+        ("unresolved problems", "problem", False, []),
+        ("pending issues", "problem", False, []),
+        ("questions not answered yet", "question", True, []),
+        ("outstanding questions about the deploy", "question", True, ["deploy"]),
+        ("any bugs still unresolved in the parser", "problem", False, ["parser"]),
+    ],
+)
+def test_the_state_a_kind_is_asked_in_frames_the_question_and_is_not_its_subject(
+    text, kind, open_only, subject
+):
+    """ "What todos are still open" asks for open todos: "still open" is how the kind is named, not a
+    subject that no todo mentions (search.search would then drop the filter and show what was said
+    about "open"). A state before the kind ("unresolved problems") keeps the kind a filter."""
+    q = query.analyze(text, NOW)
+    assert (q.intents, q.unanswered_only, q.subject()) == ({kind}, open_only, subject)
+
+
+@pytest.mark.parametrize(
+    "text, subject",
+    [
+        ("problems with the open file handle", ["open", "file", "handle"]),  # a state of the subject
+        ("why is the websocket still open", ["websocket", "still", "open"]),  # no kind named
+    ],
+)
+def test_a_state_word_that_is_not_about_the_kind_stays_a_subject(text, subject):
+    assert query.analyze(text, NOW).subject() == subject
+
+
+@pytest.mark.parametrize(
     "text, terms",
     [
         ("What kind of art does Caroline make?", ["art", "caroline", "make"]),

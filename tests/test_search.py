@@ -156,6 +156,31 @@ def test_a_kind_filter_whose_memories_miss_the_topic_shows_what_was_said_about_i
     assert found and {r["intent"] for r in found} == {"problem"} and "TLS handshake" in found[0]["content"]
 
 
+def test_asking_for_todos_still_open_lists_the_open_todos_not_what_was_said_about_open(store, tmp_path):
+    """ "What todos are still open" over a session with an open todo, a closed one and a line that
+    says "open": the open todo, not the closed one, and no note that no todo mentions "still open"
+    (which would show the line about the open port instead)."""
+    index(
+        tmp_path / "claude",
+        "s",
+        [
+            ("user", "TODO: add a migration test for the entities table."),
+            ("user", "TODO: write the changelog for the 2.0 release."),
+            ("assistant", "Port 5432 is still open on the staging firewall."),
+            ("user", "The changelog for the 2.0 release is done now."),
+        ],
+        NOW - timedelta(days=1),
+    )
+    for text in ("what todos are still open", "which todos are not done yet"):
+        out = cli("search", text, "--project", "atlas", "--json")
+        assert "mentions" not in out.stderr, text
+        found = json.loads(out.stdout)
+        assert [r["content"] for r in found if r["kind"] == "idea"] == [
+            "TODO: add a migration test for the entities table."
+        ], text
+        assert not any("5432" in (r.get("content") or "") for r in found), text
+
+
 def test_session_spans_are_never_results(two_sessions):
     for query in ("deploy", "atlas API", "session"):
         assert all(

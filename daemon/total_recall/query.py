@@ -62,6 +62,24 @@ OPEN_WORK = re.compile(
 )
 
 
+# How the state of a kind of memory is asked for: "open todos", "unresolved problems", "which todos
+# are still open", "questions not answered yet". The state's words frame the question, they are not
+# its subject (a subject no memory of the kind mentions makes the filter give way: search.search); for
+# todos and questions they ask for the open ones only (a closed todo, an answered question is not).
+_STATE = r"open|unresolved|unsolved|unanswered|pending|outstanding|unfinished|remaining|undone|incomplete"
+_NOT_DONE = r"not (?:yet )?(?:done|finished|answered|resolved|solved|fixed|closed)(?: yet)?"
+_STATE_AFTER = rf"{_STATE}|left(?: open)?|{_NOT_DONE}"
+_TODO_NOUN = r"todos?|to-dos?|tasks?|action items?|next steps?"
+_KIND_NOUN = rf"{_TODO_NOUN}|questions?|problems?|issues|bugs|errors"
+OPEN_STATE = re.compile(
+    rf"\b(?:still )?(?:{_STATE}) (?:{_KIND_NOUN})\b"
+    rf"|\b(?:{_KIND_NOUN}) (?:(?:that|which) )?(?:(?:are|is|were|was|remain|remains|stay|stays) )?(?:still )?"
+    rf"(?:{_STATE_AFTER})\b",
+    re.I,
+)
+TODO_NOUN = re.compile(rf"\b(?:{_TODO_NOUN})\b", re.I)
+
+
 # Words that frame a question rather than name its subject: "what kind of art" asks about art, and
 # "kind" matched every line saying "your kind words" (LoCoMo tune recall@10 +0.009 / +0.006, every other
 # figure identical: BENCHMARKS.md §4).
@@ -274,9 +292,13 @@ def analyze(text: str, now: datetime | None = None) -> Query:
     if pr := PULL_REQUEST.search(text):
         q.pull_request = int(pr.group(1) or pr.group(2))
         q.pull_request_terms = terms_of(pr.group(0))
-    if open_work := OPEN_WORK.search(text):
-        # "what is left to do": open todos only, wherever the phrase stands; closed ones are done.
-        q.kind_words = terms_of(open_work.group(0))
+    state = OPEN_STATE.search(text)
+    state_words = terms_of(state.group(0)) if state else []
+    open_work = OPEN_WORK.search(text) or (state if state and TODO_NOUN.search(state.group(0)) else None)
+    if open_work:
+        # "what is left to do", "which tasks are still open": open todos only, wherever the phrase
+        # stands; closed ones are done.
+        q.kind_words = list(dict.fromkeys(terms_of(open_work.group(0)) + state_words))
         q.intents.add("todo")
         q.unanswered_only = True
         return q
@@ -285,17 +307,18 @@ def analyze(text: str, now: datetime | None = None) -> Query:
         if not m:
             continue
         # A kind of memory named at the query's start ("open questions", "decisions about X") is a
-        # filter; one inside a question ("what problems did she face") only boosts.
+        # filter; one inside a question ("what problems did she face") only boosts. A state before
+        # it ("unresolved problems") is part of how the kind is named.
         lead = text[: m.start()].lower().split()
         # A question's frame ("what did we decide", "how did we fix") is not its subject: "decide"
         # would match every line that says "decided". A kind named as a noun ("bugs in the parser")
         # stays a word to match (BEAM confirm recall@10 -0.005 without it).
-        q.kind_words = terms_of(m.group(0))
+        q.kind_words = list(dict.fromkeys(terms_of(m.group(0)) + state_words))
         if not may_filter and (subject := q.subject()):
             q.terms = subject
-        if may_filter and all(w in FILTER_LEAD_WORDS for w in lead):
+        if may_filter and all(w in FILTER_LEAD_WORDS or w in state_words for w in lead):
             q.intents.add(intent)
-            q.unanswered_only = unanswered
+            q.unanswered_only = unanswered or (state is not None and intent == "question")
         else:
             q.boost_intents.add(intent)
         break
