@@ -183,6 +183,55 @@ def test_the_state_a_kind_is_asked_in_frames_the_question_and_is_not_its_subject
 @pytest.mark.parametrize(
     "text, subject",
     [
+        ("latest decisions", []),
+        ("list all open questions", []),
+        ("recent problems with the hooks", ["hooks"]),
+        ("decisions about the deploy", ["deploy"]),
+    ],
+)
+def test_how_a_list_is_asked_for_is_not_its_subject(text, subject):
+    """ "Latest decisions" lists decisions: "latest" is how the list is asked for, not a word a
+    decision must mention (it made the filter give way to lines saying "latest")."""
+    q = query.analyze(text, NOW)
+    assert q.intents and q.subject() == subject
+    assert q.asks_listing() == (not subject)
+
+
+@pytest.mark.parametrize(
+    "text, window, subject",
+    [
+        ("what did we do in february", True, []),
+        ("what happened in september", True, []),
+        ("sessions from december", True, []),
+        ("february 2026", True, []),
+        ("what did we do yesterday", True, []),
+        ("what did we work on last week", True, []),
+        ("the deploy in february", False, ["deploy"]),
+        ("decisions last week", False, []),  # a kind: a list of decisions, within the week
+    ],
+)
+def test_the_words_that_name_a_time_are_not_a_subject(text, window, subject):
+    """ "What did we do in February" names a time and nothing else: "february" is not a word a line
+    must say (which gave "no line says february" and lines picked by the word), and the question asks
+    for what was settled and said then."""
+    q = query.analyze(text, NOW)
+    assert q.since is not None
+    assert q.asks_window() == window
+    assert [t for t in q.subject() if t not in query.WINDOW_FRAME] == subject
+
+
+def test_a_month_is_named_by_a_preposition_or_a_year_and_a_bare_may_is_a_verb():
+    assert query.temporal("what did we ship in the month of may", NOW) == (day(2026, 5, 1), day(2026, 6, 1))
+    assert query.temporal("february 2025 sessions", NOW) == (day(2025, 2, 1), day(2025, 3, 1))
+    assert query.temporal("may I ask about the deploy", NOW) == (None, None)
+    assert query.temporal("the march of progress", NOW) == (None, None)
+    assert query.analyze("what did we do in march", NOW).month_only
+    assert not query.analyze("what did we do in march 2025", NOW).month_only
+
+
+@pytest.mark.parametrize(
+    "text, subject",
+    [
         ("problems with the open file handle", ["open", "file", "handle"]),  # a state of the subject
         ("why is the websocket still open", ["websocket", "still", "open"]),  # no kind named
     ],

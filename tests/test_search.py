@@ -181,6 +181,70 @@ def test_asking_for_todos_still_open_lists_the_open_todos_not_what_was_said_abou
         assert not any("5432" in (r.get("content") or "") for r in found), text
 
 
+def test_a_kind_asked_for_with_nothing_else_lists_its_memories_newest_first_every_one_of_a_line(
+    store, tmp_path
+):
+    """ "Todos" and "latest decisions" name a kind and nothing else: the kind's memories, newest
+    first, and several of one line when the line holds several (a plan's steps are one message);
+    "latest" is not a word a decision must say."""
+    index(
+        tmp_path / "claude",
+        "older",
+        [("user", "We decided to use Postgres for the job queue."), ("assistant", "Noted.")],
+        NOW - timedelta(days=9),
+    )
+    index(
+        tmp_path / "claude",
+        "newer",
+        [
+            ("user", "We decided to ship the CLI as a single binary."),
+            ("user", "TODO: tag the release.\nTODO: write the changelog.\nTODO: announce it on the list."),
+        ],
+        NOW - timedelta(days=2),
+    )
+    todos = cli_json("search", "todos", "--project", "atlas", "-k", "5")
+    assert [r["content"] for r in todos] == [
+        "TODO: tag the release.",
+        "TODO: write the changelog.",
+        "TODO: announce it on the list.",
+    ]
+    assert len({r["source_line"] for r in todos}) == 1  # one message, three memories
+    latest = cli("search", "latest decisions", "--project", "atlas", "--json")
+    assert "mentions" not in latest.stderr
+    assert [r["content"] for r in json.loads(latest.stdout)] == [
+        "We decided to ship the CLI as a single binary.",
+        "We decided to use Postgres for the job queue.",
+    ]
+
+
+def test_a_question_that_names_only_a_time_shows_what_was_settled_and_said_then(store, tmp_path):
+    """ "What did we do in <month>" when that month of this year holds nothing and the same month a
+    year before does: a note says so and that month's memories are shown, what was settled first, no
+    note that no line says the month's name. "What did we do yesterday" with nothing said yesterday
+    answers nothing and names the day of the latest memory, instead of lines from any time."""
+    when = NOW - timedelta(days=400)
+    month = when.strftime("%B")
+    index(
+        tmp_path / "claude",
+        "past",
+        [
+            ("user", "Let me look at the flaky upload test first."),
+            ("user", "We decided to retry uploads three times with backoff."),
+        ],
+        when,
+    )
+    out = cli("search", f"what did we do in {month}", "--project", "atlas", "--json")
+    assert f"showing {month} {when.year}" in out.stderr
+    assert "says" not in out.stderr
+    found = json.loads(out.stdout)
+    assert found and found[0]["content"] == "We decided to retry uploads three times with backoff."
+    assert all(r["timestamp"].startswith(when.strftime("%Y-%m")) for r in found)
+
+    empty = cli("search", "what did we do yesterday", "--project", "atlas", "--json")
+    assert json.loads(empty.stdout) == []
+    assert f"the latest memory of this scope is from {when.strftime('%Y-%m-%d')}" in empty.stderr
+
+
 def test_session_spans_are_never_results(two_sessions):
     for query in ("deploy", "atlas API", "session"):
         assert all(

@@ -8,6 +8,7 @@ and scores come back as plain values, rows as dicts or sqlite3.Row (by column na
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from total_recall import state, transcript
@@ -304,6 +305,21 @@ def ideas_between(
     return db.column(
         f"SELECT id FROM ideas WHERE 1 = 1{psql}{tsql} ORDER BY message_time DESC LIMIT ?",
         (*pparams, *tparams, limit),
+    )
+
+
+def ideas_of_kind(
+    db: Database, projects: list[str] | None, intents: Iterable[str], open_only: bool, limit: int
+) -> list[int]:
+    """Ids of the newest ideas (of these projects) of these kinds; with open_only, neither an
+    answered question nor a closed todo."""
+    kinds = sorted(intents)
+    psql, pparams = _project_sql(projects, "project")
+    osql = " AND answered = 0 AND closed_source_line IS NULL" if open_only else ""
+    return db.column(
+        f"SELECT id FROM ideas WHERE intent IN ({marks(kinds)}){psql}{osql} "
+        "ORDER BY message_time DESC, id LIMIT ?",
+        (*kinds, *pparams, limit),
     )
 
 

@@ -93,6 +93,18 @@ QUESTION_FRAME = re.compile(
 FRAME_VERB = re.compile(r"\b(?:did|do|does|have|has|had) (?:we|i|you|they) (\w+)", re.I)
 
 
+# What was settled or left open ranks before what was merely said ("context") in a recap.
+RECAP_INTENTS = frozenset({"decision", "conclusion", "question", "problem", "solution", "todo"})
+
+# The words of a question that asks what happened in a time ("what did we do in February", "what
+# happened last week", "the sessions from December"), not what it is about.
+WINDOW_FRAME = frozenset(
+    "do doing done happen happened happening work worked working talk talked discuss discussed say said "
+    "session sessions conversation conversations chat chats everything anything stuff things summary "
+    "summarize summarise recap overview activity progress going".split()
+)
+
+
 # "Where did we leave off?", "what was I working on?": the session before this one is the subject
 # (search.search picks it); the words that ask so are not words to match.
 LAST_SESSION = re.compile(
@@ -127,6 +139,8 @@ class Query:
     # named people: their side (search); None until a lower-case query's vote runs (search.gather)
     participants: dict[str, str | None] | None = field(default_factory=dict)
     kind_words: list[str] = field(default_factory=list)  # the terms that named a kind ("decisions")
+    time_words: list[str] = field(default_factory=list)  # the terms that named its time ("february")
+    month_only: bool = False  # its range is a month named without a year (TimeRange.month_only)
     identifier: bool = False  # it names code (IDENTIFIER): its exact words matter more than its meaning
     last_session: bool = False  # it asks where the previous session ended (LAST_SESSION)
     pull_request: int | None = None  # the pull request it names (PULL_REQUEST)
@@ -145,8 +159,20 @@ class Query:
         return any_of(list(dict.fromkeys([*self.terms, *terms_of(clean(passage))]))[:limit])
 
     def subject(self) -> list[str]:
-        """Its terms but those that named a kind of memory ("decisions", "what did we decide")."""
-        return [t for t in self.terms if t not in self.kind_words]
+        """Its terms but those that named a kind of memory ("decisions", "what did we decide") or its
+        time ("in february", "last week")."""
+        return [t for t in self.terms if t not in self.kind_words and t not in self.time_words]
+
+    def asks_listing(self) -> bool:
+        """It asks for a kind of memory and names nothing else ("todos", "latest decisions", "what
+        questions are still open"): that kind's memories, newest first."""
+        return bool(self.intents) and not self.topic()
+
+    def asks_window(self) -> bool:
+        """It names a time and nothing else to look for ("what did we do in February", "what
+        happened yesterday", "last week's sessions"): what was settled and said then is the answer."""
+        has_range = self.since is not None or self.until is not None
+        return has_range and not self.intents and not [t for t in self.topic() if t not in WINDOW_FRAME]
 
     def asks_recap(self) -> bool:
         """It asks where the last session ended, or what a pull request's session did, and names
@@ -198,6 +224,12 @@ DAY_PATTERNS = (
 
 def named_day(t: str, now: datetime) -> datetime | None:
     """The calendar day a lower-cased query names, if any; without a year, its latest past date."""
+    found = named_day_match(t, now)
+    return found[0] if found else None
+
+
+def named_day_match(t: str, now: datetime) -> tuple[datetime, str] | None:
+    """named_day, with the words that named it."""
     for pattern in DAY_PATTERNS:
         m = pattern.search(t)
         if not m:
@@ -210,44 +242,68 @@ def named_day(t: str, now: datetime) -> datetime | None:
                 found = found.replace(year=now.year - 1)
         except ValueError:
             continue  # "February 30th" names no day
-        return found
+        return found, m.group(0)
     return None
 
 
 def temporal(text: str, now: datetime) -> tuple[datetime | None, datetime | None]:
     """Relative and absolute time qualifiers -> a UTC [since, until) range."""
+    return time_range(text, now).range
+
+
+@dataclass
+class TimeRange:
+    range: tuple[datetime | None, datetime | None] = (None, None)
+    words: str = ""  # the words that named it ("in february", "last week"): not a subject
+    month_only: bool = False  # a month named without its year ("in september"): its latest past one
+
+
+_MONTH_NAMES = "|".join(sorted(MONTHS, key=len, reverse=True))
+MONTH_RANGE = re.compile(
+    rf"\b(?:(?:in|during|since|from|of) )?(?:the month of )?({_MONTH_NAMES})\b(?:,? (\d{{4}}))?"
+)
+
+
+def time_range(text: str, now: datetime) -> TimeRange:
+    """temporal, with the words that named the range."""
     t = text.lower()
     today = _day(now)
     if m := re.search(r"\bsince (\d{4}-\d{2}-\d{2})\b", t):
-        return datetime.fromisoformat(m.group(1)).replace(tzinfo=timezone.utc), None
+        return TimeRange((datetime.fromisoformat(m.group(1)).replace(tzinfo=timezone.utc), None), m.group(0))
     if m := re.search(r"\bbefore (\d{4}-\d{2}-\d{2})\b", t):
-        return None, datetime.fromisoformat(m.group(1)).replace(tzinfo=timezone.utc)
-    if day := named_day(t, now):
+        return TimeRange((None, datetime.fromisoformat(m.group(1)).replace(tzinfo=timezone.utc)), m.group(0))
+    if found := named_day_match(t, now):
         # "on 1 February, 2023", "on March 3rd", "on 2023-02-01": that day, a day either side
         # (a conversation's clock is UTC, the asker's calendar may not be).
-        return day - timedelta(days=1), day + timedelta(days=2)
+        day, words = found
+        return TimeRange((day - timedelta(days=1), day + timedelta(days=2)), words)
     if m := re.search(r"\b(?:in the )?(?:last|past) (\d+) (day|week|month)s?\b", t):
         days = int(m.group(1)) * {"day": 1, "week": 7, "month": 30}[m.group(2)]
-        return now - timedelta(days=days), None
-    if re.search(r"\byesterday\b", t):
-        return today - timedelta(days=1), today
-    if re.search(r"\btoday\b", t):
-        return today, None
-    if re.search(r"\b(last|past) week\b", t):
-        return now - timedelta(days=7), None
-    if re.search(r"\bthis week\b", t):
-        return today - timedelta(days=today.weekday()), None
-    if re.search(r"\b(last|past) month\b", t):
-        return now - timedelta(days=31), None
-    if m := re.search(r"\b(?:in|during|since) (" + "|".join(MONTHS) + r")\b(?: (\d{4}))?", t):
+        return TimeRange((now - timedelta(days=days), None), m.group(0))
+    if m := re.search(r"\byesterday\b", t):
+        return TimeRange((today - timedelta(days=1), today), m.group(0))
+    if m := re.search(r"\btoday\b", t):
+        return TimeRange((today, None), m.group(0))
+    if m := re.search(r"\b(last|past) week\b", t):
+        return TimeRange((now - timedelta(days=7), None), m.group(0))
+    if m := re.search(r"\bthis week\b", t):
+        return TimeRange((today - timedelta(days=today.weekday()), None), m.group(0))
+    if m := re.search(r"\b(last|past) month\b", t):
+        return TimeRange((now - timedelta(days=31), None), m.group(0))
+    for m in MONTH_RANGE.finditer(t):
+        # "in march", "during March 2026", "since february", "february 2026": a bare month name
+        # ("may", "march") is a month only with a preposition before it or a year after it.
+        said = m.group(0)
+        if said == m.group(1) or (said.startswith("of ") and not m.group(2)):
+            continue
         month = MONTHS[m.group(1)]
         year = int(m.group(2)) if m.group(2) else (now.year if month <= now.month else now.year - 1)
         start = datetime(year, month, 1, tzinfo=timezone.utc)
-        if t[m.start() :].startswith("since"):
-            return start, None
+        if said.startswith("since"):
+            return TimeRange((start, None), said)
         end = datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=timezone.utc)
-        return start, end
-    return None, None
+        return TimeRange((start, end), said, month_only=not m.group(2))
+    return TimeRange()
 
 
 # "did you suggest", "your advice": the assistant's side; "did I ask", "my app": the user's.
@@ -271,10 +327,12 @@ def speaker(text: str) -> str | None:
 def analyze(text: str, now: datetime | None = None) -> Query:
     now = now or datetime.now(timezone.utc)
     text = clean(text)
-    since, until = temporal(text, now)
+    when = time_range(text, now)
+    since, until = when.range
     framing = {g.lower() for m in QUESTION_FRAME.finditer(text) for g in m.groups() if g}
     words = terms_of(text)
     q = Query(text=text, terms=[t for t in words if t not in framing] or words, since=since, until=until)
+    q.time_words, q.month_only = terms_of(when.words), when.month_only
     q.speaker = speaker(text)
     q.identifier = IDENTIFIER.search(text) is not None
     day = named_day(text.lower(), now)
@@ -288,7 +346,7 @@ def analyze(text: str, now: datetime | None = None) -> Query:
         q.last_session = q.time_sensitive = True  # with a subject: the latest said about it first
         q.terms = [t for t in q.terms if t not in terms_of(last.group(0))]
         # what was settled or left open, before what was merely said ("context")
-        q.boost_intents |= {"decision", "conclusion", "question", "problem", "solution", "todo"}
+        q.boost_intents |= RECAP_INTENTS
     if pr := PULL_REQUEST.search(text):
         q.pull_request = int(pr.group(1) or pr.group(2))
         q.pull_request_terms = terms_of(pr.group(0))
@@ -314,9 +372,11 @@ def analyze(text: str, now: datetime | None = None) -> Query:
         # would match every line that says "decided". A kind named as a noun ("bugs in the parser")
         # stays a word to match (BEAM confirm recall@10 -0.005 without it).
         q.kind_words = list(dict.fromkeys(terms_of(m.group(0)) + state_words))
-        if not may_filter and (subject := q.subject()):
-            q.terms = subject
+        if not may_filter and (rest := [t for t in q.terms if t not in q.kind_words]):
+            q.terms = rest
         if may_filter and all(w in FILTER_LEAD_WORDS or w in state_words for w in lead):
+            # "latest decisions", "list all open questions": how the list is asked for, not its subject
+            q.kind_words += [w for w in terms_of(" ".join(lead)) if w not in q.kind_words]
             q.intents.add(intent)
             q.unanswered_only = unanswered or (state is not None and intent == "question")
         else:
@@ -326,5 +386,8 @@ def analyze(text: str, now: datetime | None = None) -> Query:
 
 
 FILTER_LEAD_WORDS = frozenset(
-    "show list find all any the our my me what are were which give recent latest".split()
+    (
+        "show list find all any the our my me what are were which give "
+        "recent recently latest newest last every"
+    ).split()
 )

@@ -48,6 +48,7 @@ WEIGHTS = {
     "span_vec": 0.35,
     "span_bm25": 0.175,
     "time": 0.3,
+    "kind": 0.3,  # a kind of memory asked for ("todos", "open questions"): its newest memories
     "latest": 0.3,  # "where did we leave off" with no subject: the session's last lines, newest first
 }
 DENSE = frozenset({"idea_vec", "span_vec", "chunk_vec", "hyde", "hyde_chunk"})
@@ -217,12 +218,22 @@ def _entity_ideas(
     return [(i, 1.0) for i in lookup.ideas_naming(ctx.db, usable, projects, POOL)]
 
 
+def _kind_ideas(ctx: SearchContext, q: querymod.Query, projects: list[str] | None) -> list[tuple[int, float]]:
+    """The newest memories of the kinds the query filters to (open ones only when it asks so),
+    scored by how recent they are (the newest 1.0)."""
+    ids = lookup.ideas_of_kind(ctx.db, projects, q.intents, q.unanswered_only, POOL)
+    return [(i, 1.0 - n / len(ids)) for n, i in enumerate(ids)]
+
+
 def _time_window_ideas(
-    ctx: SearchContext, q: querymod.Query, projects: list[str] | None
+    ctx: SearchContext, q: querymod.Query, projects: list[str] | None, graded: bool = False
 ) -> list[tuple[int, float]]:
+    """The newest ideas said in the query's window, all alike, or (`graded`, when the window is all
+    the query names) scored by how recent they are (the newest 1.0)."""
     since = q.since.strftime("%Y-%m-%dT%H:%M:%S") if q.since else None
     until = q.until.strftime("%Y-%m-%dT%H:%M:%S") if q.until else None
-    return [(i, 1.0) for i in lookup.ideas_between(ctx.db, projects, since, until, POOL)]
+    ids = lookup.ideas_between(ctx.db, projects, since, until, POOL)
+    return [(i, 1.0 - n / len(ids) if graded else 1.0) for n, i in enumerate(ids)]
 
 
 def gather(ctx: SearchContext, q: querymod.Query, projects: list[str] | None, hyde_text: str | None) -> dict:
@@ -234,7 +245,10 @@ def gather(ctx: SearchContext, q: querymod.Query, projects: list[str] | None, hy
     # "Where did we leave off?" names no subject: the session's last lines answer it, and the
     # question's own vector would only find lines that sound like it.
     recap_only = q.asks_recap() and q.session is not None
-    if ctx.vectors_ready() and q.text and not recap_only:
+    # "What did we do in February", "open todos": the window's or the kind's memories, newest first;
+    # the query's vector would only add lines that sound like the question.
+    window_only, listing = q.asks_window(), q.asks_listing()
+    if ctx.vectors_ready() and q.text and not recap_only and not window_only and not listing:
         # Embedded once, by the first job that needs it or, on two threads, first of all while
         # the other thread runs the full-text jobs (_two_threads); a failed embedding leaves
         # these jobs without hits.
@@ -263,7 +277,11 @@ def gather(ctx: SearchContext, q: querymod.Query, projects: list[str] | None, hy
         jobs["chunk_bm25"] = ("chunk", lambda c: _bm25(c, "chunk", match, projects, CHUNK_BM25_COLUMNS))
     jobs["entity"] = ("idea", lambda c: _entity_ideas(c, q, projects))
     if q.since or q.until:
-        jobs["time"] = ("idea", lambda c: _time_window_ideas(c, q, projects))
+        jobs["time"] = ("idea", lambda c: _time_window_ideas(c, q, projects, graded=window_only))
+    if q.intents:
+        # "todos", "open questions", "decisions about the deploy": the kind's newest memories are
+        # candidates too, so a list is not limited to those the query's few words or its vector find.
+        jobs["kind"] = ("idea", lambda c: _kind_ideas(c, q, projects))
     if recap_only:
         session = q.session
         jobs["latest"] = ("chunk", lambda c: _latest_lines(c, session))
@@ -333,6 +351,7 @@ JOB_ORDER = (
     "span_bm25",
     "entity",
     "time",
+    "kind",
     "latest",
     "participants",
 )
@@ -565,7 +584,7 @@ def weigh(
             cand.factor *= 0.6 + 0.4 * math.exp(-_age_days(stamp, now) / 30)
         cand.score *= cand.factor
         kept.append(cand)
-    return sorted(lines(kept, weights_for(q)), key=lambda c: -c.score)
+    return sorted(lines(kept, weights_for(q), siblings=bool(q.intents)), key=lambda c: -c.score)
 
 
 def idea_factor(row: dict, q: querymod.Query, superseded: bool) -> float:
@@ -581,13 +600,17 @@ def idea_factor(row: dict, q: querymod.Query, superseded: bool) -> float:
     return factor
 
 
-def lines(cands: list[Candidate], weights: dict[str, float]) -> list[Candidate]:
+def lines(cands: list[Candidate], weights: dict[str, float], siblings: bool = False) -> list[Candidate]:
     """Line-level fusion: the ideas and chunks of one conversation line are one result.
 
     Each strategy counts once per line, with its best rank among the line's candidates, so a
     line that both its words (chunks) and its distilled ideas match outranks one that only one
     of them matches. The line is shown as its best idea that passes the filters, else as the
     message itself (a chunk); the score carries that idea's weighting.
+
+    With `siblings` (the query asks for a kind of memory: "todos", "decisions about X") the unit is
+    the memory: the line's other ideas of that kind follow its best one, each a little below the one
+    before (SIBLING_SHARE), so a plan's nine steps are nine results, not one.
     """
     out, groups = [], {}
     for cand in cands:
@@ -613,7 +636,16 @@ def lines(cands: list[Candidate], weights: dict[str, float]) -> list[Candidate]:
         lead.score = base * lead.factor
         lead.strategies, lead.norm = best, norm
         out.append(lead)
+        if siblings:
+            rest = sorted((c for c in shown if c is not lead and c.kind == "idea"), key=lambda c: -c.score)
+            for n, cand in enumerate(rest, 1):
+                cand.score = lead.score * SIBLING_SHARE**n
+                cand.strategies, cand.norm = best, norm
+                out.append(cand)
     return out
+
+
+SIBLING_SHARE = 0.98
 
 
 # An idea found only because it answers or builds on a top result takes this share of that result's
@@ -699,7 +731,23 @@ def search(
     # (gather), since the vote reads lines and a lower-case name leaves the query vector as it is
     # (without_names takes capitalised names only).
     q.participants = None if typed_in_lower_case(q.text) else participants(ctx.db, q.text, projects)
+    if q.asks_listing():
+        q.terms = []  # "latest decisions", "todos": the kind's memories, newest first (gather)
+    window_only = q.asks_window()
+    if window_only:
+        # "What did we do in February?", "what happened yesterday": the memories of that time, what
+        # was settled or left open first; the words that named the time are not words to match.
+        q.terms = []
+        q.boost_intents |= querymod.RECAP_INTENTS
+        q.time_sensitive = True
     results = _search(ctx, q, projects, hyde_text, now, k)
+    if not results and q.month_only and (year := _latest_year_of_month(ctx, q, projects)):
+        # "in September" is this year's September or, when that one is still to come, last year's;
+        # when nothing was said then, the latest earlier September that has memories answers.
+        month = q.since.strftime("%B")
+        ctx._note(f"nothing in {month} {q.since.year}: showing {month} {year}")
+        q.since, q.until = q.since.replace(year=year), q.until.replace(year=year + (q.until.month == 1))
+        results = _search(ctx, q, projects, hyde_text, now, k)
     if q.intents and (subject := unmentioned_subject(results, q)):
         # "problems with dialyzer" when no problem memory mentions dialyzer: the filter would show
         # problems about other things. What was said about the subject is shown instead, that kind
@@ -709,7 +757,11 @@ def search(
         q.intents, q.unanswered_only = set(), False
         ctx._note(f"no {kinds} memory mentions {' '.join(subject)}: showing what was said about it")
         results = _search(ctx, q, projects, hyde_text, now, k)
-    if not results and (q.since or q.until) and not q.soft_window:
+    if not results and window_only:
+        last = newest_day(ctx.db, lookup.ideas_between(ctx.db, projects, None, None, 1))
+        since = f"; the latest memory of this scope is from {last}" if last else ""
+        ctx._note(f"nothing was {_window(q)}{since}")
+    elif not results and (q.since or q.until) and not q.soft_window:
         # "... last week" when it was said in February: an empty answer does not say whether the
         # words or the dates missed. The dates are named, and matches from any time are shown.
         ctx._note(f"nothing {_window(q)} matches: showing matches from any time")
@@ -723,6 +775,28 @@ def search(
             f"no line or memory in this scope says {' or '.join(subject)}: showing the closest in meaning"
         )
     return results
+
+
+def newest_day(db: Database, ids: list[int]) -> str | None:
+    """The day the first of these ideas was said, if any."""
+    rows = _rows(db, "ideas", ("id", "message_time"), ids[:1])
+    stamp = next(iter(rows.values()), {}).get("message_time") if rows else None
+    return stamp[:10] if stamp else None
+
+
+YEARS_BACK = 10  # how many earlier years a month named without its year is looked for in
+
+
+def _latest_year_of_month(ctx: SearchContext, q: querymod.Query, projects: list[str] | None) -> int | None:
+    """The latest year before the query's in which something was said in its month (any memory of
+    the scope), if any within YEARS_BACK."""
+    assert q.since is not None and q.until is not None
+    for back in range(1, YEARS_BACK + 1):
+        since, until = q.since.replace(year=q.since.year - back), q.until.replace(year=q.until.year - back)
+        stamp = "%Y-%m-%dT%H:%M:%S"
+        if lookup.ideas_between(ctx.db, projects, since.strftime(stamp), until.strftime(stamp), 1):
+            return since.year
+    return None
 
 
 def _pull_request_session(
@@ -785,7 +859,8 @@ def _search(
     seen = Seen(ctx.db)
     ranked = rescore(seen, _rank(ctx, pool, q, now, seen), q)
     words = _line_words(seen, ranked, k)
-    top = _select(ranked, k, words)
+    per_line = k if q.intents else MAX_PER_MESSAGE
+    top = _select(ranked, k, words, per_line)
     extra = expand(ctx.db, top, {c.id for c in ranked if c.kind == "idea"})
     if kinds := q.intents | q.boost_intents:
         held = {c.id for c in top if c.kind == "idea"} | {c.id for c in extra}
@@ -795,7 +870,7 @@ def _search(
         extra = [c for c in extra if c.id in extra_rows and _passes(extra_rows[c.id], q, "message_time")]
         for c in extra:  # one result per line holds for them too (_select)
             c.origin = (extra_rows[c.id]["source_file"], extra_rows[c.id]["source_line"])
-        top = _select(sorted(top + extra, key=lambda c: -c.score), k, words)
+        top = _select(sorted(top + extra, key=lambda c: -c.score), k, words, per_line)
     return build_results(seen, order_chains(ctx.db, top), q.terms)
 
 
@@ -891,7 +966,10 @@ def rescore(seen: Seen, ranked: list[Candidate], q: querymod.Query) -> list[Cand
         # holds its answer ("what did I say about X"), the other side's lines gain nothing from
         # their neighbours: the reply to the user's line about X is not what the user said (tune
         # split: recall@10 +0.016-0.018 on LoCoMo, BEAM MRR +0.065 and recall@10 -0.014).
-        score_of = {c.origin: c.score for c in head if c.origin is not None}
+        score_of: dict[tuple, float] = {}
+        for c in head:  # a line's best candidate (a kind's list holds several memories of one line)
+            if c.origin is not None and c.score > score_of.get(c.origin, 0.0):
+                score_of[c.origin] = c.score
         asked = {place for place, words in own.items() if _short_question(words)}
         for cand in head:
             if cand.origin is None or (side and roles.get(cand.origin) != side):
@@ -1136,12 +1214,19 @@ def _twin(bag: frozenset | None, chosen: list[tuple[Candidate, frozenset]]) -> C
     return None
 
 
-def _select(ranked: list[Candidate], k: int, words: dict[tuple, frozenset] | None = None) -> list[Candidate]:
-    """The top k, with at most MAX_SPAN_RESULTS spans and MAX_PER_MESSAGE ideas from one message,
-    and a line saying the same text as a line above it (`words`, DUPLICATE_SHARE) kept as one of
-    that line's places instead of a result of its own.
+def _select(
+    ranked: list[Candidate],
+    k: int,
+    words: dict[tuple, frozenset] | None = None,
+    per_line: int = MAX_PER_MESSAGE,
+) -> list[Candidate]:
+    """The top k, with at most MAX_SPAN_RESULTS spans and `per_line` ideas from one message, and a
+    line saying the same text as a line above it (`words`, DUPLICATE_SHARE) kept as one of that
+    line's places instead of a result of its own.
 
-    Several fragments of one message say one thing; showing distinct memories is more useful.
+    Several fragments of one message say one thing; showing distinct memories is more useful. A
+    query asking for a kind of memory lists the memories themselves (up to k of one line: the steps
+    of a plan), lines.
     """
     words = words or {}
     out, spans, per_origin, chosen = [], 0, {}, []
@@ -1151,10 +1236,10 @@ def _select(ranked: list[Candidate], k: int, words: dict[tuple, frozenset] | Non
                 continue
             spans += 1
         elif cand.origin is not None:
-            if per_origin.get(cand.origin, 0) >= MAX_PER_MESSAGE:
+            if per_origin.get(cand.origin, 0) >= per_line:
                 continue
             bag = words.get(cand.origin)
-            if (twin := _twin(bag, chosen)) is not None:
+            if cand.origin not in per_origin and (twin := _twin(bag, chosen)) is not None:
                 if cand.origin != twin.origin and all(c.origin != cand.origin for c in twin.also):
                     twin.also.append(cand)
                 continue
