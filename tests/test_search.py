@@ -452,3 +452,21 @@ def test_meaning_weighs_more_when_the_words_and_the_meaning_find_different_windo
     code = querymod.analyze("why does `mix deps.audit` fail")
     code.dense_factor = 2.0  # a question naming code: a quarter of the meaning weight, doubled
     assert search.weights_for(code)["chunk_vec"] == search.WEIGHTS["chunk_vec"] * search.IDENTIFIER_DENSE * 2
+
+
+def test_an_excerpt_shows_the_stretch_that_holds_most_of_the_rarest_query_words():
+    """A long line is shown where it answers: the stretch holding most of the query's words, a word
+    said once (an error's name) counting more than one said on every line; not around the first
+    place any query word appears. A line holding none of them is shown from its start."""
+    from total_recall.search import EXCERPT_CHARS, excerpt
+
+    line = (
+        "The function names in this module are fine. " * 12
+        + "Then: (UndefinedFunctionError) function :opentelemetry.set_text_map_propagators/1 is undefined. "
+        + "Other function notes follow. " * 20
+    )
+    shown = excerpt(line, ["undefinedfunctionerror", "function", "opentelemetry", "undefined"])
+    assert "set_text_map_propagators/1 is undefined" in shown
+    assert shown.startswith("…") and len(shown) <= EXCERPT_CHARS + 2
+    assert excerpt(line, ["kubernetes"]).startswith("The function names")
+    assert excerpt("a short line", ["line"]) == "a short line"

@@ -1281,19 +1281,59 @@ def order_chains(db: Database, top: list[Candidate]) -> list[Candidate]:
 EXCERPT_CHARS = 400
 
 
+EXCERPT_HITS = 64  # places of one query word read in a message (a word on every line says little)
+
+
 def excerpt(text: str, terms: Iterable[str] = (), limit: int = EXCERPT_CHARS) -> str:
-    """At most `limit` characters of a message, around the first query word it contains."""
+    """At most `limit` characters of a message: the stretch that holds the most of the query's words,
+    each weighed by how rare it is in the message (a word said once, an error's name, counts more than
+    one said on every line), centred on where its rarest words are; the message's start when it holds
+    none."""
     text = " ".join(text.split())
     if len(text) <= limit:
         return text
-    low = text.lower()
-    at = min((i for i in (low.find(t) for t in terms if t) if i >= 0), default=0)
-    start = max(0, min(at - limit // 4, len(text) - limit))
+    centre = _densest(text.lower(), terms, limit * 3 // 4)
+    start = max(0, min(centre - limit // 2, len(text) - limit)) if centre is not None else 0
+    if start and (space := text.find(" ", start, start + 20)) >= 0:
+        start = space + 1  # open at a word
     return (
         ("…" if start else "")
         + text[start : start + limit].strip()
         + ("…" if start + limit < len(text) else "")
     )
+
+
+def _densest(low: str, terms: Iterable[str], span: int) -> int | None:
+    """The middle (weighed by rarity) of the stretch of `span` characters that holds the largest
+    rarity-weighed share of the query's distinct words, each matched at a word's start; None when
+    none is there."""
+    hits: list[tuple[int, str]] = []
+    for term in dict.fromkeys(t for t in terms if t):
+        for n, m in enumerate(re.finditer(r"\b" + re.escape(term), low)):
+            if n >= EXCERPT_HITS:
+                break
+            hits.append((m.start(), term))
+    if not hits:
+        return None
+    hits.sort()
+    weight = {t: 1 / math.sqrt(sum(1 for _, u in hits if u == t)) for t in {t for _, t in hits}}
+    inside: dict[str, int] = {}
+    best, best_at, end, score = -1.0, (0, 1), 0, 0.0
+    for first, (at, _term) in enumerate(hits):
+        while end < len(hits) and hits[end][0] < at + span:
+            word = hits[end][1]
+            if not inside.get(word):
+                score += weight[word]
+            inside[word] = inside.get(word, 0) + 1
+            end += 1
+        if score > best + 1e-9:
+            best, best_at = score, (first, end)
+        word = hits[first][1]
+        inside[word] -= 1
+        if not inside[word]:
+            score -= weight[word]
+    chosen = hits[best_at[0] : best_at[1]]
+    return round(sum(at * weight[t] for at, t in chosen) / sum(weight[t] for _, t in chosen))
 
 
 def build_results(seen: Seen, cands: list[Candidate], terms: Iterable[str] = ()) -> list[dict]:
