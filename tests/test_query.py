@@ -116,6 +116,10 @@ def test_a_kind_named_first_filters_and_a_question_about_what_happened_only_boos
         ("what were we in the middle of", []),
         ("pick up where we left off on the OTEL tracing", ["otel", "tracing"]),
         ("what did we do in the previous session about auth", ["auth"]),
+        ("summarize the last session", []),
+        ("what was the last thing I asked", []),
+        ("what did we work on most recently", []),
+        ("what did I do recently with the tracing", ["tracing"]),
     ],
 )
 def test_asking_where_the_last_session_ended_is_not_a_subject(text, terms):

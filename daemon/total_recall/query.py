@@ -111,7 +111,10 @@ LAST_SESSION = re.compile(
     r"\b(?:(?:pick(?:ing)? up )?where (?:did|do|had) (?:we|i) (?:leave|left) off|where were we|"
     r"(?:pick(?:ing)? up where )?(?:we|i) left off|"
     r"what (?:was|were|had) (?:we|i) (?:been )?(?:working on|doing|in the middle of)|"
-    r"(?:last|previous|prior) session)\b",
+    r"(?:last|previous|prior) session|"
+    r"what (?:did|have|had) (?:we|i) (?:been )?(?:work(?:ed|ing)? on|do(?:ne|ing)?)"
+    r"(?: (?:most )?recently| last)|"
+    r"the last thing (?:we|i) (?:asked|said|did|worked on|talked about))\b",
     re.I,
 )
 
@@ -344,7 +347,8 @@ def analyze(text: str, now: datetime | None = None) -> Query:
     )
     if last := LAST_SESSION.search(text):
         q.last_session = q.time_sensitive = True  # with a subject: the latest said about it first
-        q.terms = [t for t in q.terms if t not in terms_of(last.group(0))]
+        # ... and "summarize the last session": its verb asks for the recap, it is not a subject
+        q.terms = [t for t in q.terms if t not in terms_of(last.group(0)) and t not in WINDOW_FRAME]
         # what was settled or left open, before what was merely said ("context")
         q.boost_intents |= RECAP_INTENTS
     if pr := PULL_REQUEST.search(text):
