@@ -245,6 +245,26 @@ def test_a_question_that_names_only_a_time_shows_what_was_settled_and_said_then(
     assert f"the latest memory of this scope is from {when.strftime('%Y-%m-%d')}" in empty.stderr
 
 
+def test_a_telling_word_never_said_is_named_even_when_other_words_match(store, tmp_path):
+    """ "Did we ever use kubernetes?" over sessions that say "use" but never "kubernetes": the lines
+    that say "use" come back, with a note that no line or memory says kubernetes, so they do not read
+    as an answer. A word that is said, though not in the results shown, is not named."""
+    index(
+        tmp_path / "claude",
+        "s",
+        [
+            ("user", "We use Postgres for the job queue and run it in Docker."),
+            ("assistant", "Good: Docker keeps the setup close to production."),
+        ],
+        NOW - timedelta(days=1),
+    )
+    out = cli("search", "did we ever use kubernetes?", "--project", "atlas", "--json")
+    assert "no line or memory in this scope says kubernetes: showing what matches the rest" in out.stderr
+    assert json.loads(out.stdout)
+    said = cli("search", "did we use postgres in docker", "--project", "atlas", "-k", "1", "--json")
+    assert "says" not in said.stderr
+
+
 def test_session_spans_are_never_results(two_sessions):
     for query in ("deploy", "atlas API", "session"):
         assert all(

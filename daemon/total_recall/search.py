@@ -774,6 +774,12 @@ def search(
         ctx._note(
             f"no line or memory in this scope says {' or '.join(subject)}: showing the closest in meaning"
         )
+    elif results and ctx.words_found and (unsaid := unsaid_words(ctx.db, results, q, projects)):
+        # "did we ever use kubernetes?" over sessions that said "use" but never "kubernetes": the
+        # lines that say "use" read as an answer unless it is said that the telling word was never said.
+        ctx._note(
+            f"no line or memory in this scope says {' or '.join(unsaid)}: showing what matches the rest"
+        )
     return results
 
 
@@ -872,6 +878,27 @@ def _search(
             c.origin = (extra_rows[c.id]["source_file"], extra_rows[c.id]["source_line"])
         top = _select(sorted(top + extra, key=lambda c: -c.score), k, words, per_line)
     return build_results(seen, order_chains(ctx.db, top), q.terms)
+
+
+UNSAID_CHECKS = 4  # subject words looked up in the scope's full text when no result says them
+
+
+def unsaid_words(
+    db: Database, results: list[dict], q: querymod.Query, projects: list[str] | None
+) -> list[str]:
+    """The query's subject words (of 3+ letters) that no result says and no line or memory of the
+    scope says either (a full-text lookup each, for at most UNSAID_CHECKS of them)."""
+    said: set[str] = set()
+    for r in results:
+        text = " ".join(str(r.get(f) or "") for f in ("content", "name", "summary"))
+        said |= {_stem(w) for w in querymod.WORD.findall(text.lower())}
+    missing = [t for t in q.topic() if len(t) >= 3 and not t.isdigit() and _stem(t) not in said]
+    out = []
+    for term in missing[:UNSAID_CHECKS]:
+        match = querymod.any_of([term])
+        if not any(lookup.bm25(db, kind, match, projects, 1) for kind in ("chunk", "idea")):
+            out.append(term)
+    return out
 
 
 def unmentioned_subject(results: list[dict], q: querymod.Query) -> list[str]:
