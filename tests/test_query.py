@@ -224,6 +224,27 @@ def test_the_words_that_name_a_time_are_not_a_subject(text, window, subject):
     assert [t for t in q.subject() if t not in query.WINDOW_FRAME] == subject
 
 
+@pytest.mark.parametrize(
+    "text, filters, boosts, subject",
+    [
+        ("what broke", {"problem"}, set(), []),  # nothing else named: the problems, newest first
+        ("what did we decide?", {"decision"}, set(), []),
+        ("what broke last week", {"problem"}, set(), []),
+        ("what went wrong with the phoenix server", set(), {"problem"}, ["phoenix", "server"]),
+        ("what did we decide about tracing", set(), {"decision"}, ["tracing"]),
+    ],
+)
+def test_a_question_about_what_happened_with_nothing_else_named_lists_that_kind(
+    text, filters, boosts, subject
+):
+    q = query.analyze(text, NOW)
+    assert (q.intents, q.boost_intents, q.subject()) == (filters, boosts, subject)
+
+
+def test_a_contraction_leaves_no_half_word_to_match():
+    assert query.analyze("why couldn't the server start", NOW).terms == ["server", "start"]
+
+
 def test_a_month_is_named_by_a_preposition_or_a_year_and_a_bare_may_is_a_verb():
     assert query.temporal("what did we ship in the month of may", NOW) == (day(2026, 5, 1), day(2026, 6, 1))
     assert query.temporal("february 2025 sessions", NOW) == (day(2025, 2, 1), day(2025, 3, 1))

@@ -242,7 +242,7 @@ def test_a_question_that_names_only_a_time_shows_what_was_settled_and_said_then(
 
     empty = cli("search", "what did we do yesterday", "--project", "atlas", "--json")
     assert json.loads(empty.stdout) == []
-    assert f"the latest memory of this scope is from {when.strftime('%Y-%m-%d')}" in empty.stderr
+    assert f"the latest line of this scope was said on {when.strftime('%Y-%m-%d')}" in empty.stderr
 
 
 def test_a_telling_word_never_said_is_named_even_when_other_words_match(store, tmp_path):
@@ -263,6 +263,64 @@ def test_a_telling_word_never_said_is_named_even_when_other_words_match(store, t
     assert json.loads(out.stdout)
     said = cli("search", "did we use postgres in docker", "--project", "atlas", "-k", "1", "--json")
     assert "says" not in said.stderr
+    # a common word never said ("weekends") is not worth a note; the telling one is named alone
+    common = cli("search", "did we run kubernetes on weekends", "--project", "atlas", "--json")
+    assert "no line or memory in this scope says kubernetes: showing" in common.stderr
+
+
+def test_a_time_asked_for_alone_finds_a_session_that_left_no_memory_and_a_recap_skips_bare_tool_calls(
+    store, tmp_path
+):
+    """A session whose only record is a compaction summary leaves no memory, yet "what did we do on
+    <its day>" finds its summary (the window's lines are searched with its memories). A recap of the
+    last session does not open with a line that is only a tool call ("[tool Read: app.js]")."""
+    from helpers import record
+
+    when = NOW - timedelta(days=5)
+    path = tmp_path / "claude" / "projects" / "-home-dev-projects-atlas" / "compacted.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    summary = record(
+        "user",
+        "This session is being continued from a previous conversation that ran out of context. Summary: "
+        "1. We moved the billing export from CSV to Parquet files and backfilled March.",
+        session="compacted",
+        cwd=PROJECT,
+        when=when,
+    )
+    path.write_text(json.dumps({**summary, "isCompactSummary": True}) + "\n", encoding="utf-8")
+    cli("backfill", str(path), "--wait")
+    day = when.strftime("%B %-d, %Y")
+    found = cli("search", f"what did we do on {day}", "--project", "atlas", "--json")
+    assert "nothing was" not in found.stderr
+    assert any("Parquet" in r["content"] for r in json.loads(found.stdout))
+
+    index(
+        tmp_path / "claude",
+        "later",
+        [("user", "Why does the upload page hang?"), ("assistant", "[tool Read: assets/js/app.js]")],
+        NOW - timedelta(days=1),
+    )
+    recap = cli_json("search", "where did we leave off", "--project", "atlas")
+    assert recap and not recap[0]["content"].startswith("[tool ")
+
+
+def test_a_line_is_shown_as_its_memory_that_says_the_querys_words(store, tmp_path):
+    """A line with several memories is shown as the one that says most of the query's words, not
+    as whichever another strategy ranked a little higher; the line's place in the ranking is the same."""
+    index(
+        tmp_path / "claude",
+        "s",
+        [
+            (
+                "assistant",
+                "The project already has Igniter as a dependency. Key findings: no Igniter installers "
+                "exist for Credo, Dialyxir or mix_audit, so they are plain deps in mix.exs.",
+            )
+        ],
+        NOW - timedelta(days=1),
+    )
+    shown = cli_json("search", "no igniter installers exist", "--project", "atlas", "-k", "1")
+    assert "installers exist" in shown[0]["content"]
 
 
 def test_session_spans_are_never_results(two_sessions):

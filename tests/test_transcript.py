@@ -828,6 +828,7 @@ def test_what_a_monitored_command_printed_is_read_as_its_output(tmp_path):
     assert lines[6].text == 'Monitor "watch the dev log" stream ended\nready on :4000'
     assert lines[6].kind == "tool_result"
     assert lines[7].kind == "meta" and 8 not in lines
+    assert lines[7].text == "Agent finished"  # the report is in the agent's own file, read there once
     # a command run in the background: its output went to a file never read; how it ended is the record
     assert (lines[9].kind, lines[9].text) == (
         "tool_result",

@@ -287,12 +287,30 @@ def pull_request_session(db: Database, projects: list[str] | None, number: int) 
     )
 
 
+# A response line that is only a tool call ("[tool Read: app.js]") says what ran, not what was said.
+_NOT_A_CALL = f" AND substr(content, 1, {len(transcript.TOOL_CALL)}) != ?"
+
+
 def latest_lines(db: Database, session: str, limit: int) -> list[int]:
-    """Ids of the chunks of a session's last RECAP_KINDS lines, the newest first."""
+    """Ids of the chunks of a session's last RECAP_KINDS lines (not a bare tool call), the newest first."""
     return db.column(
-        f"SELECT id FROM chunks WHERE session_id = ? AND kind IN ({marks(RECAP_KINDS)}) "
+        f"SELECT id FROM chunks WHERE session_id = ? AND kind IN ({marks(RECAP_KINDS)}){_NOT_A_CALL} "
         "ORDER BY timestamp DESC, source_line DESC, seq DESC LIMIT ?",
-        (session, *RECAP_KINDS, limit),
+        (session, *RECAP_KINDS, transcript.TOOL_CALL, limit),
+    )
+
+
+def lines_between(
+    db: Database, projects: list[str] | None, since: str | None, until: str | None, limit: int
+) -> list[int]:
+    """Ids of the chunks of the newest RECAP_KINDS lines (of these projects, not a bare tool call)
+    said in since..until (ISO seconds)."""
+    psql, pparams = _project_sql(projects, "project")
+    tsql, tparams = _time_sql(since, until, "timestamp")
+    return db.column(
+        f"SELECT id FROM chunks WHERE kind IN ({marks(RECAP_KINDS)}){_NOT_A_CALL}{psql}{tsql} "
+        "ORDER BY timestamp DESC, source_line DESC, seq DESC LIMIT ?",
+        (*RECAP_KINDS, transcript.TOOL_CALL, *pparams, *tparams, limit),
     )
 
 
@@ -309,17 +327,24 @@ def ideas_between(
 
 
 def ideas_of_kind(
-    db: Database, projects: list[str] | None, intents: Iterable[str], open_only: bool, limit: int
+    db: Database,
+    projects: list[str] | None,
+    intents: Iterable[str],
+    open_only: bool,
+    limit: int,
+    since: str | None = None,
+    until: str | None = None,
 ) -> list[int]:
-    """Ids of the newest ideas (of these projects) of these kinds; with open_only, neither an
-    answered question nor a closed todo."""
+    """Ids of the newest ideas (of these projects, said in since..until) of these kinds; with
+    open_only, neither an answered question nor a closed todo."""
     kinds = sorted(intents)
     psql, pparams = _project_sql(projects, "project")
+    tsql, tparams = _time_sql(since, until, "message_time")
     osql = " AND answered = 0 AND closed_source_line IS NULL" if open_only else ""
     return db.column(
-        f"SELECT id FROM ideas WHERE intent IN ({marks(kinds)}){psql}{osql} "
+        f"SELECT id FROM ideas WHERE intent IN ({marks(kinds)}){psql}{tsql}{osql} "
         "ORDER BY message_time DESC, id LIMIT ?",
-        (*kinds, *pparams, limit),
+        (*kinds, *pparams, *tparams, limit),
     )
 
 

@@ -21,6 +21,7 @@ off on once only or other our ours ourselves out over own same she should so som
 theirs them themselves then there these they this those through to too under until up very was we were what
 when where which while who whom why will with would you your yours yourself yourselves did does what's whats
 tell remember recall know anything something thing things ever
+couldn wouldn shouldn didn doesn isn wasn aren weren hasn haven hadn mustn needn
 """.split()
 )
 MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
@@ -40,6 +41,8 @@ INTENT_PATTERNS = [
     (re.compile(r"\b(todos?|to-dos?|to do list|action items|next steps)\b", re.I), "todo", False, True),
     (re.compile(r"\b(solutions?|fixes|workarounds?)\b", re.I), "solution", False, True),
     (re.compile(r"\bhow did we fix\b", re.I), "solution", False, False),
+    # "what broke", "what went wrong with the deploy": a question about what happened, as "how did we fix"
+    (re.compile(r"\bwhat (?:broke|went wrong|was wrong|was broken|failed)\b", re.I), "problem", False, False),
     (re.compile(r"\bconclusions?\b|\blearnings?\b|\binsights?\b", re.I), "conclusion", False, True),
 ]
 
@@ -378,6 +381,11 @@ def analyze(text: str, now: datetime | None = None) -> Query:
         q.kind_words = list(dict.fromkeys(terms_of(m.group(0)) + state_words))
         if not may_filter and (rest := [t for t in q.terms if t not in q.kind_words]):
             q.terms = rest
+        if not may_filter and not q.subject():
+            # "what did we decide?", "what broke last week": nothing but the frame (and a time) is
+            # named, so the kind's memories are the answer, as for "decisions".
+            q.intents.add(intent)
+            break
         if may_filter and all(w in FILTER_LEAD_WORDS or w in state_words for w in lead):
             # "latest decisions", "list all open questions": how the list is asked for, not its subject
             q.kind_words += [w for w in terms_of(" ".join(lead)) if w not in q.kind_words]

@@ -49,6 +49,7 @@ WEIGHTS = {
     "span_bm25": 0.175,
     "time": 0.3,
     "kind": 0.3,  # a kind of memory asked for ("todos", "open questions"): its newest memories
+    "window": 0.3,  # a time asked for alone ("what did we do in February"): its newest prompts and replies
     "latest": 0.3,  # "where did we leave off" with no subject: the session's last lines, newest first
 }
 DENSE = frozenset({"idea_vec", "span_vec", "chunk_vec", "hyde", "hyde_chunk"})
@@ -90,6 +91,7 @@ class Candidate:
     norm: dict[str, float] = field(default_factory=dict)  # normalised score per strategy (fuse)
     ok: bool = True  # passes the query's filters
     also: list = field(default_factory=list)  # lines saying the same text, shown as this one's places
+    said: int = 0  # how many of the query's words an idea says (which of a line's ideas shows it: lines)
 
 
 @dataclass
@@ -221,7 +223,20 @@ def _entity_ideas(
 def _kind_ideas(ctx: SearchContext, q: querymod.Query, projects: list[str] | None) -> list[tuple[int, float]]:
     """The newest memories of the kinds the query filters to (open ones only when it asks so),
     scored by how recent they are (the newest 1.0)."""
-    ids = lookup.ideas_of_kind(ctx.db, projects, q.intents, q.unanswered_only, POOL)
+    since = q.since.strftime("%Y-%m-%dT%H:%M:%S") if q.since and not q.soft_window else None
+    until = q.until.strftime("%Y-%m-%dT%H:%M:%S") if q.until and not q.soft_window else None
+    ids = lookup.ideas_of_kind(ctx.db, projects, q.intents, q.unanswered_only, POOL, since, until)
+    return [(i, 1.0 - n / len(ids)) for n, i in enumerate(ids)]
+
+
+def _window_lines(
+    ctx: SearchContext, q: querymod.Query, projects: list[str] | None
+) -> list[tuple[int, float]]:
+    """The newest prompts, replies and compaction summaries said in the query's window, scored by how
+    recent they are (the newest 1.0)."""
+    since = q.since.strftime("%Y-%m-%dT%H:%M:%S") if q.since else None
+    until = q.until.strftime("%Y-%m-%dT%H:%M:%S") if q.until else None
+    ids = lookup.lines_between(ctx.db, projects, since, until, POOL)
     return [(i, 1.0 - n / len(ids)) for n, i in enumerate(ids)]
 
 
@@ -278,6 +293,9 @@ def gather(ctx: SearchContext, q: querymod.Query, projects: list[str] | None, hy
     jobs["entity"] = ("idea", lambda c: _entity_ideas(c, q, projects))
     if q.since or q.until:
         jobs["time"] = ("idea", lambda c: _time_window_ideas(c, q, projects, graded=window_only))
+    if window_only:
+        # ... and its lines: a session whose lines left no memory (a compaction summary) is there too
+        jobs["window"] = ("chunk", lambda c: _window_lines(c, q, projects))
     if q.intents:
         # "todos", "open questions", "decisions about the deploy": the kind's newest memories are
         # candidates too, so a list is not limited to those the query's few words or its vector find.
@@ -351,6 +369,7 @@ JOB_ORDER = (
     "span_bm25",
     "entity",
     "time",
+    "window",
     "kind",
     "latest",
     "participants",
@@ -556,6 +575,7 @@ def weigh(
 ) -> list[Candidate]:
     """Filters and weights per candidate, then one candidate per conversation line (lines())."""
     chunks = chunks or {}
+    terms = {_stem(t) for t in q.terms}
     kept = []
     for cand in pool.values():
         row = {"idea": ideas, "span": spans, "chunk": chunks}[cand.kind].get(cand.id)
@@ -563,6 +583,7 @@ def weigh(
             continue
         if cand.kind == "idea":
             cand.ok = _passes(row, q, "message_time")
+            cand.said = len(terms & {_stem(w) for w in querymod.WORD.findall(row["content"].lower())})
             cand.factor = idea_factor(row, q, cand.id in successors)
             stamp, time_key = row["message_time"], "message_time"
             cand.origin = cand.origin or (row["source_file"], row["source_line"])
@@ -606,7 +627,11 @@ def lines(cands: list[Candidate], weights: dict[str, float], siblings: bool = Fa
     Each strategy counts once per line, with its best rank among the line's candidates, so a
     line that both its words (chunks) and its distilled ideas match outranks one that only one
     of them matches. The line is shown as its best idea that passes the filters, else as the
-    message itself (a chunk); the score carries that idea's weighting.
+    message itself (a chunk); the score carries that idea's weighting. The best idea is the one that
+    says most of the query's words, then the one ranked highest: "No Igniter installers exist" is
+    shown as the line's "No Igniter installers exist for credo ...", not as its "The project already
+    has igniter as a dependency", which an entity lookup ranked a little higher. The line's score
+    keeps the weighting of its highest-ranked idea, whichever is shown.
 
     With `siblings` (the query asks for a kind of memory: "todos", "decisions about X") the unit is
     the memory: the line's other ideas of that kind follow its best one, each a little below the one
@@ -630,14 +655,17 @@ def lines(cands: list[Candidate], weights: dict[str, float], siblings: bool = Fa
         shown = [c for c in group if c.ok]
         if not shown:
             continue
-        lead = max(shown, key=lambda c: (c.kind == "idea", c.score))
+        ranked_first = max(shown, key=lambda c: (c.kind == "idea", c.score))
+        lead = max(shown, key=lambda c: (c.kind == "idea", c.said, c.score))
         if lead.kind == "chunk":
             lead.factor = max(c.factor for c in group if c.kind == "chunk")
-        lead.score = base * lead.factor
+        lead.score = base * ranked_first.factor  # the idea shown does not change the line's rank
         lead.strategies, lead.norm = best, norm
         out.append(lead)
         if siblings:
-            rest = sorted((c for c in shown if c is not lead and c.kind == "idea"), key=lambda c: -c.score)
+            rest = sorted(
+                (c for c in shown if c is not lead and c.kind == "idea"), key=lambda c: (-c.said, -c.score)
+            )
             for n, cand in enumerate(rest, 1):
                 cand.score = lead.score * SIBLING_SHARE**n
                 cand.strategies, cand.norm = best, norm
@@ -758,8 +786,9 @@ def search(
         ctx._note(f"no {kinds} memory mentions {' '.join(subject)}: showing what was said about it")
         results = _search(ctx, q, projects, hyde_text, now, k)
     if not results and window_only:
-        last = newest_day(ctx.db, lookup.ideas_between(ctx.db, projects, None, None, 1))
-        since = f"; the latest memory of this scope is from {last}" if last else ""
+        newest = lookup.latest_session(ctx.db, projects, None)
+        last = str(newest["ended"])[:10] if newest and newest["ended"] else None
+        since = f"; the latest line of this scope was said on {last}" if last else ""
         ctx._note(f"nothing was {_window(q)}{since}")
     elif not results and (q.since or q.until) and not q.soft_window:
         # "... last week" when it was said in February: an empty answer does not say whether the
@@ -783,24 +812,18 @@ def search(
     return results
 
 
-def newest_day(db: Database, ids: list[int]) -> str | None:
-    """The day the first of these ideas was said, if any."""
-    rows = _rows(db, "ideas", ("id", "message_time"), ids[:1])
-    stamp = next(iter(rows.values()), {}).get("message_time") if rows else None
-    return stamp[:10] if stamp else None
-
-
 YEARS_BACK = 10  # how many earlier years a month named without its year is looked for in
 
 
 def _latest_year_of_month(ctx: SearchContext, q: querymod.Query, projects: list[str] | None) -> int | None:
-    """The latest year before the query's in which something was said in its month (any memory of
-    the scope), if any within YEARS_BACK."""
+    """The latest year before the query's in which something was said in its month (a memory or a
+    prompt, reply or summary of the scope), if any within YEARS_BACK."""
     assert q.since is not None and q.until is not None
     for back in range(1, YEARS_BACK + 1):
         since, until = q.since.replace(year=q.since.year - back), q.until.replace(year=q.until.year - back)
         stamp = "%Y-%m-%dT%H:%M:%S"
-        if lookup.ideas_between(ctx.db, projects, since.strftime(stamp), until.strftime(stamp), 1):
+        window = (projects, since.strftime(stamp), until.strftime(stamp), 1)
+        if lookup.ideas_between(ctx.db, *window) or lookup.lines_between(ctx.db, *window):
             return since.year
     return None
 
@@ -883,16 +906,34 @@ def _search(
 UNSAID_CHECKS = 4  # subject words looked up in the scope's full text when no result says them
 
 
+@functools.lru_cache(maxsize=1)
+def common_words() -> frozenset[str]:
+    """The whole words of the packaged embedding model's vocabulary (WordPiece: about 21,700 common
+    English words, "went", "turns", "deploy"); a word outside it ("kubernetes", "graphql", "redis") is
+    a telling one. Empty when the file cannot be read: every word is then telling."""
+    try:
+        vocab = json.loads((config.resource_dir("assets") / "tokenizer.json").read_text("utf-8"))["model"][
+            "vocab"
+        ]
+    except (OSError, ValueError, KeyError, TypeError):
+        return frozenset()
+    return frozenset(w for w in vocab if w.isalpha() and not w.startswith("##") and len(w) > 1)
+
+
 def unsaid_words(
     db: Database, results: list[dict], q: querymod.Query, projects: list[str] | None
 ) -> list[str]:
-    """The query's subject words (of 3+ letters) that no result says and no line or memory of the
-    scope says either (a full-text lookup each, for at most UNSAID_CHECKS of them)."""
+    """The query's telling subject words (of 3+ letters, not a common English word: common_words)
+    that no result says and no line or memory of the scope says either (a full-text lookup each, for
+    at most UNSAID_CHECKS of them). A common word not said ("went", "long") is not worth a note."""
     said: set[str] = set()
     for r in results:
         text = " ".join(str(r.get(f) or "") for f in ("content", "name", "summary"))
         said |= {_stem(w) for w in querymod.WORD.findall(text.lower())}
-    missing = [t for t in q.topic() if len(t) >= 3 and not t.isdigit() and _stem(t) not in said]
+    common = common_words()
+    missing = [
+        t for t in q.topic() if len(t) >= 3 and not t.isdigit() and t not in common and _stem(t) not in said
+    ]
     out = []
     for term in missing[:UNSAID_CHECKS]:
         match = querymod.any_of([term])

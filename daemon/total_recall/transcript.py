@@ -843,7 +843,7 @@ class _Reader:
         if events := _notified_events(text):
             return "tool_result", "tool_output", events
         if text.startswith(META_PREFIXES):
-            return "meta", "meta", text
+            return "meta", "meta", _notification_text(text)
         skip = self._prompt_skip(record, text, sidechain)
         if skip == "compaction_prompt":  # not the user's prompt: Claude Code's, with what was added to it
             return "compaction_prompt", skip, _compaction_instructions(text)
@@ -1601,6 +1601,15 @@ def _notified_events(text: str) -> str | None:
         # 0)'): its output went to a file of Claude Code's, which is never read; this line is the record.
         return _cut(head, TOOL_RESULT_CHARS) if head.startswith(BACKGROUND_COMMAND) else None
     return _cut("\n".join([head or "Event", *events]), TOOL_RESULT_CHARS)
+
+
+def _notification_text(text: str) -> str:
+    """A notification that a background agent or workflow finished: its summary ('Agent "Find the
+    flaky test's cause" finished'). Its `<result>` is the agent's report, read in the agent's own file
+    (found there once, not a second time here: I103), and the rest is task ids, a path of Claude
+    Code's and a note to the model."""
+    summary = _NOTIFICATION_SUMMARY.search(text)
+    return " ".join(summary.group(1).split()) if summary else text
 
 
 _PR_URL = re.compile(r"https?://\S{1,300}")
