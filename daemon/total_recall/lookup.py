@@ -136,6 +136,29 @@ def bm25(
     return [(r["id"], -float(r["r"])) for r in rows]
 
 
+def says(db: Database, kind: str, match: str, projects: list[str] | None) -> bool:
+    """Whether any idea, topic or chunk (of these projects) holds a word of the FTS5 query: the first
+    match found, none ranked (bm25() ranks every match of a common word before its LIMIT)."""
+    fts, owner, extra = FTS[kind]
+    psql, pparams = _project_sql(projects, "o.project")
+    if db.dialect == "postgres":
+        sql = f"SELECT EXISTS (SELECT 1 FROM {owner} o, {PG_ANY_WORD} WHERE o.fts @@ w.q{psql}{extra}) AS hit"
+        return bool(db.one(sql, (_pg_words(match), *pparams))["hit"])
+    one = projects[0] if projects is not None and len(projects) == 1 and projects[0] else None
+    if fts in KEYED:
+        match = keyed_match(fts, match, one)
+        if one:
+            psql, pparams = "", ()
+    if not psql and not extra:
+        sql = f"SELECT EXISTS (SELECT 1 FROM {fts} WHERE {fts} MATCH ?) AS hit"
+    else:
+        sql = (
+            f"SELECT EXISTS (SELECT 1 FROM {fts} f JOIN {owner} o ON o.id = f.rowid "
+            f"WHERE {fts} MATCH ?{psql}{extra}) AS hit"
+        )
+    return bool(db.one(sql, (match, *pparams))["hit"])
+
+
 # PostgreSQL: the generated tsvector (GIN), the words OR-ed like the FTS5 query, ranked as BM25 ranks:
 # each word's ts_rank (normalised by the text's length, as BM25 weighs a long text down) times its
 # inverse document frequency. A chunk's context has weight D (0.3, as bm25's context column), its

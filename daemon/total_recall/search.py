@@ -912,9 +912,8 @@ def common_words() -> frozenset[str]:
     English words, "went", "turns", "deploy"); a word outside it ("kubernetes", "graphql", "redis") is
     a telling one. Empty when the file cannot be read: every word is then telling."""
     try:
-        vocab = json.loads((config.resource_dir("assets") / "tokenizer.json").read_text("utf-8"))["model"][
-            "vocab"
-        ]
+        path = config.resource_dir("assets") / "tokenizer.json"
+        vocab = json.loads(path.read_text("utf-8"))["model"]["vocab"]
     except (OSError, ValueError, KeyError, TypeError):
         return frozenset()
     return frozenset(w for w in vocab if w.isalpha() and not w.startswith("##") and len(w) > 1)
@@ -937,7 +936,7 @@ def unsaid_words(
     out = []
     for term in missing[:UNSAID_CHECKS]:
         match = querymod.any_of([term])
-        if not any(lookup.bm25(db, kind, match, projects, 1) for kind in ("chunk", "idea")):
+        if not any(lookup.says(db, kind, match, projects) for kind in ("chunk", "idea")):
             out.append(term)
     return out
 
