@@ -191,6 +191,31 @@ def test_a_line_with_no_memory_is_found_by_its_words_as_a_message(tmp_path):
     assert "- **user said** ok, do it" in text  # the user's own prompt is still theirs
 
 
+def test_a_headless_summarisers_lines_are_found_as_the_summarisers_not_the_users(tmp_path):
+    """A session another tool ran to summarise a conversation (`claude -p "Summarize this part of a
+    conversation ..."`) holds someone's conversation in its prompt: found by its words, it is
+    introduced as given to a summariser, never as what the user said, and no recap opens with it."""
+    from helpers import write_transcript
+
+    path = tmp_path / "claude" / "projects" / "-home-dev-projects-atlas" / "summariser.jsonl"
+    write_transcript(
+        path,
+        [
+            ("user", "Summarize this part of a conversation: the user hit a Bluetooth controller error."),
+            ("assistant", "The user debugged a Bluetooth controller initialization error."),
+        ],
+        cwd="/home/dev/projects/atlas",
+    )
+    cli("backfill", str(path), "--wait")
+    hits = cli_json("search", "bluetooth controller", "--project", "atlas")
+    assert {r["message_kind"] for r in hits if r["kind"] == "message"} == {
+        "summariser_prompt",
+        "summariser_response",
+    }
+    text = cli("search", "bluetooth controller", "--project", "atlas").stdout
+    assert "given to a summariser" in text and "user said" not in text and "assistant said" not in text
+
+
 def test_a_line_found_by_its_words_is_shown_as_its_idea_once(tmp_path):
     transcript(tmp_path / "claude")
     hits = cli_json(

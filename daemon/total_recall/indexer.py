@@ -45,6 +45,10 @@ CONTEXT_QUERY_CHARS = 600  # the batch's opening is enough to find related topic
 NOT_CHUNKED = {"injected_context", "synthetic", "warmup", "empty", "thinking_only", "interrupt", "copied"}
 EMBEDDED_KINDS = {"prompt", "response", "subagent_prompt", "subagent_response", "compact_summary"}
 NOT_EMBEDDED = {"headless_summarizer", "compaction_prompt", "meta", "command"}
+# A headless summariser's lines (a session another tool ran with `claude -p "Summarize this part of a
+# conversation ..."`) are found by their words as "summariser_prompt" / "summariser_response", never
+# as what the user or Claude said in a session of theirs.
+SUMMARISER = "summariser"
 WINDOW_WORDS = 160  # about the 256 tokens the local model reads
 STRIDE_WORDS = 120  # windows overlap by 40 words, so a sentence cut by one is whole in the next
 
@@ -937,6 +941,8 @@ def message_chunks(messages: list[transcript.Message], previous: str = "") -> li
             continue
         context = store.quote(previous)
         seqs: dict[int, int] = {}
+        # a headless summariser's session is another tool's: its prompt is not the user's
+        kind = f"{SUMMARISER}_{m.kind}" if m.skip_reason == "headless_summarizer" else m.kind
         for number, piece in m.parts:
             tool = (
                 m.kind not in EMBEDDED_KINDS
@@ -952,7 +958,7 @@ def message_chunks(messages: list[transcript.Message], previous: str = "") -> li
                         "message_line": m.line,
                         "seq": seq,
                         "role": m.role,
-                        "kind": m.kind,
+                        "kind": kind,
                         "timestamp": m.timestamp,
                         "content": window,
                         "context": "" if tool else context,

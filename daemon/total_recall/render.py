@@ -50,6 +50,8 @@ SAID = {
     "interrupt": "user interrupted",
     "goal": "session goal",
     "pr_link": "session opened",
+    "summariser_prompt": "given to a summariser",
+    "summariser_response": "summariser said",
 }
 
 
