@@ -111,52 +111,59 @@ def bm25(
     if db.dialect == "postgres":
         return _ts_rank(db, owner, match, psql + extra, pparams, limit)
     rank = f"bm25({fts}, {weights})" if weights else "f.rank"
-    if fts in KEYED:
-        # Trigger: a search scoped to one project. Why: FTS5 ranks every row a MATCH yields before
-        # SQL filters them, so the other projects' matches were ranked and each looked up in its
-        # owner row only to be dropped (at 1M ideas, 20 projects: 55 ms a query). Outcome: the
-        # project's key is ANDed inside the MATCH and only its rows are ranked (10 ms), the same
-        # scores; when it is the only project, no filter at all. Several projects keep the join.
-        one = projects[0] if projects is not None and len(projects) == 1 and projects[0] else None
-        match = keyed_match(fts, match, one if one and not _only_project(db, owner, one) else None)
-        if projects is None or one:
-            # bm25() over the matches costs less than FTS5's sorted `rank` (§3); the key weighs 0
-            psql, pparams = "", ()
-            rank = f"bm25({fts}, {weights or ', '.join('1.0' for _ in KEYED[fts])}, 0.0)"
-    if not psql and not extra:
-        # Every project: the owner row filters nothing, and joining it for every match (before
-        # the sort) cost more than the ranking; the triggers keep the index and owners in step.
-        sql = f"SELECT f.rowid AS id, {rank} AS r FROM {fts} f WHERE {fts} MATCH ? ORDER BY r LIMIT ?"
-    else:
-        sql = (
-            f"SELECT o.id, {rank} AS r FROM {fts} f JOIN {owner} o ON o.id = f.rowid "
-            f"WHERE {fts} MATCH ?{psql}{extra} ORDER BY r LIMIT ?"
-        )
-    rows = db.all(sql, (match, *pparams, limit))
+    match, keyed, psql, pparams = _fts_scope(db, kind, match, projects, psql, pparams)
+    if keyed:
+        # bm25() over the matches costs less than FTS5's sorted `rank` (§3); the key weighs 0
+        rank = f"bm25({fts}, {weights or ', '.join('1.0' for _ in KEYED[fts])}, 0.0)"
+    column, source = _fts_source(kind, psql)
+    rows = db.all(
+        f"SELECT {column} AS id, {rank} AS r FROM {source} ORDER BY r LIMIT ?", (match, *pparams, limit)
+    )
     return [(r["id"], -float(r["r"])) for r in rows]
 
 
 def says(db: Database, kind: str, match: str, projects: list[str] | None) -> bool:
     """Whether any idea, topic or chunk (of these projects) holds a word of the FTS5 query: the first
     match found, none ranked (bm25() ranks every match of a common word before its LIMIT)."""
-    fts, owner, extra = FTS[kind]
+    _fts, owner, extra = FTS[kind]
     psql, pparams = _project_sql(projects, "o.project")
     if db.dialect == "postgres":
         sql = f"SELECT EXISTS (SELECT 1 FROM {owner} o, {PG_ANY_WORD} WHERE o.fts @@ w.q{psql}{extra}) AS hit"
         return bool(db.one(sql, (_pg_words(match), *pparams))["hit"])
+    match, _keyed, psql, pparams = _fts_scope(db, kind, match, projects, psql, pparams)
+    _column, source = _fts_source(kind, psql)
+    return bool(db.one(f"SELECT EXISTS (SELECT 1 FROM {source}) AS hit", (match, *pparams))["hit"])
+
+
+def _fts_scope(
+    db: Database, kind: str, match: str, projects: list[str] | None, psql: str, pparams: tuple
+) -> tuple[str, bool, str, tuple]:
+    """An FTS5 query's scope: (match, whether the key inside it scopes it, project filter, its
+    parameters).
+
+    Trigger: a search scoped to one project. Why: FTS5 ranks every row a MATCH yields before SQL
+    filters them, so the other projects' matches were ranked and each looked up in its owner row only
+    to be dropped (at 1M ideas, 20 projects: 55 ms a query). Outcome: over a KEYED table the
+    project's key is ANDed inside the MATCH and only its rows are ranked (10 ms), the same scores;
+    when it is the only project, no filter at all. Several projects keep the join."""
+    fts, owner, _extra = FTS[kind]
+    if fts not in KEYED:
+        return match, False, psql, pparams
     one = projects[0] if projects is not None and len(projects) == 1 and projects[0] else None
-    if fts in KEYED:
-        match = keyed_match(fts, match, one)
-        if one:
-            psql, pparams = "", ()
+    match = keyed_match(fts, match, one if one and not _only_project(db, owner, one) else None)
+    if projects is None or one:
+        return match, True, "", ()
+    return match, False, psql, pparams
+
+
+def _fts_source(kind: str, psql: str) -> tuple[str, str]:
+    """(the id column, the FROM ... WHERE ... MATCH ? clause) of an FTS5 query over `kind`. Every
+    project: the owner row filters nothing, and joining it for every match (before the sort) cost
+    more than the ranking; the triggers keep the index and owners in step."""
+    fts, owner, extra = FTS[kind]
     if not psql and not extra:
-        sql = f"SELECT EXISTS (SELECT 1 FROM {fts} WHERE {fts} MATCH ?) AS hit"
-    else:
-        sql = (
-            f"SELECT EXISTS (SELECT 1 FROM {fts} f JOIN {owner} o ON o.id = f.rowid "
-            f"WHERE {fts} MATCH ?{psql}{extra}) AS hit"
-        )
-    return bool(db.one(sql, (match, *pparams))["hit"])
+        return "f.rowid", f"{fts} f WHERE {fts} MATCH ?"
+    return "o.id", f"{fts} f JOIN {owner} o ON o.id = f.rowid WHERE {fts} MATCH ?{psql}{extra}"
 
 
 # PostgreSQL: the generated tsvector (GIN), the words OR-ed like the FTS5 query, ranked as BM25 ranks:

@@ -58,9 +58,11 @@ IDENTIFIER = re.compile(
 )
 
 
+# Work asked for as left to do, with no kind named ("what is left to do", "what is not done yet"); a todo
+# named in a state ("open todos", "remaining tasks", "which tasks are still open") is OPEN_STATE's.
 OPEN_WORK = re.compile(
     r"\b(?:(?:still )?left to do|still to do|(?:is|are|remains?|'s)(?: still)? left|"
-    r"remaining (?:work|tasks?|todos?)|open (?:todos?|tasks?)|pending (?:todos?|tasks?)|not (?:yet )?done)\b",
+    r"remaining work|not (?:yet )?done)\b",
     re.I,
 )
 
@@ -262,6 +264,7 @@ class TimeRange:
     range: tuple[datetime | None, datetime | None] = (None, None)
     words: str = ""  # the words that named it ("in february", "last week"): not a subject
     month_only: bool = False  # a month named without its year ("in september"): its latest past one
+    day: bool = False  # a calendar day named ("on March 3rd"): the day either side too, ranked, not filtered
 
 
 _MONTH_NAMES = "|".join(sorted(MONTHS, key=len, reverse=True))
@@ -282,7 +285,7 @@ def time_range(text: str, now: datetime) -> TimeRange:
         # "on 1 February, 2023", "on March 3rd", "on 2023-02-01": that day, a day either side
         # (a conversation's clock is UTC, the asker's calendar may not be).
         day, words = found
-        return TimeRange((day - timedelta(days=1), day + timedelta(days=2)), words)
+        return TimeRange((day - timedelta(days=1), day + timedelta(days=2)), words, day=True)
     if m := re.search(r"\b(?:in the )?(?:last|past) (\d+) (day|week|month)s?\b", t):
         days = int(m.group(1)) * {"day": 1, "week": 7, "month": 30}[m.group(2)]
         return TimeRange((now - timedelta(days=days), None), m.group(0))
@@ -341,8 +344,7 @@ def analyze(text: str, now: datetime | None = None) -> Query:
     q.time_words, q.month_only = terms_of(when.words), when.month_only
     q.speaker = speaker(text)
     q.identifier = IDENTIFIER.search(text) is not None
-    day = named_day(text.lower(), now)
-    q.soft_window = day is not None and since == day - timedelta(days=1)
+    q.soft_window = when.day
     q.time_sensitive = (
         since is not None
         or until is not None

@@ -220,24 +220,32 @@ def _entity_ideas(
     return [(i, 1.0) for i in lookup.ideas_naming(ctx.db, usable, projects, POOL)]
 
 
-def _kind_ideas(ctx: SearchContext, q: querymod.Query, projects: list[str] | None) -> list[tuple[int, float]]:
-    """The newest memories of the kinds the query filters to (open ones only when it asks so),
-    scored by how recent they are (the newest 1.0)."""
-    since = q.since.strftime("%Y-%m-%dT%H:%M:%S") if q.since and not q.soft_window else None
-    until = q.until.strftime("%Y-%m-%dT%H:%M:%S") if q.until and not q.soft_window else None
-    ids = lookup.ideas_of_kind(ctx.db, projects, q.intents, q.unanswered_only, POOL, since, until)
+STAMP = "%Y-%m-%dT%H:%M:%S"  # how the store's times compare (ISO seconds, UTC)
+
+
+def _stamps(since: datetime | None, until: datetime | None) -> tuple[str | None, str | None]:
+    """A window's ends as the store's times."""
+    return (since.strftime(STAMP) if since else None, until.strftime(STAMP) if until else None)
+
+
+def _newest_first(ids: list[int]) -> list[tuple[int, float]]:
+    """Ids listed newest first, scored by how recent they are (the newest 1.0)."""
     return [(i, 1.0 - n / len(ids)) for n, i in enumerate(ids)]
+
+
+def _kind_ideas(ctx: SearchContext, q: querymod.Query, projects: list[str] | None) -> list[tuple[int, float]]:
+    """The newest memories of the kinds the query filters to (open ones only when it asks so)."""
+    since, until = _stamps(q.since, q.until) if not q.soft_window else (None, None)
+    return _newest_first(
+        lookup.ideas_of_kind(ctx.db, projects, q.intents, q.unanswered_only, POOL, since, until)
+    )
 
 
 def _window_lines(
     ctx: SearchContext, q: querymod.Query, projects: list[str] | None
 ) -> list[tuple[int, float]]:
-    """The newest prompts, replies and compaction summaries said in the query's window, scored by how
-    recent they are (the newest 1.0)."""
-    since = q.since.strftime("%Y-%m-%dT%H:%M:%S") if q.since else None
-    until = q.until.strftime("%Y-%m-%dT%H:%M:%S") if q.until else None
-    ids = lookup.lines_between(ctx.db, projects, since, until, POOL)
-    return [(i, 1.0 - n / len(ids)) for n, i in enumerate(ids)]
+    """The newest prompts, replies and compaction summaries said in the query's window."""
+    return _newest_first(lookup.lines_between(ctx.db, projects, *_stamps(q.since, q.until), POOL))
 
 
 def _time_window_ideas(
@@ -245,10 +253,8 @@ def _time_window_ideas(
 ) -> list[tuple[int, float]]:
     """The newest ideas said in the query's window, all alike, or (`graded`, when the window is all
     the query names) scored by how recent they are (the newest 1.0)."""
-    since = q.since.strftime("%Y-%m-%dT%H:%M:%S") if q.since else None
-    until = q.until.strftime("%Y-%m-%dT%H:%M:%S") if q.until else None
-    ids = lookup.ideas_between(ctx.db, projects, since, until, POOL)
-    return [(i, 1.0 - n / len(ids) if graded else 1.0) for n, i in enumerate(ids)]
+    ids = lookup.ideas_between(ctx.db, projects, *_stamps(q.since, q.until), POOL)
+    return _newest_first(ids) if graded else [(i, 1.0) for i in ids]
 
 
 def gather(ctx: SearchContext, q: querymod.Query, projects: list[str] | None, hyde_text: str | None) -> dict:
@@ -318,8 +324,7 @@ def gather(ctx: SearchContext, q: querymod.Query, projects: list[str] | None, hy
 def _latest_lines(ctx: SearchContext, session: str) -> list[tuple[int, float]]:
     """The session's last lines (lookup.RECAP_KINDS), scored by how late they were said (the last
     1.0); each is shown as its idea when it has one (_add_line_ideas)."""
-    ids = lookup.latest_lines(ctx.db, session, POOL)
-    return [(i, 1.0 - n / len(ids)) for n, i in enumerate(ids)]
+    return _newest_first(lookup.latest_lines(ctx.db, session, POOL))
 
 
 def weights_for(q: querymod.Query) -> dict[str, float]:
@@ -537,9 +542,9 @@ def _passes(row: dict, q: querymod.Query, time_key: str) -> bool:
 
 def in_window(row: dict, q: querymod.Query, time_key: str) -> bool:
     stamp = (row.get(time_key) or "")[:19]
-    if q.since and (not stamp or stamp < q.since.strftime("%Y-%m-%dT%H:%M:%S")):
+    if q.since and (not stamp or stamp < q.since.strftime(STAMP)):
         return False
-    if q.until and (not stamp or stamp >= q.until.strftime("%Y-%m-%dT%H:%M:%S")):
+    if q.until and (not stamp or stamp >= q.until.strftime(STAMP)):
         return False
     return True
 
@@ -823,8 +828,7 @@ def _latest_year_of_month(ctx: SearchContext, q: querymod.Query, projects: list[
     assert q.since is not None and q.until is not None
     for back in range(1, YEARS_BACK + 1):
         since, until = q.since.replace(year=q.since.year - back), q.until.replace(year=q.until.year - back)
-        stamp = "%Y-%m-%dT%H:%M:%S"
-        window = (projects, since.strftime(stamp), until.strftime(stamp), 1)
+        window = (projects, *_stamps(since, until), 1)
         if lookup.ideas_between(ctx.db, *window) or lookup.lines_between(ctx.db, *window):
             return since.year
     return None
@@ -927,10 +931,7 @@ def unsaid_words(
     """The query's telling subject words (of 3+ letters, not a common English word: common_words)
     that no result says and no line or memory of the scope says either (a full-text lookup each, for
     at most UNSAID_CHECKS of them). A common word not said ("went", "long") is not worth a note."""
-    said: set[str] = set()
-    for r in results:
-        text = " ".join(str(r.get(f) or "") for f in ("content", "name", "summary"))
-        said |= {_stem(w) for w in querymod.WORD.findall(text.lower())}
+    said = set().union(*map(_said_stems, results))
     common = common_words()
     missing = [
         t for t in q.topic() if len(t) >= 3 and not t.isdigit() and t not in common and _stem(t) not in said
@@ -948,11 +949,13 @@ def unmentioned_subject(results: list[dict], q: querymod.Query) -> list[str]:
     when no result says any of them, else []."""
     subject = q.topic()
     wanted = {_stem(t) for t in subject}
-    for r in results:
-        text = " ".join(str(r.get(f) or "") for f in ("content", "name", "summary"))
-        if wanted & {_stem(w) for w in querymod.WORD.findall(text.lower())}:
-            return []
-    return subject
+    return [] if any(wanted & _said_stems(r) for r in results) else subject
+
+
+def _said_stems(result: dict) -> set[str]:
+    """The stems of the words a result shows (its content, or a topic's name and summary)."""
+    text = " ".join(str(result.get(f) or "") for f in ("content", "name", "summary"))
+    return {_stem(w) for w in querymod.WORD.findall(text.lower())}
 
 
 RERANK_N = (

@@ -1594,8 +1594,7 @@ def _notified_events(text: str) -> str | None:
         return None
     events = [" ".join(e.split()) for e in _NOTIFICATION_EVENT.findall(text)]
     events = [e for e in events if e]
-    summary = _NOTIFICATION_SUMMARY.search(text)
-    head = " ".join(summary.group(1).split()) if summary else ""
+    head = _notification_summary(text) or ""
     if not events:
         # How a command run in the background ended ('Background command "Build" completed (exit code
         # 0)'): its output went to a file of Claude Code's, which is never read; this line is the record.
@@ -1608,8 +1607,14 @@ def _notification_text(text: str) -> str:
     flaky test's cause" finished'). Its `<result>` is the agent's report, read in the agent's own file
     (found there once, not a second time here: I103), and the rest is task ids, a path of Claude
     Code's and a note to the model."""
+    summary = _notification_summary(text)
+    return text if summary is None else summary
+
+
+def _notification_summary(text: str) -> str | None:
+    """A `<task-notification>`'s `<summary>`, its whitespace folded; None without one."""
     summary = _NOTIFICATION_SUMMARY.search(text)
-    return " ".join(summary.group(1).split()) if summary else text
+    return " ".join(summary.group(1).split()) if summary else None
 
 
 _PR_URL = re.compile(r"https?://\S{1,300}")
