@@ -632,6 +632,59 @@ def test_with_an_llm_the_hyde_passage_finds_a_line_by_words_the_question_does_no
     assert found["kind"] == "message" and "hyde_bm25" in found["matched_by"]
 
 
+def test_with_rerank_on_the_llm_orders_the_first_results_and_a_failing_one_leaves_ours(tmp_path, monkeypatch):
+    """search.rerank = on: the LLM is shown the first rerank_depth results, numbered, and the ones it
+    lists come first in its order, then the ones it left out in ours; what it names wrongly (out of
+    range, twice, no number) is ignored. Prose, an error or an answer that orders nothing leaves our
+    order, with a note. Off (the default), and for a kind asked for alone ("todos"), it is asked
+    nothing."""
+    import re
+
+    from fake_openai import FakeOpenAI
+
+    transcript(tmp_path / "claude")
+    question = "why could the app not reach the cache server"
+    args = ("search", question, "--project", "atlas")
+    ours = cli_json(*args, "-k", "20")
+    assert len(ours) >= 4
+
+    def places(found):
+        return [(r.get("source_file"), r.get("source_line"), r["kind"], r.get("id")) for r in found]
+
+    place = places(ours)
+
+    def reversed_order(request):
+        shown = re.findall(r"^\[(\d+)\] ", request["messages"][1]["content"], re.M)
+        return json.dumps({"order": [int(n) for n in reversed(shown)]})
+
+    monkeypatch.setenv("TOTAL_RECALL_LLM_MODEL", "rerank-test")
+    with FakeOpenAI(chat=reversed_order) as srv:
+        monkeypatch.setenv("TOTAL_RECALL_LLM_BASE_URL", srv.base_url)
+        assert places(cli_json(*args, "-k", "3")) == place[:3]  # off by default: nothing asked
+        assert srv.requests_to("/chat/completions") == []
+        monkeypatch.setenv("TOTAL_RECALL_SEARCH_RERANK", "on")
+        assert places(cli_json(*args, "-k", "3")) == place[::-1][:3]
+        sent = [r["json"] for r in srv.requests_to("/chat/completions")]
+        assert len(sent) == 1 and f"Question: {question}" in sent[0]["messages"][1]["content"]
+        assert f"[{len(ours)}] " in sent[0]["messages"][1]["content"]  # every result was shown
+        assert not cli("search", "todos", "--project", "atlas").stderr.count("re-ranking")
+        # A kind asked for alone lists its memories newest first: no re-ranking, and no HyDE either
+        # (an imagined answer's words would add lines to the list).
+        assert len(srv.requests_to("/chat/completions")) == 1
+
+    with FakeOpenAI(chat=json.dumps({"order": [99, 2, 2, "1", True, "x"]})) as srv:
+        monkeypatch.setenv("TOTAL_RECALL_LLM_BASE_URL", srv.base_url)
+        assert places(cli_json(*args, "-k", "4")) == [place[1], place[0], place[2], place[3]]
+
+    for answer in ("The first ones look best.", json.dumps({"order": []}), {"status": 500}):
+        with FakeOpenAI(chat=answer) as srv:
+            monkeypatch.setenv("TOTAL_RECALL_LLM_BASE_URL", srv.base_url)
+            out = cli(*args, "-k", "3", "--json")
+            assert places(json.loads(out.stdout)) == place[:3], answer
+            assert "re-ranking skipped: re-ranking via" in out.stderr, answer
+            assert len(srv.requests_to("/chat/completions")) == 2, answer  # retried once, then ours
+
+
 def test_lines_of_no_topic_are_headed_by_their_own_session():
     from total_recall import render
 

@@ -62,6 +62,10 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "search": {
         "k": 10,
         "hyde": "auto",  # auto | on | off
+        # on = with an LLM endpoint, the model orders the first rerank_depth results by how well
+        # they answer the query (one call per search, while the user waits); off by default
+        "rerank": "off",  # on | off
+        "rerank_depth": 20,
         # the daemon holds the vectors in memory for searches up to this size (vector_cache.py);
         # 0 = sqlite-vec scans them on every search
         "vector_cache_mb": 256,
@@ -104,6 +108,7 @@ RANGES: dict[str, tuple[float, bool]] = {
     "db.busy_timeout": (0, True),
     "search.k": (1, True),
     "search.vector_cache_mb": (0, True),
+    "search.rerank_depth": (2, True),
     "context.budget_chars": (0, True),
 }
 CHOICES: dict[str, set[str]] = {
@@ -111,6 +116,7 @@ CHOICES: dict[str, set[str]] = {
     "embed.provider": {"local", "openai"},
     "db.driver": {"", "stdlib", "sqlean", "pysqlite3"},
     "search.hyde": {"auto", "on", "off"},
+    "search.rerank": {"on", "off"},
 }
 
 

@@ -775,6 +775,9 @@ def search(
         q.terms = []
         q.boost_intents |= querymod.RECAP_INTENTS
         q.time_sensitive = True
+    asked, reranking = k, wants_rerank(ctx.settings, q, window_only)
+    if reranking:  # the LLM orders the first rerank_depth results; the first k asked for are shown
+        k = max(k, ctx.settings.search.rerank_depth)
     results = _search(ctx, q, projects, hyde_text, now, k)
     if not results and q.month_only and (year := _latest_year_of_month(ctx, q, projects)):
         # "in September" is this year's September or, when that one is still to come, last year's;
@@ -816,7 +819,7 @@ def search(
         ctx._note(
             f"no line or memory in this scope says {' or '.join(unsaid)}: showing what matches the rest"
         )
-    return results
+    return llm_order(ctx, q.text, results, asked) if reranking else results
 
 
 YEARS_BACK = 10  # how many earlier years a month named without its year is looked for in
@@ -1615,8 +1618,12 @@ def _relations(db: Database, ids: list[int]) -> dict[int, list[dict]]:
 def wants_hyde(settings: config.Settings, text: str, forced: bool) -> bool:
     if not settings.llm_enabled():
         return False
-    if querymod.analyze(text).asks_recap():
-        return False  # "where did we leave off": a recap of the last session, no answer to imagine
+    q = querymod.analyze(text)
+    if q.asks_recap() or q.asks_listing() or q.asks_window():
+        # "where did we leave off", "todos", "what did we do in February": the session's last lines,
+        # the kind's or the time's memories, newest first; no answer to imagine, and an imagined
+        # one's words would add lines to the list (hyde_bm25) after a wait for the endpoint.
+        return False
     mode = settings.search.hyde
     if forced or mode == "on":
         return True
@@ -1671,6 +1678,50 @@ def run(
         r["session_title"] = titles.get(r.get("session"))  # the /resume picker's name for it, or None
         r["session_prs"] = prs.get(r.get("session"), [])  # the pull requests it opened (PR link lines)
     return {"results": results, "notes": ctx.notes}
+
+
+def wants_rerank(settings: config.Settings | None, q: querymod.Query, window_only: bool) -> bool:
+    """Whether the LLM orders this search's first results: asked for (`search.rerank = on`), an
+    endpoint set, and a query whose order is not its own: a recap, or a kind or a time asked for
+    with nothing else, lists its memories newest first."""
+    return bool(
+        settings is not None
+        and settings.search.rerank == "on"
+        and settings.llm_enabled()
+        and not (q.asks_recap() or q.asks_listing() or window_only)
+    )
+
+
+def llm_order(ctx: SearchContext, text: str, results: list[dict], k: int) -> list[dict]:
+    """The first k of results after the LLM ordered the first `search.rerank_depth` of them: the
+    ones it judged to help answer the query in its order, then the ones it left out in ours, then
+    the rest. Nothing is dropped by its judgement, and when it fails (no endpoint answering, an
+    answer that orders nothing) a note says so and our order stands."""
+    head = results[: ctx.settings.search.rerank_depth]
+    if len(head) < 2:
+        return results[:k]
+    from total_recall.extract import llm
+
+    try:
+        order = llm.rerank(ctx.settings, text, [_passage(r) for r in head])
+    except (ExtractionError, TotalRecallError) as exc:
+        ctx._note(f"re-ranking skipped: {exc}")
+        return results[:k]
+    chosen = set(order)
+    ordered = [head[i] for i in order] + [r for i, r in enumerate(head) if i not in chosen]
+    return (ordered + results[len(head) :])[:k]
+
+
+def _passage(result: dict) -> str:
+    """A result as the re-ranking model reads it: what it is, when, and its text."""
+    if result.get("kind") == "span":
+        what, text = "topic", f"{result.get('name') or ''}: {result.get('summary') or ''}"
+    elif result.get("kind") == "idea":
+        what, text = str(result.get("intent") or "memory"), str(result.get("content") or "")
+    else:
+        what, text = f"{result.get('role') or 'someone'} said", str(result.get("content") or "")
+    day = str(result.get("timestamp") or "")[:10]
+    return f"({what}{', ' + day if day else ''}) {text}"
 
 
 def local_embedder(settings: config.Settings) -> Any:

@@ -1,4 +1,5 @@
-"""The LLM extractor (one chat call per batch to any OpenAI-compatible endpoint) and HyDE.
+"""The LLM extractor (one chat call per batch to any OpenAI-compatible endpoint), HyDE, and the
+optional re-ranking of a search's first results.
 
 Retries have one owner, tenacity, and only for failures worth repeating: connection errors and
 timeouts, HTTP 408/409/429 (Retry-After honoured) and 5xx, and answers that are not a complete
@@ -33,6 +34,18 @@ HYDE_PROMPT = (
     "if quoted from those conversations: concrete decisions, problems, fixes, names, files and "
     "dates. Plausible guesses are fine; they are only used to find similar text. Answer with the "
     "passage only."
+)
+
+RERANK_ATTEMPTS = 2  # re-ranking runs while a user waits for search results
+RERANK_MAX_TOKENS = 200
+RERANK_PASSAGE_CHARS = 600  # of each result shown to the model
+
+RERANK_PROMPT = (
+    "You rank search results from a memory of past conversations between a developer and an AI "
+    "coding assistant. Given a question and numbered passages (each a line or a memory of those "
+    "conversations), list the numbers of the passages that help answer the question, the most "
+    "helpful first; leave out the ones that do not help. Answer with JSON only: "
+    '{"order": [3, 1, 7]}'
 )
 
 # Endpoints (base URL + model) that rejected response_format in this process: later calls skip it.
@@ -339,6 +352,72 @@ def hyde(
         return _retrying(sleep, HYDE_ATTEMPTS)(attempt)
     except (_BadContent, openai.OpenAIError, ValueError) as exc:
         raise ExtractionError(f"HyDE via {endpoint.base_url} failed: {exc}") from exc
+
+
+# ---------------------------------------------------------------------------------------------
+# Re-ranking
+
+
+def rerank(
+    settings: Any,
+    query: str,
+    passages: list[str],
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[int]:
+    """The indexes of ``passages`` the model judged to help answer ``query``, the most helpful
+    first (each at most once; the ones it left out are not listed).
+
+    Raises ExtractionError when the endpoint fails, or answers with no passage number it was
+    given (prose, an empty list, numbers out of range): an answer that orders nothing is no
+    ordering, and the caller keeps its own.
+    """
+    import openai
+
+    endpoint = _Endpoint(settings)
+    numbered = "\n\n".join(
+        f"[{n}] {redact(' '.join(text.split()))[:RERANK_PASSAGE_CHARS]}" for n, text in enumerate(passages, 1)
+    )
+    messages = [
+        {"role": "system", "content": RERANK_PROMPT},
+        {"role": "user", "content": f"Question: {redact(query)}\n\nPassages:\n\n{numbered}"},
+    ]
+
+    def attempt() -> list[int]:
+        try:
+            response = endpoint.chat(
+                messages, json_object=True, on_rejected=lambda _: None, max_tokens=RERANK_MAX_TOKENS
+            )
+            parsed = parse_json_content(_content(response))
+        except ExtractionError as exc:
+            raise _BadContent(str(exc)) from exc
+        order = _passage_order(parsed.get("order"), len(passages))
+        if not order:
+            raise _BadContent(f"no passage number in {json.dumps(parsed)[:200]}")
+        return order
+
+    try:
+        return _retrying(sleep, RERANK_ATTEMPTS)(attempt)
+    except (_BadContent, openai.OpenAIError, ValueError) as exc:
+        raise ExtractionError(f"re-ranking via {endpoint.base_url} failed: {exc}") from exc
+
+
+def _passage_order(listed: Any, count: int) -> list[int]:
+    """Passage numbers 1..count as 0-based indexes, in the order given, each once; anything else
+    (a number out of range, a string that is no number, a repeat) is left out."""
+    if not isinstance(listed, list):
+        return []
+    out: list[int] = []
+    for item in listed:
+        if isinstance(item, bool):
+            continue
+        try:
+            number = int(item) if isinstance(item, (int, str)) else None
+        except ValueError:
+            number = None
+        if number is not None and 1 <= number <= count and number - 1 not in out:
+            out.append(number - 1)
+    return out
 
 
 def _record_hyde(
