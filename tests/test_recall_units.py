@@ -645,8 +645,8 @@ def test_with_rerank_on_the_llm_orders_the_first_results_and_a_failing_one_leave
     transcript(tmp_path / "claude")
     question = "why could the app not reach the cache server"
     args = ("search", question, "--project", "atlas")
-    ours = cli_json(*args, "-k", "20")
-    assert len(ours) >= 4
+    ours = cli_json(*args, "-k", "50")
+    assert 4 <= len(ours) < 30  # all of them within the depth the model is shown (rerank_depth 30)
 
     def places(found):
         return [(r.get("source_file"), r.get("source_line"), r["kind"], r.get("id")) for r in found]

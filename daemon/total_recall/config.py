@@ -65,7 +65,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         # on = with an LLM endpoint, the model orders the first rerank_depth results by how well
         # they answer the query (one call per search, while the user waits); off by default
         "rerank": "off",  # on | off
-        "rerank_depth": 20,
+        "rerank_depth": 30,
         # the daemon holds the vectors in memory for searches up to this size (vector_cache.py);
         # 0 = sqlite-vec scans them on every search
         "vector_cache_mb": 256,

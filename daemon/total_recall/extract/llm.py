@@ -181,6 +181,28 @@ class _Endpoint:
             return self.client().chat.completions.create(**kwargs)
 
 
+_ENDPOINTS: dict[tuple, _Endpoint] = {}
+_ENDPOINTS_LOCK = threading.Lock()
+
+
+def _shared_endpoint(settings: Any) -> _Endpoint:
+    """The endpoint of these settings, one per process: HyDE and re-ranking run while a user waits,
+    and a new OpenAI client costs ~50 ms (its TLS context) before the first byte is sent."""
+    key = (
+        settings.llm.base_url,
+        settings.llm.model,
+        settings.llm.timeout,
+        settings.llm.json_mode,
+        settings.llm_api_key(),
+    )
+    with _ENDPOINTS_LOCK:
+        if key not in _ENDPOINTS:
+            if len(_ENDPOINTS) >= 8:  # settings changed many times over (tests): start afresh
+                _ENDPOINTS.clear()
+            _ENDPOINTS[key] = _Endpoint(settings)
+        return _ENDPOINTS[key]
+
+
 def _content(response: Any) -> str | None:
     """The first choice's text; None when the body was not a chat completion at all."""
     choices = getattr(response, "choices", None)
@@ -331,7 +353,7 @@ def hyde(
     """
     import openai
 
-    endpoint = _Endpoint(settings)
+    endpoint = _shared_endpoint(settings)
     messages = [{"role": "system", "content": HYDE_PROMPT}, {"role": "user", "content": redact(query)}]
 
     def attempt() -> str:
@@ -374,7 +396,7 @@ def rerank(
     """
     import openai
 
-    endpoint = _Endpoint(settings)
+    endpoint = _shared_endpoint(settings)
     numbered = "\n\n".join(
         f"[{n}] {redact(' '.join(text.split()))[:RERANK_PASSAGE_CHARS]}" for n, text in enumerate(passages, 1)
     )
