@@ -209,6 +209,36 @@ def test_a_reply_that_says_how_it_fixed_a_reported_problem_is_a_solution():
     }
 
 
+def test_a_line_leading_into_a_list_of_names_keeps_the_names():
+    """ "Add three quality tools as dev dependencies:" alone does not say which: the heads of the list
+    under it (bold names, or the words before a colon, dash or bracket) follow it in its memory, whose
+    kind is still read from the line alone; every item stays a memory of its own. Sub-items, code and
+    a list of whole sentences add nothing, and a line that leads into no list stays as it is."""
+    turns = conversation(
+        ("user", "Decide how we check code quality in this repo."),
+        (
+            "assistant",
+            "We decided to add three quality tools as dev dependencies:\n"
+            "- **Credo** for static code analysis\n"
+            "  - strict mode later\n"
+            "- **Dialyxir**: gradual type checking via Dialyzer\n"
+            "- `mix_audit` (dependency vulnerability scanning)\n\n"
+            'Here\'s the config I used for all of them:\n```elixir\ndefp deps do\n  [{:credo, "~> 1.7"},\n'
+            '   {:dialyxir, "~> 1.4"}]\nend\n```\n'
+            "The changes so far:\n"
+            "- The flaky checkout test compared floats exactly and now uses approx.\n"
+            "- Replaced the retry loop in client.py with tenacity.",
+        ),
+    )
+    said = {i["content"]: i["type"] for i in extract(turns)["items"] if i["source_line"] == 11}
+    assert said["We decided to add three quality tools as dev dependencies: Credo; Dialyxir; mix_audit"] == (
+        "decision"
+    )
+    assert "Credo for static code analysis" in said
+    assert "Here's the config I used for all of them:" in said  # code follows it, not a list
+    assert "The changes so far:" in said  # a list of sentences: its items say it
+
+
 @pytest.mark.parametrize(
     ("text", "intent"),
     [

@@ -1195,6 +1195,84 @@ def _blocks(content: str) -> list[str]:
     return [b for b in blocks if b]
 
 
+LIST_HEAD_WORDS = 6  # of a list item, named after the line that leads into the list
+LIST_HEAD_END = re.compile(r":\s|\s[—–-]\s|\s\(|\.\s|\.$|,\s")
+LIST_GIST_ITEMS = 8
+
+
+def lead_in_lists(content: str) -> dict[str, str]:
+    """{the line that leads into a list, as _key reads it: the heads of the list's items}.
+
+    "Add three quality tools as dev dependencies:" followed by "- **Credo** for static analysis",
+    "- **Dialyxir** ..." is remembered as "... dependencies: Credo; Dialyxir; mix_audit": the
+    sentence alone says there were three tools and not which (each item stays a memory of its
+    own as well). A head is an item's bold name, else its words up to a colon, dash, bracket,
+    comma or full stop; only a list whose every item has one of at most LIST_HEAD_WORDS words
+    counts (a list of sentences says what it lists itself). Only the top-level items right after
+    the line count, at least two; code fences are not read.
+    """
+    out: dict[str, str] = {}
+    lines = FENCE.sub("\n", content).splitlines()
+    for i, raw in enumerate(lines):
+        line = raw.strip()
+        if not line.endswith(":") or LIST_MARK.match(line) or HEADING.match(line):
+            continue
+        heads: list[str] = []
+        indent = None
+        for follow in lines[i + 1 :]:
+            if not follow.strip():
+                if heads:
+                    break
+                continue
+            mark = LIST_MARK.match(follow.strip())
+            depth = len(follow) - len(follow.lstrip())
+            if not mark:
+                break
+            if indent is None:
+                indent = depth
+            if depth > indent:
+                continue  # a sub-item
+            if depth < indent:
+                break
+            heads.append(_list_head(follow.strip()[mark.end() :]))
+        if len(heads) >= 2 and all(heads):  # a list of names; a list of sentences says them itself
+            out[_key(line)] = "; ".join(heads[:LIST_GIST_ITEMS])
+    return out
+
+
+def _list_head(item: str) -> str:
+    bold = BOLD.match(item)
+    if bold:
+        head = bold.group(2).strip().rstrip(":").strip()
+    else:
+        text = _strip_inline(item)
+        end = LIST_HEAD_END.search(text)
+        head = text[: end.start()] if end else text
+    words = BACKTICK.sub(r"\1", head).split()
+    return " ".join(words).rstrip(".,;:") if len(words) <= LIST_HEAD_WORDS else ""
+
+
+def _key(text: str) -> str:
+    """A line or a sentence as lead_in_lists matches them: markup, backticks and case dropped."""
+    return " ".join(BACKTICK.sub(r"\1", _strip_inline(text)).lower().split())
+
+
+def with_list(text: str, gists: dict[str, str]) -> str:
+    """`text` and, when it is a line leading into a list (lead_in_lists), the heads of the list's
+    items after it, within MAX_ITEM_CHARS."""
+    if not gists or not text.rstrip().endswith(":"):
+        return text
+    key = _key(text)
+    for lead, gist in gists.items():
+        if key.endswith(lead) or (len(key) >= 12 and lead.endswith(key)):
+            room = MAX_ITEM_CHARS - len(text) - 1
+            heads = gist.split("; ")
+            while heads and len("; ".join(heads)) > room:
+                heads.pop()
+            return f"{text} {'; '.join(heads)}" if len(heads) >= 2 else text
+    return text
+
+
 def sentences(content: str) -> list[str]:
     """The sentences of a message in order, markdown stripped, none over MAX_ITEM_CHARS.
 
@@ -2177,6 +2255,7 @@ class OfflineExtractor:
         stripped = TOOL_LINE.sub("", content)  # "[tool Bash: ls]": what ran is not what was said
         ran_tools, content = stripped != content, stripped
         parts = sentences(content)
+        gists = lead_in_lists(content)
         if str(message.get("role") or "") == "assistant":
             # Narration announces the tool call that follows it ("Let me check the tests.") or the
             # text after it ("Now let's build and test:"); elsewhere "let's" may be a plan.
@@ -2214,16 +2293,19 @@ class OfflineExtractor:
                 elif answering and role == "assistant" and intent == "problem":
                     intent = "context"  # the reply restates the user's problem, already remembered
                 closes = intent != "question" and bool(DONE_STATEMENT.search(normalised[0]))
+                # A line leading into a list keeps the items' heads (lead_in_lists); what it is, how
+                # sure, and what it relates to stay those of the line itself.
+                listed = with_list(piece, gists)
                 units.append(
                     _Unit(
-                        text=text,
+                        text=BACKTICK.sub(r"\1", listed),
                         line=message["line"],
                         role=role,
                         message=index,
                         intent=intent,
                         confidence=confidence(text, intent, normalised),
-                        entities=entities(piece, project),
-                        words=content_words(text),
+                        entities=entities(listed, project),
+                        words=content_words(listed),
                         normalised=normalised,
                         closes=closes,
                     )
