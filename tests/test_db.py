@@ -161,6 +161,38 @@ def test_older_database_with_data_migrates_to_head(tmp_path):
         new.close()
 
 
+def test_0019_marks_the_problems_a_solution_answered_as_having_a_fix(tmp_path):
+    """A database made before 0019 holds problems a solution answers with answered = 0; migrated, they
+    have a fix given (answered = 1), and a problem answered by no solution, or only by a context line,
+    stays open."""
+    folder = tmp_path / "m18"
+    folder.mkdir()
+    for number, path in db.migration_files():
+        if number <= 18:
+            shutil.copy(path, folder / path.name)
+    old = db.connect(tmp_path / "v18.db", migrations_dir=folder)
+    old.execute("INSERT INTO files (id, path) VALUES (1, '/t/a.jsonl')")
+    for n, intent in enumerate(("problem", "solution", "problem", "problem", "context"), 1):
+        old.execute(
+            "INSERT INTO ideas (id, content, content_hash, intent, confidence, file_id, source_line, "
+            "created_at, updated_at) VALUES (?, ?, ?, ?, 0.9, 1, ?, 1.0, 1.0)",
+            (n, f"idea {n}", f"h{n}", intent, n),
+        )
+    for source, target in ((2, 1), (5, 4)):
+        old.execute(
+            "INSERT INTO relations (from_id, to_id, relation_type, created_at) VALUES (?, ?, 'answers', 1.0)",
+            (source, target),
+        )
+    old.close()
+    new = db.connect(tmp_path / "v18.db")
+    assert dict(new.execute("SELECT id, answered FROM ideas WHERE intent = 'problem'").fetchall()) == {
+        1: 1,
+        3: 0,
+        4: 0,
+    }
+    new.close()
+
+
 def test_home_and_database_are_private(isolated_home):
     database = db.connect()
     database.close()

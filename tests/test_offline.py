@@ -209,6 +209,30 @@ def test_a_reply_that_says_how_it_fixed_a_reported_problem_is_a_solution():
     }
 
 
+def test_a_solution_answers_the_problem_reported_just_before_it_not_any_earlier_one():
+    """A fix given in reply to a reported problem answers it (and so gives it a fix: "unresolved
+    problems" leaves it out); a fix for something else said later, unlike the earlier problem, does
+    not answer that problem, which stays open."""
+    replied = extract(
+        conversation(
+            ("user", "Also the CSV export crashes on empty rows."),
+            ("assistant", "To fix the CSV export, skip empty rows before writing them."),
+        )
+    )
+    assert {(r["from_line"], r["to_line"], r["type"]) for r in replied["relations"]} == {(11, 10, "answers")}
+    later = extract(
+        conversation(
+            ("user", "The deploy fails with a TLS handshake error on the staging box."),
+            ("assistant", "I'll come back to that after lunch."),
+            ("user", "Also, how should we cache the dashboard stats?"),
+            ("assistant", "Workaround: put a Redis cache in front of the stats query."),
+        )
+    )
+    kinds = {i["source_line"]: i["type"] for i in later["items"]}
+    assert kinds[10] == "problem" and kinds[13] == "solution"
+    assert not [r for r in later["relations"] if r["type"] == "answers" and r["to_line"] == 10]
+
+
 def test_a_line_leading_into_a_list_of_names_keeps_the_names():
     """ "Add three quality tools as dev dependencies:" alone does not say which: the heads of the list
     under it (bold names, or the words before a colon, dash or bracket) follow it in its memory, whose

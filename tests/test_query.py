@@ -167,11 +167,11 @@ def test_what_is_still_left_to_do_is_open_todos_with_no_subject():
         ("what todos are still open", "todo", True, []),
         ("which todos are not done yet", "todo", True, []),
         ("which tasks are still open", "todo", True, []),
-        ("unresolved problems", "problem", False, []),
-        ("pending issues", "problem", False, []),
+        ("unresolved problems", "problem", True, []),
+        ("pending issues", "problem", True, []),
         ("questions not answered yet", "question", True, []),
         ("outstanding questions about the deploy", "question", True, ["deploy"]),
-        ("any bugs still unresolved in the parser", "problem", False, ["parser"]),
+        ("any bugs still unresolved in the parser", "problem", True, ["parser"]),
     ],
 )
 def test_the_state_a_kind_is_asked_in_frames_the_question_and_is_not_its_subject(
@@ -179,7 +179,8 @@ def test_the_state_a_kind_is_asked_in_frames_the_question_and_is_not_its_subject
 ):
     """ "What todos are still open" asks for open todos: "still open" is how the kind is named, not a
     subject that no todo mentions (search.search would then drop the filter and show what was said
-    about "open"). A state before the kind ("unresolved problems") keeps the kind a filter."""
+    about "open"). A state before the kind ("unresolved problems") keeps the kind a filter, and asks
+    for the open ones: problems no solution answered."""
     q = query.analyze(text, NOW)
     assert (q.intents, q.unanswered_only, q.subject()) == ({kind}, open_only, subject)
 

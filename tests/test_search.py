@@ -181,6 +181,30 @@ def test_asking_for_todos_still_open_lists_the_open_todos_not_what_was_said_abou
         assert not any("5432" in (r.get("content") or "") for r in found), text
 
 
+def test_unresolved_problems_leaves_out_the_problems_a_fix_was_given_for(store, tmp_path):
+    """ "Unresolved problems" lists the problems no solution answered; "problems" lists both, each
+    flagged: "fix given" or "open"."""
+    index(
+        tmp_path / "claude",
+        "s",
+        [
+            ("user", "The deploy fails with a TLS handshake error on the staging box."),
+            ("assistant", "Fixed it by renewing the staging certificate with certbot."),
+            ("user", "Also the CSV export crashes on empty rows."),
+            ("assistant", "I will look at the export tomorrow."),
+        ],
+        NOW - timedelta(days=1),
+    )
+    for text in ("unresolved problems", "which problems are still open"):
+        found = cli_json("search", text, "--project", "atlas")
+        assert [r["content"] for r in found if r["kind"] == "idea"] == [
+            "Also the CSV export crashes on empty rows."
+        ], text
+    shown = cli("search", "problems", "--project", "atlas").stdout
+    assert "TLS handshake error on the staging box. (fix given)" in shown
+    assert "crashes on empty rows. (open)" in shown
+
+
 def test_a_kind_asked_for_with_nothing_else_lists_its_memories_newest_first_every_one_of_a_line(
     store, tmp_path
 ):

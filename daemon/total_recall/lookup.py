@@ -366,7 +366,7 @@ def ideas_of_kind(
     until: str | None = None,
 ) -> list[int]:
     """Ids of the newest ideas (of these projects, said in since..until) of these kinds; with
-    open_only, neither an answered question nor a closed todo."""
+    open_only, neither an answered question, a problem a solution answered, nor a closed todo."""
     kinds = sorted(intents)
     psql, pparams = _project_sql(projects, "project")
     tsql, tparams = _time_sql(since, until, "message_time")

@@ -70,7 +70,8 @@ OPEN_WORK = re.compile(
 # How the state of a kind of memory is asked for: "open todos", "unresolved problems", "which todos
 # are still open", "questions not answered yet". The state's words frame the question, they are not
 # its subject (a subject no memory of the kind mentions makes the filter give way: search.search); for
-# todos and questions they ask for the open ones only (a closed todo, an answered question is not).
+# todos, questions and problems they ask for the open ones only (a closed todo, an answered question, a
+# problem a solution answered is not).
 _STATE = r"open|unresolved|unsolved|unanswered|pending|outstanding|unfinished|remaining|undone|incomplete"
 _NOT_DONE = r"not (?:yet )?(?:done|finished|answered|resolved|solved|fixed|closed)(?: yet)?"
 _STATE_AFTER = rf"{_STATE}|left(?: open)?|{_NOT_DONE}"
@@ -392,7 +393,7 @@ def analyze(text: str, now: datetime | None = None) -> Query:
             # "latest decisions", "list all open questions": how the list is asked for, not its subject
             q.kind_words += [w for w in terms_of(" ".join(lead)) if w not in q.kind_words]
             q.intents.add(intent)
-            q.unanswered_only = unanswered or (state is not None and intent == "question")
+            q.unanswered_only = unanswered or (state is not None and intent in ("question", "problem"))
         else:
             q.boost_intents.add(intent)
         break

@@ -103,6 +103,8 @@ def _line(r: dict) -> str:
         flags.append(f"superseded by #{r['superseded_by'][0]}")
     if r["intent"] == "question":
         flags.append("answered" if r["answered"] else "open")
+    if r["intent"] == "problem":
+        flags.append("fix given" if r["answered"] else "open")
     if r["intent"] == "todo":
         flags.append("done" if r.get("closed") else "open")
     extra = f" ({', '.join(flags)})" if flags else ""

@@ -536,7 +536,7 @@ def _passes(row: dict, q: querymod.Query, time_key: str) -> bool:
     if q.intents and row.get("intent") not in q.intents:
         return False
     if q.unanswered_only and (row.get("answered") or row.get("closed_source_line") is not None):
-        return False  # an answered question or a closed todo
+        return False  # an answered question, a problem with a fix given, or a closed todo
     return q.soft_window or in_window(row, q, time_key)
 
 

@@ -515,9 +515,13 @@ def insert_relation(db: Database, ctx: BatchContext, from_id: int, to_id: int, r
             ctx.now,
         )
         if rtype == "answers":
+            # An answered question, and a problem a solution answers (a fix was given), are no
+            # longer open: "open questions" and "unresolved problems" leave them out.
             db.execute(
-                "UPDATE ideas SET answered = 1, updated_at = ? WHERE id = ? AND intent = 'question'",
-                (ctx.now, to_id),
+                "UPDATE ideas SET answered = 1, updated_at = ? WHERE id = ? AND (intent = 'question' OR "
+                "(intent = 'problem' AND EXISTS "
+                "(SELECT 1 FROM ideas s WHERE s.id = ? AND s.intent = 'solution')))",
+                (ctx.now, to_id, from_id),
             )
     return bool(cur.rowcount)
 

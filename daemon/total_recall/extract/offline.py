@@ -2552,16 +2552,26 @@ class _Relations:
         return earlier[-1] if earlier else None
 
     def _solves(self, index: int) -> None:
+        """A solution answers the problem the other side reported in the message just before it
+        (the most similar of them), else the batch's or a known problem it is clearly similar to.
+        What it answers counts as having a fix (store.insert_relation), so "open problems" leaves it
+        out: a fix said to the dashboard's response time must not close the CSRF error said earlier."""
         unit = self.units[index]
         problems = [
             (self.similar.unit_unit(index, j), j)
             for j, other in enumerate(self.units[:index])
             if other.intent == "problem" and other.line != unit.line
         ]
-        if problems:
-            _, j = max(problems)  # most similar; among equals the most recent
-            self.add(unit, "answers", target=self.units[j])
-            return
+        reported = [
+            (score, j)
+            for score, j in problems
+            if self.units[j].message == unit.message - 1 and self.units[j].role != unit.role
+        ]
+        if reported or problems:
+            score, j = max(reported or problems)  # most similar; among equals the most recent
+            if reported or score >= self.similar.match:
+                self.add(unit, "answers", target=self.units[j])
+                return
         found = self._best(index, lambda intent: intent == "problem")
         self._link(index, "answers", found, self.similar.match)
 
