@@ -635,9 +635,9 @@ def test_with_an_llm_the_hyde_passage_finds_a_line_by_words_the_question_does_no
 def test_with_rerank_on_the_llm_orders_the_first_results_and_a_failing_one_leaves_ours(tmp_path, monkeypatch):
     """search.rerank = on: the LLM is shown the first rerank_depth results, numbered, and the ones it
     lists come first in its order, then the ones it left out in ours; what it names wrongly (out of
-    range, twice, no number) is ignored. Prose, an error or an answer that orders nothing leaves our
-    order, with a note. Off (the default), and for a kind asked for alone ("todos"), it is asked
-    nothing."""
+    range, twice, no number) is ignored. Prose, an error or an order of no passage leaves our order,
+    with a note, after a second try; so does an empty order (the model judged none to answer), asked
+    once. Off (the default), and for a kind asked for alone ("todos"), it is asked nothing."""
     import re
 
     from fake_openai import FakeOpenAI
@@ -676,7 +676,14 @@ def test_with_rerank_on_the_llm_orders_the_first_results_and_a_failing_one_leave
         monkeypatch.setenv("TOTAL_RECALL_LLM_BASE_URL", srv.base_url)
         assert places(cli_json(*args, "-k", "4")) == [place[1], place[0], place[2], place[3]]
 
-    for answer in ("The first ones look best.", json.dumps({"order": []}), {"status": 500}):
+    with FakeOpenAI(chat=json.dumps({"order": []})) as srv:  # none helps: an answer, not a failure
+        monkeypatch.setenv("TOTAL_RECALL_LLM_BASE_URL", srv.base_url)
+        out = cli(*args, "-k", "3", "--json")
+        assert places(json.loads(out.stdout)) == place[:3]
+        assert f"the model judged none of the first {len(ours)} results to answer this" in out.stderr
+        assert len(srv.requests_to("/chat/completions")) == 1
+
+    for answer in ("The first ones look best.", json.dumps({"order": ["x", 0]}), {"status": 500}):
         with FakeOpenAI(chat=answer) as srv:
             monkeypatch.setenv("TOTAL_RECALL_LLM_BASE_URL", srv.base_url)
             out = cli(*args, "-k", "3", "--json")

@@ -1707,6 +1707,9 @@ def llm_order(ctx: SearchContext, text: str, results: list[dict], k: int) -> lis
     except (ExtractionError, TotalRecallError) as exc:
         ctx._note(f"re-ranking skipped: {exc}")
         return results[:k]
+    if not order:
+        ctx._note(f"the model judged none of the first {len(head)} results to answer this: our order")
+        return results[:k]
     chosen = set(order)
     ordered = [head[i] for i in order] + [r for i, r in enumerate(head) if i not in chosen]
     return (ordered + results[len(head) :])[:k]

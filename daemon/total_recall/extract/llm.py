@@ -388,11 +388,10 @@ def rerank(
     sleep: Callable[[float], None] = time.sleep,
 ) -> list[int]:
     """The indexes of ``passages`` the model judged to help answer ``query``, the most helpful
-    first (each at most once; the ones it left out are not listed).
+    first (each at most once; the ones it left out are not listed); [] when it judged none to.
 
-    Raises ExtractionError when the endpoint fails, or answers with no passage number it was
-    given (prose, an empty list, numbers out of range): an answer that orders nothing is no
-    ordering, and the caller keeps its own.
+    Raises ExtractionError when the endpoint fails, or answers with no order at all or with an
+    order of no passage number it was given (prose, numbers out of range): the caller keeps its own.
     """
     import openai
 
@@ -413,8 +412,9 @@ def rerank(
             parsed = parse_json_content(_content(response))
         except ExtractionError as exc:
             raise _BadContent(str(exc)) from exc
-        order = _passage_order(parsed.get("order"), len(passages))
-        if not order:
+        listed = parsed.get("order")
+        order = _passage_order(listed, len(passages))
+        if not order and listed != []:
             raise _BadContent(f"no passage number in {json.dumps(parsed)[:200]}")
         return order
 
