@@ -151,6 +151,35 @@ def test_an_export_of_another_model_is_re_embedded_and_found_by_meaning(tmp_path
     assert "Caddy" in found[0]["content"] and "idea_vec" in found[0]["matched_by"]
 
 
+def test_an_older_export_s_problem_with_a_fix_is_imported_with_its_fix_given(
+    tmp_path, monkeypatch, another_store
+):
+    """An export made before problems had fixes (I186) says answered false for a problem a solution
+    answers; imported, the relation in the file gives it its fix, and "unresolved problems" leaves
+    it out."""
+    _index(
+        tmp_path,
+        "sess-p",
+        [
+            ("user", "The deploy fails with a TLS handshake error on the staging box."),
+            ("assistant", "Fixed it by renewing the staging certificate with certbot."),
+        ],
+        "sess-p",
+    )
+    records = _export(tmp_path, "fixed")
+    problem = next(r for r in records if r["kind"] == "idea" and r["intent"] == "problem")
+    assert problem["answered"] is True
+    problem["answered"] = False  # as an older version wrote it
+    old = tmp_path / "old.jsonl"
+    old.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    _fresh_home(tmp_path, monkeypatch, "other", another_store)
+    cli("import", str(old))
+    (answered,) = db_rows("SELECT answered FROM ideas WHERE intent = 'problem'")
+    assert answered[0] == 1
+    found = cli_json("search", "unresolved problems", "--project", "atlas")
+    assert not [r for r in found if r["kind"] == "idea"]
+
+
 def test_a_bad_file_is_refused_with_its_line_and_changes_nothing(tmp_path, store):
     _index(tmp_path, "sess-a", TURNS, "sess-a")
     records = _export(tmp_path, "a")

@@ -637,10 +637,13 @@ def _chunks(values: list, size: int = 500) -> list[list]:
 
 def restore_idea(db: Database, idea_id: int, record: dict, now: float) -> None:
     """An imported idea takes the state it had where it was exported: pin, confidence, answered,
-    the time it was last said, and the line that closed it (a todo)."""
+    the time it was last said, and the line that closed it (a todo). An answer the file's relations
+    gave it on import stays: an export made before a problem a solution answers had a fix given
+    (I186) says answered false for it."""
     closed = record.get("closed") or {}
     db.execute(
-        "UPDATE ideas SET pinned = ?, confidence = ?, answered = ?, last_seen = coalesce(?, last_seen), "
+        "UPDATE ideas SET pinned = ?, confidence = ?, answered = CASE WHEN ? = 1 THEN 1 ELSE answered END, "
+        "last_seen = coalesce(?, last_seen), "
         "closed_at = ?, closed_source_file = ?, closed_source_line = ?, updated_at = ? WHERE id = ?",
         (
             int(bool(record.get("pinned"))),
