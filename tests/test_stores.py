@@ -47,6 +47,7 @@ def test_stats_counts_the_memories_of_the_store_in_use(tmp_path, store):
     ideas = db_rows("SELECT intent, count(*) FROM ideas GROUP BY intent ORDER BY intent")
     assert stats["ideas"] == sum(n for _, n in ideas) >= 2
     assert {i: n for i, n in stats["ideas_by_intent"].items() if n} == dict(ideas)
+    assert stats["open"] == {"questions": 0, "todos": 1, "problems": 0}
     assert (stats["transcripts_indexed"], stats["sessions"], stats["projects"]) == (1, 1, 1)
     assert stats["messages"] == db_rows("SELECT count(*) FROM messages")[0][0] == 2
     assert stats["spans"] == db_rows("SELECT count(*) FROM spans")[0][0] > 0

@@ -28,6 +28,19 @@ def ideas_by_intent(db: Database) -> dict[str, int]:
     return {r["intent"]: r["n"] for r in db.all("SELECT intent, count(*) AS n FROM ideas GROUP BY intent")}
 
 
+def open_counts(db: Database) -> dict[str, int]:
+    """How many questions no answer followed, todos nothing closed and problems no solution answered."""
+    found = {
+        r["intent"]: r["n"]
+        for r in db.all(
+            "SELECT intent, count(*) AS n FROM ideas WHERE "
+            "(intent IN ('question', 'problem') AND answered = 0) "
+            "OR (intent = 'todo' AND closed_source_line IS NULL) GROUP BY intent"
+        )
+    }
+    return {kind + "s": found.get(kind, 0) for kind in ("question", "todo", "problem")}
+
+
 def counts(db: Database) -> dict[str, int]:
     """How many spans, entities, relations, sessions, projects and messages are stored."""
     return {

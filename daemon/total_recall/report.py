@@ -210,6 +210,7 @@ def stats(db: Database, settings: config.Settings, store: Any = None) -> dict:
     return {
         "ideas": sum(by_intent.values()),
         "ideas_by_intent": {i: by_intent.get(i, 0) for i in INTENTS},
+        "open": memories.open_counts(store),  # unanswered questions, open todos, problems with no fix
         "spans": counts["spans"],
         "entities": counts["entities"],
         "relations": counts["relations"],
