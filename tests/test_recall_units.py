@@ -692,6 +692,36 @@ def test_with_rerank_on_the_llm_orders_the_first_results_and_a_failing_one_leave
             assert len(srv.requests_to("/chat/completions")) == 2, answer  # retried once, then ours
 
 
+def test_a_hung_endpoint_holds_a_search_for_two_short_tries_not_the_extraction_timeout(tmp_path, monkeypatch):
+    """HyDE and re-ranking run while the user waits: each call ends within search.llm_timeout, not
+    llm.timeout (120 s, for a batch's extraction), and after two tries the search answers without
+    them, with notes; an endpoint that failed HyDE is not asked to re-rank in the same search."""
+    import time
+
+    from fake_openai import FakeOpenAI
+
+    transcript(tmp_path / "claude")
+    monkeypatch.setenv("TOTAL_RECALL_LLM_MODEL", "slow")
+    monkeypatch.setenv("TOTAL_RECALL_SEARCH_RERANK", "on")
+    monkeypatch.setenv("TOTAL_RECALL_SEARCH_LLM_TIMEOUT", "1")
+    with FakeOpenAI(chat={"hang": 30}) as srv:
+        monkeypatch.setenv("TOTAL_RECALL_LLM_BASE_URL", srv.base_url)
+        started = time.monotonic()
+        out = cli("search", "redis cache", "--project", "atlas", "--json")
+        took = time.monotonic() - started
+        asked = len(srv.requests_to("/chat/completions"))
+    assert json.loads(out.stdout), out.stderr  # the search's own results
+    assert "HyDE skipped" in out.stderr and "re-ranking skipped: the endpoint failed for HyDE" in out.stderr
+    assert asked == 2  # HyDE's two tries; re-ranking does not ask a failed endpoint again
+    assert took < 10, took  # 2 calls of at most about 1 s, and a second's wait before the retry
+    # A longer question gets no HyDE (search.hyde = auto): re-ranking tries twice, then our order.
+    with FakeOpenAI(chat={"hang": 30}) as srv:
+        monkeypatch.setenv("TOTAL_RECALL_LLM_BASE_URL", srv.base_url)
+        out = cli("search", "why could the app not reach the cache server", "--project", "atlas", "--json")
+        assert len(srv.requests_to("/chat/completions")) == 2
+    assert json.loads(out.stdout) and "re-ranking skipped: re-ranking via" in out.stderr
+
+
 def test_lines_of_no_topic_are_headed_by_their_own_session():
     from total_recall import render
 

@@ -66,6 +66,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         # they answer the query (one call per search, while the user waits); off by default
         "rerank": "off",  # on | off
         "rerank_depth": 30,
+        "llm_timeout": 20.0,  # seconds a call a user waits on (HyDE, re-ranking) may take
         # the daemon holds the vectors in memory for searches up to this size (vector_cache.py);
         # 0 = sqlite-vec scans them on every search
         "vector_cache_mb": 256,
@@ -109,6 +110,7 @@ RANGES: dict[str, tuple[float, bool]] = {
     "search.k": (1, True),
     "search.vector_cache_mb": (0, True),
     "search.rerank_depth": (2, True),
+    "search.llm_timeout": (0, False),
     "context.budget_chars": (0, True),
 }
 CHOICES: dict[str, set[str]] = {

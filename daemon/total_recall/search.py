@@ -106,6 +106,7 @@ class SearchContext:
     # Whether the full-text strategies of the last gather found any line, memory or topic holding
     # one of the query's words (None: the query had no words to look for).
     words_found: bool | None = None
+    llm_failed: bool = False  # HyDE's call failed: the endpoint is not asked again in this search
 
     def vectors_ready(self) -> bool:
         if not self.db.has_vec:
@@ -776,6 +777,11 @@ def search(
         q.boost_intents |= querymod.RECAP_INTENTS
         q.time_sensitive = True
     asked, reranking = k, wants_rerank(ctx.settings, q, window_only)
+    if reranking and ctx.llm_failed:
+        # A hung endpoint held the search for HyDE's two tries already; two more would outlast the
+        # CLI's wait for the daemon (client.ANSWER_TIMEOUT), which then searches again itself.
+        ctx._note("re-ranking skipped: the endpoint failed for HyDE")
+        reranking = False
     if reranking:  # the LLM orders the first rerank_depth results; the first k asked for are shown
         k = max(k, ctx.settings.search.rerank_depth)
     results = _search(ctx, q, projects, hyde_text, now, k)
@@ -1656,9 +1662,9 @@ def run(
     ctx = SearchContext(db, embedder, settings, spare=spare, executor=executor)
     text = str(request.get("query") or "")
     k = int(request.get("k") or settings.search.k)
-    hyde_text = (
-        hyde_for(settings, text, ctx.notes) if wants_hyde(settings, text, bool(request.get("hyde"))) else None
-    )
+    wanted = wants_hyde(settings, text, bool(request.get("hyde")))
+    hyde_text = hyde_for(settings, text, ctx.notes) if wanted else None
+    ctx.llm_failed = wanted and hyde_text is None
     if request.get("hyde") and not settings.llm_enabled():
         ctx._note("--hyde needs an LLM endpoint (llm.base_url); searched without it")
     results = search(

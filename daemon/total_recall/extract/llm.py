@@ -121,10 +121,10 @@ def _rejects_json_mode(exc: BaseException) -> bool:
 class _Endpoint:
     """One OpenAI-compatible chat endpoint: a lazily built client and the JSON-mode decision."""
 
-    def __init__(self, settings: Any) -> None:
+    def __init__(self, settings: Any, timeout: float | None = None) -> None:
         self.base_url = settings.llm.base_url
         self.model = settings.llm.model
-        self.timeout = settings.llm.timeout
+        self.timeout = settings.llm.timeout if timeout is None else timeout
         self.json_mode = settings.llm.json_mode.strip().lower()
         self._api_key = settings.llm_api_key() or "not-needed"  # local servers need no key
         self._client: Any = None
@@ -186,20 +186,18 @@ _ENDPOINTS_LOCK = threading.Lock()
 
 
 def _shared_endpoint(settings: Any) -> _Endpoint:
-    """The endpoint of these settings, one per process: HyDE and re-ranking run while a user waits,
-    and a new OpenAI client costs ~50 ms (its TLS context) before the first byte is sent."""
-    key = (
-        settings.llm.base_url,
-        settings.llm.model,
-        settings.llm.timeout,
-        settings.llm.json_mode,
-        settings.llm_api_key(),
-    )
+    """The endpoint of these settings for a call a user waits on (HyDE, re-ranking), one per
+    process: a new OpenAI client costs ~50 ms (its TLS context) before the first byte is sent. Its
+    calls end within `search.llm_timeout` (at most llm.timeout, which bounds a batch's extraction):
+    two attempts of a hung endpoint end before the CLI stops waiting for the daemon (client.py,
+    60 s) and searches again in-process, which would wait for it again."""
+    timeout = min(settings.search.llm_timeout, settings.llm.timeout)
+    key = (settings.llm.base_url, settings.llm.model, timeout, settings.llm.json_mode, settings.llm_api_key())
     with _ENDPOINTS_LOCK:
         if key not in _ENDPOINTS:
             if len(_ENDPOINTS) >= 8:  # settings changed many times over (tests): start afresh
                 _ENDPOINTS.clear()
-            _ENDPOINTS[key] = _Endpoint(settings)
+            _ENDPOINTS[key] = _Endpoint(settings, timeout)
         return _ENDPOINTS[key]
 
 
