@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from total_recall import state, transcript
+from total_recall import memories, state, transcript
 from total_recall.db import Database
 
 # What BM25 ranks for each kind of unit: its FTS5 table, the table it indexes, and which rows.
@@ -370,7 +370,7 @@ def ideas_of_kind(
     kinds = sorted(intents)
     psql, pparams = _project_sql(projects, "project")
     tsql, tparams = _time_sql(since, until, "message_time")
-    osql = " AND answered = 0 AND closed_source_line IS NULL" if open_only else ""
+    osql = f" AND {memories.OPEN}" if open_only else ""
     return db.column(
         f"SELECT id FROM ideas WHERE intent IN ({marks(kinds)}){psql}{tsql}{osql} "
         "ORDER BY message_time DESC, id LIMIT ?",

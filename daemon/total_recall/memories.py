@@ -28,14 +28,17 @@ def ideas_by_intent(db: Database) -> dict[str, int]:
     return {r["intent"]: r["n"] for r in db.all("SELECT intent, count(*) AS n FROM ideas GROUP BY intent")}
 
 
+# An open memory: a question no answer followed, a problem no solution answered, a todo nothing closed.
+OPEN = "answered = 0 AND closed_source_line IS NULL"
+
+
 def open_counts(db: Database) -> dict[str, int]:
-    """How many questions no answer followed, todos nothing closed and problems no solution answered."""
+    """How many questions, todos and problems are still open (OPEN)."""
     found = {
         r["intent"]: r["n"]
         for r in db.all(
-            "SELECT intent, count(*) AS n FROM ideas WHERE "
-            "(intent IN ('question', 'problem') AND answered = 0) "
-            "OR (intent = 'todo' AND closed_source_line IS NULL) GROUP BY intent"
+            f"SELECT intent, count(*) AS n FROM ideas WHERE intent IN ('question', 'todo', 'problem') "
+            f"AND {OPEN} GROUP BY intent"
         )
     }
     return {kind + "s": found.get(kind, 0) for kind in ("question", "todo", "problem")}
@@ -167,8 +170,8 @@ CURRENT = "id NOT IN (SELECT to_id FROM relations WHERE relation_type = 'superse
 # The kinds of a project's ideas a digest lists, newest first.
 IDEA_KINDS = {
     "pinned": "AND pinned = 1",
-    "open questions": "AND intent = 'question' AND answered = 0",
-    "open todos": "AND intent = 'todo' AND closed_source_line IS NULL",
+    "open questions": f"AND intent = 'question' AND {OPEN}",
+    "open todos": f"AND intent = 'todo' AND {OPEN}",
     "current decisions": f"AND intent = 'decision' AND {CURRENT}",
     "convention candidates": "AND intent IN ('decision', 'conclusion', 'context')",
     "conclusions": "AND intent = 'conclusion'",

@@ -189,6 +189,11 @@ class Query:
         named = self.last_session or (self.pull_request is not None and self.session is not None)
         return named and not self.terms
 
+    def lists_newest_first(self) -> bool:
+        """Its answer is a list, newest first: a recap, or a kind or a time asked for alone. Its order
+        is its own, and there is no answer to imagine (HyDE) or to judge (re-ranking)."""
+        return self.asks_recap() or self.asks_listing() or self.asks_window()
+
     def topic(self) -> list[str]:
         """What it is about: its subject without the verb that frames the question ("hit" in
         "what errors did we hit")."""

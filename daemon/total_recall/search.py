@@ -776,7 +776,7 @@ def search(
         q.terms = []
         q.boost_intents |= querymod.RECAP_INTENTS
         q.time_sensitive = True
-    asked, reranking = k, wants_rerank(ctx.settings, q, window_only)
+    asked, reranking = k, wants_rerank(ctx.settings, q)
     if reranking and ctx.llm_failed:
         # A hung endpoint held the search for HyDE's two tries already; two more would outlast the
         # CLI's wait for the daemon (client.ANSWER_TIMEOUT), which then searches again itself.
@@ -1624,11 +1624,9 @@ def _relations(db: Database, ids: list[int]) -> dict[int, list[dict]]:
 def wants_hyde(settings: config.Settings, text: str, forced: bool) -> bool:
     if not settings.llm_enabled():
         return False
-    q = querymod.analyze(text)
-    if q.asks_recap() or q.asks_listing() or q.asks_window():
-        # "where did we leave off", "todos", "what did we do in February": the session's last lines,
-        # the kind's or the time's memories, newest first; no answer to imagine, and an imagined
-        # one's words would add lines to the list (hyde_bm25) after a wait for the endpoint.
+    if querymod.analyze(text).lists_newest_first():
+        # "where did we leave off", "todos", "what did we do in February": an imagined answer's words
+        # would add lines to the list (hyde_bm25) after a wait for the endpoint.
         return False
     mode = settings.search.hyde
     if forced or mode == "on":
@@ -1686,15 +1684,14 @@ def run(
     return {"results": results, "notes": ctx.notes}
 
 
-def wants_rerank(settings: config.Settings | None, q: querymod.Query, window_only: bool) -> bool:
+def wants_rerank(settings: config.Settings | None, q: querymod.Query) -> bool:
     """Whether the LLM orders this search's first results: asked for (`search.rerank = on`), an
-    endpoint set, and a query whose order is not its own: a recap, or a kind or a time asked for
-    with nothing else, lists its memories newest first."""
+    endpoint set, and a query whose order is not its own list's (Query.lists_newest_first)."""
     return bool(
         settings is not None
         and settings.search.rerank == "on"
         and settings.llm_enabled()
-        and not (q.asks_recap() or q.asks_listing() or window_only)
+        and not q.lists_newest_first()
     )
 
 
