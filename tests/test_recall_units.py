@@ -722,6 +722,55 @@ def test_a_hung_endpoint_holds_a_search_for_two_short_tries_not_the_extraction_t
     assert json.loads(out.stdout) and "re-ranking skipped: re-ranking via" in out.stderr
 
 
+def test_a_searchs_llm_calls_are_recorded_and_a_spent_budget_asks_the_endpoint_nothing(tmp_path, monkeypatch):
+    """HyDE and re-ranking spend tokens while the user waits: each call is a llm_calls row
+    ("hyde", "rerank") that `stats` shows apart from extraction and that counts against
+    llm.daily_token_budget, as extraction's calls do. Once today's budget is spent, a search asks
+    the endpoint nothing and says why; its own results are unchanged."""
+    import re
+
+    from fake_openai import FakeOpenAI
+
+    transcript(tmp_path / "claude")
+    question = "why could the app not reach the cache server"
+    args = ("search", question, "--project", "atlas", "--json")
+
+    usage = {"prompt_tokens": 700, "completion_tokens": 50, "total_tokens": 750}
+
+    def first_listed(request):
+        if "Passages:" not in request["messages"][1]["content"]:  # HyDE's passage
+            return {"content": "The cache server was unreachable: its port was closed.", "usage": usage}
+        shown = re.findall(r"^\[(\d+)\] ", request["messages"][1]["content"], re.M)
+        return {"content": json.dumps({"order": [int(shown[0])]}), "usage": usage}
+
+    monkeypatch.setenv("TOTAL_RECALL_LLM_MODEL", "budget-test")
+    monkeypatch.setenv("TOTAL_RECALL_SEARCH_HYDE", "on")
+    monkeypatch.setenv("TOTAL_RECALL_SEARCH_RERANK", "on")
+    with FakeOpenAI(chat=first_listed) as srv:
+        monkeypatch.setenv("TOTAL_RECALL_LLM_BASE_URL", srv.base_url)
+        monkeypatch.setenv("TOTAL_RECALL_LLM_DAILY_TOKEN_BUDGET", "2000")
+        out = cli(*args)
+        assert out.returncode == 0 and "skipped" not in out.stderr, out.stderr
+        assert len(srv.requests_to("/chat/completions")) == 2  # HyDE, then re-ranking
+        today = cli_json("stats")["llm_today"]
+        assert (today["search_calls"], today["search_tokens"]) == (2, 1500)
+        assert today["calls"] == 0 and not today["budget_exhausted"]  # no extraction call was made
+        # 1500 of 2000 tokens spent: the next search still asks (a call is not cut short), and
+        # then the budget is spent.
+        assert cli(*args).returncode == 0 and len(srv.requests_to("/chat/completions")) == 4
+        assert cli_json("stats")["llm_today"]["budget_exhausted"]
+        spent = cli(*args)
+        assert len(srv.requests_to("/chat/completions")) == 4  # nothing more was asked
+    assert json.loads(spent.stdout), spent.stderr
+    assert "HyDE skipped: today's LLM token budget (llm.daily_token_budget) is spent" in spent.stderr
+    assert "re-ranking skipped: today's LLM token budget" in spent.stderr
+    monkeypatch.delenv("TOTAL_RECALL_LLM_BASE_URL")
+    offline = cli(*args)  # the same search's own order, asked of no endpoint
+    assert [r.get("id") for r in json.loads(spent.stdout)] == [
+        r.get("id") for r in json.loads(offline.stdout)
+    ]
+
+
 def test_lines_of_no_topic_are_headed_by_their_own_session():
     from total_recall import render
 

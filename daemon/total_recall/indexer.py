@@ -13,7 +13,6 @@ import os
 import re
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -82,20 +81,6 @@ class Chunk:
     end_line: int
     fresh: list[transcript.Message] = field(default_factory=list)  # substantive, not yet indexed
     units: list[dict] = field(default_factory=list)  # chunks of its messages (message_chunks)
-
-
-def today_start_utc(now: float) -> float:
-    day = datetime.fromtimestamp(now, tz=timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
-    return day.timestamp()
-
-
-def budget_exhausted(db: Database, settings: config.Settings, now: float, *, pending: int = 0) -> bool:
-    """Whether today's LLM token budget is spent (tokens recorded today plus `pending` ones not
-    yet written); the same answer for the indexer and for `stats`."""
-    budget = settings.llm.daily_token_budget
-    if budget <= 0:
-        return False
-    return state.llm_tokens_since(db, today_start_utc(now)) + pending >= budget
 
 
 class Indexer:
@@ -783,7 +768,9 @@ class Indexer:
 
     def budget_exhausted(self) -> bool:
         pending = sum(c.get("prompt_tokens", 0) + c.get("completion_tokens", 0) for c in self._pending_calls)
-        return budget_exhausted(self.db, self.settings, self.clock(), pending=pending)
+        return state.budget_exhausted(
+            self.db, self.settings.llm.daily_token_budget, self.clock(), pending=pending
+        )
 
     def _context(self, path: str, ident: dict, new: list[dict], query: bytes | None = None) -> dict:
         session, project = ident["session"], ident["project"]

@@ -9,7 +9,6 @@ from typing import Any
 from total_recall import config, memories, queue, repoint, retry, state, trust, vectors
 from total_recall.db import VEC_FIX_HINT, Database, fts5_available, schema_version, sqlite_version
 from total_recall.errors import TotalRecallError
-from total_recall.indexer import budget_exhausted, today_start_utc
 
 INTENTS = ("decision", "conclusion", "question", "problem", "solution", "todo", "context")
 
@@ -201,8 +200,9 @@ def stats(db: Database, settings: config.Settings, store: Any = None) -> dict:
     store = db if store is None else store
     by_intent = memories.ideas_by_intent(store)
     now = time.time()
-    today = today_start_utc(now)
+    today = state.today_start_utc(now)
     calls = state.llm_usage_since(store, today)
+    searched = state.search_usage_since(store, today)
     fallbacks = state.fallbacks_since(store, today)
     parked = queue.parked(db)
     size = sum(os.path.getsize(p) for p in (str(db.path), f"{db.path}-wal") if os.path.exists(p))
@@ -232,7 +232,9 @@ def stats(db: Database, settings: config.Settings, store: Any = None) -> dict:
             "prompt_tokens": calls["prompt_tokens"],
             "completion_tokens": calls["completion_tokens"],
             "fallbacks_to_offline": fallbacks,
-            "budget_exhausted": budget_exhausted(store, settings, now),
+            "search_calls": searched["calls"],  # HyDE and re-ranking, while a user waited
+            "search_tokens": searched["tokens"],
+            "budget_exhausted": state.budget_exhausted(store, settings.llm.daily_token_budget, now),
         },
         "database_bytes": size,
     }

@@ -15,6 +15,7 @@ import math
 import os
 import re
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -23,7 +24,7 @@ from typing import Any
 
 import structlog
 
-from total_recall import config, lookup, memories, transcript, vectors
+from total_recall import config, lookup, memories, state, transcript, vectors
 from total_recall import projects as projects_mod
 from total_recall import query as querymod
 from total_recall.db import VEC_FIX_HINT, Database, table_exists, vector_tables_exist
@@ -107,6 +108,16 @@ class SearchContext:
     # one of the query's words (None: the query had no words to look for).
     words_found: bool | None = None
     llm_failed: bool = False  # HyDE's call failed: the endpoint is not asked again in this search
+    llm_calls: list[dict] = field(default_factory=list)  # HyDE's and re-ranking's, for llm_calls (run)
+    _budget_spent: bool | None = None
+
+    def llm_budget_spent(self) -> bool:
+        """Whether today's LLM token budget is spent (state.budget_exhausted, which extraction obeys
+        too): a search then asks the endpoint nothing. Read once per search."""
+        if self._budget_spent is None:
+            budget = self.settings.llm.daily_token_budget if self.settings is not None else 0
+            self._budget_spent = state.budget_exhausted(self.db, budget, time.time())
+        return self._budget_spent
 
     def vectors_ready(self) -> bool:
         if not self.db.has_vec:
@@ -777,6 +788,9 @@ def search(
         q.boost_intents |= querymod.RECAP_INTENTS
         q.time_sensitive = True
     asked, reranking = k, wants_rerank(ctx.settings, q)
+    if reranking and ctx.llm_budget_spent():
+        ctx._note(f"re-ranking skipped: {BUDGET_SPENT}")
+        reranking = False
     if reranking and ctx.llm_failed:
         # A hung endpoint held the search for HyDE's two tries already; two more would outlast the
         # CLI's wait for the daemon (client.ANSWER_TIMEOUT), which then searches again itself.
@@ -1634,13 +1648,19 @@ def wants_hyde(settings: config.Settings, text: str, forced: bool) -> bool:
     return mode == "auto" and len(querymod.terms_of(text)) <= 3
 
 
-def hyde_for(settings: config.Settings, text: str, notes: list[str]) -> str | None:
+BUDGET_SPENT = "today's LLM token budget (llm.daily_token_budget) is spent; it renews at midnight UTC"
+
+
+def hyde_for(ctx: SearchContext, text: str) -> str | None:
     from total_recall.extract import llm
 
+    if ctx.llm_budget_spent():
+        ctx._note(f"HyDE skipped: {BUDGET_SPENT}")
+        return None
     try:
-        return llm.hyde(settings, text)
+        return llm.hyde(ctx.settings, text, record_call=ctx.llm_calls.append)
     except (ExtractionError, TotalRecallError) as exc:
-        notes.append(f"HyDE skipped: {exc}")
+        ctx._note(f"HyDE skipped: {exc}")
         return None
 
 
@@ -1661,7 +1681,7 @@ def run(
     text = str(request.get("query") or "")
     k = int(request.get("k") or settings.search.k)
     wanted = wants_hyde(settings, text, bool(request.get("hyde")))
-    hyde_text = hyde_for(settings, text, ctx.notes) if wanted else None
+    hyde_text = hyde_for(ctx, text) if wanted else None
     ctx.llm_failed = wanted and hyde_text is None
     if request.get("hyde") and not settings.llm_enabled():
         ctx._note("--hyde needs an LLM endpoint (llm.base_url); searched without it")
@@ -1676,12 +1696,26 @@ def run(
         session=request.get("session"),
         current_session=request.get("current_session"),
     )
+    record_llm_calls(db, ctx.llm_calls)
     sessions = [r["session"] for r in results if r.get("session")]
     titles, prs = memories.session_titles(db, sessions), memories.session_prs(db, sessions)
     for r in results:
         r["session_title"] = titles.get(r.get("session"))  # the /resume picker's name for it, or None
         r["session_prs"] = prs.get(r.get("session"), [])  # the pull requests it opened (PR link lines)
     return {"results": results, "notes": ctx.notes}
+
+
+def record_llm_calls(db: Database, calls: list[dict]) -> None:
+    """A search's HyDE and re-ranking calls, written to llm_calls after the search so that they
+    count against the daily token budget and show in `stats`. A store that refuses the write (busy
+    past its timeout, read-only) costs the accounting of these calls, never the search's answer."""
+    if not calls:
+        return
+    try:
+        with db.write():
+            state.record_calls(db, calls, time.time())
+    except Exception as exc:  # boundary: the user asked for results, which are ready
+        log.warning("search_llm_calls_not_recorded", calls=len(calls), error=str(exc))
 
 
 def wants_rerank(settings: config.Settings | None, q: querymod.Query) -> bool:
@@ -1706,7 +1740,7 @@ def llm_order(ctx: SearchContext, text: str, results: list[dict], k: int) -> lis
     from total_recall.extract import llm
 
     try:
-        order = llm.rerank(ctx.settings, text, [_passage(r) for r in head])
+        order = llm.rerank(ctx.settings, text, [_passage(r) for r in head], record_call=ctx.llm_calls.append)
     except (ExtractionError, TotalRecallError) as exc:
         ctx._note(f"re-ranking skipped: {exc}")
         return results[:k]

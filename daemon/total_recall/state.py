@@ -1,4 +1,4 @@
-"""How far each transcript is indexed (index_state) and what extraction cost (llm_calls).
+"""How far each transcript is indexed (index_state) and what the LLM cost (llm_calls).
 
 The one owner of the SQL on these two tables, on `fallback_batches` (batches the offline
 extractor answered during an LLM outage) and on `files` (each transcript path once, 0009); the
@@ -9,9 +9,18 @@ indexer writes them in its batch transaction through `save`, `record_calls` and
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 from typing import Any
 
 from total_recall.db import Database
+
+# What the LLM is called for, as llm_calls.extractor names it: extraction ("llm"; "offline" and
+# "fallback" rows are the offline extractor's, no tokens) and, while a user waits on a search, HyDE
+# and re-ranking. Every one of these spends the daily token budget.
+SPENDING = ("llm", "hyde", "rerank")
+SEARCH_CALLS = ("hyde", "rerank")
+_IN_SPENDING = f"extractor IN ({', '.join(repr(e) for e in SPENDING)})"
+_IN_SEARCH = f"extractor IN ({', '.join(repr(e) for e in SEARCH_CALLS)})"
 
 # Messages, chunks, ideas and idea sources name their transcript by the id of its `files` row, not
 # by its path (~100 bytes, stored about ten times per message with the unique indexes). FILE_ID is
@@ -175,6 +184,15 @@ def llm_usage_since(db: Database, since: float) -> Any:
     )
 
 
+def search_usage_since(db: Database, since: float) -> Any:
+    """calls and tokens (prompt plus completion) of the searches' HyDE and re-ranking since `since`."""
+    return db.one(
+        "SELECT count(*) AS calls, coalesce(sum(prompt_tokens + completion_tokens), 0) AS tokens "
+        f"FROM llm_calls WHERE {_IN_SEARCH} AND at >= ?",
+        (since,),
+    )
+
+
 def fallbacks_since(db: Database, since: float) -> int:
     return db.scalar("SELECT count(*) FROM llm_calls WHERE extractor = 'fallback' AND at >= ?", (since,), 0)
 
@@ -225,16 +243,32 @@ def save(
 
 
 def llm_tokens_since(db: Database, since: float) -> int:
-    """Prompt plus completion tokens the LLM extractor used since `since`."""
+    """Prompt plus completion tokens the LLM was given and gave since `since`: extraction, HyDE and
+    re-ranking (SPENDING)."""
     return db.scalar(
-        "SELECT sum(prompt_tokens + completion_tokens) FROM llm_calls WHERE extractor = 'llm' AND at >= ?",
+        f"SELECT sum(prompt_tokens + completion_tokens) FROM llm_calls WHERE {_IN_SPENDING} AND at >= ?",
         (since,),
         0,
     )
 
 
+def today_start_utc(now: float) -> float:
+    day = datetime.fromtimestamp(now, tz=timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
+    return day.timestamp()
+
+
+def budget_exhausted(db: Database, budget: int, now: float, *, pending: int = 0) -> bool:
+    """Whether today's LLM token budget (`llm.daily_token_budget`; 0 = none) is spent: tokens
+    recorded today plus `pending` ones not yet written. The same answer for the indexer (which
+    then extracts offline), a search (which then asks no HyDE or re-ranking) and `stats`."""
+    if budget <= 0:
+        return False
+    return llm_tokens_since(db, today_start_utc(now)) + pending >= budget
+
+
 def record_calls(db: Database, calls: list[dict], now: float) -> None:
-    """One llm_calls row per extraction call (extractor, model, messages, tokens, ok, error)."""
+    """One llm_calls row per LLM call (extractor, model, messages, tokens, ok, error): the indexer's
+    in its batch transaction, a search's HyDE and re-ranking after the search (search.run)."""
     db.executemany(
         "INSERT INTO llm_calls (at, extractor, model, messages, prompt_tokens, completion_tokens, ok, error) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",

@@ -299,7 +299,7 @@ class LLMExtractor:
             self._record(count, ok=False, error=f"unreadable response body: {exc}"[:500])
             raise _BadContent(f"unreadable response body: {exc}") from exc
         except Exception as exc:
-            self._record(count, ok=False, error=f"{type(exc).__name__}: {_error_text(exc)}"[:500])
+            self._record(count, ok=False, error=_failure(exc))
             raise
         prompt_tokens, completion_tokens = _usage(response)
         try:
@@ -361,9 +361,10 @@ def hyde(
             )
             text = (_content(response) or "").strip()
         except Exception as exc:
-            _record_hyde(record_call, endpoint, 0, 0, f"{type(exc).__name__}: {_error_text(exc)}"[:500])
+            _record_search_call(record_call, "hyde", endpoint, 0, 0, _failure(exc))
             raise
-        _record_hyde(record_call, endpoint, *_usage(response), None if text else "empty answer")
+        error = None if text else "empty answer"
+        _record_search_call(record_call, "hyde", endpoint, *_usage(response), error)
         if not text:
             raise _BadContent("empty answer")
         return text
@@ -384,6 +385,7 @@ def rerank(
     passages: list[str],
     *,
     sleep: Callable[[float], None] = time.sleep,
+    record_call: RecordCall | None = None,
 ) -> list[int]:
     """The indexes of ``passages`` the model judged to help answer ``query``, the most helpful
     first (each at most once; the ones it left out are not listed); [] when it judged none to.
@@ -407,6 +409,11 @@ def rerank(
             response = endpoint.chat(
                 messages, json_object=True, on_rejected=lambda _: None, max_tokens=RERANK_MAX_TOKENS
             )
+        except Exception as exc:
+            _record_search_call(record_call, "rerank", endpoint, 0, 0, _failure(exc))
+            raise
+        _record_search_call(record_call, "rerank", endpoint, *_usage(response), None)
+        try:
             parsed = parse_json_content(_content(response))
         except ExtractionError as exc:
             raise _BadContent(str(exc)) from exc
@@ -440,17 +447,24 @@ def _passage_order(listed: Any, count: int) -> list[int]:
     return out
 
 
-def _record_hyde(
+def _failure(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {_error_text(exc)}"[:500]
+
+
+def _record_search_call(
     record_call: RecordCall | None,
+    kind: str,
     endpoint: _Endpoint,
     prompt_tokens: int,
     completion_tokens: int,
     error: str | None,
 ) -> None:
+    """One call a search made ("hyde" or "rerank", state.SEARCH_CALLS), for llm_calls: what it
+    spent counts against the daily token budget as extraction's does."""
     if record_call is not None:
         record_call(
             {
-                "extractor": "hyde",
+                "extractor": kind,
                 "model": endpoint.model,
                 "prompt_tokens": prompt_tokens,
                 "completion_tokens": completion_tokens,
