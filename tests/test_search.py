@@ -328,6 +328,84 @@ def test_a_time_asked_for_alone_finds_a_session_that_left_no_memory_and_a_recap_
     assert recap and not recap[0]["content"].startswith("[tool ")
 
 
+SUMMARY = """This session is being continued from a previous conversation that ran out of context. \
+The summary below covers the earlier portion of the conversation.
+
+Analysis:
+1. **Initial Request**: the user asked to add tracing to the upload service.
+
+Summary:
+1. Primary Request and Intent:
+   The user asked to add OpenTelemetry tracing to the upload service, one task after another.
+
+2. Key Technical Concepts:
+   - W3C trace context propagation
+
+4. Errors and fixes:
+   - **KeyError in the exporter config**: the nested processor list was wrong. Fixed by using the flat
+     `traces_exporter: :stdout` setting.
+   - **Flaky upload test (UNRESOLVED)**: the retry test times out on CI. Attempted fixes that all failed:
+     - Raising the timeout
+     - Mocking the clock
+
+6. All user messages:
+   - "Add tracing to the upload service"
+
+7. Pending Tasks:
+   - **atlas-7.2**: Trace the thumbnail worker's queue consumer
+   - **atlas-7.3**: Write the tracing runbook for on-call
+
+8. Current Work:
+   I was making the retry test pass before committing the exporter change.
+
+9. Optional Next Step:
+   Fix the flaky retry test, then commit the exporter change.
+"""
+
+
+def test_a_compaction_summary_is_remembered_by_its_sections(store, tmp_path):
+    """A compaction summary is the one place that says what is still to do and which error is still
+    unresolved: its Pending Tasks and Next Step are todos, an unresolved error a problem, a fixed one
+    a solution, each pointing at the summary's own line (no extractor call: the template's numbered
+    sections are read). Concepts and the list of user messages add nothing; read again, nothing is
+    stored twice."""
+    from helpers import record
+
+    path = tmp_path / "claude" / "projects" / "-home-dev-projects-atlas" / "traced.jsonl"
+    write_transcript(
+        path, [("user", "Add tracing to the upload service")], cwd=PROJECT, start=NOW - timedelta(days=2)
+    )
+    summary = record("user", SUMMARY, session="traced", cwd=PROJECT, when=NOW - timedelta(days=1))
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps({**summary, "isCompactSummary": True, "isVisibleInTranscriptOnly": True}) + "\n")
+    cli("backfill", str(path), "--wait")
+
+    def ideas():
+        records = [json.loads(line) for line in cli("export").stdout.splitlines()]
+        return [r["content"] for r in records if r["kind"] == "idea"]
+
+    found = cli_json("search", "todos", "--project", "atlas")
+    todos = [r["content"] for r in found if r.get("intent") == "todo"]
+    assert "atlas-7.2: Trace the thumbnail worker's queue consumer" in todos
+    assert "atlas-7.3: Write the tracing runbook for on-call" in todos
+    assert "Fix the flaky retry test, then commit the exporter change." in todos
+    assert all(r["source_line"] == 2 for r in found if r.get("intent") == "todo")
+    problems = cli_json("search", "which problems are still unresolved", "--project", "atlas")
+    assert problems[0]["content"].startswith(
+        "Flaky upload test (UNRESOLVED): the retry test times out on CI."
+    )
+    assert "Raising the timeout; Mocking the clock" in problems[0]["content"]
+    fixed = cli_json("search", "how did we fix the KeyError in the exporter config", "--project", "atlas")
+    assert (
+        fixed[0]["intent"] == "solution" and "Fixed by using the flat traces_exporter" in fixed[0]["content"]
+    )
+    said = ideas()
+    assert not any("W3C" in c or c.startswith('"Add tracing') or "Initial Request" in c for c in said)
+    assert len([c for c in said if c.startswith("atlas-7.2")]) == 1
+    cli("backfill", str(path), "--wait")
+    assert sorted(ideas()) == sorted(said)
+
+
 def test_a_line_is_shown_as_its_memory_that_says_the_querys_words(store, tmp_path):
     """A line with several memories is shown as the one that says most of the query's words, not
     as whichever another strategy ranked a little higher; the line's place in the ranking is the same."""

@@ -81,6 +81,8 @@ class Chunk:
     end_line: int
     fresh: list[transcript.Message] = field(default_factory=list)  # substantive, not yet indexed
     units: list[dict] = field(default_factory=list)  # chunks of its messages (message_chunks)
+    # compaction summaries not yet indexed: read as memories without the extractor (extract/summary.py)
+    summaries: list[transcript.Message] = field(default_factory=list)
 
 
 class Indexer:
@@ -417,8 +419,12 @@ class Indexer:
                 current = Chunk([], 0, 0)
             previous = msg.timestamp or previous
             current.messages.append(msg)
-            if msg.skip_reason is None and (msg.line, store.content_hash(msg.text)) not in known:
+            if (msg.line, store.content_hash(msg.text)) in known:
+                pass
+            elif msg.skip_reason is None:
                 current.fresh.append(msg)
+            elif msg.skip_reason == "compact_summary":
+                current.summaries.append(msg)
             if len(current.fresh) >= limit:
                 current.end_offset, current.end_line = msg.end_offset, msg.last_line
                 chunks.append(current)
@@ -486,8 +492,11 @@ class Indexer:
             outputs, extractor_name = self._extract(path, ident, fresh, query) if fresh else ([], "none")
         finally:
             self._window_vectors.windows = []
+        if chunk.summaries:
+            outputs += summary_outputs(chunk.summaries, ident["project"])
+            extractor_name = extractor_name if fresh else "summary"
         now = self.clock()
-        point_at_text_lines(outputs, fresh)
+        point_at_text_lines(outputs, fresh + chunk.summaries)
         times = {n: m.timestamp for m in chunk.messages for n in range(m.line, m.last_line + 1)}
         lines = [m.line for m in chunk.messages] or [chunk.end_line]
         ctx = store.BatchContext(
@@ -1031,6 +1040,19 @@ class WindowVectors:
         if self.windows:
             texts = [window_for(t, self.windows) or t for t in texts]
         return self.indexer.embedder.embed(texts)
+
+
+def summary_outputs(summaries: list[transcript.Message], project: str) -> list[dict]:
+    """What compaction summaries say is still to do, failed and was fixed, and where the work was
+    (extract/summary.py), as validated extractor outputs of their own lines: no extractor call."""
+    from total_recall.extract import protocol, summary
+
+    outputs = []
+    for m in summaries:
+        found = summary.items(m.text, m.line, project)
+        if found:
+            outputs.append(protocol.validate_output({"items": found}, {m.line}).output)
+    return outputs
 
 
 def point_at_text_lines(outputs: list[dict], messages: list[transcript.Message]) -> None:
