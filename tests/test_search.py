@@ -269,6 +269,27 @@ def test_a_question_that_names_only_a_time_shows_what_was_settled_and_said_then(
     assert f"the latest line of this scope was said on {when.strftime('%Y-%m-%d')}" in empty.stderr
 
 
+def test_a_date_no_calendar_has_is_searched_as_words_and_recent_days_are_bounded(store, tmp_path):
+    """ "since 2026-02-30", "in December 9999", "the last 99999999 days": no date, so no time filter,
+    and the search answers (it raised ValueError / OverflowError in the CLI, the MCP server and the
+    web view). `recent --days` takes 1 to 3650 and says so otherwise."""
+    index(tmp_path / "claude", "s", [("user", "We use Credo for linting.")], NOW - timedelta(days=1))
+    for query in (
+        "credo since 2026-02-30",
+        "credo since 2026-13-45",
+        "credo in december 9999",
+        "credo the last 99999999 days",
+        "credo the last 99999999999999999 days",
+        "what did we do on 2026-02-31 with credo",
+    ):
+        found = cli("search", query, "--project", "atlas", "--json")
+        assert found.returncode == 0 and "Credo" in json.loads(found.stdout)[0]["content"], query
+    for days in ("0", "-5", "99999999", "x"):
+        out = cli("recent", "--days", days, check=False)
+        assert out.returncode == 2 and "takes a number of days from 1 to 3650" in out.stderr, days
+    assert cli("recent", "--days", "3650").returncode == 0
+
+
 def test_a_telling_word_never_said_is_named_even_when_other_words_match(store, tmp_path):
     """ "Did we ever use kubernetes?" over sessions that say "use" but never "kubernetes": the lines
     that say "use" come back, with a note that no line or memory says kubernetes, so they do not read
@@ -290,6 +311,15 @@ def test_a_telling_word_never_said_is_named_even_when_other_words_match(store, t
     # a common word never said ("weekends") is not worth a note; the telling one is named alone
     common = cli("search", "did we run kubernetes on weekends", "--project", "atlas", "--json")
     assert "no line or memory in this scope says kubernetes: showing" in common.stderr
+    # A key pasted into a search is not echoed back, not even as the lower-case pieces its words are
+    key = "sk-proj-" + "Qw3rTy9UiOp2AsDf5GhJk7LzXcVb1NmQw3rTy9UiOp2AsDf5GhJk7LzXcVb1NmQ4"
+    pasted = cli("search", f"did we ever use {key}", "--project", "atlas", "--json")
+    assert json.loads(pasted.stdout) and "qw3rty" not in pasted.stderr.lower() and "proj" not in pasted.stderr
+    assert "says some of the query's words" in pasted.stderr
+    # nor is a pasted page named word by word: six words at most
+    many = " ".join(f"zorblax{n}" for n in range(40))
+    listed = cli("search", many, "--project", "atlas", "--json").stderr
+    assert "zorblax5 or …" in listed and "zorblax6" not in listed
 
 
 def test_a_time_asked_for_alone_finds_a_session_that_left_no_memory_and_a_recap_skips_bare_tool_calls(

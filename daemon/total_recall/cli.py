@@ -538,6 +538,23 @@ def _columns() -> int:
         return 80
 
 
+MAX_DAYS = 3650
+
+
+def _days(text: str) -> int:
+    """`recent --days`: a whole number of days from 1 to MAX_DAYS (a bigger one overflowed the
+    calendar; 0 or a negative listed nothing and said nothing)."""
+    import argparse
+
+    try:
+        days = int(text)
+    except ValueError:
+        days = 0
+    if not 1 <= days <= MAX_DAYS:
+        raise argparse.ArgumentTypeError(f"takes a number of days from 1 to {MAX_DAYS}, not {text!r}")
+    return days
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The whole command line; with `only`, that one command's parser and no other.
 
@@ -641,7 +658,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("project", nargs="?", help="directory or short name (default: the current directory's)")
     p.add_argument("--branch", help="only memories from this git branch")
     p = add("recent", "what happened per project and day (a standup), in local time")
-    p.add_argument("--days", type=int, default=7)
+    p.add_argument("--days", type=_days, default=7, help="how many days back, 1 to 3650 (default 7)")
     p.add_argument("--project", help="directory or short name (default: the current directory's)")
     p.add_argument("--all-projects", action="store_true")
     p = add("note", "remember something now: stored with its session and project, searchable at once")

@@ -280,7 +280,16 @@ MONTH_RANGE = re.compile(
 
 
 def time_range(text: str, now: datetime) -> TimeRange:
-    """temporal, with the words that named the range."""
+    """temporal, with the words that named the range; none for a date no calendar has ("since
+    2026-02-30", "March 0000") or a span longer than the calendar ("last 99999999 days"): its words
+    are then searched as words, and the search never fails on them."""
+    try:
+        return _time_range(text, now)
+    except (ValueError, OverflowError):
+        return TimeRange()
+
+
+def _time_range(text: str, now: datetime) -> TimeRange:
     t = text.lower()
     today = _day(now)
     if m := re.search(r"\bsince (\d{4}-\d{2}-\d{2})\b", t):

@@ -813,7 +813,7 @@ def search(
         kinds = " or ".join(sorted(q.intents))
         q.boost_intents |= q.intents
         q.intents, q.unanswered_only = set(), False
-        ctx._note(f"no {kinds} memory mentions {' '.join(subject)}: showing what was said about it")
+        ctx._note(f"no {kinds} memory mentions {_naming(q, subject, ' ')}: showing what was said about it")
         results = _search(ctx, q, projects, hyde_text, now, k)
     if not results and window_only:
         newest = lookup.latest_session(ctx.db, projects, None)
@@ -831,15 +831,30 @@ def search(
         # which read as an answer unless it is said that no line holds any of the query's words. A
         # query whose only words name a kind of memory ("what is left to do") asks for that kind.
         ctx._note(
-            f"no line or memory in this scope says {' or '.join(subject)}: showing the closest in meaning"
+            f"no line or memory in this scope says {_naming(q, subject)}: showing the closest in meaning"
         )
     elif results and ctx.words_found and (unsaid := unsaid_words(ctx.db, results, q, projects)):
         # "did we ever use kubernetes?" over sessions that said "use" but never "kubernetes": the
         # lines that say "use" read as an answer unless it is said that the telling word was never said.
-        ctx._note(
-            f"no line or memory in this scope says {' or '.join(unsaid)}: showing what matches the rest"
-        )
+        ctx._note(f"no line or memory in this scope says {_naming(q, unsaid)}: showing what matches the rest")
     return llm_order(ctx, q.text, results, asked) if reranking else results
+
+
+NOTE_WORDS = 6  # query words a note names at most
+
+
+def _naming(q: querymod.Query, words: Iterable[str], sep: str = " or ") -> str:
+    """The query's words as a note repeats them to the user: none that redaction hides (a key typed
+    into a search is not echoed back, not even as the lower-case pieces of it the words are), at most
+    NOTE_WORDS of them (a pasted page is not printed back whole)."""
+    from total_recall.redact import redact
+
+    said = set(re.findall(r"\w+", q.text.lower()))
+    hidden = said - set(re.findall(r"\w+", redact(q.text).lower()))
+    kept = [w for w in words if not (set(re.findall(r"\w+", w.lower())) & hidden)]
+    if not kept:
+        return "some of the query's words"
+    return sep.join(kept[:NOTE_WORDS]) + (sep + "…" if len(kept) > NOTE_WORDS else "")
 
 
 YEARS_BACK = 10  # how many earlier years a month named without its year is looked for in
