@@ -365,6 +365,23 @@ def test_code_identifier_entities():
     assert {"split_for_budget", "IndexWorker", "os.path.join", "load_model"} <= set(found)
 
 
+def test_a_redaction_mark_names_no_entity():
+    """What redaction leaves ("[REDACTED:openai_key]", "[private]") names the kind of a secret, not
+    something the conversation was about: it made entities openai_key, aws_secret_access_key, ..."""
+    from total_recall.redact import redact
+
+    text = redact(
+        "Set OPENAI_API_KEY=sk-proj-Qw3rTy9UiOp2AsDf5GhJk7LzXcVb1NmQw3rTy9UiOp2AsDf5GhJk7 in config.py"
+        " and keep <private>the pager rota</private> in `rota.md`"
+    )
+    assert "[REDACTED:" in text and "[private]" in text
+    found = entity_map(text)
+    assert "config.py" in found and "rota.md" in found
+    assert not [
+        name for name in found if "redacted" in name.lower() or name.endswith("_key") or "private" in name
+    ]
+
+
 def test_technology_entities_are_canonical_and_whole_word():
     found = entity_map("We run postgres and Redis on kubernetes with docker, plus onnx models in FastAPI.")
     assert {k: v for k, v in found.items() if v == "technology"} == {

@@ -759,7 +759,7 @@ def cut(text: str, limit: int, suffix: str = "…") -> str:
     if clean.startswith(redact(head)):
         return head + suffix
     end = keep
-    for mark in _MARKS.finditer(clean):
+    for mark in MARKS.finditer(clean):
         if mark.start() < keep < mark.end():
             end = mark.end()
             break
@@ -769,7 +769,8 @@ def cut(text: str, limit: int, suffix: str = "…") -> str:
 _CUT_CONTEXT = 200  # what the window holds past the cut: a quoted value's closing quote, a token
 _NEAR_BEFORE, _NEAR_AFTER = 80, 100  # the part around the cut looked at first
 _CUT_TOKEN = re.compile(r"\S{0,4096}")  # the longest token looked at whole (a JWT, a key body)
-_MARKS = re.compile(r"\[REDACTED:[a-z_]+\]|" + re.escape(PRIVATE_MARK))
+# What redaction leaves in a text: a secret's kind in brackets, or the mark of a <private> part.
+MARKS = re.compile(r"\[REDACTED:[a-z_]+\]|" + re.escape(PRIVATE_MARK))
 
 
 def _token_start(text: str, at: int) -> int:

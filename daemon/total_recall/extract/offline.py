@@ -1502,8 +1502,14 @@ def _opens_sentence(text: str, start: int) -> bool:
 
 
 def entities(text: str, project: str = "") -> list[dict]:
-    """Entities named in one sentence (backticks still in it), most specific first."""
+    """Entities named in one sentence (backticks still in it), most specific first; never the kind
+    a redaction mark names ("[REDACTED:openai_key]" made an entity `openai_key` of every memory
+    that had held a key)."""
     text = URL.sub(" ", text) if "://" in text else text
+    if "[" in text:
+        from total_recall.redact import MARKS
+
+        text = MARKS.sub(" ", text)
     lowered, tokens = normalise(text)
     out: dict[str, dict] = {}
 
