@@ -442,7 +442,7 @@ def test_digest_recent_and_maintain(tmp_path):
 
 
 def test_the_session_start_digest_names_the_last_sessions_title_and_shows_an_item_said_twice_once(tmp_path):
-    """The last session is named by its title; a plan's task listed twice ("Task 1: X" and "X", "Epic:
+    """The last session is named by its day and title; a plan's task listed twice ("Task 1: X" and "X", "Epic:
     Y" and "Epic 0p7: Y") is one todo there, and a shorter item inside a longer one with more to say
     ("Add tests" and "Add tests for the parser") is two."""
     from helpers import memory_store
@@ -454,7 +454,21 @@ def test_the_session_start_digest_names_the_last_sessions_title_and_shows_an_ite
     cli("backfill", str(path), "--wait")
     with memory_store() as database:
         text = digest.context_digest(database, PROJECT)
-    assert "## Last session (" in text and ", Orders storage) topics" in text
+    assert f"## Last session ({DAY:%Y-%m-%d}, Orders storage) topics" in text
+    # A session whose lines carry no time (a trimmed or hand-made transcript) is named without a day,
+    # not as "(, Orders storage)".
+    untimed = tmp_path / "claude" / "projects" / "-home-dev-projects-depot" / "s0.jsonl"
+    untimed.parent.mkdir(parents=True)
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    for line in lines:
+        line.pop("timestamp", None)
+        line["sessionId"], line["cwd"] = "s0", "/home/dev/projects/depot"
+        line["uuid"] = f"{line.get('uuid')}-0"  # not a copy of s1's records (a fork's are skipped)
+    untimed.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    cli("backfill", str(untimed), "--wait")
+    with memory_store() as database:
+        text = digest.context_digest(database, "/home/dev/projects/depot")
+    assert "## Last session (Orders storage) topics" in text
 
     said = [
         "Task 1: Install the quality tools and configure Credo",

@@ -117,8 +117,11 @@ def context_digest(db: Database, project: str, per_section: int = 6, paths: list
             lines += [f"## {title}", *_bullets(rows, with_source="short")]
     when, title, topics = _last_session_topics(db, paths)
     if topics:
-        named = f", {title}" if title else ""
-        lines += [f"## Last session ({(when or '')[:10]}{named}) topics", *topics[:per_section]]
+        named = ", ".join(n for n in ((when or "")[:10], title) if n)
+        lines += [
+            f"## Last session ({named}) topics" if named else "## Last session topics",
+            *topics[:per_section],
+        ]
     return "\n".join(lines) + "\n" if len(lines) > 2 else ""
 
 

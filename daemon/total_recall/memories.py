@@ -224,10 +224,12 @@ def branches(db: Database, projects: list[str]) -> list[str]:
 
 
 def last_session(db: Database, projects: list[str]) -> Any:
-    """The project's latest session (of any of its paths): session_id, ended (its last span end), or None."""
+    """The project's latest session (of any of its paths): session_id, ended (its last span end, or
+    its start when no span has ended: a session of one summary line), or None."""
     return db.one(
-        f"SELECT session_id, max(ended_at) AS ended FROM spans WHERE project IN ({marks(projects)}) "
-        "AND depth = 0 GROUP BY session_id ORDER BY max(ended_at) DESC LIMIT 1",
+        "SELECT session_id, max(coalesce(ended_at, started_at)) AS ended FROM spans "
+        f"WHERE project IN ({marks(projects)}) AND depth = 0 GROUP BY session_id "
+        "ORDER BY max(coalesce(ended_at, started_at)) DESC LIMIT 1",
         projects,
     )
 
