@@ -435,7 +435,7 @@ def test_digest_recent_and_maintain(tmp_path):
     assert "KeyError" in text and "cart_view" in text and f"{claude}" in text  # sources shown
     branch_digest = cli("digest", "shop", "--branch", "main").stdout
     assert "# shop @ main" in branch_digest
-    days = cli_json("recent", "--days", "100000", "--all-projects")
+    days = cli_json("recent", "--days", "36500", "--all-projects")
     assert days and days[0]["name"] == "shop" and days[0]["ideas"]
     report = cli_json("maintain")
     assert report["integrity"] == "ok" and report["duplicates_merged"] == 0

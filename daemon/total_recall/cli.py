@@ -538,7 +538,7 @@ def _columns() -> int:
         return 80
 
 
-MAX_DAYS = 3650
+MAX_DAYS = 36_500  # a century: further back overflows no calendar, and nothing is older
 
 
 def _days(text: str) -> int:
@@ -658,7 +658,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("project", nargs="?", help="directory or short name (default: the current directory's)")
     p.add_argument("--branch", help="only memories from this git branch")
     p = add("recent", "what happened per project and day (a standup), in local time")
-    p.add_argument("--days", type=_days, default=7, help="how many days back, 1 to 3650 (default 7)")
+    p.add_argument("--days", type=_days, default=7, help=f"how many days back, 1 to {MAX_DAYS} (default 7)")
     p.add_argument("--project", help="directory or short name (default: the current directory's)")
     p.add_argument("--all-projects", action="store_true")
     p = add("note", "remember something now: stored with its session and project, searchable at once")
