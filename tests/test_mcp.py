@@ -226,3 +226,31 @@ def test_two_lines_saying_the_same_text_are_one_result_that_names_both(tmp_path)
         assert f"also at {path}:" in _text(found)
 
     anyio.run(_session, str(tmp_path), steps)
+
+
+def test_an_intent_asked_for_lists_every_memory_of_that_kind_on_one_line(tmp_path):
+    """`intent` asks for a kind as a question naming it would: a plan's todos said on one line are
+    each a result. It filtered one result per line afterwards, so "credo" with intent todo listed
+    one of the three credo todos of the list below."""
+    path = tmp_path / "claude" / "projects" / "-home-dev-projects-atlas" / "plan-sess.jsonl"
+    plan = (
+        "Todo list:\n- Add a credo config to the repo\n- Run credo in CI on every push\n"
+        "- Fix the credo warnings in lib/atlas\n- Write the release notes"
+    )
+    write_transcript(
+        path,
+        [("user", "Plan the linting work."), ("assistant", plan)],
+        cwd=PROJECT,
+        start=START,
+        session="plan",
+    )
+    cli("backfill", str(path), "--wait")
+
+    async def steps(session: ClientSession, init):
+        found = await session.call_tool("search", {"query": "credo", "intent": "todo", "all_projects": True})
+        assert not found.is_error, _text(found)
+        said = [r["content"] for r in found.structured_content["results"]]
+        assert {r["intent"] for r in found.structured_content["results"]} == {"todo"}
+        assert len([c for c in said if "credo" in c]) == 3, said
+
+    anyio.run(_session, str(tmp_path), steps)

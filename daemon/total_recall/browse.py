@@ -73,6 +73,7 @@ def search(
         "project": project or None,
         "all_projects": all_projects,
         "cwd": cwd,
+        "intent": intent,
     }
     answer = server.ask(config.paths().socket, {"op": "search", **request})
     if answer is None or answer.get("error"):

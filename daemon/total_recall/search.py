@@ -759,9 +759,15 @@ def search(
     now: datetime | None = None,
     session: str | None = None,
     current_session: str | None = None,
+    intent: str | None = None,
 ) -> list[dict]:
     now = now or datetime.now(timezone.utc)
     q = querymod.analyze(text, now)
+    if intent:
+        # A kind asked for by the caller (MCP's and the web view's `intent`), as a question naming
+        # it would: its memories, several of one line (a plan's todos), not one result per line
+        # filtered afterwards (which showed one of a plan's six todos).
+        q.intents = {intent}
     if session:
         q.session = resolve_session(ctx.db, session)
         all_projects = all_projects or not project  # a session names its project already
@@ -1688,7 +1694,7 @@ def run(
     spare: Any = None,
     executor: Any = None,
 ) -> dict:
-    """One search request (CLI or socket): {query, k, project, all_projects, cwd, hyde}.
+    """One search request (CLI or socket): {query, k, project, all_projects, cwd, hyde, intent}.
 
     The socket server also passes `spare` (a second connection when one is free) and `executor`
     so that two threads share the strategies (_run_jobs)."""
@@ -1710,6 +1716,7 @@ def run(
         hyde_text=hyde_text,
         session=request.get("session"),
         current_session=request.get("current_session"),
+        intent=request.get("intent") or None,
     )
     record_llm_calls(db, ctx.llm_calls)
     sessions = [r["session"] for r in results if r.get("session")]
