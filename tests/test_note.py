@@ -45,6 +45,28 @@ def test_a_note_is_found_at_rank_one_in_its_project_with_its_session_and_line(tm
     assert "idea_vec" in results[0]["matched_by"]  # embedded at once: no daemon ran a repair pass
 
 
+def test_a_note_given_a_short_session_id_belongs_to_that_session(tmp_path):
+    """`--session` takes the short id results and topics print, as search and topics do: stored as
+    typed, it named no session (search --session did not find the note, and its project was the
+    current folder's). An id of no indexed session is kept as given (the session /memorize runs in
+    may not be indexed yet); a prefix of two sessions is refused."""
+    path = _indexed_session(tmp_path)
+    other = path.with_name("sess-other.jsonl")
+    write_transcript(other, TURNS[:1], cwd=PROJECT, start=START, session="sess-other")
+    cli("backfill", str(other), "--wait")
+    stored = cli_json("note", "the okapi refactor waits for the release", "--session", "sess-n")
+    assert stored["session"] == "sess-note" and stored["project"] == PROJECT
+    assert stored["source_file"] == str(path)
+    found = cli_json("search", "okapi refactor", "--session", "sess-n")
+    assert [r["id"] for r in found if r["kind"] == "idea"][:1] == [stored["id"]]
+    assert (
+        cli_json("note", "a thought for a new session", "--session", "brand-new-id")["session"]
+        == "brand-new-id"
+    )
+    ambiguous = cli("note", "which one?", "--session", "sess-", check=False)
+    assert ambiguous.returncode != 0 and "ambiguous" in ambiguous.stderr
+
+
 def test_a_note_reads_its_session_transcript_only_as_the_daemon_would(tmp_path):
     """`note --session` (the MCP `note` tool too) counts the lines the conversation has reached in
     the session's transcript, opened as the daemon opens one: lines written since the last batch

@@ -52,3 +52,7 @@ class EmbeddingError(TotalRecallError):
 
 class NotFound(TotalRecallError):
     """A memory, session or project the user named does not exist."""
+
+
+class Ambiguous(NotFound):
+    """A short name the user typed (a session id's prefix, a part of a title) names more than one."""

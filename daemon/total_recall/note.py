@@ -112,6 +112,21 @@ def note(
     return result
 
 
+def _known_session(db: Database, given: str) -> str:
+    """The indexed session a short id names ("491e126e", as results and topics print it), else the
+    id as given: the session /memorize runs in may not be indexed yet. Stored as typed, a short id
+    named no session, and the note belonged to none (nor to its project)."""
+    from total_recall.errors import Ambiguous, NotFound
+    from total_recall.search import resolve_session
+
+    try:
+        return resolve_session(db, given, by_title=False)
+    except Ambiguous:
+        raise
+    except NotFound:
+        return given
+
+
 def _where(
     db: Database, session: str | None, project: str | None, cwd: str | None, settings: config.Settings
 ) -> dict:
@@ -127,6 +142,7 @@ def _where(
         "line": None,
     }
     if session:
+        session = out["session"] = _known_session(db, session)
         row = state.latest_of_session(db, session)
         if row:
             out["source_file"], out["project"] = row["source_file"], row["project"]

@@ -28,7 +28,14 @@ from total_recall import config, lookup, memories, state, transcript, vectors
 from total_recall import projects as projects_mod
 from total_recall import query as querymod
 from total_recall.db import VEC_FIX_HINT, Database, table_exists, vector_tables_exist
-from total_recall.errors import EmbeddingError, ExtractionError, NotFound, TotalRecallError, TransientError
+from total_recall.errors import (
+    Ambiguous,
+    EmbeddingError,
+    ExtractionError,
+    NotFound,
+    TotalRecallError,
+    TransientError,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -181,7 +188,7 @@ def resolve_session(db: Database, given: str, by_title: bool = True) -> str:
     if len(hits) == 1:
         return hits[0]
     if hits:
-        raise NotFound(f"session {given!r} is ambiguous: {', '.join(hits[:5])}")
+        raise Ambiguous(f"session {given!r} is ambiguous: {', '.join(hits[:5])}")
     raise NotFound(f"no indexed session matches {given!r}")
 
 
