@@ -285,6 +285,29 @@ def test_forget_rederives_llm_paraphrases_and_drops_event_text_and_orphan_entiti
         assert "rotated every quarter" in search_text("vault key rotation")
 
 
+def test_a_topic_renamed_after_a_forget_is_named_by_the_conversation_not_by_a_later_note(tmp_path, store):
+    """Forgetting a memory renames its topic from the memories left (extractive): a note added to
+    the session later (confidence 1.0) outranked them all, and a topic about the API server was
+    renamed "Remember to buy milk"."""
+    project = "/home/dev/projects/milk"
+    path = write_transcript(
+        folder(tmp_path, project) / "sess-milk.jsonl",
+        [
+            ("user", "We decided to serve the API with Caddy behind the load balancer."),
+            ("user", "The Caddy config reloads without dropping connections."),
+        ],
+        cwd=project,
+    )
+    cli("backfill", str(path), "--wait")
+    note = cli_json("note", "Remember to buy milk", "--session", "sess-milk")
+    [(span_id,)] = db_rows("SELECT span_id FROM ideas WHERE id = ?", (note["id"],))
+    assert span_id is not None  # the note is in the session's topic
+    [(first,)] = db_rows("SELECT id FROM ideas WHERE content LIKE '%load balancer%'")
+    cli_json("forget", str(first))
+    [(name, summary)] = db_rows("SELECT name, summary FROM spans WHERE id = ?", (span_id,))
+    assert "milk" not in name and "Caddy config reloads" in name, name
+
+
 # === 2. secrets never stored or sent ==============================================================
 
 

@@ -649,9 +649,13 @@ def _rederive_spans(db: Database, span_ids: list[int]) -> tuple[list[int], list[
         if row is None:
             continue
         tree = sorted(_with_descendants(db, [span_id]))
+        # What the conversation said names its topic before a note added to the session later (a
+        # note's confidence of 1.0 made "Remember to buy milk" the name of a topic about a server).
         best = db.column(
-            f"SELECT content FROM ideas WHERE span_id IN ({_in(tree)}) ORDER BY confidence DESC, id LIMIT 2",
-            tree,
+            f"SELECT content FROM ideas WHERE span_id IN ({_in(tree)}) ORDER BY EXISTS (SELECT 1 FROM "
+            "memory_events e WHERE e.kind = 'idea' AND e.object_id = ideas.id AND e.action = 'insert' "
+            "AND e.cause = ?) , confidence DESC, id LIMIT 2",
+            [*tree, store.NOTE_CAUSE],
         )
         if row["depth"] == 0:
             db.execute("UPDATE spans SET summary = '', needs_embedding = 0 WHERE id = ?", (span_id,))

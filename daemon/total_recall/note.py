@@ -65,7 +65,7 @@ def note(
         line_times={where["line"]: stamp},
         first_line=where["line"],
         last_line=where["line"],
-        cause="user: note",
+        cause=store.NOTE_CAUSE,
         now=now,
         machine=settings.machine_name(),
     )
@@ -82,7 +82,7 @@ def note(
         # explicit request is newer than the tombstone. Outcome: the tombstone goes, logged.
         dropped = trust.drop_content_tombstone(db, where["project"], chash)
         if dropped:
-            store.event(db, "tombstone", None, "delete", {"content_hash": chash}, None, "user: note", now)
+            store.event(db, "tombstone", None, "delete", {"content_hash": chash}, None, store.NOTE_CAUSE, now)
         idea_id, created = store.insert_idea(db, ctx, item, where["span"], vector)
         if idea_id is None:  # a line tombstone on the transcript line: note it on the pseudo-source
             ctx.source_file, line = NOTE_SOURCE, _next_note_line(db)
@@ -92,7 +92,8 @@ def note(
             _as_chunk(db, ctx, item, stamp, vector)
         if pin:
             memories.set_pinned(db, idea_id, True, now)
-            store.event(db, "idea", idea_id, "pin", {"pinned": False}, {"pinned": True}, "user: note", now)
+            pinned = {"pinned": True}
+            store.event(db, "idea", idea_id, "pin", {"pinned": False}, pinned, store.NOTE_CAUSE, now)
     row = memories.noted(db, idea_id)
     log.info("note_stored", id=idea_id, created=created, embedded=not row["needs_embedding"])
     result = {

@@ -73,6 +73,11 @@ def span_text(name: str, summary: str) -> str:
     return f"{name}. {summary}".strip(". ") if summary else name
 
 
+# The cause of what `note` writes (the memory_events of a note's memory): a memory the user added, not
+# one said in the conversation (erasure names a topic by the conversation's memories first).
+NOTE_CAUSE = "user: note"
+
+
 @dataclass
 class BatchContext:
     source_file: str
