@@ -59,7 +59,7 @@ def test_search_shows_the_machine_next_to_file_and_line(tmp_path, monkeypatch):
     assert result["machine"] == "laptop" and result["sources"][0]["machine"] == "laptop"
     assert result["source_line"] == 1
     text = cli("search", "Caddy TLS", "--all-projects").stdout
-    assert f"{result['source_file']}:1 on laptop" in text
+    assert f"`{result['source_file']}:1` on laptop" in text  # file:line copied whole, the machine after it
 
     monkeypatch.delenv("TOTAL_RECALL_MACHINE_NAME")  # the default is the host name
     cli("note", "the staging database is reset every Monday", "--project", "/home/dev/repo")

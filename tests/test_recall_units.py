@@ -1397,3 +1397,35 @@ def test_a_transcript_moved_into_a_worktree_and_back_keeps_its_memories_where_it
     ]
     hits = cli_json("search", "which queue for the billing events", "--project", "atlas")
     assert {r["source_file"] for r in hits if "RabbitMQ" in r["content"]} == {str(first)}
+
+
+def test_notes_of_no_session_are_headed_by_their_own_project():
+    """Two notes of no session in two projects are two groups, each under its own project and
+    "no session" (they were one group under the first one's project, headed "session None"), and a
+    result's `file:line` is copied whole, the machine after it."""
+    from total_recall import render
+
+    def noted(n: int, project: str) -> dict:
+        return {
+            "kind": "idea",
+            "id": n,
+            "content": f"note {n}",
+            "intent": "context",
+            "confidence": 1.0,
+            "answered": False,
+            "superseded_by": [],
+            "session": None,
+            "project": project,
+            "timestamp": "2026-03-02T10:00:00Z",
+            "source_file": "total-recall-note",
+            "source_line": n,
+            "machine": "laptop",
+            "span": None,
+        }
+
+    text = render.results_markdown([noted(1, "/p/spotter"), noted(2, "/p/streaming")])
+    blocks = text.split("## ")[1:]
+    assert len(blocks) == 2 and "None" not in text
+    assert "_no session · 2026-03-02 · project /p/spotter_" in blocks[0] and "note 1" in blocks[0]
+    assert "project /p/streaming_" in blocks[1] and "note 2" in blocks[1]
+    assert "`total-recall-note:1` on laptop" in blocks[0]

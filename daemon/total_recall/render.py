@@ -12,10 +12,11 @@ def _date(stamp: str | None) -> str:
 
 
 def _source(r: dict) -> str:
+    """`file:line` in backticks, as it is copied and opened, then the machine it was said on."""
     if r["kind"] in ("idea", "message"):
         on = f" on {r['machine']}" if r.get("machine") else ""  # said on another machine, or this one
-        return f"{r['source_file']}:{r['source_line']}{on}"
-    return f"{r['source_file']}:{r['start_line']}-{r['end_line']}"
+        return f"`{r['source_file']}:{r['source_line']}`{on}"
+    return f"`{r['source_file']}:{r['start_line']}-{r['end_line']}`"
 
 
 def other_places(r: dict) -> list[dict]:
@@ -68,14 +69,14 @@ def results_markdown(results: list[dict]) -> str:
     groups: OrderedDict[tuple, list[dict]] = OrderedDict()
     for r in results:
         topic = r["span"]["name"] if r.get("span") else (r.get("name") if r["kind"] == "span" else "no topic")
-        groups.setdefault((topic, r.get("session")), []).append(r)
+        groups.setdefault((topic, r.get("session"), r.get("project")), []).append(r)
     out = []
-    for (topic, _), items in groups.items():
+    for (topic, session, _), items in groups.items():
         first = items[0]
-        out.append(
-            f"## {topic}  \n_session {str(first['session'])[:8]}{_titled(first)} · "
-            f"{_date(first['timestamp'])} · project {first['project'] or '?'}_"
-        )
+        # A note stored with no session belongs to none: "no session", not "session None".
+        said_in = f"session {str(session)[:8]}{_titled(first)}" if session else "no session"
+        where = f"{said_in} · {_date(first['timestamp'])} · project {first['project'] or '?'}"
+        out.append(f"## {topic}  \n_{where}_")
         for r in items:
             out.append(_line(r))
     return "\n".join(out)
@@ -95,9 +96,9 @@ def _prs(links: list[str] | None) -> str:
 
 def _line(r: dict) -> str:
     if r["kind"] == "span":
-        return f"- **topic** {r['name']}: {r['summary']}  \n  `{_source(r)}`"
+        return f"- **topic** {r['name']}: {r['summary']}  \n  {_source(r)}"
     if r["kind"] == "message":
-        return f"- **{said(r)}** {r['content']}  \n  `{_source(r)}` · {_date(r['timestamp'])}{_also(r)}"
+        return f"- **{said(r)}** {r['content']}  \n  {_source(r)} · {_date(r['timestamp'])}{_also(r)}"
     flags = []
     if r["superseded_by"]:
         flags.append(f"superseded by #{r['superseded_by'][0]}")
@@ -110,7 +111,7 @@ def _line(r: dict) -> str:
     extra = f" ({', '.join(flags)})" if flags else ""
     text = (
         f"- **{r['intent']}** ({r['confidence']:.2f}) {r['content']}{extra}  \n"
-        f"  `{_source(r)}` · {_date(r['timestamp'])} · #{r['id']}{_also(r)}"
+        f"  {_source(r)} · {_date(r['timestamp'])} · #{r['id']}{_also(r)}"
     )
     return ("  " + text.replace("\n", "\n  ")) if r["superseded_by"] else text
 
