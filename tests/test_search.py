@@ -680,3 +680,11 @@ def test_an_excerpt_shows_the_stretch_that_holds_most_of_the_rarest_query_words(
     assert shown.startswith("…") and len(shown) <= EXCERPT_CHARS + 2
     assert excerpt(line, ["kubernetes"]).startswith("The function names")
     assert excerpt("a short line", ["line"]) == "a short line"
+
+
+@pytest.mark.parametrize("query", ["", "   ", "\t"])
+def test_an_empty_query_is_refused_as_the_mcp_server_and_web_view_refuse_it(query, isolated_home):
+    """`search ""` answered "No memories found." with exit 0, as if memory were empty; a bare
+    `search`, the MCP server and the web view say a query is needed."""
+    out = cli("search", query, check=False)
+    assert out.returncode != 0 and "search needs a QUERY" in out.stderr

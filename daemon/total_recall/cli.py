@@ -286,7 +286,7 @@ def cmd_search(args) -> int:
         ):
             print(json.dumps(line, default=str))  # ASCII escapes: any query text survives stdout
         return 0
-    if not args.query:
+    if not " ".join(args.query or ()).strip():  # `search ""` too: as the MCP server and web view say
         raise TotalRecallError("search needs a QUERY or --queries FILE")
     request = client.request(
         " ".join(args.query),
