@@ -226,7 +226,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "extract",
         },
     ),
-    ("models", {"extract.protocol", "extract.offline", "extract.llm", "embed"}),
+    ("models", {"extract.protocol", "extract.offline", "extract.llm", "extract.summary", "embed"}),
     ("storage", {"db", "queue", "trust", "state", "pg", "transactions", "vector_cache"}),
     ("storage owners", {"store", "vectors", "memories", "erasure", "salvage", "lookup"}),
     ("engine", {"indexer", "search", "repoint"}),
