@@ -96,3 +96,15 @@ def test_the_skills_search_command_line_is_read_without_argparse():
     }
     assert cli_module.plain_search(["search", "--help"]) is None
     assert cli_module.plain_search(["topics", "--json"]) is None
+
+
+@pytest.mark.parametrize(
+    "args", [("stats",), ("search", "caddy"), ("topics",), ("recent",), ("digest",), ("export",)]
+)
+def test_a_read_only_command_on_a_home_with_no_database_says_how_to_set_it_up(args, isolated_home):
+    """A mistyped TOTAL_RECALL_HOME made a new, empty home whose zero counts read as lost memory: a
+    command that only reads memory says there is no database and how to set one up, and creates
+    nothing."""
+    out = cli(*args, check=False)
+    assert out.returncode != 0 and "no memory database at" in out.stderr and "total-recall up" in out.stderr
+    assert not (isolated_home / "memory.db").exists()

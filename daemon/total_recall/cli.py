@@ -58,6 +58,17 @@ def _store():
     return db.open_store(config.load())
 
 
+def _require_home() -> None:
+    """A command that only reads memory refuses a home with no database instead of creating one: a
+    mistyped TOTAL_RECALL_HOME made a new empty home whose zero counts read as lost memory."""
+    path = config.paths().db
+    if not path.exists() and not config.load().store.url:  # a shared store's memory is on its server
+        raise TotalRecallError(
+            f"no memory database at {path}; run `total-recall up` (or `total-recall init`) to set up "
+            "the memory, then index with `total-recall backfill`"
+        )
+
+
 def _print(data: object, as_json: bool, render: Callable[[object], str] | None = None) -> None:
     if as_json or render is None:
         print(json.dumps(data, indent=None if as_json else 2, ensure_ascii=False, default=str))
@@ -120,6 +131,7 @@ def cmd_recover(args) -> int:
 
 @command("stats")
 def cmd_stats(args) -> int:
+    _require_home()
     from total_recall import db, report
 
     settings = config.load()
@@ -144,6 +156,7 @@ def cmd_status(args) -> int:
 
 @command("topics")
 def cmd_topics(args) -> int:
+    _require_home()
     from total_recall import render, report
 
     sessions = report.topics(_store(), args.session)
@@ -309,6 +322,7 @@ def cmd_search(args) -> int:
         _configure_log()
         from total_recall import server
 
+        _require_home()
         answer = server.in_process(config.load(), request)
     found = client.result(answer)
     for note in found["notes"]:
@@ -409,6 +423,7 @@ def cmd_review(args) -> int:
 
 @command("digest")
 def cmd_digest(args) -> int:
+    _require_home()
     from total_recall import digest, search
 
     database = _store()
@@ -422,6 +437,7 @@ def cmd_digest(args) -> int:
 
 @command("recent")
 def cmd_recent(args) -> int:
+    _require_home()
     from total_recall import digest, render, search
 
     database = _store()
@@ -457,6 +473,7 @@ def cmd_note(args) -> int:
 
 @command("export")
 def cmd_export(args) -> int:
+    _require_home()
     from total_recall import exchange, search
 
     database = _store()
