@@ -134,6 +134,10 @@ def test_canaries_forgotten_by_session_idea_and_project_leave_no_byte_behind(tmp
 
     preview = cli_json("forget", "--session", "sess-canary", "--dry-run")
     assert preview["dry_run"] and preview["forgotten"] >= 1 and preview["archives"]
+    # what would go, by id and text, not only how much (the rest is counted past the first 50)
+    assert len(preview["would_forget"]) == min(preview["forgotten"], 50) + (preview["forgotten"] > 50)
+    assert all(line.startswith("#") and "(session sess-can)" in line for line in preview["would_forget"][:50])
+    assert any("Cnrysession4242" in line for line in preview["would_forget"])
     assert found_in_home(canaries["session"])  # a dry run changes nothing
     went = cli_json("forget", "--session", "sess-canary")
     assert went["forgotten"] >= 1 and went["sessions_tombstoned"] == ["sess-canary"]

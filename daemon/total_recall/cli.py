@@ -82,6 +82,10 @@ def _kv(data: dict, indent: str = "") -> str:
         if isinstance(value, dict) and value:
             lines.append(f"{indent}{key}:")
             lines.append(_kv(value, indent + "  "))
+        elif isinstance(value, list) and value and len(repr(value)) > 100:
+            # a long list (the memories a dry run of forget would take) one item a line, not a repr
+            lines.append(f"{indent}{key}:")
+            lines += [f"{indent}  - {item}" for item in value]
         else:
             lines.append(f"{indent}{key}: {value}")
     return "\n".join(lines)

@@ -19,6 +19,13 @@ from total_recall.errors import NotFound, TotalRecallError
 
 log = structlog.get_logger(__name__)
 
+DRY_RUN_SHOWN = 50  # memories a dry run of forget lists by id and text
+
+
+def _short(text: str, n: int = 120) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
 
 def _idea(db: Database, idea_id: int) -> dict:
     row = memories.idea(db, idea_id)
@@ -122,8 +129,8 @@ def forget(
         raise TotalRecallError(f"no indexed project matches {project!r}")
     now = time.time()
     with db.write(commit=not dry_run):  # a dry run computes the same report, then rolls back
-        report = erasure.erase(db, idea_id, session, projects, before, now)
-    archived = report.pop("_archived_transcripts")
+        report = erasure.erase(db, idea_id, session, projects, before, now, DRY_RUN_SHOWN if dry_run else 0)
+    archived, preview = report.pop("_archived_transcripts"), report.pop("_preview")
     # Trigger: `recover` kept a damaged database (or stopped while filling a new one). Why: such a
     # copy holds everything the database held, forgotten text included, in a file nothing can
     # rewrite safely; its readable rows were salvaged and the rest rebuilt from the transcripts.
@@ -131,7 +138,16 @@ def forget(
     copies = config.paths().database_copies()
     report["database_copies_removed"] = [str(c) for c in copies]
     if dry_run:
+        # What would go, not only how much: the memories themselves, the first DRY_RUN_SHOWN of them.
         report["dry_run"] = True
+        report["would_forget"] = [
+            f"#{m['id']} [{m['intent']}] {_short(m['content'])} (session {str(m['session_id'] or '-')[:8]})"
+            for m in preview
+        ] + (
+            [f"... and {report['forgotten'] - len(preview)} more"]
+            if report["forgotten"] > len(preview)
+            else []
+        )
         return report
     _after_forget(db, report, archived, before, now)
     return report

@@ -91,9 +91,11 @@ def rebuild_fts(db: Database) -> None:
                 db.execute(f"INSERT INTO {fts} ({fts}) VALUES ('rebuild')")
 
 
-def erase(db: Database, idea_id, session, projects, before, now) -> dict:
+def erase(db: Database, idea_id, session, projects, before, now, preview: int = 0) -> dict:
     """Forget one memory, or a session / projects / before a date, inside the caller's transaction;
-    the report of what went (curate.forget documents the rules)."""
+    the report of what went (curate.forget documents the rules). With `preview`, the report's
+    `_preview` lists up to that many of the memories that go (id, intent, session, text), for a
+    dry run to show."""
     # A batch the indexer extracted meanwhile writes after this commits and sees it (Indexer.
     # _forget_marks); on PostgreSQL its writers take this lock shared (SQLite has one writer).
     db.lock("forget")
@@ -123,6 +125,18 @@ def erase(db: Database, idea_id, session, projects, before, now) -> dict:
     # Lines an earlier forget took already: their words are out of every row.
     forgotten_before = {(f, ln) for f, ln in lines if ln in trust.forgotten_lines(db, f, ln, ln)}
 
+    first = ids[:preview]
+    shown = (
+        [
+            dict(r)
+            for r in db.all(
+                f"SELECT id, intent, session_id, content FROM ideas WHERE id IN ({_in(first)}) ORDER BY id",
+                first,
+            )
+        ]
+        if first
+        else []
+    )
     cause = "user: forget id" if idea_id is not None else "user: forget scope"
     _bury(db, ids, lines, cause, now)
     # A memory of the scope also said outside it now cites a line that remains, in its words.
@@ -179,6 +193,7 @@ def erase(db: Database, idea_id, session, projects, before, now) -> dict:
         "archives_scrubbed": [str(a) for a in archive_copies(kept_files)],
         "_archived_transcripts": [f for f in kept_files if archive_copies([f])],
         "projects": sorted({p for p in touched_projects if p}),
+        "_preview": shown,
     }
 
 
