@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
@@ -432,6 +433,7 @@ def test_digest_recent_and_maintain(tmp_path):
     text = cli("digest", "shop").stdout
     for heading in ("# shop", "## Conventions", "## Known problems and their fixes"):
         assert heading in text
+    assert re.search(r"^\d+ memories from 1 session, ", text, re.M)  # not "1 sessions"
     assert "KeyError" in text and "cart_view" in text and f"{claude}" in text  # sources shown
     branch_digest = cli("digest", "shop", "--branch", "main").stdout
     assert "# shop @ main" in branch_digest

@@ -87,6 +87,11 @@ def _last_session_topics(db: Database, paths: list[str]) -> tuple[str | None, st
     )
 
 
+def _count(n: int, one: str, many: str = "") -> str:
+    """ "1 session", "3 sessions"."""
+    return f"{n} {one if n == 1 else many or one + 's'}"
+
+
 def _remember_command() -> str:
     from total_recall import install
 
@@ -136,8 +141,8 @@ def project_digest(
     out = [
         f"# {title}",
         "",
-        f"{stats['ideas']} memories from {stats['sessions']} sessions, {(stats['first'] or '')[:10]} to "
-        f"{(stats['last'] or '')[:10]}.",
+        f"{_count(stats['ideas'], 'memory', 'memories')} from {_count(stats['sessions'], 'session')}, "
+        f"{(stats['first'] or '')[:10]} to {(stats['last'] or '')[:10]}.",
         "",
     ]
 
