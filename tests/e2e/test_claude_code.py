@@ -783,12 +783,14 @@ def test_todos_from_the_clis_todo_tools_appear_open_then_close_when_completed(cc
 
 COMPACTION_PROMPT = "Your task is to create a detailed summary"  # Claude Code's compaction request
 COMPACTED = "The CSV importer now skips blank rows and logs each skipped row number to import.log."
+PENDING = "Add a dry-run flag to the CSV importer that reports the rows it would skip"
 
 
 def test_a_compactions_summary_is_found_without_claude_codes_wrapper(cc):
     """`/compact` after a few turns: Claude Code asks the model for a summary and writes it in a user
     record (isCompactSummary) inside ~1 KB of its own framing (in 2.1.332 with the transcript's path).
-    The summary is found as a summary of an earlier part; the framing is not stored."""
+    The summary is found as a summary of an earlier part; the framing is not stored. Its pending task
+    is a todo at its line."""
     project = cc.project("importer")
     for turn in range(5):
         prompt = f"Turn {turn}: walk me through the CSV importer. " + "Include every detail. " * 30
@@ -797,7 +799,8 @@ def test_a_compactions_summary_is_found_without_claude_codes_wrapper(cc):
         )
         cc.session(prompt, project, *(["--continue"] if turn else []))
     summary = (
-        f"<analysis>Reviewed the importer.</analysis>\n<summary>1. Primary Request: {COMPACTED}</summary>"
+        f"<analysis>Reviewed the importer.</analysis>\n<summary>1. Primary Request: {COMPACTED}\n\n"
+        f"7. Pending Tasks:\n   - {PENDING}\n</summary>"
     )
     cc.fake.script(COMPACTION_PROMPT, [summary])
     session = cc.session("/compact", project, "--continue")
@@ -810,13 +813,20 @@ def test_a_compactions_summary_is_found_without_claude_codes_wrapper(cc):
         lambda: [
             r
             for r in search(cc, "what does the importer do with blank rows", project)
-            if r["kind"] == "message" and r["source_line"] in compacted and COMPACTED in r["content"]
+            if r["kind"] != "span" and r["source_line"] in compacted and COMPACTED in r["content"]
         ],
         lambda: f"the summary is not found at {compacted}; daemon log:\n{daemon_log_tail(cc)}",
     )
-    assert hits[0]["message_kind"] == "compact_summary"
+    # shown as what its Primary Request section says (a memory of the summary's line), else as the
+    # summary of an earlier part
+    assert hits[0]["content"] == COMPACTED or hits[0]["message_kind"] == "compact_summary", hits[0]
     # Claude Code drops the analysis and writes the summary's tag as a heading
-    assert line_text(session.transcript, compacted[-1]) == f"Summary:\n1. Primary Request: {COMPACTED}"
+    assert line_text(session.transcript, compacted[-1]) == (
+        f"Summary:\n1. Primary Request: {COMPACTED}\n\n7. Pending Tasks:\n   - {PENDING}"
+    )
+    # The summary's pending task is remembered as a todo at the summary's line (extract/summary.py)
+    todos = [r for r in search(cc, "todos", project) if r.get("intent") == "todo"]
+    assert (PENDING, compacted[-1]) in [(t["content"], t["source_line"]) for t in todos], todos
 
 
 RENAME_ASK = "Where should the orders live?"

@@ -53,6 +53,7 @@ SECTIONS = {
     "errors and fixes made": (None, False),
     "problem solving": (None, False),
     "primary request and intent": (CONTEXT, True),
+    "primary request": (CONTEXT, True),
     "current work": (CONTEXT, True),
 }
 CONFIDENCE = 0.8
