@@ -398,7 +398,7 @@ def test_a_compaction_summary_is_remembered_by_its_sections(store, tmp_path):
     unresolved: its Pending Tasks and Next Step are todos, an unresolved error a problem, a fixed one
     a solution, each pointing at the summary's own line (no extractor call: the template's numbered
     sections are read). Concepts and the list of user messages add nothing; read again, nothing is
-    stored twice."""
+    stored twice. A later summary closes the todos an earlier one listed and it does not."""
     from helpers import record
 
     path = tmp_path / "claude" / "projects" / "-home-dev-projects-atlas" / "traced.jsonl"
@@ -434,6 +434,21 @@ def test_a_compaction_summary_is_remembered_by_its_sections(store, tmp_path):
     assert len([c for c in said if c.startswith("atlas-7.2")]) == 1
     cli("backfill", str(path), "--wait")
     assert sorted(ideas()) == sorted(said)
+
+    # A later summary lists what is pending as of then: the tasks it no longer lists were done or
+    # given up, and are closed at its line; the one it lists again stays open (one memory).
+    later = SUMMARY.split("7. Pending Tasks:")[0] + (
+        "7. Pending Tasks:\n   - **atlas-7.3**: Write the tracing runbook for on-call\n"
+    )
+    summary = record("user", later, session="traced", cwd=PROJECT, when=NOW - timedelta(hours=2))
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps({**summary, "isCompactSummary": True, "isVisibleInTranscriptOnly": True}) + "\n")
+    cli("backfill", str(path), "--wait")
+    open_todos = [r["content"] for r in cli_json("search", "open todos", "--project", "atlas")]
+    assert open_todos == ["atlas-7.3: Write the tracing runbook for on-call"], open_todos
+    done = {r["content"]: r for r in cli_json("search", "todos", "--project", "atlas") if r.get("closed")}
+    assert "atlas-7.2: Trace the thumbnail worker's queue consumer" in done
+    assert "Fix the flaky retry test, then commit the exporter change." in done
 
 
 def test_a_line_is_shown_as_its_memory_that_says_the_querys_words(store, tmp_path):

@@ -523,6 +523,8 @@ class Indexer:
                 report.ideas_added += len(applied.ideas_added)
                 covered |= applied.lines_with_items
                 skips.update({s["line"]: s["reason"] for s in output.get("skip_lines", [])})
+            for m in chunk.summaries:
+                close_dropped_todos(self.db, ctx, m)
             self._write_messages(path, ident, chunk, covered, skips, now)
             self._write_units(path, ident, units, vectors)
             self._write_calls(now)
@@ -1053,6 +1055,15 @@ def summary_outputs(summaries: list[transcript.Message], project: str) -> list[d
         if found:
             outputs.append(protocol.validate_output({"items": found}, {m.line}).output)
     return outputs
+
+
+def close_dropped_todos(db: Database, ctx: store.BatchContext, summary_message: transcript.Message) -> None:
+    """The todos an earlier summary of the session listed and this one does not: closed at its line."""
+    from total_recall.extract import summary
+
+    kept = summary.pending(summary_message.text)
+    if kept is not None:
+        store.close_summary_todos(db, ctx, summary_message.line, summary_message.timestamp, kept)
 
 
 def point_at_text_lines(outputs: list[dict], messages: list[transcript.Message]) -> None:

@@ -681,6 +681,30 @@ def close_todo(db: Database, ctx: BatchContext, item: dict) -> int | None:
     return best[1]
 
 
+def close_summary_todos(
+    db: Database, ctx: BatchContext, line: int, said_at: str | None, kept: set[str]
+) -> int:
+    """Close the open todos of this session that an earlier compaction summary listed (a todo whose
+    line is a `compact_summary` message said before `said_at`) and the summary on `line` no longer
+    lists (`kept`: its todos in lower case, extract/summary.pending); how many. A summary's pending
+    tasks are the session's as of then: one it dropped was done or given up, and stayed open for ever
+    in the session-start digest otherwise. In the batch's transaction."""
+    if not said_at:
+        return 0
+    rows = db.all(
+        "SELECT i.id, i.content FROM ideas i WHERE i.session_id = ? AND i.intent = 'todo' "
+        "AND i.closed_source_line IS NULL AND i.message_time < ? AND EXISTS (SELECT 1 FROM messages m "
+        "WHERE m.file_id = i.file_id AND m.source_line = i.source_line AND m.kind = 'compact_summary')",
+        (ctx.session_id, said_at),
+    )
+    closed = 0
+    for r in rows:
+        if " ".join(r["content"].lower().split()) not in kept:
+            _mark_closed(db, ctx, int(r["id"]), line)
+            closed += 1
+    return closed
+
+
 def _mark_closed(db: Database, ctx: BatchContext, idea_id: int, line: int) -> None:
     db.execute(
         "UPDATE ideas SET closed_at = ?, closed_source_file = ?, closed_source_line = ?, updated_at = ? "

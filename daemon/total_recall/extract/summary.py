@@ -145,6 +145,19 @@ def _cut(text: str) -> str:
     return cut[: cut.rfind(" ")].rstrip(" ,;:") + " …" if " " in cut else cut
 
 
+def pending(text: str) -> set[str] | None:
+    """The todos this summary lists (its pending tasks and next step, as `items` words them, in lower
+    case), or None when it has no Pending Tasks section: a summary that lists what is pending says
+    that what an earlier one listed and it does not is no longer so (indexer, store.close_summary_todos)."""
+    if not any(title.startswith("pending task") for title, _ in sections(text)):
+        return None
+    return {_same(i["content"]) for i in items(text, 0) if i["type"] == TODO}
+
+
+def _same(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
 def items(text: str, line: int, project: str = "") -> list[dict]:
     """Extractor items (protocol.validate_output's input) of a summary said on `line`: [] for a
     summary with none of the sections above (a one-line summary, an older free-form one)."""
