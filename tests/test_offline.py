@@ -1034,3 +1034,46 @@ def test_a_heading_inside_a_quoted_section_is_a_heading_not_words_of_the_next_li
     texts = [i["content"] for i in out["items"]]
     assert any(t.endswith("The sync job drops events when the queue is full.") for t in texts)
     assert not any("#" in t or "Problem" in t or "Rabbit" in t for t in texts)
+
+
+def test_a_compaction_summary_is_read_by_the_templates_own_section_titles():
+    """extract/summary.py: only the template's titles open a section, so a numbered task with a label
+    ("1. **Redis backend**: ...") is a task, not a section; a title with words after it or with no
+    colon still opens one; "None" or "No next step" is no todo; a fix said alongside "blocking" is a
+    solution, "UNRESOLVED" a problem; a <summary> quoted in a code span is not where the summary
+    starts; a task in a script without spaces and a two-word task are kept; what is to do comes first."""
+    from total_recall.extract import summary
+
+    text = (
+        "This session is being continued from a previous conversation.\n\nSummary:\n"
+        "1. Primary Request and Intent:\n   Add rate limiting to the API.\n\n"
+        "4. Errors and fixes:\n"
+        "   1. **Clock skew in bucket refill**: still unresolved, refills drift by a second.\n"
+        "   2. **Test hang**: Fixed by adding a timeout; previously this was blocking CI.\n"
+        "   3. No other errors were encountered.\n\n"
+        "## 6. Pending Tasks (carried over from the previous session)\n"
+        "   1. **Redis backend**: Add a Redis backend for the token bucket\n"
+        "   2. **Retry-After**: Return Retry-After headers on 429 responses\n"
+        "   3. Add tests\n"
+        "   4. 添加速率限制文档\n\n"
+        "8. Current Work:\n   Writing the bucket refill, see `<summary>` tags in the template.\n\n"
+        "9. Optional Next Step:\n   None - the user has not requested further work.\n"
+    )
+    found = [(i["type"], i["content"]) for i in summary.items(text, 5)]
+    todos = [c for t, c in found if t == "todo"]
+    assert todos == [
+        "Redis backend: Add a Redis backend for the token bucket",
+        "Retry-After: Return Retry-After headers on 429 responses",
+        "Add tests",
+        "添加速率限制文档",
+    ]
+    assert ("problem", "Clock skew in bucket refill: still unresolved, refills drift by a second.") in found
+    assert ("solution", "Test hang: Fixed by adding a timeout; previously this was blocking CI.") in found
+    assert not any("No other errors" in c or c.startswith("None") for _, c in found)
+    assert [t for t, _ in found] == sorted((t for t, _ in found), key=summary.ORDER.get)  # todos first
+    assert ("context", "Writing the bucket refill, see <summary> tags in the template.") in found
+    assert summary.pending(text) == {summary.same(t) for t in todos}
+    assert summary.pending("Summary:\n1. Primary Request: fix it\n") is None  # no Pending Tasks section
+    assert summary.same("Add a currency column to the export (in progress)") == summary.same(
+        "Add a currency column to the export."
+    )

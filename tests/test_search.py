@@ -451,6 +451,48 @@ def test_a_compaction_summary_is_remembered_by_its_sections(store, tmp_path):
     assert "Fix the flaky retry test, then commit the exporter change." in done
 
 
+def test_summaries_read_in_one_batch_close_what_the_later_drops_and_keep_what_it_restates(store, tmp_path):
+    """Two summaries of one session read by one backfill (a first install, a re-index): the later one
+    closes the task it dropped (closing ran before the batch's messages were written and saw no
+    summary), keeps the tasks it restates in other words ("(in progress)", a full stop), and a
+    subagent's own summary closes none of the session's todos."""
+    from helpers import record
+
+    def summary_of(tasks: list[str], hours_ago: int, **extra) -> str:
+        text = "This session is being continued.\n\nSummary:\n7. Pending Tasks:\n" + "".join(
+            f"   - {t}\n" for t in tasks
+        )
+        line = record("user", text, session="batch", cwd=PROJECT, when=NOW - timedelta(hours=hours_ago))
+        return json.dumps({**line, "isCompactSummary": True, **extra}) + "\n"
+
+    folder = tmp_path / "claude" / "projects" / "-home-dev-projects-atlas"
+    path = write_transcript(
+        folder / "batch.jsonl", [("user", "Export work")], cwd=PROJECT, start=NOW - timedelta(days=1)
+    )
+    first = [
+        "Paginate the export query",
+        "Document the export format in docs/export.md",
+        "Add a currency column",
+    ]
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(summary_of(first, 5))
+        fh.write(
+            summary_of(
+                ["Document the export format in docs/export.md.", "Add a currency column (in progress)"], 3
+            )
+        )
+    cli("backfill", str(path), "--wait")
+    still = sorted(r["content"] for r in cli_json("search", "open todos", "--project", "atlas"))
+    assert still == ["Add a currency column", "Document the export format in docs/export.md"], still
+
+    side = folder / "batch" / "subagents" / "agent-a1b2c3.jsonl"
+    side.parent.mkdir(parents=True)
+    side.write_text(summary_of(["Write the subagent's report"], 1, isSidechain=True, agentId="a1b2c3"))
+    cli("backfill", str(side), "--wait")
+    still = sorted(r["content"] for r in cli_json("search", "open todos", "--project", "atlas"))
+    assert "Document the export format in docs/export.md" in still and "Add a currency column" in still
+
+
 def test_a_line_is_shown_as_its_memory_that_says_the_querys_words(store, tmp_path):
     """A line with several memories is shown as the one that says most of the query's words, not
     as whichever another strategy ranked a little higher; the line's place in the ranking is the same."""

@@ -523,9 +523,9 @@ class Indexer:
                 report.ideas_added += len(applied.ideas_added)
                 covered |= applied.lines_with_items
                 skips.update({s["line"]: s["reason"] for s in output.get("skip_lines", [])})
-            for m in chunk.summaries:
-                close_dropped_todos(self.db, ctx, m)
             self._write_messages(path, ident, chunk, covered, skips, now)
+            for m in chunk.summaries:  # after the messages rows: a summary of this batch is one of them
+                close_dropped_todos(self.db, ctx, m, path)
             self._write_units(path, ident, units, vectors)
             self._write_calls(now)
             self._write_offset(path, ident, chunk, hashes, now)
@@ -1057,13 +1057,20 @@ def summary_outputs(summaries: list[transcript.Message], project: str) -> list[d
     return outputs
 
 
-def close_dropped_todos(db: Database, ctx: store.BatchContext, summary_message: transcript.Message) -> None:
-    """The todos an earlier summary of the session listed and this one does not: closed at its line."""
+def close_dropped_todos(
+    db: Database, ctx: store.BatchContext, summary_message: transcript.Message, path: str
+) -> None:
+    """The todos an earlier summary of the session listed and this one does not: closed at its line.
+    A subagent's own summary (a sidechain that is not the compaction agent's) speaks for the subagent's
+    work, not the session's, and closes nothing."""
     from total_recall.extract import summary
 
-    kept = summary.pending(summary_message.text)
+    m = summary_message
+    if m.is_sidechain and not ((m.agent_id or "").startswith("acompact") or "agent-acompact" in path):
+        return
+    kept = summary.pending(m.text)
     if kept is not None:
-        store.close_summary_todos(db, ctx, summary_message.line, summary_message.timestamp, kept)
+        store.close_summary_todos(db, ctx, m.line, m.timestamp, kept, summary.same)
 
 
 def point_at_text_lines(outputs: list[dict], messages: list[transcript.Message]) -> None:

@@ -682,24 +682,30 @@ def close_todo(db: Database, ctx: BatchContext, item: dict) -> int | None:
 
 
 def close_summary_todos(
-    db: Database, ctx: BatchContext, line: int, said_at: str | None, kept: set[str]
+    db: Database, ctx: BatchContext, line: int, said_at: str | None, kept: set[str], same: Any
 ) -> int:
     """Close the open todos of this session that an earlier compaction summary listed (a todo whose
-    line is a `compact_summary` message said before `said_at`) and the summary on `line` no longer
-    lists (`kept`: its todos in lower case, extract/summary.pending); how many. A summary's pending
-    tasks are the session's as of then: one it dropped was done or given up, and stayed open for ever
-    in the session-start digest otherwise. In the batch's transaction."""
+    line is a `compact_summary` message said before `said_at`, in the main conversation or a
+    compaction agent's file, not another subagent's) and the summary on `line` no longer lists; how
+    many. `kept`: the tasks it lists, as `same` words a task (extract/summary.py); a todo it restates
+    (merged, so a source at `line`) is kept too. A summary's pending tasks are the session's as of
+    then: one it dropped was done or given up, and stayed open for ever in the session-start digest
+    otherwise. In the batch's transaction, after its messages rows are written."""
     if not said_at:
         return 0
     rows = db.all(
-        "SELECT i.id, i.content FROM ideas i WHERE i.session_id = ? AND i.intent = 'todo' "
-        "AND i.closed_source_line IS NULL AND i.message_time < ? AND EXISTS (SELECT 1 FROM messages m "
-        "WHERE m.file_id = i.file_id AND m.source_line = i.source_line AND m.kind = 'compact_summary')",
-        (ctx.session_id, said_at),
+        "SELECT i.id, i.content FROM ideas i JOIN files f ON f.id = i.file_id WHERE i.session_id = ? "
+        "AND i.intent = 'todo' AND i.closed_source_line IS NULL AND i.message_time < ? "
+        "AND (f.path NOT LIKE '%/agent-%' OR f.path LIKE '%/agent-acompact%') "
+        "AND EXISTS (SELECT 1 FROM messages m WHERE m.file_id = i.file_id "
+        "AND m.source_line = i.source_line AND m.kind = 'compact_summary') "
+        "AND NOT EXISTS (SELECT 1 FROM idea_sources s WHERE s.idea_id = i.id "
+        f"AND s.file_id = {state.FILE_ID} AND s.source_line = ?)",
+        (ctx.session_id, said_at, ctx.source_file, line),
     )
     closed = 0
     for r in rows:
-        if " ".join(r["content"].lower().split()) not in kept:
+        if same(r["content"]) not in kept:
             _mark_closed(db, ctx, int(r["id"]), line)
             closed += 1
     return closed
