@@ -254,3 +254,19 @@ def test_an_intent_asked_for_lists_every_memory_of_that_kind_on_one_line(tmp_pat
         assert len([c for c in said if "credo" in c]) == 3, said
 
     anyio.run(_session, str(tmp_path), steps)
+
+
+def test_an_unknown_project_or_intent_is_said_in_words_an_mcp_caller_can_use(tmp_path):
+    """The errors a tool call gets name its own arguments (all_projects, intent), not only the CLI's
+    flags ("try --all-projects", "--intent takes one of")."""
+    path = tmp_path / "claude" / "projects" / "-home-dev-projects-atlas" / "words-sess.jsonl"
+    write_transcript(path, TURNS, cwd=PROJECT, start=START, session="words-sess")
+    cli("backfill", str(path), "--wait")
+
+    async def steps(session: ClientSession, init):
+        missing = await session.call_tool("search", {"query": "caddy", "project": "nosuch"})
+        assert missing.is_error and "all_projects" in _text(missing)
+        wrong = await session.call_tool("note", {"text": "we chose Caddy", "intent": "wish"})
+        assert wrong.is_error and "intent takes one of" in _text(wrong) and "--intent" not in _text(wrong)
+
+    anyio.run(_session, str(tmp_path), steps)

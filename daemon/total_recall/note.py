@@ -47,7 +47,7 @@ def note(
     if len(text) > MAX_NOTE_CHARS:
         raise TotalRecallError(f"the note is {len(text)} characters; keep it under {MAX_NOTE_CHARS}")
     if intent not in INTENTS:
-        raise TotalRecallError(f"--intent takes one of {', '.join(INTENTS)}, not {intent!r}")
+        raise TotalRecallError(f"intent takes one of {', '.join(INTENTS)}, not {intent!r}")
     from total_recall.redact import redact
 
     text = redact(text)

@@ -62,7 +62,10 @@ def resolve(known: list[str], project: str | None, all_projects: bool, cwd: str 
         as_path = os.path.abspath(os.path.expanduser(project))
         hits = [p for p in known if p == as_path or p == project or short_name(p) == project.lower()]
         if not hits:
-            raise TotalRecallError(f"no indexed project matches {project!r}; try --all-projects")
+            raise TotalRecallError(
+                f"no indexed project matches {project!r}; search every project instead "
+                "(--all-projects; all_projects in MCP)"
+            )
         return hits
     here = os.path.abspath(cwd or os.getcwd())
     inside = [p for p in known if p and (here == p or here.startswith(p.rstrip("/") + "/"))]
