@@ -1070,7 +1070,7 @@ def close_dropped_todos(
         return
     kept = summary.pending(m.text)
     if kept is not None:
-        store.close_summary_todos(db, ctx, m.line, m.timestamp, kept, summary.same)
+        store.close_summary_todos(db, ctx, m.line, m.timestamp, kept)
 
 
 def point_at_text_lines(outputs: list[dict], messages: list[transcript.Message]) -> None:

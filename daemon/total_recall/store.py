@@ -682,15 +682,17 @@ def close_todo(db: Database, ctx: BatchContext, item: dict) -> int | None:
 
 
 def close_summary_todos(
-    db: Database, ctx: BatchContext, line: int, said_at: str | None, kept: set[str], same: Any
+    db: Database, ctx: BatchContext, line: int, said_at: str | None, kept: set[str]
 ) -> int:
     """Close the open todos of this session that an earlier compaction summary listed (a todo whose
     line is a `compact_summary` message said before `said_at`, in the main conversation or a
     compaction agent's file, not another subagent's) and the summary on `line` no longer lists; how
-    many. `kept`: the tasks it lists, as `same` words a task (extract/summary.py); a todo it restates
+    many. `kept`: the tasks it lists, as `summary.same` words a task; a todo it restates
     (merged, so a source at `line`) is kept too. A summary's pending tasks are the session's as of
     then: one it dropped was done or given up, and stayed open for ever in the session-start digest
     otherwise. In the batch's transaction, after its messages rows are written."""
+    from total_recall.extract.summary import same
+
     if not said_at:
         return 0
     rows = db.all(
