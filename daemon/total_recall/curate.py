@@ -16,15 +16,12 @@ import structlog
 from total_recall import config, erasure, maintain, memories, store, vectors
 from total_recall.db import Database
 from total_recall.errors import NotFound, TotalRecallError
+from total_recall.render import shorten
 
 log = structlog.get_logger(__name__)
 
 DRY_RUN_SHOWN = 50  # memories a dry run of forget lists by id and text
-
-
-def _short(text: str, n: int = 120) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= n else text[: n - 1] + "…"
+DRY_RUN_CHARS = 120  # of each one's text
 
 
 def _idea(db: Database, idea_id: int) -> dict:
@@ -141,7 +138,8 @@ def forget(
         # What would go, not only how much: the memories themselves, the first DRY_RUN_SHOWN of them.
         report["dry_run"] = True
         report["would_forget"] = [
-            f"#{m['id']} [{m['intent']}] {_short(m['content'])} (session {str(m['session_id'] or '-')[:8]})"
+            f"#{m['id']} [{m['intent']}] {shorten(m['content'], DRY_RUN_CHARS)} "
+            f"(session {str(m['session_id'] or '-')[:8]})"
             for m in preview
         ] + (
             [f"... and {report['forgotten'] - len(preview)} more"]

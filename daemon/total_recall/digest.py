@@ -16,6 +16,7 @@ from total_recall import config, memories, transcript
 from total_recall.db import Database
 from total_recall.projects import digest_key
 from total_recall.projects import short_name as project_name
+from total_recall.render import shorten
 
 CONVENTION = re.compile(r"\b(always|never|convention|prefer|we use|must not|style|naming)\b", re.I)
 
@@ -24,18 +25,13 @@ def _branch_key(branch: str) -> str:
     return re.sub(r"[^A-Za-z0-9]", "-", branch)[:80] + "-" + digest_key(branch)[-10:]
 
 
-def _short(text: str, n: int = 220) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= n else text[: n - 1] + "…"
-
-
 def _bullets(rows: list, with_source: bool | str) -> list[str]:
     """One line per memory with its date and id; with_source "short" names the file, not its path."""
     out = []
     for r in rows:
         where = Path(r["source_file"]).name if with_source == "short" else r["source_file"]
         src = f" ({where}:{r['source_line']})" if with_source else ""
-        out.append(f"- {_short(r['content'])} [{(r['message_time'] or '')[:10]}, #{r['id']}]{src}")
+        out.append(f"- {shorten(r['content'], 220)} [{(r['message_time'] or '')[:10]}, #{r['id']}]{src}")
     return out
 
 
@@ -74,14 +70,14 @@ def _last_session_topics(db: Database, paths: list[str]) -> tuple[str | None, st
     sid = row["session_id"]
     topics = memories.session_topics(db, sid)
     title = memories.session_titles(db, [sid]).get(sid)
-    names = ([_short(title, 80)] if title else []) + [
+    names = ([shorten(title, 80)] if title else []) + [
         transcript.pr_short(p) for p in memories.session_prs(db, [sid]).get(sid, [])
     ]
     return (
         row["ended"],
         ", ".join(names) or None,
         [
-            f"- {_short(t['name'], 80)}" + (f": {_short(t['summary'], 160)}" if t["summary"] else "")
+            f"- {shorten(t['name'], 80)}" + (f": {shorten(t['summary'], 160)}" if t["summary"] else "")
             for t in topics
         ],
     )
@@ -171,9 +167,9 @@ def project_digest(
 def _problems_and_fixes(db: Database, paths: list[str], branch: str | None, limit: int) -> list[str]:
     out = []
     for p in memories.project_ideas(db, paths, branch, "problems", limit):
-        out.append(f"- problem: {_short(p['content'])} ({p['source_file']}:{p['source_line']})")
+        out.append(f"- problem: {shorten(p['content'], 220)} ({p['source_file']}:{p['source_line']})")
         for fix in memories.fixes_of(db, p["id"]):
-            out.append(f"  - fix: {_short(fix['content'])} ({fix['source_file']}:{fix['source_line']})")
+            out.append(f"  - fix: {shorten(fix['content'], 220)} ({fix['source_file']}:{fix['source_line']})")
     return out
 
 
@@ -243,7 +239,7 @@ def recent(
         entry = days_out.setdefault(
             (r["project"], _local_day(r["message_time"])), {"topics": [], "ideas": []}
         )
-        entry["ideas"].append({"id": r["id"], "intent": r["intent"], "content": _short(r["content"], 160)})
+        entry["ideas"].append({"id": r["id"], "intent": r["intent"], "content": shorten(r["content"], 160)})
     return [
         {"project": p, "name": project_name(p), "day": d, **v}
         for (p, d), v in sorted(days_out.items(), key=lambda kv: (kv[0][1], kv[0][0]), reverse=True)

@@ -75,19 +75,16 @@ def _src(file: str, line: int | None) -> str:
     return f"{file}:{line}"
 
 
-def _short(text: str, n: int = 400) -> str:
-    text = " ".join((text or "").split())
-    return text if len(text) <= n else text[: n - 1] + "…"
-
-
 def results_text(results: list[dict], notes: list[str]) -> str:
+    from total_recall.render import shorten
+
     if not results:
         return "No memories found." + "".join(f"\nnote: {n}" for n in notes)
     lines = []
     for r in results:
         if r["kind"] == "span":
             lines.append(
-                f"[topic] {r['name']}: {_short(r['summary'], 200)} ({r['source_file']}:{r['start_line']}-"
+                f"[topic] {r['name']}: {shorten(r['summary'], 200)} ({r['source_file']}:{r['start_line']}-"
                 f"{r['end_line']}, {(r['timestamp'] or '')[:10]})"
             )
             continue
@@ -96,7 +93,7 @@ def results_text(results: list[dict], notes: list[str]) -> str:
             from total_recall.render import said
 
             lines.append(
-                f"[{said(r)}] {_short(r['content'])} "
+                f"[{said(r)}] {shorten(r['content'], 400)} "
                 f"({_src(r['source_file'], r['source_line'])}, {(r['timestamp'] or '')[:10]}){_also(r)}"
             )
             continue
@@ -107,7 +104,7 @@ def results_text(results: list[dict], notes: list[str]) -> str:
             ]
         )
         lines.append(
-            f"#{r['id']} [{r['intent']} {r['confidence']:.2f}{flags}] {_short(r['content'])} "
+            f"#{r['id']} [{r['intent']} {r['confidence']:.2f}{flags}] {shorten(r['content'], 400)} "
             f"({_src(r['source_file'], r['source_line'])}, {(r['timestamp'] or '')[:10]}){_also(r)}"
         )
     return "\n".join(lines + [f"note: {n}" for n in notes])
@@ -125,6 +122,8 @@ def _also(r: dict) -> str:
 
 
 def memory_text(m: dict) -> str:
+    from total_recall.render import shorten
+
     out = [
         f"#{m['id']} [{m['intent']} {m['confidence']:.2f}{' pinned' if m['pinned'] else ''}] {m['content']}",
         f"project {m['project']} · session {m['session_id']} · {(m['message_time'] or '')[:19]} · "
@@ -136,7 +135,7 @@ def memory_text(m: dict) -> str:
         out.append("entities: " + ", ".join(m["entities"]))
     for rel in m["relations"]:
         arrow = "→" if rel["direction"] == "out" else "←"
-        out.append(f"{rel['type']} {arrow} #{rel['id']}: {_short(rel['content'], 160)}")
+        out.append(f"{rel['type']} {arrow} #{rel['id']}: {shorten(rel['content'], 160)}")
     if m["chain"]:
         out.append(
             "evolution: " + " → ".join(f"#{c['id']}" + ("*" if c["current"] else "") for c in m["chain"])
@@ -145,7 +144,7 @@ def memory_text(m: dict) -> str:
         out.append(f"source {_src(s['source_file'], s['source_line'])} ({(s['timestamp'] or '')[:19]})")
         for line in s["excerpt"]:
             mark = ">" if line["is_source"] else " "
-            out.append(f"  {mark} {line['line']} {line['role']}: {_short(line['content'], 300)}")
+            out.append(f"  {mark} {line['line']} {line['role']}: {shorten(line['content'], 300)}")
     return "\n".join(out)
 
 

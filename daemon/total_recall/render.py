@@ -7,6 +7,12 @@ from collections import OrderedDict
 from total_recall.transcript import pr_short
 
 
+def shorten(text: str | None, n: int) -> str:
+    """`text` on one line, cut to `n` characters with an ellipsis when longer."""
+    text = " ".join(str(text or "").split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
 def _date(stamp: str | None) -> str:
     return (stamp or "")[:10] or "undated"
 
