@@ -698,3 +698,48 @@ def test_validated_output_is_a_fixpoint_of_the_validator(raw):
     for item in out["items"]:
         assert item["source_line"] in LINES and item["type"] in INTENTS
         assert 0.0 <= item["confidence"] <= 1.0 and len(item["content"]) <= 2000
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 4), min_size=1, max_size=12),
+    edits=st.lists(st.tuples(st.booleans(), st.floats(0, 1, exclude_max=True)), max_size=6),
+)
+def test_a_hand_edits_moved_ranges_take_each_record_still_there_to_its_new_line(sizes, edits):
+    """A transcript of records each written over `sizes` lines (a response's thinking and words), with
+    lines removed and pasted in at random: every stored line of a record still whole in the file moves
+    to where the file now holds it, no two old lines land on one new line, and a removed record's
+    lines move nowhere (indexer.moved_ranges)."""
+    from total_recall.indexer import moved_ranges
+
+    old = [(f"r{k}", part) for k, n in enumerate(sizes) for part in range(n)]
+    new = list(old)
+    for remove, where in edits:
+        at = int(where * (len(new) + (not remove)))
+        if remove and new:
+            del new[min(at, len(new) - 1)]
+        elif not remove:
+            new.insert(at, ("pasted", 0))
+    first_old = {r: n for n, (r, part) in enumerate(old, 1) if part == 0}
+    now_at = {r: n for n, (r, part) in enumerate(new, 1) if part == 0 and r != "pasted"}
+    stored = sorted((line, r) for r, line in first_old.items())
+    ranges = moved_ranges(stored, now_at, len(old))
+
+    def moved(line: int) -> int:
+        return next((line + by for lo, hi, by in ranges if lo <= line <= hi), line)
+
+    targets = [moved(n) for n in range(1, len(old) + 1)]
+
+    def whole(r: str) -> bool:  # every line of the record still in the file, one after the other
+        at = [m for m, item in enumerate(new, 1) if item[0] == r]
+        return len(at) == sizes[int(r[1:])] and at == list(range(at[0], at[0] + len(at)))
+
+    kept = [n for n, (r, _) in enumerate(old, 1) if r in now_at and whole(r)]
+    # No two lines land on one (store.move_lines' unique keys), of those that move or are whole.
+    landing = sorted(set(kept) | {n for n in range(1, len(old) + 1) if targets[n - 1] != n})
+    assert len({targets[n - 1] for n in landing}) == len(landing)
+    for n, (r, part) in enumerate(old, 1):
+        if r not in now_at:
+            assert targets[n - 1] == n  # a removed record moves nothing
+        elif whole(r):
+            assert targets[n - 1] == new.index((r, part)) + 1  # a record still whole: to its place

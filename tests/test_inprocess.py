@@ -386,6 +386,97 @@ def test_a_truncated_then_rewritten_transcript_is_read_again_without_duplicates(
     assert turns.db.scalar("SELECT count(*) FROM ideas") == before
 
 
+def test_records_a_hand_edit_moved_keep_their_rows_and_a_forgotten_one_stays_forgotten(turns):
+    """A transcript edited by hand (`sed -i 1d`, a line pasted in) is read again from its start. The
+    records still in it are known by their uuid: their memories, sources, windows and forgets move
+    to the lines that now hold them, nothing is stored or mentioned twice, and the words of a
+    forgotten line are not stored again at its new place."""
+    from helpers import record
+    from total_recall import curate
+
+    path = turns.path("edited")
+    turns.write(path, talk("billing", 6))
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    # A response written over two lines (its thinking, then its words), as Claude Code writes one.
+    when = "2026-03-02T10:30:00.000Z"
+    thinking = record(
+        "assistant", "", session=path.stem, cwd=FAULTS_PROJECT, when=turns_time(when), msg_id="m7"
+    )
+    thinking["message"]["content"] = [{"type": "thinking", "thinking": "weigh the ledger options"}]
+    words = record(
+        "assistant",
+        "We decided the ledger service keeps its own queue and retries every 7 seconds.",
+        session=path.stem,
+        cwd=FAULTS_PROJECT,
+        when=turns_time(when),
+        msg_id="m7",
+    )
+    lines += [json.dumps(thinking) + "\n", json.dumps(words) + "\n"]
+    path.write_text("".join(lines), encoding="utf-8")
+    turns.index(path)
+    said = {c: n for n, c in turns.ideas(path)}
+    secret = next(c for c in said if "service 4 " in c)
+    idea = turns.db.scalar("SELECT id FROM ideas WHERE content = ?", (secret,))
+    curate.forget(turns.db, idea)
+    # The first line goes, a user's line is pasted in after the response; then the talk goes on.
+    aside = record(
+        "user",
+        "An aside pasted in by hand about nothing.",
+        session=path.stem,
+        cwd=FAULTS_PROJECT,
+        when=turns_time(when),
+    )
+    edited = lines[1:] + [json.dumps(aside) + "\n"]
+    path.write_text("".join(edited), encoding="utf-8")
+    turns.write(
+        path,
+        [("user", "We decided the payroll service keeps its own queue and retries every 9 seconds.")],
+        append=True,
+    )
+    turns.index(path)
+
+    now = path.read_text(encoding="utf-8").splitlines()
+    for line, content in turns.ideas(path):
+        if "billing service 1 " in content:
+            continue  # its record is gone from the file: the memory keeps its text where it was
+        assert content in now[line - 1], (line, content)  # every memory on the line holding its words
+    texts = turns.message_texts(path)
+    stored = [t for said in texts.values() for t in said if t]
+    assert len(stored) == len(set(stored)), "a line stored twice"
+    assert not any("service 4 " in t for t in stored)
+    windows = turns.db.column("SELECT content FROM chunks")
+    assert not any("service 4 " in w for w in windows) and len(windows) == len(set(windows))
+    assert trust_lines(turns, path) == {3}  # the forget moved with its line (4 -> 3)
+    assert all(n == 1 for n in turns.db.column("SELECT mention_count FROM ideas"))
+    # The response moved with both its lines: its memory is on its words' line (7), not its thinking's.
+    ledger = turns.db.one("SELECT id, source_line FROM ideas WHERE content LIKE '%ledger service%'")
+    assert ledger["source_line"] == 7
+    assert turns.db.column("SELECT source_line FROM chunks WHERE content LIKE '%ledger service%'") == [7]
+    assert turns.db.column(
+        "SELECT cause FROM memory_events WHERE kind = 'idea' AND object_id = ? AND action = 'update'",
+        (ledger["id"],),
+    ) == ["transcript rewritten"]
+    assert any("payroll" in c and n == 9 for n, c in turns.ideas(path))
+    assert any("aside pasted" in t for t in texts[8])
+    turns.assert_unique(path)
+    before = (turns.ideas(path), turns.message_texts(path))
+    path.write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
+    turns.index(path)
+    assert (turns.ideas(path), turns.message_texts(path)) == before
+
+
+def turns_time(iso: str):
+    from datetime import datetime
+
+    return datetime.fromisoformat(iso.replace("Z", "+00:00"))
+
+
+def trust_lines(turns, path) -> set[int]:
+    from total_recall import trust
+
+    return trust.forgotten_lines(turns.db, str(path))
+
+
 def test_a_transcript_replaced_by_one_with_the_same_head_and_line_end_is_read_again(turns):
     """A file that takes the transcript's name with the same first kilobytes (a copy that forked after
     them) and a line end exactly where the old one was read up to: only the bytes before that offset

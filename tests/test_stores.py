@@ -84,3 +84,33 @@ def test_the_sqlite_forms_the_storage_code_writes_answer_alike_on_both_stores(tm
         (2,),
         (3,),
     ]
+
+
+def test_records_a_hand_edit_moved_carry_their_memories_on_both_stores(tmp_path, store):
+    """A transcript edited by hand (its first line removed) is read again; the records still in it
+    keep their memories, moved to their new lines, none stored twice, a forgotten one still forgotten
+    (store.move_lines runs the same statements on both stores)."""
+    path = write_transcript(
+        tmp_path / "claude" / "projects" / "-home-dev-projects-shop" / "s1.jsonl",
+        [
+            ("user", "We decided to ship the shop on Fridays."),
+            ("user", "We decided the invoices go out on Mondays."),
+            ("user", "We decided the codename stays bluewhale."),
+            ("user", "TODO: write the release notes."),
+        ],
+        cwd="/home/dev/projects/shop",
+    )
+    cli("backfill", str(path), "--wait")
+    secret = db_rows("SELECT id FROM ideas WHERE content LIKE '%bluewhale%'")[0][0]
+    cli("forget", str(secret))
+    path.write_text("".join(path.read_text(encoding="utf-8").splitlines(keepends=True)[1:]), encoding="utf-8")
+    cli("backfill", str(path), "--wait")
+    ideas = db_rows(
+        "SELECT source_line, content FROM ideas WHERE content NOT LIKE '%Fridays%' ORDER BY source_line"
+    )
+    assert ideas == [(1, "We decided the invoices go out on Mondays."), (3, "TODO: write the release notes.")]
+    said = db_rows("SELECT source_line, content FROM messages WHERE content != '' ORDER BY source_line")
+    assert said == [(1, "We decided the invoices go out on Mondays."), (3, "TODO: write the release notes.")]
+    assert db_rows("SELECT count(*) FROM messages WHERE content LIKE '%bluewhale%'") == [(0,)]
+    assert db_rows("SELECT source_line FROM tombstones WHERE kind = 'line'") == [(2,)]
+    assert db_rows("SELECT source_line FROM chunks ORDER BY source_line") == [(1,), (3,)]

@@ -8,6 +8,7 @@ pass (embed_pending) gives it one, and is found by BM25 meanwhile.
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import re
@@ -213,6 +214,7 @@ class Indexer:
             p, offset, progress["head_hash"], fh=fh, recorded_tail_hash=progress["tail_hash"]
         ):
             log.info("transcript_rewritten", file=path, old_offset=offset)
+            self._follow_moved_records(path, fh, line)
             offset, line, scan, report.rewritten = 0, 0, 0, True
         if scan and scan > _open_size(fh):
             scan = 0  # the file shrank under the saved scan position: scan again
@@ -305,6 +307,21 @@ class Indexer:
                 report.deferred = True
                 break
         return True
+
+    def _follow_moved_records(self, path: str, fh, last_line: int) -> None:
+        """Trigger: a rewritten transcript that still holds records stored from it, on other lines (a
+        hand edit removed or inserted lines before them). Why: read again from its start, each moved
+        record was a new line: stored, extracted and mentioned twice, its old rows left where other
+        records now are, and a forgotten line's words stored again at its new place. Outcome: the
+        moved records' rows move with them (store.move_lines), so the read again finds them known."""
+        stored = memories.stored_uuids(self.db, path)
+        if not stored:
+            return
+        ranges = moved_ranges(stored, transcript.record_lines(fh), last_line)
+        if ranges:
+            with self.db.write():
+                moved = store.move_lines(self.db, path, ranges, "transcript rewritten", self.clock())
+            log.info("records_moved", file=path, ranges=len(ranges), rows=moved)
 
     def _scope_refusal(self, path: str, session: str | None, project: str | None) -> str | None:
         """Why a transcript of an allowed path must still not be indexed, or None."""
@@ -901,6 +918,29 @@ class Indexer:
     def embed_pending(self, limit: int = 512) -> int:
         """The repair pass (vectors.Vectors.embed_pending) with this indexer's embedder."""
         return self.vectors.embed_pending(limit)
+
+
+def moved_ranges(stored: list[tuple[int, str]], now_at: dict[str, int], last_line: int) -> list[tuple]:
+    """The (first, last, by) line ranges a rewrite moved, from the stored lines' record uuids (by line)
+    and where the file now holds them: a stored record's range runs to the line before the next
+    stored record's (the lines of a response written over several, and the records between), no
+    longer than its new place leaves before the next record still there. A record no longer in the
+    file moves nothing; adjacent ranges moved alike are one."""
+    firsts = sorted({line for line, _ in stored})
+    present = sorted((now_at[u], line) for line, u in stored if u in now_at)
+    ranges: list[tuple[int, int, int]] = []
+    for k, (new, old) in enumerate(present):
+        nxt = bisect.bisect_right(firsts, old)
+        last = firsts[nxt] - 1 if nxt < len(firsts) else max(last_line, old)
+        if k + 1 < len(present):
+            last = min(last, old + present[k + 1][0] - new - 1)
+        if new == old or last < old:
+            continue
+        if ranges and ranges[-1][2] == new - old and ranges[-1][1] + 1 == old:
+            ranges[-1] = (ranges[-1][0], last, new - old)
+        else:
+            ranges.append((old, last, new - old))
+    return ranges
 
 
 def redact_metadata(messages: list[transcript.Message], fallback_session: str) -> None:

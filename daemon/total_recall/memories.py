@@ -865,6 +865,18 @@ def message_hashes(db: Database, source_file: str, first: int, last: int) -> set
     return {(r["source_line"], r["content_hash"]) for r in rows}
 
 
+def stored_uuids(db: Database, source_file: str) -> list[tuple[int, str]]:
+    """(line, record uuid) of this transcript's stored lines that have one, by line."""
+    return [
+        (r["source_line"], r["uuid"])
+        for r in db.all(
+            f"SELECT source_line, uuid FROM messages WHERE file_id = {FILE_ID} AND uuid IS NOT NULL "
+            "ORDER BY source_line",
+            (source_file,),
+        )
+    ]
+
+
 def copied_uuids(db: Database, source_file: str, uuids: list[str]) -> set[str]:
     """Of these record uuids, those another transcript's stored lines hold already (a forked
     session's copies of the lines it started from)."""

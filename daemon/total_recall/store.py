@@ -857,6 +857,98 @@ def move_to_text_lines(db: Database, path: str, moves: dict[int, int], cause: st
     return moved
 
 
+# The line columns of one transcript's rows, and how a row names its transcript; the first four are
+# in unique keys with the line (move_lines moves them through negative lines so no step collides).
+_LINE_COLUMNS = (
+    ("messages", "source_line", f"file_id = {state.FILE_ID}"),
+    ("chunks", "source_line", f"file_id = {state.FILE_ID}"),
+    ("ideas", "source_line", f"file_id = {state.FILE_ID}"),
+    ("idea_sources", "source_line", f"file_id = {state.FILE_ID}"),
+    ("chunks", "message_line", f"file_id = {state.FILE_ID}"),
+    ("ideas", "closed_source_line", "closed_source_file = ?"),
+    ("spans", "start_line", "source_file = ?"),
+    ("spans", "end_line", "source_file = ?"),
+    ("tombstones", "source_line", "kind = 'line' AND source_file = ?"),
+)
+# A moved row whose twin (the same unique key) is on its new line already: the twin stands for it.
+_TWIN = {
+    "messages": "o.file_id = t.file_id AND o.content_hash = t.content_hash",
+    "idea_sources": "o.file_id = t.file_id AND o.idea_id = t.idea_id",
+    "ideas": "o.file_id = t.file_id AND o.content_hash = t.content_hash",
+}
+
+
+def move_lines(db: Database, path: str, ranges: list[tuple[int, int, int]], cause: str, now: float) -> int:
+    """Every row of transcript `path` on a line of each (first, last, by) range moves `by` lines: the
+    records a hand edit moved carry their memories, sources, windows, spans, forgets and closings
+    (indexer._follow_moved_records; in the caller's transaction). The ranges' old lines are disjoint,
+    and so are their new ones. What stays on a line a moved record now holds is of a record no
+    longer there: its windows, raw row and line forget go (they would show or hide the moved
+    record's words); its memories keep their text. A moved row whose twin (the same unique key) is
+    on its new line already goes: the twin is the same row. How many rows moved."""
+    fid = state.FILE_ID
+    for lo, hi, _ in ranges:  # 1: what moves goes to its negative line, out of every range's way
+        for table, col, where in _LINE_COLUMNS:
+            db.execute(
+                f"UPDATE {table} SET {col} = -{col} WHERE {where} AND {col} BETWEEN ? AND ?", (path, lo, hi)
+            )
+    for lo, hi, by in ranges:  # what stays where a moved record now is
+        stale = db.column(
+            f"SELECT id FROM chunks WHERE file_id = {fid} AND source_line BETWEEN ? AND ?",
+            (path, lo + by, hi + by),
+        )
+        delete_vectors(db, "chunks", stale)
+        db.executemany("DELETE FROM chunks WHERE id = ?", [(i,) for i in stale])
+        for table, where in (
+            ("tombstones", "kind = 'line' AND source_file = ?"),
+            ("messages", f"file_id = {fid}"),
+        ):
+            db.execute(
+                f"DELETE FROM {table} WHERE {where} AND source_line BETWEEN ? AND ?", (path, lo + by, hi + by)
+            )
+    ideas = db.all(
+        f"SELECT id, -source_line AS line FROM ideas WHERE file_id = {fid} AND source_line < 0", (path,)
+    )
+    moved = 0
+    for lo, hi, by in ranges:  # 2: each to its new line
+        for table, col, where in _LINE_COLUMNS:
+            twin = table in _TWIN and col == "source_line"
+            clause = (
+                f" AND NOT EXISTS (SELECT 1 FROM {table} o WHERE {_TWIN[table]} AND o.{col} = ? - t.{col})"
+                if twin
+                else ""
+            )
+            moved += db.execute(
+                f"UPDATE {table} AS t SET {col} = ? - {col} WHERE {where} AND {col} BETWEEN ? AND ?{clause}",
+                (by, path, -hi, -lo, *((by,) if twin else ())),
+            ).rowcount
+    db.execute(
+        f"UPDATE ideas SET source_line = -source_line WHERE file_id = {fid} AND source_line < 0", (path,)
+    )
+    twice = db.column(f"SELECT idea_id FROM idea_sources WHERE file_id = {fid} AND source_line < 0", (path,))
+    for table in ("messages", "idea_sources"):
+        db.execute(f"DELETE FROM {table} WHERE file_id = {fid} AND source_line < 0", (path,))
+    db.executemany(
+        "UPDATE ideas SET mention_count = max(1, (SELECT count(*) FROM idea_sources s "
+        "WHERE s.idea_id = ideas.id)) WHERE id = ?",
+        [(i,) for i in sorted(set(twice))],
+    )
+    for r in ideas:
+        new = db.scalar("SELECT source_line FROM ideas WHERE id = ?", (r["id"],))
+        if new != r["line"]:
+            event(db, "idea", r["id"], "update", {"source_line": r["line"]}, {"source_line": new}, cause, now)
+    for row in db.all(
+        "SELECT id, lines FROM fallback_batches WHERE source_file = ? AND done_at IS NULL", (path,)
+    ):
+        lines = [_moved(n, ranges) for n in json.loads(row["lines"])]
+        db.execute("UPDATE fallback_batches SET lines = ? WHERE id = ?", (json.dumps(lines), row["id"]))
+    return moved
+
+
+def _moved(line: int, ranges: list[tuple[int, int, int]]) -> int:
+    return next((line + by for lo, hi, by in ranges if lo <= line <= hi), line)
+
+
 def fill_uuids(db: Database, path: str, uuids: dict[int, str]) -> None:
     """Give the stored lines of a transcript that have none their record uuid (lines stored before
     0015; repoint.py reads them from the transcript). In the caller's transaction."""

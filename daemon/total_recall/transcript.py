@@ -306,6 +306,20 @@ def read_new(
     return ReadResult(reader.messages, reader.end_offset, reader.end_line, reader.counts, digest, scanned)
 
 
+def record_lines(fh: IO[bytes], max_line_bytes: int = 8 * 1024 * 1024) -> dict[str, int]:
+    """Each record uuid of the open transcript and the physical line that holds it (the first,
+    should a hand-made file repeat one): where a rewritten transcript's records now are."""
+    found: dict[str, int] = {}
+    try:
+        for number, (raw, end) in enumerate(_complete_lines(fh, 0, max_line_bytes), start=1):
+            item = _parse(raw, number, end)
+            if item.record is not None and (u := _record_uuid(_str(item.record.get("uuid")))):
+                found.setdefault(u, number)
+    except OSError as exc:
+        raise TranscriptError(f"cannot read transcript: {exc.strerror or exc}") from exc
+    return found
+
+
 def head_hash(path: Path, size: int = HEAD_BYTES) -> str:
     """sha256 hex of the first min(size, file size) bytes."""
     try:
