@@ -1196,12 +1196,17 @@ def billing_reply_and_its_fork(claude_dir):
     """BILLING indexed, then a session forked from it: its transcript starts with copies of BILLING's
     records (same uuids, its own session id) and goes on with a line of its own (4); both indexed."""
     first = billing_reply(claude_dir)
+    return first, fork_of(first)
+
+
+def fork_of(first):
+    """A session forked from `first` (BILLING), indexed: copies of its records, then a line of its own."""
     fork = first.with_name("6a7e5d0f-0000-4000-8000-000000000002.jsonl")
     copies = [json.loads(line) | {"sessionId": fork.stem} for line in BILLING]
     said = _line("user", "And which queue takes the refunds? We decided refunds go through SQS.", 4)
     fork.write_text("".join(json.dumps(r) + "\n" for r in copies) + said.replace(SESSION, fork.stem) + "\n")
     cli("backfill", str(fork), "--wait")
-    return first, fork
+    return fork
 
 
 def test_the_lines_a_forked_session_copied_count_once(tmp_path):
@@ -1250,6 +1255,27 @@ def test_forgetting_lines_forgets_the_copies_a_forked_session_holds_of_them(tmp_
         )
     cli("backfill", str(fork), "--wait")
     assert db_rows("SELECT count(*) FROM messages WHERE content LIKE '%RabbitMQ%'") == [(0,)]
+    assert not any(
+        "RabbitMQ" in r["content"] for r in cli_json("search", "billing events queue", "--all-projects")
+    )
+    assert any("SQS" in r["content"] for r in cli_json("search", "refunds queue", "--project", "atlas"))
+
+
+def test_a_session_forked_after_a_forget_holds_no_copy_of_the_forgotten_words(tmp_path):
+    """Forgotten first, forked later (`claude --resume ID --fork-session` copies the old records, the
+    forgotten one too): the copy of a forgotten line is forgotten as it arrives, so its words are in no
+    row, and the fork's own line is indexed (I201)."""
+    first = billing_reply(tmp_path / "claude")
+    [(idea_id,)] = db_rows("SELECT id FROM ideas WHERE content LIKE '%RabbitMQ%'")
+    cli_json("forget", str(idea_id))
+    fork = fork_of(first)
+    assert db_rows("SELECT count(*) FROM messages WHERE content LIKE '%RabbitMQ%'") == [(0,)]
+    assert db_rows("SELECT count(*) FROM chunks WHERE content LIKE '%RabbitMQ%'") == [(0,)]
+    assert db_rows(
+        "SELECT source_line, skip_reason FROM messages WHERE file_id = (SELECT id FROM files WHERE path = ?) "
+        "ORDER BY source_line",
+        (str(fork),),
+    ) == [(1, "copied"), (2, "forgotten"), (4, None)]
     assert not any(
         "RabbitMQ" in r["content"] for r in cli_json("search", "billing events queue", "--all-projects")
     )

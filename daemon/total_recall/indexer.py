@@ -371,11 +371,16 @@ class Indexer:
         forked with --fork-session, or a resume that copied history, starts its new transcript with
         copies of the old one's records). Why: what was said once must count once: no second
         mention, no second source, no second window of the same words. Outcome: the line is
-        stored as skipped (`copied`); the original keeps its memories (I152)."""
+        stored as skipped (`copied`); the original keeps its memories (I152). A copy of a line the
+        user forgot is forgotten too: its words are not stored (I201)."""
+        uuids = [m.uuid for m in messages if m.uuid and m.skip_reason != "forgotten"]
+        forgotten = memories.forgotten_uuids(self.db, uuids) if uuids else set()
         uuids = [m.uuid for m in messages if m.uuid and m.skip_reason is None]
         copied = memories.copied_uuids(self.db, path, uuids) if uuids else set()
         for m in messages:
-            if m.skip_reason is None and m.uuid in copied:
+            if m.uuid in forgotten and m.skip_reason != "forgotten":
+                m.text, m.skip_reason, m.parts = "", "forgotten", []
+            elif m.skip_reason is None and m.uuid in copied:
                 m.skip_reason = "copied"
 
     def _state(self, path: str) -> dict:
