@@ -193,6 +193,31 @@ def test_0019_marks_the_problems_a_solution_answered_as_having_a_fix(tmp_path):
     new.close()
 
 
+def test_0020_records_the_uuids_of_the_lines_forgotten_before_it(tmp_path):
+    """A line forgotten before 0020 kept its blank row with its record uuid; migrated, that uuid is a
+    forgotten record (a forked copy of it is forgotten as it arrives, I202), and the lines not
+    forgotten are not."""
+    folder = tmp_path / "m19"
+    folder.mkdir()
+    for number, path in db.migration_files():
+        if number <= 19:
+            shutil.copy(path, folder / path.name)
+    old = db.connect(tmp_path / "v19.db", migrations_dir=folder)
+    old.execute("INSERT INTO files (id, path) VALUES (1, '/t/a.jsonl')")
+    for n, (skip, uuid) in enumerate(
+        (("forgotten", "u-forgotten"), (None, "u-kept"), ("forgotten", None)), 1
+    ):
+        old.execute(
+            "INSERT INTO messages (file_id, source_line, role, kind, content, content_hash, skip_reason, "
+            "indexed_at, uuid) VALUES (1, ?, 'user', 'prompt', '', ?, ?, 1.0, ?)",
+            (n, f"h{n}", skip, uuid),
+        )
+    old.close()
+    new = db.connect(tmp_path / "v19.db")
+    assert [r[0] for r in new.execute("SELECT uuid FROM forgotten_records").fetchall()] == ["u-forgotten"]
+    new.close()
+
+
 def test_home_and_database_are_private(isolated_home):
     database = db.connect()
     database.close()

@@ -1261,13 +1261,19 @@ def test_forgetting_lines_forgets_the_copies_a_forked_session_holds_of_them(tmp_
     assert any("SQS" in r["content"] for r in cli_json("search", "refunds queue", "--project", "atlas"))
 
 
-def test_a_session_forked_after_a_forget_holds_no_copy_of_the_forgotten_words(tmp_path):
+@pytest.mark.parametrize("how", ["memory", "session"])
+def test_a_session_forked_after_a_forget_holds_no_copy_of_the_forgotten_words(tmp_path, how):
     """Forgotten first, forked later (`claude --resume ID --fork-session` copies the old records, the
-    forgotten one too): the copy of a forgotten line is forgotten as it arrives, so its words are in no
-    row, and the fork's own line is indexed (I201)."""
+    forgotten ones too): the copy of a forgotten line is forgotten as it arrives, so its words are in no
+    row, also when the forget took the whole session and left no row of it; the fork's own line is
+    indexed (I201, I202)."""
     first = billing_reply(tmp_path / "claude")
-    [(idea_id,)] = db_rows("SELECT id FROM ideas WHERE content LIKE '%RabbitMQ%'")
-    cli_json("forget", str(idea_id))
+    if how == "memory":
+        [(idea_id,)] = db_rows("SELECT id FROM ideas WHERE content LIKE '%RabbitMQ%'")
+        cli_json("forget", str(idea_id))
+    else:
+        cli_json("forget", "--session", SESSION)
+        assert db_rows("SELECT count(*) FROM messages") == [(0,)]
     fork = fork_of(first)
     assert db_rows("SELECT count(*) FROM messages WHERE content LIKE '%RabbitMQ%'") == [(0,)]
     assert db_rows("SELECT count(*) FROM chunks WHERE content LIKE '%RabbitMQ%'") == [(0,)]
@@ -1275,11 +1281,47 @@ def test_a_session_forked_after_a_forget_holds_no_copy_of_the_forgotten_words(tm
         "SELECT source_line, skip_reason FROM messages WHERE file_id = (SELECT id FROM files WHERE path = ?) "
         "ORDER BY source_line",
         (str(fork),),
-    ) == [(1, "copied"), (2, "forgotten"), (4, None)]
+    ) == [(1, "copied" if how == "memory" else "forgotten"), (2, "forgotten"), (4, None)]
     assert not any(
         "RabbitMQ" in r["content"] for r in cli_json("search", "billing events queue", "--all-projects")
     )
     assert any("SQS" in r["content"] for r in cli_json("search", "refunds queue", "--project", "atlas"))
+
+
+def test_a_forked_copy_of_a_response_holds_none_of_the_words_forgotten_of_it(tmp_path):
+    """A response written over two lines, the memory of its second line forgotten: the response's row
+    keeps its first line's words only. A session forked later copies both lines; its copy holds what
+    the original row holds now, not the forgotten words the fork's file repeats (I202)."""
+    first = _backfill(
+        tmp_path / "claude",
+        [
+            _line("user", "Which queue should the billing events go through?", 1),
+            _line(
+                "assistant",
+                [{"type": "text", "text": "We decided to route billing events through RabbitMQ."}],
+                2,
+                "msg_two",
+            ),
+            _line(
+                "assistant",
+                [{"type": "text", "text": "The vault passphrase is kept in the team safe."}],
+                3,
+                "msg_two",
+            ),
+        ],
+    )
+    [(idea_id,)] = db_rows("SELECT id FROM ideas WHERE content LIKE '%passphrase%'")
+    cli_json("forget", str(idea_id))
+    fork = first.with_name("6a7e5d0f-0000-4000-8000-000000000003.jsonl")
+    copies = [json.loads(line) | {"sessionId": fork.stem} for line in first.read_text().splitlines()]
+    fork.write_text("".join(json.dumps(r) + "\n" for r in copies))
+    cli("backfill", str(fork), "--wait")
+    assert db_rows("SELECT count(*) FROM messages WHERE content LIKE '%passphrase%'") == [(0,)]
+    assert db_rows(
+        "SELECT skip_reason, content FROM messages WHERE file_id = (SELECT id FROM files WHERE path = ?) "
+        "AND source_line = 2",
+        (str(fork),),
+    ) == [("copied", "We decided to route billing events through RabbitMQ.")]
 
 
 def test_a_record_uuid_that_is_no_uuid_is_not_stored(tmp_path):

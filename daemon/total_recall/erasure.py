@@ -456,10 +456,12 @@ def _forget_messages(
         (f, r)
         for f, ln in lines
         for r in db.all(
-            f"SELECT id, content FROM messages WHERE file_id = {state.FILE_ID} AND source_line = ?", (f, ln)
+            f"SELECT id, content, uuid FROM messages WHERE file_id = {state.FILE_ID} AND source_line = ?",
+            (f, ln),
         )
     ]
     ids = [r["id"] for _, r in rows]
+    records = {r["uuid"] for _, r in rows if r["uuid"]}
     vectors.delete(db, "messages", ids)
     turns: dict[str, list[tuple[str, str]]] = {}
     for f, r in rows:
@@ -473,7 +475,17 @@ def _forget_messages(
         ids.append(message_id)
         if f in quoting:
             turns.setdefault(f, []).append((was, kept))
+        if not kept:
+            records |= set(
+                db.column("SELECT uuid FROM messages WHERE id = ? AND uuid IS NOT NULL", (message_id,))
+            )
+    # A session forked later copies these records with their uuids: a copy is forgotten as it
+    # arrives, also when no row of the session is left (indexer._mark_copies, I202).
+    trust.forget_records(db, sorted(records), time.time())
     return ids, turns
+
+
+UUID_OF = "SELECT uuid FROM messages WHERE id = ? AND uuid IS NOT NULL"
 
 
 def _strip_merged_lines(

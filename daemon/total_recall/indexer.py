@@ -372,16 +372,19 @@ class Indexer:
         copies of the old one's records). Why: what was said once must count once: no second
         mention, no second source, no second window of the same words. Outcome: the line is
         stored as skipped (`copied`); the original keeps its memories (I152). A copy of a line the
-        user forgot is forgotten too: its words are not stored (I201)."""
+        user forgot is forgotten too: its words are not stored (I201, I202)."""
         uuids = [m.uuid for m in messages if m.uuid and m.skip_reason != "forgotten"]
-        forgotten = memories.forgotten_uuids(self.db, uuids) if uuids else set()
+        forgotten = trust.forgotten_records(self.db, uuids) if uuids else set()
         uuids = [m.uuid for m in messages if m.uuid and m.skip_reason is None]
-        copied = memories.copied_uuids(self.db, path, uuids) if uuids else set()
+        copied = memories.copied_uuids(self.db, path, uuids) if uuids else {}
         for m in messages:
             if m.uuid in forgotten and m.skip_reason != "forgotten":
                 m.text, m.skip_reason, m.parts = "", "forgotten", []
             elif m.skip_reason is None and m.uuid in copied:
+                # What the original line holds now: a piece the user forgot of it is not copied back.
                 m.skip_reason = "copied"
+                if copied[m.uuid] != m.text:
+                    m.text, m.parts = copied[m.uuid], [(m.line, copied[m.uuid])] if copied[m.uuid] else []
 
     def _state(self, path: str) -> dict:
         row = state.of(self.db, path)

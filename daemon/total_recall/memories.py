@@ -877,32 +877,18 @@ def stored_uuids(db: Database, source_file: str) -> list[tuple[int, str]]:
     ]
 
 
-def forgotten_uuids(db: Database, uuids: list[str]) -> set[str]:
-    """Of these record uuids, those of a line the user forgot (its row is kept blank, with its uuid)."""
-    found: set[str] = set()
-    for part in _chunks(uuids):
-        found.update(
-            db.column(
-                f"SELECT DISTINCT uuid FROM messages WHERE uuid IN ({marks(part)}) "
-                "AND skip_reason = 'forgotten'",
-                part,
-            )
-        )
-    return found
-
-
-def copied_uuids(db: Database, source_file: str, uuids: list[str]) -> set[str]:
+def copied_uuids(db: Database, source_file: str, uuids: list[str]) -> dict[str, str]:
     """Of these record uuids, those another transcript's stored lines hold already (a forked
-    session's copies of the lines it started from)."""
-    found: set[str] = set()
+    session's copies of the lines it started from), each with the text its stored line holds now
+    (without what the user forgot of it)."""
+    found: dict[str, str] = {}
     for part in _chunks(uuids):
-        found.update(
-            db.column(
-                f"SELECT DISTINCT uuid FROM messages WHERE uuid IN ({marks(part)}) "
-                f"AND file_id != coalesce({FILE_ID}, 0)",
-                (*part, source_file),
-            )
-        )
+        for r in db.all(
+            f"SELECT uuid, content FROM messages WHERE uuid IN ({marks(part)}) "
+            f"AND file_id != coalesce({FILE_ID}, 0) ORDER BY id",
+            (*part, source_file),
+        ):
+            found.setdefault(r["uuid"], r["content"])
     return found
 
 

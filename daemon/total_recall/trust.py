@@ -145,6 +145,25 @@ def forgotten_lines(
     )
 
 
+def forget_records(db: Database, uuids: list[str], now: float) -> None:
+    """Remember that the records with these uuids were forgotten (their copies in a forked session are
+    forgotten as they arrive, I202)."""
+    db.executemany(
+        "INSERT INTO forgotten_records (uuid, created_at) VALUES (?, ?) ON CONFLICT (uuid) DO NOTHING",
+        [(u, now) for u in uuids],
+    )
+
+
+def forgotten_records(db: Database, uuids: list[str]) -> set[str]:
+    """Of these record uuids, those of lines the user forgot."""
+    found: set[str] = set()
+    for start in range(0, len(uuids), 500):
+        part = uuids[start : start + 500]
+        marks = ", ".join("?" * len(part))
+        found.update(db.column(f"SELECT uuid FROM forgotten_records WHERE uuid IN ({marks})", part))
+    return found
+
+
 def drop_content_tombstone(db: Database, project: str | None, content_hash: str) -> int:
     """Remove the tombstone of a forgotten text (the user asks to remember it again); how many went."""
     return db.execute(
