@@ -4,7 +4,7 @@
 -- Uuids are Claude Code's random record ids, not text. A line forgotten before this migration kept
 -- its blank row with its uuid: those are recorded here.
 
-CREATE TABLE forgotten_records (
+CREATE TABLE IF NOT EXISTS forgotten_records (
     uuid       TEXT PRIMARY KEY,
     created_at REAL NOT NULL
 );

@@ -1,7 +1,7 @@
 -- PostgreSQL store, 0013: SQLite's 0020. The record uuids of the lines the user forgot, so a forked
 -- session's copy of one is forgotten as it arrives (I202); the lines forgotten before are recorded here.
 
-CREATE TABLE forgotten_records (
+CREATE TABLE IF NOT EXISTS forgotten_records (
     uuid       TEXT PRIMARY KEY,
     created_at DOUBLE PRECISION NOT NULL
 );
