@@ -1324,6 +1324,49 @@ def test_a_forked_copy_of_a_response_holds_none_of_the_words_forgotten_of_it(tmp
     ) == [("copied", "We decided to route billing events through RabbitMQ.")]
 
 
+def test_a_forks_copies_of_tool_lines_count_once_and_go_with_a_session_forget(tmp_path):
+    """A fork copies tool calls and their output too: those copies are `copied` like a prompt's (no
+    second window, no second result), and forgetting the original session takes them with it."""
+    call = {
+        "type": "tool_use",
+        "id": "toolu_g1",
+        "name": "Bash",
+        "input": {"command": "grep -r gammaword src/"},
+    }
+    result = {"type": "tool_result", "tool_use_id": "toolu_g1", "content": "src/link.c: gammaword undefined"}
+    first = _backfill(
+        tmp_path / "claude",
+        [
+            _line("user", "Why does the linker fail on the release build?", 1),
+            _line("assistant", [call], 2, "msg_g"),
+            _line("user", [result], 3),
+            _line(
+                "assistant",
+                [{"type": "text", "text": "The gammaword symbol is undefined in link.c."}],
+                4,
+                "msg_h",
+            ),
+        ],
+    )
+    fork = first.with_name("6a7e5d0f-0000-4000-8000-000000000004.jsonl")
+    copies = [json.loads(line) | {"sessionId": fork.stem} for line in first.read_text().splitlines()]
+    fork.write_text("".join(json.dumps(r) + "\n" for r in copies))
+    cli("backfill", str(fork), "--wait")
+    assert db_rows(
+        "SELECT DISTINCT skip_reason FROM messages WHERE file_id = (SELECT id FROM files WHERE path = ?)",
+        (str(fork),),
+    ) == [("copied",)]
+    assert db_rows(
+        "SELECT count(*) FROM chunks WHERE file_id = (SELECT id FROM files WHERE path = ?)", (str(fork),)
+    ) == [(0,)]
+    hits = cli_json("search", "gammaword undefined", "--all-projects")
+    assert hits and {r["source_file"] for r in hits} == {str(first)}
+    cli_json("forget", "--session", SESSION)
+    assert db_rows("SELECT count(*) FROM messages WHERE content LIKE '%gammaword%'") == [(0,)]
+    assert db_rows("SELECT count(*) FROM chunks WHERE content LIKE '%gammaword%'") == [(0,)]
+    assert cli_json("search", "gammaword undefined", "--all-projects") == []
+
+
 def test_a_record_uuid_that_is_no_uuid_is_not_stored(tmp_path):
     """The uuid is stored beside the line (I152); a hand-made or hostile record could put anything
     there, a token included: only a value shaped like a uuid is kept."""

@@ -375,12 +375,13 @@ class Indexer:
         user forgot is forgotten too: its words are not stored (I201, I202)."""
         uuids = [m.uuid for m in messages if m.uuid and m.skip_reason != "forgotten"]
         forgotten = trust.forgotten_records(self.db, uuids) if uuids else set()
-        uuids = [m.uuid for m in messages if m.uuid and m.skip_reason is None]
+        # A copied tool call, tool output or compaction summary as much as a prompt or a reply: its
+        # words are searchable once, and forgetting the original takes the copy (copies_of).
         copied = memories.copied_uuids(self.db, path, uuids) if uuids else {}
         for m in messages:
             if m.uuid in forgotten and m.skip_reason != "forgotten":
                 m.text, m.skip_reason, m.parts = "", "forgotten", []
-            elif m.skip_reason is None and m.uuid in copied:
+            elif m.skip_reason != "forgotten" and m.uuid in copied:
                 # What the original line holds now: a piece the user forgot of it is not copied back.
                 m.skip_reason = "copied"
                 if copied[m.uuid] != m.text:
