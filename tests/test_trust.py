@@ -1887,3 +1887,54 @@ def test_a_memory_that_stays_cites_the_branch_of_the_reply_it_is_still_said_in(t
         "WHERE id = ?",
         (idea_id,),
     ) == [(str(later), 3, "sess-b", "feature-x")]
+
+
+def test_a_secret_hidden_once_is_hidden_where_it_recurs_later_without_its_name(tmp_path):
+    """ "The staging password is Kestrel-Moon-5521" is redacted by its name; a later turn, read by a
+    later hook, says the value alone ("connect again using Kestrel-Moon-5521") and so does another
+    session: both are hidden too, in every row, result and digest. What is kept to know the value
+    again is a keyed digest in a 0600 file of the home, never the value."""
+    value, other = "Kestrel-Moon-5521", "Glacier-Otter-913"
+    folder = tmp_path / "claude" / "projects" / "-home-dev-projects-shop"
+    first = write_transcript(
+        folder / "s1.jsonl",
+        [
+            ("user", f"The staging db password is {value}. Decided today."),
+            ("user", f"The demo password is {other}."),
+        ],
+        cwd="/home/dev/projects/shop",
+    )
+    cli("backfill", str(first), "--wait")
+    write_transcript(
+        first,
+        [
+            ("user", f"Connect again using {value} please, we decided to keep it."),
+            ("assistant", f"Connected with psql (pw:{value})."),
+        ],
+        cwd="/home/dev/projects/shop",
+        append=True,
+    )
+    cli("backfill", str(first), "--wait")
+    second = write_transcript(
+        folder / "s2.jsonl",
+        [("user", f"We decided to rotate {other} next week.")],
+        cwd="/home/dev/projects/shop",
+    )
+    cli("backfill", str(second), "--wait")
+    for table, column in (
+        ("messages", "content"),
+        ("chunks", "content"),
+        ("ideas", "content"),
+        ("spans", "name"),
+        ("spans", "summary"),
+        ("memory_events", "new"),
+    ):
+        for secret in (value, other):
+            assert db_rows(f"SELECT count(*) FROM {table} WHERE {column} LIKE ?", (f"%{secret}%",)) == [(0,)]
+    assert db_rows("SELECT count(*) FROM messages WHERE content LIKE '%rotate [REDACTED%'") == [(1,)]
+    home = config.paths()
+    for path in [home.seen_secrets, *home.digests.glob("*")]:
+        assert value.encode() not in path.read_bytes() and other.encode() not in path.read_bytes()
+    assert oct(home.seen_secrets.stat().st_mode & 0o777) == "0o600"
+    found = cli_json("search", "connect again staging", "--all-projects")
+    assert found and not any(value in r["content"] for r in found)

@@ -28,7 +28,7 @@ from total_recall.errors import (
     TranscriptRefused,
     TransientError,
 )
-from total_recall.redact import redact_batch
+from total_recall.redact import Seen, redact_batch
 from total_recall.vectors import Vectors, embed_text, similar_ideas, similar_topics
 
 log = structlog.get_logger(__name__)
@@ -99,6 +99,9 @@ class Indexer:
         self._pending_calls: list[dict] = []
         self._fallback_parts: list[list[int]] = []  # lines of this chunk's parts that fell back offline
         self._window_vectors = WindowVectors(self)  # the offline extractor's embedder (see there)
+        # The secret values hidden in earlier reads, hidden where they recur with no name beside them
+        # (kept as keyed digests in the home, never as values; redact.Seen).
+        self.seen = Seen(config.paths().seen_secrets)
 
     # -- components, created on first use -------------------------------------------------
     @property
@@ -235,7 +238,8 @@ class Indexer:
             # pieces of merged responses, which chunks and source lines are made from).
             texts = [m.text for m in result.messages]
             pieces = [t for m in result.messages if len(m.parts) > 1 for _, t in m.parts]
-            clean = redact_batch(texts + pieces, commands=[m.command for m in result.messages])
+            commands = [m.command for m in result.messages]
+            clean = redact_batch(texts + pieces, commands=commands, seen=self.seen)
             it = iter(clean[len(texts) :])
             for msg, text in zip(result.messages, clean):
                 msg.text = text

@@ -61,6 +61,7 @@ class Paths:
     log = _file("daemon.log")
     wake = _file("wake")  # touched by hooks so the daemon's file watcher wakes at once
     digests = _file("digests")
+    seen_secrets = _file("seen-secrets")  # keyed digests of the secret values hidden so far (redact.Seen)
     archive = _file("archive")
 
     def damaged_copy(self, stamp: str) -> Path:

@@ -29,10 +29,15 @@ from __future__ import annotations
 
 import base64
 import bisect
+import hashlib
 import heapq
+import hmac
+import os
 import re
+import secrets
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import zip_longest
+from pathlib import Path
 
 MARK = "[REDACTED:{}]"
 
@@ -791,17 +796,71 @@ def redact_count(text: str) -> tuple[str, int]:
 
 
 def redact_batch(
-    texts: Iterable[str], *, decoded: bool = True, commands: Sequence[str | None] = ()
+    texts: Iterable[str],
+    *,
+    decoded: bool = True,
+    commands: Sequence[str | None] = (),
+    seen: Seen | None = None,
 ) -> list[str]:
     """Each text redacted; a secret value found in one text is also replaced in all the others.
     ``decoded=False`` skips the second, decoded read of text holding escapes (``_redact_decoded``),
     for a caller that reads the decoded text itself (the archive's parsed strings). ``commands``
     gives, text by text, the shell command a tool output came from (None for other texts): the
-    output of a command that prints a secret is hidden line by line (``revealed``)."""
+    output of a command that prints a secret is hidden line by line (``revealed``). ``seen``: the
+    values found in earlier batches, hidden here too where they recur with nothing around them that
+    names a secret ("connect again with Kestrel-Moon-5521"); this batch's are added to it."""
     texts = list(texts)
     results = [_redact(t, decode=decoded, command=c) for t, c in zip_longest(texts, commands[: len(texts)])]
     values = _recurring({v: k for _, _, vs in results for v, k in vs.items()})
+    if seen is not None:
+        earlier = seen.found_in([out for out, _, _ in results])
+        seen.add(values)
+        values = sorted(set(values) | earlier, key=len, reverse=True)
     return [_replace_values(out, values) for out, _, _ in results]
+
+
+# A word as a recurring secret value stands in later text: between spaces, quotes, brackets, or after
+# an "=" or ":" (PGPASSWORD=..., admin:...); trailing punctuation is stripped before it is looked up.
+_SEEN_WORD = re.compile(r"[^\s\"'`=:,;()\[\]{}<>|]{" + str(_MIN_RECUR) + ",200}")
+
+
+class Seen:
+    """The secret values hidden in earlier batches, as keyed digests (HMAC-SHA256 under a random key
+    of this home): no value is kept, and the digests say nothing without the key. ``path``: the file
+    they are kept in (0600), its first line the key; None keeps them in memory only."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path
+        self.key, self.digests = secrets.token_bytes(32), set()
+        if path is not None and path.exists():
+            lines = path.read_text(encoding="ascii").split()
+            if lines:
+                self.key, self.digests = bytes.fromhex(lines[0]), set(lines[1:])
+
+    def _digest(self, value: str) -> str:
+        return hmac.new(self.key, value.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()[:32]
+
+    def add(self, values: Iterable[str]) -> None:
+        new = {self._digest(v) for v in values} - self.digests
+        if new:
+            self.digests |= new
+            if self.path is not None:
+                tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+                with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as fh:
+                    fh.write("\n".join([self.key.hex(), *sorted(self.digests)]) + "\n")
+                os.replace(tmp, self.path)
+
+    def found_in(self, texts: Iterable[str]) -> set[str]:
+        """The earlier values that recur in these texts, as the texts hold them."""
+        if not self.digests:
+            return set()
+        found = set()
+        for text in texts:
+            for word in set(_SEEN_WORD.findall(text)):
+                for value in {word, word.rstrip(_TRAILING)}:
+                    if len(value) >= _MIN_RECUR and self._digest(value) in self.digests:
+                        found.add(value)
+        return found
 
 
 def _redact(text: str, decode: bool = True, command: str | None = None) -> tuple[str, int, dict[str, str]]:
