@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta, timezone
 
+import pytest
+
 from conftest import isolate
 from helpers import cli, cli_json, db_rows, write_transcript
 
@@ -137,6 +139,24 @@ def test_an_import_never_recreates_a_forgotten_memory_and_carries_forgetting_ove
     assert db_rows("SELECT count(*) FROM ideas WHERE content LIKE '%Caddy%'") == [(0,)]
     cli("import", str(tmp_path / "all-of-a.jsonl"))  # the old file cannot bring it back
     assert db_rows("SELECT count(*) FROM ideas WHERE content LIKE '%Caddy%'") == [(0,)]
+
+
+@pytest.mark.parametrize("how", ["session", "project", "before"])
+def test_an_export_from_before_a_scope_forget_brings_back_no_topic_of_it(tmp_path, how):
+    """Exported, then the session, the project or everything before a date forgotten here: importing
+    the old file recreates no memory of it (the forget's tombstones), and no topic either, whose name
+    and summary say the forgotten words."""
+    _index(tmp_path, "sess-a", TURNS, "sess-a")
+    _export(tmp_path, "before-forget")
+    assert db_rows("SELECT count(*) FROM spans") != [(0,)]
+    scope = {"session": ["--session", "sess-a"], "project": ["--project", PROJECT]}
+    day = (START + timedelta(days=1)).strftime("%Y-%m-%d")
+    cli("forget", *scope.get(how, ["--before", day]))
+    result = cli_json("import", str(tmp_path / "before-forget.jsonl"))
+    assert result["ideas_created"] == 0 and result["spans"] == 0
+    assert db_rows("SELECT count(*) FROM spans") == [(0,)]
+    assert db_rows("SELECT count(*) FROM ideas") == [(0,)]
+    assert cli_json("search", "Caddy TLS certbot", "--all-projects") == []
 
 
 def test_an_export_of_another_model_is_re_embedded_and_found_by_meaning(tmp_path, monkeypatch, another_store):

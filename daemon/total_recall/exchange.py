@@ -24,7 +24,7 @@ from typing import Any, TextIO
 
 import structlog
 
-from total_recall import config, erasure, memories, repoint, store, vectors
+from total_recall import config, erasure, memories, repoint, store, trust, vectors
 from total_recall import projects as projects_mod
 from total_recall.db import Database
 from total_recall.errors import TotalRecallError
@@ -446,11 +446,37 @@ def _import_tombstones(db: Database, bundle: Bundle, now: float, report: dict) -
 
 
 def _import_spans(db: Database, bundle: Bundle, now: float, report: dict) -> dict[int, int]:
+    """The file's topics that a memory imported here sits under (a file holds a topic for its
+    memories), none of a session, transcript or project forgotten here: an export taken before a
+    forget holds the topics of what was forgotten, whose names and summaries say it."""
+    by_ref = {s["ref"]: s for s in bundle.spans}
+    needed: set[int] = set()
+    for idea in bundle.ideas:
+        first = idea["sources"][0]
+        ctx = _context(bundle.header, idea, first, now)
+        ref = idea["span"]
+        if ref is None or store.tombstoned(db, ctx, int(first["line"]), store.idea_hash(idea["content"])):
+            continue
+        while ref is not None and ref not in needed:
+            needed.add(ref)
+            ref = by_ref[ref]["parent"]
     ids: dict[int, int] = {}
     for span in sorted(bundle.spans, key=lambda s: s["depth"]):
+        if span["ref"] not in needed or (span["parent"] is not None and span["parent"] not in ids):
+            continue
+        if _span_forgotten(db, span, now):
+            continue
         ids[span["ref"]] = store.import_span(db, span, ids.get(span["parent"]), now)
         report["spans"] += 1
     return ids
+
+
+def _span_forgotten(db: Database, span: dict, now: float) -> bool:
+    """A topic of a session or transcript forgotten here, or of a project forgotten here after it began."""
+    if trust.forgotten(db, file=span["source_file"], session=span["session_id"]):
+        return True
+    cutoff = trust.project_cutoff(db, span.get("project"))
+    return cutoff is not None and trust.said_at(span.get("started_at"), now) < cutoff
 
 
 def _import_ideas(db, bundle, span_ids, blobs, now, report) -> tuple[dict[int, int], set[int]]:

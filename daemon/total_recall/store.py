@@ -407,6 +407,11 @@ def merge_mention(db: Database, ctx: BatchContext, idea_id: int, item: dict, lin
     )
 
 
+def idea_hash(content: str) -> str:
+    """The content hash an idea of this text is stored and tombstoned under."""
+    return content_hash(without_lead_in(content))
+
+
 def insert_idea(
     db: Database, ctx: BatchContext, item: dict, span_id: int | None, vector: bytes | None = None
 ) -> tuple[int | None, bool]:
