@@ -1938,3 +1938,23 @@ def test_a_secret_hidden_once_is_hidden_where_it_recurs_later_without_its_name(t
     assert oct(home.seen_secrets.stat().st_mode & 0o777) == "0o600"
     found = cli_json("search", "connect again staging", "--all-projects")
     assert found and not any(value in r["content"] for r in found)
+
+
+def test_a_session_queued_but_not_indexed_yet_can_be_forgotten_by_its_whole_id(tmp_path):
+    """`forget --session` covers "also what is not indexed yet": the whole id of a session whose
+    transcript is only queued is taken, and nothing of it is indexed later; a short or mistyped id of
+    nothing indexed is still refused (it would forget nothing the user meant)."""
+    session = "2323a1b2-0000-4000-8000-00000000abcd"
+    path = write_transcript(
+        tmp_path / "claude" / "projects" / "-home-dev-projects-shop" / f"{session}.jsonl",
+        [("user", "We decided the vault passphrase lives in the team safe.")],
+        cwd="/home/dev/projects/shop",
+    )
+    assert cli_json("backfill", str(path))["queued"] == 1  # queued, not indexed
+    assert cli("forget", "--session", session[:8], check=False).returncode != 0
+    went = cli_json("forget", "--session", session)
+    assert went["sessions_tombstoned"] == [session] and went["forgotten"] == 0
+    cli("backfill", str(path), "--wait")
+    assert db_rows("SELECT count(*) FROM messages WHERE content LIKE '%passphrase%'") == [(0,)]
+    assert db_rows("SELECT count(*) FROM ideas") == [(0,)]
+    assert cli_json("search", "vault passphrase", "--all-projects") == []

@@ -374,9 +374,19 @@ def cmd_forget(args) -> int:
     database = _store()
     session = args.session
     if session:  # the short id that search and topics print works here too (a title does not: it erases)
+        from total_recall.errors import NotFound
         from total_recall.search import resolve_session
+        from total_recall.transcript import UUID_SHAPE
 
-        session = resolve_session(database, session, by_title=False)
+        try:
+            session = resolve_session(database, session, by_title=False)
+        except NotFound:
+            # Trigger: a whole session id of nothing indexed yet (queued, or never read). Why: the
+            # option forgets "also what is not indexed yet". Outcome: its tombstone is set, so none of
+            # it is ever indexed; a short or mistyped id is still refused.
+            if not UUID_SHAPE.fullmatch(session.strip()):
+                raise
+            session = session.strip()
     _print(
         curate.forget(
             database, args.id, session=session, project=args.project, before=args.before, dry_run=args.dry_run
