@@ -1296,3 +1296,9 @@ def test_no_tail_of_a_token_is_left_after_its_mark():
     ):
         out = redact(text)
         assert out.endswith("]") and "St0Uv1Wx2" not in out and "Ab2C" not in out
+
+
+def test_a_private_tag_written_with_spaces_is_cut_as_the_plain_one():
+    """`<private >…</private >` and `< PRIVATE>…< / private >` are the user's private tags too (I207)."""
+    assert redact("<private >SpacedPrivWord</private > ok") == "[private] ok"
+    assert redact("a < PRIVATE>Hidden_1</ private > b") == "a [private] b"

@@ -25,7 +25,7 @@ from helpers import cli, cli_json, db_rows, db_write, env, hook, local_rows, rec
 from total_recall import config, projects, trust
 from total_recall.extract import protocol
 from total_recall.redact import redact, redact_batch
-from trust_data import NEAR_MISSES, PEM_BODY, SECRETS
+from trust_data import NEAR_MISSES, PEM_BODY, PROBED_SECRETS, SECRETS
 
 SESSION_START = REPO / "hooks" / "session_start.py"
 DAY = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
@@ -318,6 +318,14 @@ def test_a_topic_renamed_after_a_forget_is_named_by_the_conversation_not_by_a_la
 @pytest.mark.parametrize(("kind", "text", "secret"), SECRETS, ids=[s[0] for s in SECRETS])
 def test_each_of_the_26_secret_kinds_is_redacted(kind, text, secret):
     assert len(SECRETS) == 26
+    out = redact(text)
+    assert secret not in out and "[REDACTED:" in out
+
+
+@pytest.mark.parametrize(("kind", "text", "secret"), PROBED_SECRETS, ids=[s[0] for s in PROBED_SECRETS])
+def test_the_forms_a_privacy_probe_found_stored_are_redacted(kind, text, secret):
+    """A name and its value with a space between, a value on the line after "is", a login's
+    user:password pair, a PIN; their look-alikes are in NEAR_MISSES (I207)."""
     out = redact(text)
     assert secret not in out and "[REDACTED:" in out
 

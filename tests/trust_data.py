@@ -80,8 +80,28 @@ SECRETS = [
     ),
 ]
 
+# Forms a privacy probe found stored (2026-11-28): a name and its value with only a space between,
+# a value on the line after "is", a login's user:password pair, a PIN.
+PROBED_SECRETS = [
+    (
+        "env_name_space_value",
+        "AWS_SECRET_ACCESS_KEY Zq8Rk2Lm4NwJalrXUtnFEMI/K7MDENGbPxRfiCYy",
+        "Zq8Rk2Lm4NwJalrXUtnFEMI/K7MDENGbPxRfiCYy",
+    ),
+    ("prose_password_next_line", "the password is\nNextLinePw_4455", "NextLinePw_4455"),
+    ("login_pair", "login admin:ColonCred_3381 works on the router", "ColonCred_3381"),
+    ("pin", "my PIN is 482913, do not share it", "482913"),
+]
+
 # Things that look a little like secrets and must survive untouched.
 NEAR_MISSES = [
+    "login host:8080 fails with a timeout",
+    "pin numpy to 1.26.4 and pin the runner to ubuntu-22.04",
+    "the pin is 12 on the header",
+    "The password is\n\nrequired for every login",
+    "GITHUB_TOKEN secrets.GITHUB_TOKEN",
+    "SECRET_KEY_BASE mix phx.gen.secret",
+    "log in as admin:admin on the local test box",
     "commit 3f9a1c2e7b4d5a6f8e9d0c1b2a3f4e5d6c7b8a9f fixed it",
     "see e83c5163316f89bfbde7d9ab23ca2e25604af290",
     "short sha 3f9a1c2",

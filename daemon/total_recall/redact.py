@@ -325,13 +325,41 @@ _TOKEN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
         re.compile(r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<secret>[A-Za-z0-9_/\-]{20,})"),
     ),
     *((kind, re.compile(pattern)) for kind, pattern in _VENDOR_TOKENS),
+    # A secret's environment name and its value with only a space between, as pasted from a console or
+    # a table ("AWS_SECRET_ACCESS_KEY Zq8R..."); only a key-shaped value (_key_shaped), gated.
+    (
+        "env_secret",
+        re.compile(
+            r"(?<![\w$])[A-Z][A-Z0-9_]*(?:SECRET|TOKEN|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY)"
+            r"[A-Z0-9_]*[ \t]+(?P<secret>[A-Za-z0-9/+=_\-]{16,})(?![\w/.])"
+        ),
+    ),
+    # A PIN said in prose ("my PIN is 482913", "pin code: 0042"): digits only.
+    (
+        "pin",
+        re.compile(
+            r"(?i:\bpin(?:[ \t]+(?:code|number))?[ \t]*(?:is|was|[:=])[ \t]*)(?P<secret>\d{4,8})(?!\d)"
+        ),
+    ),
+    # A user and password said as "login admin:Secret_33" / "credentials: deploy:Hunter2!": the part after
+    # the colon, when it is shaped like a password (_password_shaped: "login host:8080" stays).
+    (
+        "password",
+        re.compile(
+            r"(?i:\b(?:log(?:in|[ \t]+in[ \t]+(?:as|with))|sign[ \t]+in[ \t]+(?:as|with)|credentials?|creds)"
+            r"(?:[ \t]+(?:is|are|was))?[ \t]*[:=]?[ \t]*)[\w.@+\-]{1,64}:(?P<secret>[^\s:/\"'`,;]{6,64})"
+            r"(?=[\s,;!?)]|[.](?:\s|\Z)|\Z)"
+        ),
+    ),
 ]
+# Kinds whose value must be shaped like a password to be hidden (the login pair above).
+_USER_PAIR = _TOKEN_PATTERNS[-1][1]
 
 _LEAD = {"bearer_token": "Bb", "authorization": "Aa"}
 # Kinds whose value must be base64 of "user:password" (Docker's config.json "auth").
 _BASIC_AUTH_KINDS = {"docker_auth"}  # header names as written in practice
 # Kinds whose value must be key-shaped (_key_shaped): a URL's user part is most often a name.
-_KEY_SHAPED_KINDS = {"url_token"}
+_KEY_SHAPED_KINDS = {"url_token", "env_secret"}
 _WORD_START_KINDS = {
     "huggingface_token",
     "npm_token",
@@ -456,7 +484,9 @@ _KIND_OF_WORD = {
 
 
 # <private>...</private> (any case; an unclosed tag hides the rest of the text).
-_PRIVATE = re.compile(r"<private>.*?(?:</private>|\Z)", re.DOTALL | re.IGNORECASE)
+_PRIVATE = re.compile(
+    r"<[ \t]*private[ \t]*>.*?(?:<[ \t]*/[ \t]*private[ \t]*>|\Z)", re.DOTALL | re.IGNORECASE
+)
 PRIVATE_MARK = "[private]"
 
 # `.env`-style names in capitals that hold a secret: DB_PASS=, STRIPE_KEY=, GH_AUTH_TOKEN=...
@@ -493,7 +523,8 @@ _PROSE_WORD = re.compile(
 # ("the password 'X'"); after the word or after a short "for the staging db".
 _PROSE_LINK = re.compile(
     r"\b(?:[ \t]+(?:for|of|on|to|at|in)(?:[ \t]+[\w.\-]+){1,3}?)?"
-    r"(?:[ \t]+(?:is|was|(?:will|should|must|would)[ \t]+be|(?P<to>to[ \t]+be|to|as))[ \t]*:?[ \t]+"
+    r"(?:[ \t]+(?:is|was|(?:will|should|must|would)[ \t]+be|(?P<to>to[ \t]+be|to|as))[ \t]*:?"
+    r"(?:[ \t]+|[ \t]*\r?\n[ \t]*)"  # the value may stand on the next line
     r"(?:now[ \t]+|still[ \t]+)?|[ \t]*[:=][ \t]*|[ \t]+(?=[\"'`]))"
 )
 _PROSE_VALUE = re.compile(r"""(?:[^\s"'`,;\\]|\\(?![nrt]))+""")
@@ -571,6 +602,8 @@ _LIBRARY_PATTERNS = _detect_secrets_patterns()
 # substring test per literal costs about 1 ms per MB, so gates are kept few.)
 _GATES: dict[str, tuple[str, ...] | re.Pattern[str]] = {
     "login_password": (" login",),
+    "env_secret": ("secret", "token", "passw", "_key"),
+    "pin": ("pin",),
     "dsn_password": ("@tcp(", "@unix(", "@udp("),
     "stripe_key": ("_live_", "_test_"),
     "azure_key": ("accountkey=", "sharedaccesskey=", "sig="),
@@ -1451,6 +1484,8 @@ def _substitute(
         if kind in _BASIC_AUTH_KINDS and not _basic_auth(text[start:end]):
             continue
         if kind in _KEY_SHAPED_KINDS and not _key_shaped(text[start:end]):
+            continue
+        if pattern is _USER_PAIR and not _password_shaped(text[start:end]):
             continue
         named = kind
         if "key" in pattern.groupindex:
