@@ -414,7 +414,8 @@ def test_records_a_hand_edit_moved_keep_their_rows_and_a_forgotten_one_stays_for
     lines += [json.dumps(thinking) + "\n", json.dumps(words) + "\n"]
     path.write_text("".join(lines), encoding="utf-8")
     turns.index(path)
-    said = {c: n for n, c in turns.ideas(path)}
+    first_ideas = turns.ideas(path)
+    said = {c: n for n, c in first_ideas}
     secret = next(c for c in said if "service 4 " in c)
     idea = turns.db.scalar("SELECT id FROM ideas WHERE content = ?", (secret,))
     curate.forget(turns.db, idea)
@@ -437,9 +438,9 @@ def test_records_a_hand_edit_moved_keep_their_rows_and_a_forgotten_one_stays_for
 
     now = path.read_text(encoding="utf-8").splitlines()
     for line, content in turns.ideas(path):
-        if "billing service 1 " in content:
-            continue  # its record is gone from the file: the memory keeps its text where it was
         assert content in now[line - 1], (line, content)  # every memory on the line holding its words
+    # The record the edit removed is no longer said: its memory went with it (no tombstone).
+    assert not any("billing service 1 " in c for _, c in turns.ideas(path))
     texts = turns.message_texts(path)
     stored = [t for said in texts.values() for t in said if t]
     assert len(stored) == len(set(stored)), "a line stored twice"
@@ -463,6 +464,17 @@ def test_records_a_hand_edit_moved_keep_their_rows_and_a_forgotten_one_stays_for
     path.write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
     turns.index(path)
     assert (turns.ideas(path), turns.message_texts(path)) == before
+    # The edit undone (the first line back, the pasted one out): every memory on its own line again,
+    # the first line's remembered again, each said once.
+    payroll = path.read_text(encoding="utf-8").splitlines(keepends=True)[-1]
+    path.write_text("".join(lines) + payroll, encoding="utf-8")
+    turns.index(path)
+    restored = turns.ideas(path)
+    assert {c for _, c in restored} >= {c for _, c in first_ideas if "service 4 " not in c}
+    original = path.read_text(encoding="utf-8").splitlines()
+    assert all(content in original[line - 1] for line, content in restored)
+    assert all(n == 1 for n in turns.db.column("SELECT mention_count FROM ideas"))
+    turns.assert_unique(path)
 
 
 def turns_time(iso: str):

@@ -889,21 +889,22 @@ def move_lines(db: Database, path: str, ranges: list[tuple[int, int, int]], caus
     (indexer._follow_moved_records; in the caller's transaction). The ranges' old lines are disjoint,
     and so are their new ones. What stays on a line a moved record now holds is of a record no
     longer there: its windows, raw row and line forget go (they would show or hide the moved
-    record's words); its memories keep their text. A moved row whose twin (the same unique key) is
-    on its new line already goes: the twin is the same row. How many rows moved."""
+    record's words), and its memories lose that line (_drop_sources). A moved row whose twin (the
+    same unique key) is on its new line already goes: the twin is the same row. How many rows moved."""
     fid = state.FILE_ID
     for lo, hi, _ in ranges:  # 1: what moves goes to its negative line, out of every range's way
         for table, col, where in _LINE_COLUMNS:
             db.execute(
                 f"UPDATE {table} SET {col} = -{col} WHERE {where} AND {col} BETWEEN ? AND ?", (path, lo, hi)
             )
-    for lo, hi, by in ranges:  # what stays where a moved record now is
+    for lo, hi, by in ranges:  # what stays where a moved record now is: of a record no longer there
         stale = db.column(
             f"SELECT id FROM chunks WHERE file_id = {fid} AND source_line BETWEEN ? AND ?",
             (path, lo + by, hi + by),
         )
         delete_vectors(db, "chunks", stale)
         db.executemany("DELETE FROM chunks WHERE id = ?", [(i,) for i in stale])
+        _drop_sources(db, path, lo + by, hi + by, cause, now)
         for table, where in (
             ("tombstones", "kind = 'line' AND source_file = ?"),
             ("messages", f"file_id = {fid}"),
@@ -948,6 +949,38 @@ def move_lines(db: Database, path: str, ranges: list[tuple[int, int, int]], caus
         lines = [_moved(n, ranges) for n in json.loads(row["lines"])]
         db.execute("UPDATE fallback_batches SET lines = ? WHERE id = ?", (json.dumps(lines), row["id"]))
     return moved
+
+
+def _drop_sources(db: Database, path: str, first: int, last: int, cause: str, now: float) -> None:
+    """The memories of lines first..last of `path` lose those lines as sources: a memory said
+    nowhere else goes (store.delete_ideas: no tombstone, it may be said again), one said elsewhere
+    cites its earliest other line."""
+    fid = state.FILE_ID
+    ids = db.column(
+        f"SELECT DISTINCT idea_id FROM idea_sources WHERE file_id = {fid} AND source_line BETWEEN ? AND ?",
+        (path, first, last),
+    ) + db.column(
+        f"SELECT id FROM ideas WHERE file_id = {fid} AND source_line BETWEEN ? AND ?", (path, first, last)
+    )
+    db.execute(
+        f"DELETE FROM idea_sources WHERE file_id = {fid} AND source_line BETWEEN ? AND ?", (path, first, last)
+    )
+    gone = []
+    for idea_id in sorted(set(ids)):
+        other = db.one(
+            "SELECT file_id, source_line FROM idea_sources WHERE idea_id = ? "
+            "ORDER BY message_time, source_line",
+            (idea_id,),
+        )
+        if other is None:
+            gone.append(idea_id)
+            continue
+        db.execute(
+            "UPDATE ideas SET file_id = ?, source_line = ?, mention_count = max(1, (SELECT count(*) FROM "
+            "idea_sources s WHERE s.idea_id = ideas.id)) WHERE id = ?",
+            (other["file_id"], other["source_line"], idea_id),
+        )
+    delete_ideas(db, gone, cause, now)
 
 
 def _moved(line: int, ranges: list[tuple[int, int, int]]) -> int:
