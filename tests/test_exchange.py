@@ -159,6 +159,36 @@ def test_an_export_from_before_a_scope_forget_brings_back_no_topic_of_it(tmp_pat
     assert cli_json("search", "Caddy TLS certbot", "--all-projects") == []
 
 
+def test_a_session_forgotten_there_is_forgotten_here_every_line_and_for_good(
+    tmp_path, monkeypatch, another_store
+):
+    """Both homes indexed the session; the first forgot it and exported. Importing the file here
+    forgets the whole session (a tool's output too, which no memory came from), and what the session
+    says later is not indexed here either (I208)."""
+    output = {"type": "tool_result", "tool_use_id": "toolu_x1", "content": "src/link.c: gammaword undefined"}
+    turns = [("user", "We decided the linker flags stay in the Makefile."), ("user", [output])]
+    _index(tmp_path, "sess-f", turns, "sess-f")
+    cli("forget", "--session", "sess-f")
+    records = _export(tmp_path, "after-forget")
+    scopes = [{k: v for k, v in r.items() if k != "at"} for r in records if r.get("of") == "session"]
+    assert scopes == [{"kind": "tombstone", "of": "session", "value": "sess-f"}]
+
+    other = _fresh_home(tmp_path, monkeypatch, "b", another_store)
+    path = _index(other, "sess-f", turns, "sess-f")  # this machine's own copy of the session
+    assert db_rows("SELECT count(*) FROM messages WHERE content LIKE '%gammaword%'") == [(1,)]
+    result = cli_json("import", str(tmp_path / "after-forget.jsonl"))
+    assert result["scopes_forgotten_here"] == 2  # the session, and the transcript it was read from there
+    assert db_rows("SELECT count(*) FROM messages") == [(0,)]
+    assert db_rows("SELECT count(*) FROM chunks") == [(0,)]
+    assert cli_json("search", "gammaword undefined", "--all-projects") == []
+    write_transcript(
+        path, [("user", "Later: the gammaword fix shipped.")], cwd=PROJECT, session="sess-f", append=True
+    )
+    cli("backfill", str(path), "--wait")
+    assert db_rows("SELECT count(*) FROM messages") == [(0,)]
+    assert cli_json("import", str(tmp_path / "after-forget.jsonl"))["scopes_forgotten_here"] == 0
+
+
 def test_an_export_of_another_model_is_re_embedded_and_found_by_meaning(tmp_path, monkeypatch, another_store):
     _index(tmp_path, "sess-a", TURNS, "sess-a")
     records = _export(tmp_path, "a", "--vectors")

@@ -64,6 +64,7 @@ def export(
     events = memories.idea_events(db, ids)
     since_unix = _unix(since) if since else None
     tombstones = memories.export_tombstones(db, projects, since_unix)
+    scopes = memories.export_scopes(db, projects, since_unix)
     paths = sorted({r["project"] for r in ideas if r["project"]})
     recorded = memories.identities_of(db, paths)
     header = {
@@ -93,12 +94,15 @@ def export(
     for row in tombstones:
         fields = ("project", "content_hash", "source_file", "source_line", "reason")
         _write(out, {"kind": "tombstone", "of": row["kind"], **{k: row[k] for k in fields}})
+    for row in scopes:  # a whole session, transcript or project forgotten: forgotten where it is imported
+        scope = {"project": row["value"]} if row["kind"] == "project" else {"value": row["value"]}
+        _write(out, {"kind": "tombstone", "of": row["kind"], **scope, "at": row["created_at"]})
     return {
         "ideas": len(ideas),
         "spans": len(spans),
         "relations": len(relations),
         "events": len(events),
-        "tombstones": len(tombstones),
+        "tombstones": len(tombstones) + len(scopes),
         "vectors": len(blobs),
     }
 
@@ -315,7 +319,14 @@ def _check_tombstone(r: dict) -> str | None:
         return None
     if r.get("of") == "line" and _text(r.get("source_file")) and _is_int(r.get("source_line")):
         return None
-    return "of must be content (with content_hash) or line (with source_file and source_line)"
+    if r.get("of") in ("session", "file") and _text(r.get("value")):
+        return None
+    if r.get("of") == "project" and _text(r.get("project")):
+        return None
+    return (
+        "of must be content (with content_hash), line (with source_file and source_line), session or "
+        "file (with value) or project (with project)"
+    )
 
 
 def _check_references(bundle: Bundle, path: str) -> None:
@@ -367,6 +378,7 @@ def import_file(db: Database, settings: config.Settings, path: Path, *, embedder
                     ev["at"],
                 )
     report["forgotten_here"] = _forget(db, forgotten)
+    report["scopes_forgotten_here"] = _forget_scopes(db, bundle, now)
     if report["ideas_created"] or report["ideas_merged"]:
         from total_recall import maintain
 
@@ -439,6 +451,8 @@ def _import_tombstones(db: Database, bundle: Bundle, now: float, report: dict) -
     ideas here that they say were forgotten."""
     forgotten: list[int] = []
     for t in bundle.tombstones:
+        if t["of"] in SCOPES:
+            continue  # forgotten after the write (_forget_scopes): a scope's forget is its own transaction
         row = {**t, "kind": t["of"]}
         report["tombstones"] += erasure.add_tombstone(db, row, now)
         forgotten += erasure.ideas_under_tombstone(db, row)
@@ -510,6 +524,35 @@ def _import_ideas(db, bundle, span_ids, blobs, now, report) -> tuple[dict[int, i
                 memories.set_pinned(db, idea_id, True, now)
         report["sources_added"] += memories.mention_count(db, idea_id) - before + int(new)
     return ids, created
+
+
+SCOPES = ("session", "file", "project")
+
+
+def _forget_scopes(db: Database, bundle: Bundle, now: float) -> int:
+    """A session the file says was forgotten is forgotten here as `forget --session` forgets it (every
+    line, not only those its memories came from), and stays so; a transcript, or a session this store
+    never indexed, gets its tombstone; a project gets its tombstone as of when it was forgotten there
+    (what this store's transcripts said of it before then is never read again; its memories the file
+    says were forgotten go by their own tombstones). How many scopes were new here."""
+    from total_recall import curate, lookup
+
+    new = 0
+    for t in bundle.tombstones:
+        kind = t["of"]
+        if kind not in SCOPES:
+            continue
+        value = t["project"] if kind == "project" else t["value"]
+        if db.one("SELECT 1 FROM forgotten_scopes WHERE kind = ? AND value = ?", (kind, value)):
+            continue
+        new += 1
+        if kind == "session" and value in lookup.sessions(db):
+            curate.forget(db, session=value)
+        else:
+            at = t.get("at") if kind == "project" and isinstance(t.get("at"), (int, float)) else now
+            with db.write():
+                trust.tombstone_scope(db, kind, value, min(at, now))
+    return new
 
 
 def _forget(db: Database, idea_ids: list[int]) -> int:

@@ -635,6 +635,23 @@ def export_tombstones(db: Database, projects: list[str] | None, since_unix: floa
     )
 
 
+def export_scopes(db: Database, projects: list[str] | None, since_unix: float | None) -> list:
+    """The forgotten sessions and transcripts, and the forgotten projects (of these projects), oldest
+    first: kind, value, created_at."""
+    where, params = ["1 = 1"], []
+    if projects:
+        where.append(f"(kind != 'project' OR value IN ({marks(projects)}))")
+        params += projects
+    if since_unix is not None:
+        where.append("created_at >= ?")
+        params.append(since_unix)
+    return db.all(
+        f"SELECT kind, value, created_at FROM forgotten_scopes WHERE {' AND '.join(where)} "
+        "ORDER BY created_at, kind, value",
+        params,
+    )
+
+
 def idea_events(db: Database, idea_ids: list[int]) -> list:
     """The audit log of these ideas: object_id, at, action, old, new, cause, oldest first."""
     out: list = []
