@@ -921,6 +921,16 @@ def test_backfilling_a_folder_says_which_of_its_transcripts_may_not_be_read(tmp_
     assert (result["transcripts"], result["queued"], result["refused"]) == (1, 1, 1)
     assert local_rows("SELECT transcript_path FROM work_queue") == [(str(real),)]
     assert found_in_home("Outsidecanary50") == [] and found_in_home("Outsidecanary51") == []
+    # A folder whose one transcript is a link out of it: the link is named, not the folder.
+    lonely = folder(tmp_path, "/home/dev/projects/lonely")
+    lonely.mkdir(parents=True)
+    (lonely / "link-only.jsonl").symlink_to(outside[1])
+    done = cli("backfill", str(lonely), "--wait", check=False)
+    assert done.returncode == 1
+    assert (
+        f"its one transcript {lonely / 'link-only.jsonl'} is outside the Claude projects folder"
+        in done.stderr
+    )
 
 
 def test_a_symlink_swapped_while_its_transcript_is_read_never_gets_the_other_file_read(tmp_path, monkeypatch):

@@ -84,7 +84,10 @@ def backfill(
             # Every file the path names is refused: say why instead of "transcripts: 0".
             root = config.claude_config_dir() / "projects"
             first = refused[str(files[0])]
-            what = first if len(files) == 1 else f"none of its {len(files)} transcripts may be read: {first}"
+            if len(files) > 1:
+                what = f"none of its {len(files)} transcripts may be read: {first}"
+            else:  # the file the folder holds is named, not the folder (a symlink to elsewhere, say)
+                what = first if str(files[0]) == str(path) else f"its one transcript {files[0]} is {first}"
             raise TotalRecallError(
                 f"{path}: {what}; only transcripts under {root} (or [privacy] extra_roots) are read"
             )
