@@ -161,17 +161,24 @@ def test_older_database_with_data_migrates_to_head(tmp_path):
         new.close()
 
 
+def made_by(tmp_path, last: int):
+    """A database (tmp_path / f"v{last}.db") as the code of migration `last` made it, holding one
+    transcript (`files` id 1, /t/a.jsonl); open for the test to fill, then close."""
+    folder = tmp_path / f"m{last}"
+    folder.mkdir()
+    for number, path in db.migration_files():
+        if number <= last:
+            shutil.copy(path, folder / path.name)
+    old = db.connect(tmp_path / f"v{last}.db", migrations_dir=folder)
+    old.execute("INSERT INTO files (id, path) VALUES (1, '/t/a.jsonl')")
+    return old
+
+
 def test_0019_marks_the_problems_a_solution_answered_as_having_a_fix(tmp_path):
     """A database made before 0019 holds problems a solution answers with answered = 0; migrated, they
     have a fix given (answered = 1), and a problem answered by no solution, or only by a context line,
     stays open."""
-    folder = tmp_path / "m18"
-    folder.mkdir()
-    for number, path in db.migration_files():
-        if number <= 18:
-            shutil.copy(path, folder / path.name)
-    old = db.connect(tmp_path / "v18.db", migrations_dir=folder)
-    old.execute("INSERT INTO files (id, path) VALUES (1, '/t/a.jsonl')")
+    old = made_by(tmp_path, 18)
     for n, intent in enumerate(("problem", "solution", "problem", "problem", "context"), 1):
         old.execute(
             "INSERT INTO ideas (id, content, content_hash, intent, confidence, file_id, source_line, "
@@ -197,13 +204,7 @@ def test_0020_records_the_uuids_of_the_lines_forgotten_before_it(tmp_path):
     """A line forgotten before 0020 kept its blank row with its record uuid; migrated, that uuid is a
     forgotten record (a forked copy of it is forgotten as it arrives, I202), and the lines not
     forgotten are not."""
-    folder = tmp_path / "m19"
-    folder.mkdir()
-    for number, path in db.migration_files():
-        if number <= 19:
-            shutil.copy(path, folder / path.name)
-    old = db.connect(tmp_path / "v19.db", migrations_dir=folder)
-    old.execute("INSERT INTO files (id, path) VALUES (1, '/t/a.jsonl')")
+    old = made_by(tmp_path, 19)
     for n, (skip, uuid) in enumerate(
         (("forgotten", "u-forgotten"), (None, "u-kept"), ("forgotten", None)), 1
     ):

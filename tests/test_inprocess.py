@@ -399,18 +399,11 @@ def test_records_a_hand_edit_moved_keep_their_rows_and_a_forgotten_one_stays_for
     lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
     # A response written over two lines (its thinking, then its words), as Claude Code writes one.
     when = "2026-03-02T10:30:00.000Z"
-    thinking = record(
-        "assistant", "", session=path.stem, cwd=FAULTS_PROJECT, when=turns_time(when), msg_id="m7"
-    )
+    said_then = {"session": path.stem, "cwd": FAULTS_PROJECT, "when": turns_time(when)}
+    thinking = record("assistant", "", msg_id="m7", **said_then)
     thinking["message"]["content"] = [{"type": "thinking", "thinking": "weigh the ledger options"}]
-    words = record(
-        "assistant",
-        "We decided the ledger service keeps its own queue and retries every 7 seconds.",
-        session=path.stem,
-        cwd=FAULTS_PROJECT,
-        when=turns_time(when),
-        msg_id="m7",
-    )
+    ledger = "We decided the ledger service keeps its own queue and retries every 7 seconds."
+    words = record("assistant", ledger, msg_id="m7", **said_then)
     lines += [json.dumps(thinking) + "\n", json.dumps(words) + "\n"]
     path.write_text("".join(lines), encoding="utf-8")
     turns.index(path)
@@ -420,13 +413,7 @@ def test_records_a_hand_edit_moved_keep_their_rows_and_a_forgotten_one_stays_for
     idea = turns.db.scalar("SELECT id FROM ideas WHERE content = ?", (secret,))
     curate.forget(turns.db, idea)
     # The first line goes, a user's line is pasted in after the response; then the talk goes on.
-    aside = record(
-        "user",
-        "An aside pasted in by hand about nothing.",
-        session=path.stem,
-        cwd=FAULTS_PROJECT,
-        when=turns_time(when),
-    )
+    aside = record("user", "An aside pasted in by hand about nothing.", **said_then)
     edited = lines[1:] + [json.dumps(aside) + "\n"]
     path.write_text("".join(edited), encoding="utf-8")
     turns.write(

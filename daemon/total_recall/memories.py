@@ -621,16 +621,10 @@ def spans_with_ancestors(db: Database, span_ids: list[int]) -> list:
 
 def export_tombstones(db: Database, projects: list[str] | None, since_unix: float | None) -> list:
     """Content tombstones (of these projects) and line tombstones, oldest first."""
-    where, params = ["1 = 1"], []
-    if projects:
-        where.append(f"(kind = 'line' OR project IN ({marks(projects)}))")
-        params += projects
-    if since_unix is not None:
-        where.append("created_at >= ?")
-        params.append(since_unix)
+    where, params = _exported("(kind = 'line' OR project IN ({}))", projects, since_unix)
     return db.all(
         "SELECT kind, project, content_hash, source_file, source_line, reason FROM tombstones "
-        f"WHERE {' AND '.join(where)} ORDER BY id",
+        f"WHERE {where} ORDER BY id",
         params,
     )
 
@@ -638,18 +632,25 @@ def export_tombstones(db: Database, projects: list[str] | None, since_unix: floa
 def export_scopes(db: Database, projects: list[str] | None, since_unix: float | None) -> list:
     """The forgotten sessions and transcripts, and the forgotten projects (of these projects), oldest
     first: kind, value, created_at."""
+    where, params = _exported("(kind != 'project' OR value IN ({}))", projects, since_unix)
+    return db.all(
+        f"SELECT kind, value, created_at FROM forgotten_scopes WHERE {where} "
+        "ORDER BY created_at, kind, value",
+        params,
+    )
+
+
+def _exported(of_projects: str, projects: list[str] | None, since_unix: float | None) -> tuple[str, list]:
+    """The WHERE clause and parameters of an export's tombstones: `of_projects` (its `{}` takes the
+    projects' marks) when projects are named, made since `since_unix` when given."""
     where, params = ["1 = 1"], []
     if projects:
-        where.append(f"(kind != 'project' OR value IN ({marks(projects)}))")
+        where.append(of_projects.format(marks(projects)))
         params += projects
     if since_unix is not None:
         where.append("created_at >= ?")
         params.append(since_unix)
-    return db.all(
-        f"SELECT kind, value, created_at FROM forgotten_scopes WHERE {' AND '.join(where)} "
-        "ORDER BY created_at, kind, value",
-        params,
-    )
+    return " AND ".join(where), params
 
 
 def idea_events(db: Database, idea_ids: list[int]) -> list:
