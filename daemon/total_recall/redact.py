@@ -865,10 +865,12 @@ class Seen:
     def __init__(self, path: Path | None = None) -> None:
         self.path = path
         self.key, self.digests = secrets.token_bytes(32), set()
-        if path is not None and path.exists():
-            lines = path.read_text(encoding="ascii").split()
+        try:
+            lines = path.read_text(encoding="ascii").split() if path is not None and path.exists() else []
             if lines:
                 self.key, self.digests = bytes.fromhex(lines[0]), set(lines[1:])
+        except (OSError, ValueError):
+            pass  # unreadable or damaged: start again (what is hidden by name is still hidden)
 
     def _digest(self, value: str) -> str:
         return hmac.new(self.key, value.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()[:32]
@@ -878,10 +880,13 @@ class Seen:
         if new:
             self.digests |= new
             if self.path is not None:
-                tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-                with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as fh:
-                    fh.write("\n".join([self.key.hex(), *sorted(self.digests)]) + "\n")
-                os.replace(tmp, self.path)
+                try:
+                    tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+                    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as fh:
+                        fh.write("\n".join([self.key.hex(), *sorted(self.digests)]) + "\n")
+                    os.replace(tmp, self.path)
+                except OSError:
+                    pass  # a home that cannot be written (full disk): this process still knows them
 
     def found_in(self, texts: Iterable[str]) -> set[str]:
         """The earlier values that recur in these texts, as the texts hold them."""
