@@ -543,7 +543,7 @@ def _forget_scopes(db: Database, bundle: Bundle, now: float) -> int:
         if kind not in SCOPES:
             continue
         value = t["project"] if kind == "project" else t["value"]
-        if db.one("SELECT 1 FROM forgotten_scopes WHERE kind = ? AND value = ?", (kind, value)):
+        if trust.scope_forgotten(db, kind, value):
             continue
         new += 1
         if kind == "session" and value in lookup.sessions(db):

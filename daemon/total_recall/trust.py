@@ -126,6 +126,11 @@ def forgotten(db: Database, *, file: str | None = None, session: str | None = No
     return None
 
 
+def scope_forgotten(db: Database, kind: str, value: str) -> bool:
+    """Whether this session, transcript or project ('session', 'file', 'project') has a tombstone."""
+    return db.one("SELECT 1 FROM forgotten_scopes WHERE kind = ? AND value = ?", (kind, value)) is not None
+
+
 def forgotten_lines(
     db: Database, source_file: str, first: int | None = None, last: int | None = None
 ) -> set[int]:
