@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from helpers import cli, cli_json, write_transcript
+from helpers import cli, cli_json, db_rows, write_transcript
 
 pytestmark = pytest.mark.usefixtures("store")  # every test on SQLite and on PostgreSQL
 
@@ -124,3 +124,34 @@ def test_bad_notes_are_refused_with_a_clear_message(tmp_path):
     assert empty.returncode == 1 and "the note is empty" in empty.stderr
     wrong = cli("note", "x", "--intent", "rumour", check=False)
     assert wrong.returncode == 2 and "--intent" in wrong.stderr
+
+
+def test_forgetting_a_note_of_a_session_forgets_the_note_not_the_line_it_was_written_at(tmp_path):
+    """A note attached to a session cites the line the conversation had reached. Forgetting the note
+    takes its words from every row, and leaves that line, which said something else: its words,
+    its window, no tombstone on it, its record not marked forgotten (I209)."""
+    path = _indexed_session(tmp_path)
+    stored = cli_json("note", "note about zebraword", "--session", "sess-note")
+    line = stored["source_line"]
+    said = db_rows(
+        "SELECT content, uuid FROM messages WHERE file_id = (SELECT id FROM files WHERE path = ?) "
+        "AND source_line = ?",
+        (str(path), line),
+    )
+    assert said and said[0][0]
+    dry = cli_json("forget", str(stored["id"]), "--dry-run")
+    assert dry["messages"] == 0
+    cli_json("forget", str(stored["id"]))
+    assert db_rows("SELECT count(*) FROM ideas WHERE content LIKE '%zebraword%'") == [(0,)]
+    assert db_rows("SELECT count(*) FROM chunks WHERE content LIKE '%zebraword%'") == [(0,)]
+    assert (
+        db_rows(
+            "SELECT content, uuid FROM messages WHERE file_id = (SELECT id FROM files WHERE path = ?) "
+            "AND source_line = ?",
+            (str(path), line),
+        )
+        == said
+    )
+    assert db_rows("SELECT count(*) FROM tombstones WHERE kind = 'line'") == [(0,)]
+    assert db_rows("SELECT count(*) FROM forgotten_records") == [(0,)]
+    assert not any("zebraword" in r["content"] for r in cli_json("search", "zebraword", "--all-projects"))

@@ -106,6 +106,10 @@ def erase(db: Database, idea_id, session, projects, before, now, preview: int = 
             raise NotFound(f"no memory with id {idea_id}")
         ids = [idea_id]
         lines = _lines(db, f"SELECT {SOURCE_OF}, source_line FROM idea_sources WHERE idea_id = ?", (idea_id,))
+        # A note attached to a session cites the line the conversation had reached (note._where): that
+        # line said something else, and stays; the note's own words (its chunk) go.
+        noted = _noted_lines(db, idea_id)
+        lines = [pair for pair in lines if pair not in noted]
         scoped_spans: list[int] = []
         touched_projects = db.column("SELECT project FROM ideas WHERE id = ?", (idea_id,))
     else:
@@ -195,6 +199,20 @@ def erase(db: Database, idea_id, session, projects, before, now, preview: int = 
         "projects": sorted({p for p in touched_projects if p}),
         "_preview": shown,
     }
+
+
+def _noted_lines(db: Database, idea_id: int) -> set[tuple[str, int]]:
+    """(file, line) of each note of this memory (a `note` chunk holding its words at one of its
+    sources), whose chunk is deleted here: the line is where the note was written, not what said it."""
+    found = db.all(
+        f"SELECT c.id, {state.path_of('c')}, c.source_line FROM chunks c "
+        "JOIN idea_sources s ON s.file_id = c.file_id AND s.source_line = c.source_line "
+        "JOIN ideas i ON i.id = s.idea_id AND i.content = c.content WHERE s.idea_id = ? AND c.kind = 'note'",
+        (idea_id,),
+    )
+    vectors.delete(db, "chunks", [r["id"] for r in found])
+    db.executemany("DELETE FROM chunks WHERE id = ?", [(r["id"],) for r in found])
+    return {(r["source_file"], r["source_line"]) for r in found}
 
 
 def _bury(db: Database, ids: list[int], lines: list[tuple[str, int]], cause: str, now: float) -> None:
