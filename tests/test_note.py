@@ -155,3 +155,21 @@ def test_forgetting_a_note_of_a_session_forgets_the_note_not_the_line_it_was_wri
     assert db_rows("SELECT count(*) FROM tombstones WHERE kind = 'line'") == [(0,)]
     assert db_rows("SELECT count(*) FROM forgotten_records") == [(0,)]
     assert not any("zebraword" in r["content"] for r in cli_json("search", "zebraword", "--all-projects"))
+
+
+def test_nothing_is_noted_while_paused_nor_for_a_forgotten_session(tmp_path):
+    """A pause covers notes too: the CLI's and the MCP tool's (one function), which Claude may call in
+    a paused conversation; after `resume` notes are taken again. A forgotten session takes no note
+    (I210)."""
+    path = _indexed_session(tmp_path)
+    cli("pause")
+    paused = cli("note", "the merger closes Friday", "--session", "sess-note", check=False)
+    assert paused.returncode != 0 and "paused" in paused.stderr
+    assert db_rows("SELECT count(*) FROM ideas WHERE content LIKE '%merger%'") == [(0,)]
+    cli("resume")
+    assert cli_json("note", "the merger closes Friday")["content"] == "the merger closes Friday"
+    cli_json("forget", "--session", "sess-note")
+    late = cli("note", "one more thing about it", "--session", "sess-note", check=False)
+    assert late.returncode != 0 and "forgotten" in late.stderr
+    assert db_rows("SELECT count(*) FROM ideas WHERE session_id = 'sess-note'") == [(0,)]
+    assert path.exists()

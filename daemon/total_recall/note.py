@@ -52,10 +52,16 @@ def note(
 
     text = redact(text)
     session = (session or "").strip() or None  # an unexpanded/empty session id means "no session"
+    now = time.time()
+    # A pause covers what is remembered from then on, a note too (the MCP tool Claude calls in a paused
+    # conversation as much as the CLI), and a forgotten session takes nothing more.
+    if trust.in_paused(None, trust.paused_ranges(db), now):
+        raise TotalRecallError("remembering is paused: nothing is noted until `total-recall resume`")
     settings = settings or config.load()
     where = _where(db, session, project, cwd, settings)
+    if where["session"] and trust.forgotten(db, session=where["session"]):
+        raise TotalRecallError(f"session {where['session']} was forgotten: a note cannot belong to it")
     vector, embedded_note = _vector(db, settings, embedder, text)
-    now = time.time()
     stamp = datetime.fromtimestamp(now, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
     ctx = store.BatchContext(
         source_file=where["source_file"],
