@@ -189,6 +189,37 @@ def test_a_session_forgotten_there_is_forgotten_here_every_line_and_for_good(
     assert cli_json("import", str(tmp_path / "after-forget.jsonl"))["scopes_forgotten_here"] == 0
 
 
+def test_an_imported_file_is_redacted_as_what_is_indexed_and_may_leave_out_an_ideas_topic(tmp_path):
+    """A file written by hand or by a version that hid fewer secrets: its memories, topics and change
+    log are redacted on import, an entity whose name held a secret is left out, and an idea with no
+    `span` key is under no topic (it raised KeyError) (I211)."""
+    key = "sk-ant-api03-AbCdEfGh1234567890XyZ"
+    header = {
+        "kind": "header",
+        "format": "total-recall-export",
+        "version": 1,
+        "exported_at": "2026-03-01T00:00:00+00:00",
+    }
+    idea = {
+        "kind": "idea",
+        "ref": 1,
+        "content": f"We decided DB_PASSWORD=Hunter2-Secret-77 for prod and the key {key}",
+        "intent": "decision",
+        "confidence": 0.9,
+        "project": PROJECT,
+        "session_id": "sess-x",
+        "sources": [{"file": "/t/x.jsonl", "line": 1}],
+        "entities": [{"name": key, "type": "concept"}, {"name": "prod", "type": "concept"}],
+    }
+    path = tmp_path / "hand-made.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in (header, idea)) + "\n", encoding="utf-8")
+    cli("init")
+    assert cli_json("import", str(path))["ideas_created"] == 1
+    [(content,)] = db_rows("SELECT content FROM ideas")
+    assert "Hunter2-Secret-77" not in content and key not in content and "[REDACTED:" in content
+    assert db_rows("SELECT name FROM entities ORDER BY name") == [("prod",)]
+
+
 def test_an_export_of_another_model_is_re_embedded_and_found_by_meaning(tmp_path, monkeypatch, another_store):
     _index(tmp_path, "sess-a", TURNS, "sess-a")
     records = _export(tmp_path, "a", "--vectors")

@@ -28,6 +28,7 @@ from total_recall import config, erasure, memories, repoint, store, trust, vecto
 from total_recall import projects as projects_mod
 from total_recall.db import Database
 from total_recall.errors import TotalRecallError
+from total_recall.redact import redact_json_batch
 
 log = structlog.get_logger(__name__)
 
@@ -275,6 +276,7 @@ def _check_span(r: dict) -> str | None:
 def _check_idea(r: dict) -> str | None:
     if not _is_int(r.get("ref")) or not (r.get("span") is None or _is_int(r.get("span"))):
         return "ref and span must be integers"
+    r.setdefault("span", None)  # an idea under no topic may leave it out
     if not _text(r.get("content")):
         return "content must be non-empty text"
     if r.get("intent") not in INTENTS:
@@ -347,6 +349,7 @@ def _check_references(bundle: Bundle, path: str) -> None:
 def import_file(db: Database, settings: config.Settings, path: Path, *, embedder: Any = None) -> dict:
     """Merge an export file into this store (module docstring); what happened, counted."""
     bundle = read(path)
+    _redact(bundle)
     service = vectors.Vectors(db, settings, embedder=embedder)
     blobs, reembedded = _vectors_for(bundle, service)
     now = time.time()
@@ -385,6 +388,23 @@ def import_file(db: Database, settings: config.Settings, path: Path, *, embedder
         maintain.refresh_all_digests(db)
     log.info("imported", file=str(path), **report)
     return report
+
+
+# The text of each kind of record, redacted on import as everything the indexer stores is: a file
+# written by hand, or by a version that hid fewer forms of secrets, may hold one.
+_TEXT_FIELDS = {"idea": ("content", "entities"), "span": ("name", "summary"), "event": ("old", "new")}
+
+
+def _redact(bundle: Bundle) -> None:
+    records = [*bundle.ideas, *bundle.spans, *bundle.events]
+    values = [{k: r[k] for k in _TEXT_FIELDS[r["kind"]] if k in r} for r in records]
+    for record, value, clean in zip(records, values, redact_json_batch(values)):
+        if clean == value:
+            continue
+        if "entities" in value:  # a name that held a secret names no entity (as the extractor's, I192)
+            kept = {json.dumps(e, sort_keys=True) for e in value["entities"] or []}
+            clean["entities"] = [e for e in clean["entities"] or [] if json.dumps(e, sort_keys=True) in kept]
+        record.update(clean)
 
 
 def _map_projects(db: Database, bundle: Bundle, now: float) -> None:
