@@ -1343,6 +1343,68 @@ def test_what_is_said_while_paused_is_never_indexed_even_by_a_later_backfill(tmp
     assert "before pausing" in text and "after the pause ended" in text
 
 
+def test_a_response_begun_before_a_pause_keeps_none_of_what_it_said_during_it(tmp_path):
+    """Claude Code writes a response over several lines: its thinking before the pause, its words
+    after it began. The words said while paused are withheld though the response's first line is
+    older, on the first read and on a read from scratch later (I212)."""
+    project = "/home/dev/projects/pause"
+    path = folder(tmp_path, project) / "sess-split.jsonl"
+    path.parent.mkdir(parents=True)
+    now = datetime.now(timezone.utc)
+    said = {"session": path.stem, "cwd": project}
+    thinking = record("assistant", "", when=now - timedelta(minutes=5), msg_id="msg_split", **said)
+    thinking["message"]["content"] = [{"type": "thinking", "thinking": "weigh it"}]
+    words = record(
+        "assistant",
+        "We decided the Splitcanary7 merger closes Friday.",
+        when=now + timedelta(minutes=1),
+        msg_id="msg_split",
+        **said,
+    )
+    stamped(path, project, [("user", "What did we decide about the merger?", now - timedelta(minutes=6))])
+    cli("init")
+    cli_json("pause", "--for", "2h")
+    with path.open("a") as fh:
+        fh.write(json.dumps(thinking) + "\n" + json.dumps(words) + "\n")
+    cli("backfill", str(path), "--wait")
+    assert found_in_home("Splitcanary7") == []
+    db_write("DELETE FROM index_state", "DELETE FROM messages")
+    cli("backfill", str(path), "--wait")
+    assert found_in_home("Splitcanary7") == []
+    assert db_rows("SELECT count(*) FROM messages WHERE content LIKE '%merger%'") == [(1,)]  # the question
+
+
+def test_a_fork_of_a_forgotten_session_does_not_bring_back_its_title(tmp_path):
+    """A session's title has no uuid and no time: in a fork of a forgotten session (every record a
+    copy of a forgotten one) it is forgotten too, and no session-start digest shows it (I212)."""
+    project = "/home/dev/projects/titled"
+    first = folder(tmp_path, project) / "11111111-0000-4000-8000-000000000001.jsonl"
+    first.parent.mkdir(parents=True)
+    now = datetime.now(timezone.utc) - timedelta(days=1)
+    stamped(
+        first, project, [("user", "We decided the Titlecanary3 plan.", now), ("assistant", "Noted.", now)]
+    )
+    with first.open("a") as fh:
+        fh.write(
+            json.dumps(
+                {"type": "custom-title", "customTitle": "Titlecanary3 secret plans", "sessionId": first.stem}
+            )
+            + "\n"
+        )
+    cli("backfill", str(first), "--wait")
+    cli_json("forget", "--session", first.stem)
+    fork = first.with_name("22222222-0000-4000-8000-000000000002.jsonl")
+    lines = [json.loads(line) for line in first.read_text().splitlines()]
+    fork.write_text("".join(json.dumps(r | {"sessionId": fork.stem}) + "\n" for r in lines))
+    cli("backfill", str(fork), "--wait")
+    assert found_in_home("Titlecanary3") == []
+    assert db_rows("SELECT skip_reason FROM messages ORDER BY source_line") == [
+        ("forgotten",),
+        ("forgotten",),
+        ("forgotten",),
+    ]
+
+
 def test_resume_ends_the_pause(tmp_path, fake, store):
     cli("init")
     cli("pause")

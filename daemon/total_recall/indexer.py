@@ -356,15 +356,29 @@ class Indexer:
         cutoff = max(cutoffs, default=None)
         forgotten = trust.forgotten_lines(self.db, path, messages[0].line, messages[-1].last_line)
         now = self.clock()
+        said = None  # the time of the last record with one: a record with none (a title) came after it
         for m in messages:
-            reason = "forgotten" if m.line in forgotten else trust.withheld(m.timestamp, ranges, cutoff, now)
+            stamp, said = m.timestamp or said, m.timestamp or said
+            reason = "forgotten" if m.line in forgotten else trust.withheld(stamp, ranges, cutoff, now)
             later = {n for n, _ in m.parts if n in forgotten}
-            if not reason and later:
+            # A response begun before a pause and written on during it: the pieces said then go too.
+            held = {
+                n for n, _ in m.parts if (t := m.part_times.get(n)) and trust.withheld(t, ranges, cutoff, now)
+            }
+            if not reason and (later or held):
                 # A later line of a merged response was forgotten: its pieces go, the others stay
                 # (as forget left the stored row: erasure._strip_merged_lines).
-                m.parts = [(n, t) for n, t in m.parts if n not in later]
+                m.parts = [(n, t) for n, t in m.parts if n not in later | held]
                 m.text = "\n".join(t for _, t in m.parts)
-                reason = None if m.parts else "forgotten"
+                reason = (
+                    None
+                    if m.parts
+                    else (
+                        "forgotten"
+                        if later
+                        else trust.withheld(m.part_times.get(max(held)), ranges, cutoff, now)
+                    )
+                )
             if reason:
                 m.text, m.skip_reason = "", reason
                 if getattr(m, "parts", None):  # per-line pieces of a merged response, where present
@@ -390,6 +404,15 @@ class Indexer:
                 m.skip_reason = "copied"
                 if copied[m.uuid] != m.text:
                     m.text, m.parts = copied[m.uuid], [(m.line, copied[m.uuid])] if copied[m.uuid] else []
+        titles = [m for m in messages if m.skip_reason == "title"]
+        if titles:
+            # A session's title (no uuid, no time) names what it holds: in a transcript whose every
+            # record is a forgotten one's copy (a fork of a forgotten session), it is forgotten too.
+            here = [m.skip_reason == "forgotten" for m in messages if m.uuid]
+            kept, gone = memories.record_counts(self.db, path)
+            if all(here) and not kept and (any(here) or gone):
+                for m in titles:
+                    m.text, m.skip_reason, m.parts = "", "forgotten", []
 
     def _state(self, path: str) -> dict:
         row = state.of(self.db, path)

@@ -883,6 +883,17 @@ def message_hashes(db: Database, source_file: str, first: int, last: int) -> set
     return {(r["source_line"], r["content_hash"]) for r in rows}
 
 
+def record_counts(db: Database, source_file: str) -> tuple[int, int]:
+    """How many of this transcript's stored lines with a record uuid were kept, and forgotten."""
+    row = db.one(
+        "SELECT count(*) AS n, sum(CASE WHEN skip_reason = 'forgotten' THEN 1 ELSE 0 END) AS gone "
+        f"FROM messages WHERE file_id = {FILE_ID} AND uuid IS NOT NULL",
+        (source_file,),
+    )
+    gone = int(row["gone"] or 0)
+    return int(row["n"]) - gone, gone
+
+
 def stored_uuids(db: Database, source_file: str) -> list[tuple[int, str]]:
     """(line, record uuid) of this transcript's stored lines that have one, by line."""
     return [

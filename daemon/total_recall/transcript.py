@@ -212,6 +212,9 @@ class Message:
     # command that prints a secret (redact.REVEALS). Never stored, and not part of what a message is
     # (a read that starts between the call and its output has none)
     command: str | None = field(default=None, compare=False)
+    # when each line of a merged response was written (a response begun before a pause may say its
+    # words during it): the indexer withholds the pieces of lines said while paused
+    part_times: dict[int, str | None] = field(default_factory=dict, compare=False)
 
     def line_of(self, text: str) -> int:
         """The physical line whose piece holds most of `text`'s words (the first such on a tie)."""
@@ -921,6 +924,7 @@ class _Reader:
         message = self._message(items[0], items[-1], env, "assistant", kind, "\n".join(pieces), skip)
         message.message_id = _group_id(record)
         message.parts = parts
+        message.part_times = {i.number: _timestamp(i.record.get("timestamp")) for i in items if i.record}
         return message
 
     def _response_skip(self, record: dict[str, Any], seen: set[str]) -> str | None:
