@@ -220,6 +220,22 @@ def test_an_imported_file_is_redacted_as_what_is_indexed_and_may_leave_out_an_id
     assert db_rows("SELECT name FROM entities ORDER BY name") == [("prod",)]
 
 
+def test_an_export_of_one_project_names_no_forgotten_line_or_transcript_of_another(tmp_path):
+    """`export --project` carries the forgets of that project, not the line tombstones and transcript
+    paths of another project the user forgot (its folder names it) (I213)."""
+    _index(tmp_path, "sess-a", TURNS, "sess-a")
+    blog = tmp_path / "claude" / "projects" / "-home-dev-projects-blog" / "sess-b.jsonl"
+    write_transcript(blog, [("user", "We decided the blog moves to Hugo.")], cwd="/home/dev/projects/blog")
+    cli("backfill", str(blog), "--wait")
+    cli("forget", "--project", "/home/dev/projects/blog")
+    caddy = cli_json("search", "Caddy TLS", "--project", "atlas")[0]
+    cli("forget", str(caddy["id"]))
+    text = cli("export", "--project", PROJECT).stdout
+    assert "blog" not in text
+    lines = [json.loads(line) for line in text.splitlines()]
+    assert any(r.get("of") == "line" and "atlas" in r["source_file"] for r in lines)  # its own forget
+
+
 def test_an_export_of_another_model_is_re_embedded_and_found_by_meaning(tmp_path, monkeypatch, another_store):
     _index(tmp_path, "sess-a", TURNS, "sess-a")
     records = _export(tmp_path, "a", "--vectors")

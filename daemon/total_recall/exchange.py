@@ -66,6 +66,11 @@ def export(
     since_unix = _unix(since) if since else None
     tombstones = memories.export_tombstones(db, projects, since_unix)
     scopes = memories.export_scopes(db, projects, since_unix)
+    if projects:  # a forgotten line or transcript of another project is not named in this one's file
+        tombstones = [
+            t for t in tombstones if t["kind"] != "line" or _in_projects(t["source_file"], projects)
+        ]
+        scopes = [r for r in scopes if r["kind"] != "file" or _in_projects(r["value"], projects)]
     paths = sorted({r["project"] for r in ideas if r["project"]})
     recorded = memories.identities_of(db, paths)
     header = {
@@ -114,6 +119,12 @@ def _write(out: TextIO, record: dict) -> None:
 
 def _unix(date: str) -> float:
     return datetime.strptime(date, "%Y-%m-%d").replace(tzinfo=timezone.utc).timestamp()
+
+
+def _in_projects(transcript_path: str, projects: list[str]) -> bool:
+    """Whether a transcript lies in the Claude Code folder of one of these projects (its sessions')."""
+    folders = {projects_mod.claude_folder(p) for p in projects}
+    return any(part in folders for part in Path(transcript_path).parts)
 
 
 def _span_record(row: Any) -> dict:
