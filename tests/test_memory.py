@@ -380,6 +380,23 @@ def test_edit_and_pin_are_logged(tmp_path):
     assert bad.returncode == 1 and "no memory with id 999999" in bad.stderr and "Traceback" not in bad.stderr
 
 
+def test_an_edit_renames_the_topics_that_said_the_old_text(tmp_path):
+    """A topic named or summarised from a memory the user then edits says the new text, in the
+    topics and in the session-start digest; the edit's own log keeps the old (I214)."""
+    from total_recall import config
+
+    claude = tmp_path / "claude"
+    session(
+        claude, "s1", [("user", "We decided the vault passphrase hint is oysterbluff42 for the staging box.")]
+    )
+    idea_id = ideas_like("passphrase hint")[0][0]
+    assert any("oysterbluff42" in f"{n} {s}" for n, s in db_rows("SELECT name, summary FROM spans"))
+    cli_json("edit", str(idea_id), "We decided on a vault passphrase hint for the staging box.")
+    assert not any("oysterbluff42" in f"{n} {s}" for n, s in db_rows("SELECT name, summary FROM spans"))
+    digests = "".join(p.read_text() for p in config.paths().digests.glob("*.md"))
+    assert "oysterbluff42" not in digests and "vault passphrase hint" in digests
+
+
 def run_session_start(payload, env_extra=None):
     import os
 

@@ -71,6 +71,7 @@ def edit(db: Database, idea_id: int, text: str) -> dict:
         memories.set_content(db, idea_id, text, store.content_hash(text), time.time())
         vectors.delete(db, "ideas", [idea_id])
         _event(db, idea_id, "edit", {"content": idea["content"]}, {"content": text})
+        erasure.rename_spans_after_edit(db, idea_id, idea["content"])
     refresh_digests(db, [idea["project"]])
     return {"id": idea_id, "old": idea["content"], "new": text}
 

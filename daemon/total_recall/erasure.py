@@ -672,6 +672,20 @@ def _spans_drawing_on(db: Database, ids: list[int], lines: list[tuple]) -> list[
     return sorted(found)
 
 
+def rename_spans_after_edit(db: Database, idea_id: int, old_text: str) -> list[int]:
+    """The topics of an edited memory (and their ancestors) whose name or summary still says its old
+    text are named again from the memories in them (curate.edit; in the caller's transaction): the
+    session-start digest and topic results show what the user wrote, not what they replaced."""
+    said = " ".join(old_text.split())[:60]
+    stale = [
+        span_id
+        for span_id in _spans_drawing_on(db, [idea_id], [])
+        if (row := db.one("SELECT name, summary FROM spans WHERE id = ?", (span_id,)))
+        and said in " ".join(f"{row['name']} {row['summary']}".split())
+    ]
+    return _rederive_spans(db, stale)[0]
+
+
 def _with_descendants(db: Database, span_ids) -> set[int]:
     out = set(span_ids)
     frontier = set(span_ids)
