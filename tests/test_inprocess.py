@@ -464,6 +464,29 @@ def test_records_a_hand_edit_moved_keep_their_rows_and_a_forgotten_one_stays_for
     turns.assert_unique(path)
 
 
+def test_a_record_whose_words_were_edited_by_hand_is_remembered_as_it_now_reads(turns):
+    """`sed -i 's/.../.../'` on a transcript: the same record (uuid, line) with other words. Read
+    again, its old row, window and memories go and its new words are stored and extracted once; a
+    second edit likewise; forgetting the memory then leaves no older one citing the line (I215)."""
+    from total_recall import curate
+
+    path = turns.write(turns.path("reworded"), talk("billing", 4))
+    turns.index(path)
+    for word in ("mango", "papaya"):
+        text = path.read_text(encoding="utf-8")
+        before = "billing service 2 " if word == "mango" else "mango service 2 "
+        path.write_text(text.replace(before, f"{word} service 2 "), encoding="utf-8")
+        turns.index(path)
+        at_two = [c for n, c in turns.ideas(path) if n == 2]
+        assert at_two == [f"We decided the {word} service 2 keeps its own queue and retries every 2 seconds."]
+        assert [t for t in turns.message_texts(path)[2] if t] == at_two
+        assert turns.db.column("SELECT content FROM chunks WHERE source_line = 2") == at_two
+    turns.assert_unique(path)
+    curate.forget(turns.db, turns.db.scalar("SELECT id FROM ideas WHERE source_line = 2"))
+    assert not [c for n, c in turns.ideas(path) if n == 2]
+    assert turns.db.scalar("SELECT count(*) FROM idea_sources WHERE source_line = 2") == 0
+
+
 def turns_time(iso: str):
     from datetime import datetime
 

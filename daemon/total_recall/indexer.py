@@ -274,6 +274,8 @@ class Indexer:
             ident = self._stored_under(ident)
             self._withhold(path, result.messages, {ident["checkout"], ident["project"]})
             self._mark_copies(path, result.messages)
+            if report.rewritten:
+                self._replace_edited(path, result.messages)
             marks = self._forget_marks(
                 path, ident, result.messages[0].line if result.messages else 0, result.end_line
             )
@@ -326,6 +328,25 @@ class Indexer:
             with self.db.write():
                 moved = store.move_lines(self.db, path, ranges, "transcript rewritten", self.clock())
             log.info("records_moved", file=path, ranges=len(ranges), rows=moved)
+
+    def _replace_edited(self, path: str, messages: list) -> None:
+        """Trigger: in a rewritten transcript, a record on the line it was stored from whose words
+        changed (edited by hand: the same uuid, other text). Why: read again, its new words were a
+        second row beside the old ones, and the old memories kept citing the line. Outcome: the old
+        row, its windows and its memories' sources on those lines go (a memory said nowhere else
+        with them); the read stores and extracts the record as it now is."""
+        edited = [
+            m
+            for m in messages
+            if m.uuid
+            and m.skip_reason != "forgotten"
+            and memories.edited_at(self.db, path, m.line, m.uuid, store.content_hash(m.text))
+        ]
+        if edited:
+            with self.db.write():
+                for m in edited:
+                    store.drop_lines(self.db, path, m.line, m.last_line, "transcript edited", self.clock())
+            log.info("records_edited", file=path, lines=[m.line for m in edited])
 
     def _scope_refusal(self, path: str, session: str | None, project: str | None) -> str | None:
         """Why a transcript of an allowed path must still not be indexed, or None."""

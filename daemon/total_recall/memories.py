@@ -883,6 +883,18 @@ def message_hashes(db: Database, source_file: str, first: int, last: int) -> set
     return {(r["source_line"], r["content_hash"]) for r in rows}
 
 
+def edited_at(db: Database, source_file: str, line: int, uuid: str, content_hash: str) -> bool:
+    """Whether this line holds a stored row of this record with other words than `content_hash`."""
+    return (
+        db.one(
+            f"SELECT 1 FROM messages WHERE file_id = {FILE_ID} AND source_line = ? AND uuid = ? "
+            "AND content_hash != ? AND (skip_reason IS NULL OR skip_reason NOT IN ('forgotten', 'copied'))",
+            (source_file, line, uuid, content_hash),
+        )
+        is not None
+    )
+
+
 def record_counts(db: Database, source_file: str) -> tuple[int, int]:
     """How many of this transcript's stored lines with a record uuid were kept, and forgotten."""
     row = db.one(

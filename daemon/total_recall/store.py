@@ -898,20 +898,12 @@ def move_lines(db: Database, path: str, ranges: list[tuple[int, int, int]], caus
                 f"UPDATE {table} SET {col} = -{col} WHERE {where} AND {col} BETWEEN ? AND ?", (path, lo, hi)
             )
     for lo, hi, by in ranges:  # what stays where a moved record now is: of a record no longer there
-        stale = db.column(
-            f"SELECT id FROM chunks WHERE file_id = {fid} AND source_line BETWEEN ? AND ?",
+        _drop_rows(db, path, lo + by, hi + by)
+        _drop_sources(db, path, lo + by, hi + by, cause, now)
+        db.execute(
+            "DELETE FROM tombstones WHERE kind = 'line' AND source_file = ? AND source_line BETWEEN ? AND ?",
             (path, lo + by, hi + by),
         )
-        delete_vectors(db, "chunks", stale)
-        db.executemany("DELETE FROM chunks WHERE id = ?", [(i,) for i in stale])
-        _drop_sources(db, path, lo + by, hi + by, cause, now)
-        for table, where in (
-            ("tombstones", "kind = 'line' AND source_file = ?"),
-            ("messages", f"file_id = {fid}"),
-        ):
-            db.execute(
-                f"DELETE FROM {table} WHERE {where} AND source_line BETWEEN ? AND ?", (path, lo + by, hi + by)
-            )
     ideas = db.all(
         f"SELECT id, -source_line AS line FROM ideas WHERE file_id = {fid} AND source_line < 0", (path,)
     )
@@ -951,19 +943,46 @@ def move_lines(db: Database, path: str, ranges: list[tuple[int, int, int]], caus
     return moved
 
 
+def drop_lines(db: Database, path: str, first: int, last: int, cause: str, now: float) -> None:
+    """Lines first..last of transcript `path` hold nothing stored any more: their rows, windows and
+    memories' sources go (a memory said nowhere else with them; no tombstone: they are read again).
+    In the caller's transaction."""
+    _drop_rows(db, path, first, last)
+    _drop_sources(db, path, first, last, cause, now)
+
+
+def _drop_rows(db: Database, path: str, first: int, last: int) -> None:
+    """The rows and windows of lines first..last of `path`, with their vectors; a note's window stays
+    (a note cites the line it was written at, not what the line says: note._where)."""
+    fid = state.FILE_ID
+    for table, extra in (("chunks", " AND kind != 'note'"), ("messages", "")):
+        gone = db.column(
+            f"SELECT id FROM {table} WHERE file_id = {fid} AND source_line BETWEEN ? AND ?{extra}",
+            (path, first, last),
+        )
+        delete_vectors(db, table, gone)
+        db.executemany(f"DELETE FROM {table} WHERE id = ?", [(i,) for i in gone])
+
+
 def _drop_sources(db: Database, path: str, first: int, last: int, cause: str, now: float) -> None:
     """The memories of lines first..last of `path` lose those lines as sources: a memory said
     nowhere else goes (store.delete_ideas: no tombstone, it may be said again), one said elsewhere
     cites its earliest other line."""
     fid = state.FILE_ID
+    # A note's source is where it was written, not what the line said: it stays (note._where).
+    not_noted = (
+        " AND NOT EXISTS (SELECT 1 FROM chunks c JOIN ideas n ON n.content = c.content WHERE c.kind = 'note' "
+        "AND c.file_id = idea_sources.file_id AND c.source_line = idea_sources.source_line "
+        "AND n.id = idea_sources.idea_id)"
+    )
     ids = db.column(
-        f"SELECT DISTINCT idea_id FROM idea_sources WHERE file_id = {fid} AND source_line BETWEEN ? AND ?",
+        f"SELECT DISTINCT idea_id FROM idea_sources WHERE file_id = {fid} AND source_line BETWEEN ? AND ?"
+        + not_noted,
         (path, first, last),
-    ) + db.column(
-        f"SELECT id FROM ideas WHERE file_id = {fid} AND source_line BETWEEN ? AND ?", (path, first, last)
     )
     db.execute(
-        f"DELETE FROM idea_sources WHERE file_id = {fid} AND source_line BETWEEN ? AND ?", (path, first, last)
+        f"DELETE FROM idea_sources WHERE file_id = {fid} AND source_line BETWEEN ? AND ?" + not_noted,
+        (path, first, last),
     )
     gone = []
     for idea_id in sorted(set(ids)):
@@ -976,9 +995,14 @@ def _drop_sources(db: Database, path: str, first: int, last: int, cause: str, no
             gone.append(idea_id)
             continue
         db.execute(
-            "UPDATE ideas SET file_id = ?, source_line = ?, mention_count = max(1, (SELECT count(*) FROM "
-            "idea_sources s WHERE s.idea_id = ideas.id)) WHERE id = ?",
-            (other["file_id"], other["source_line"], idea_id),
+            "UPDATE ideas SET mention_count = max(1, (SELECT count(*) FROM idea_sources s "
+            "WHERE s.idea_id = ideas.id)) WHERE id = ?",
+            (idea_id,),
+        )
+        db.execute(  # its own line went: it cites its earliest other one
+            f"UPDATE ideas SET file_id = ?, source_line = ? WHERE id = ? AND file_id = {fid} "
+            "AND source_line BETWEEN ? AND ?",
+            (other["file_id"], other["source_line"], idea_id, path, first, last),
         )
     delete_ideas(db, gone, cause, now)
 
