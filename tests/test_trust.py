@@ -2020,6 +2020,32 @@ def test_a_secret_hidden_once_is_hidden_where_it_recurs_later_without_its_name(t
     assert found and not any(value in r["content"] for r in found)
 
 
+def test_a_value_said_bare_before_it_is_named_a_secret_is_hidden_where_it_was_stored(tmp_path):
+    """ "We use Tulip-Gate-8842 for staging" is stored as said (nothing names it a secret); a later read
+    says "DB_PASSWORD=Tulip-Gate-8842": the value is then hidden in what the earlier reads stored too
+    (rows, windows, memories, topics, their log, entities, the session-start digest) (I216)."""
+    value = "Tulip-Gate-8842"
+    path = write_transcript(
+        tmp_path / "claude" / "projects" / "-home-dev-projects-shop" / "s1.jsonl",
+        [("user", f"We decided the staging db uses {value} from now on."), ("assistant", f"Noted: {value}.")],
+        cwd="/home/dev/projects/shop",
+    )
+    cli("backfill", str(path), "--wait")
+    assert db_rows("SELECT count(*) FROM messages WHERE content LIKE ?", (f"%{value}%",)) != [(0,)]
+    write_transcript(
+        path,
+        [("user", f"For the record DB_PASSWORD={value} is set.")],
+        cwd="/home/dev/projects/shop",
+        append=True,
+    )
+    cli("backfill", str(path), "--wait")
+    assert found_in_home(value) == []
+    assert db_rows("SELECT count(*) FROM messages WHERE content LIKE '%staging db uses [REDACTED:%'") == [
+        (1,)
+    ]
+    assert db_rows("SELECT count(*) FROM ideas WHERE content LIKE '%staging db uses [REDACTED:%'") == [(1,)]
+
+
 def test_a_session_queued_but_not_indexed_yet_can_be_forgotten_by_its_whole_id(tmp_path):
     """`forget --session` covers "also what is not indexed yet": the whole id of a session whose
     transcript is only queued is taken, and nothing of it is indexed later; a short or mistyped id of

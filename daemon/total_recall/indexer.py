@@ -28,7 +28,7 @@ from total_recall.errors import (
     TranscriptRefused,
     TransientError,
 )
-from total_recall.redact import Seen, redact_batch
+from total_recall.redact import Seen, hide, redact_batch
 from total_recall.vectors import Vectors, embed_text, similar_ideas, similar_topics
 
 log = structlog.get_logger(__name__)
@@ -73,6 +73,7 @@ class IndexReport:
     fallbacks_pending: bool = False  # a batch of this run fell back offline (the LLM is failing)
     refused: str | None = None  # why the file was not read (path rule, exclusion, forgotten scope)
     moved_from: str | None = None  # the path this transcript had when it was last read (Claude Code moved it)
+    scrubbed: int = 0  # rows stored earlier in which a secret found by this read was hidden
 
 
 @dataclass
@@ -240,6 +241,7 @@ class Indexer:
             pieces = [t for m in result.messages if len(m.parts) > 1 for _, t in m.parts]
             commands = [m.command for m in result.messages]
             clean = redact_batch(texts + pieces, commands=commands, seen=self.seen)
+            self._scrub_earlier(report)
             it = iter(clean[len(texts) :])
             for msg, text in zip(result.messages, clean):
                 msg.text = text
@@ -328,6 +330,16 @@ class Indexer:
             with self.db.write():
                 moved = store.move_lines(self.db, path, ranges, "transcript rewritten", self.clock())
             log.info("records_moved", file=path, ranges=len(ranges), rows=moved)
+
+    def _scrub_earlier(self, report: IndexReport) -> None:
+        """Trigger: this read hid a secret value no earlier read knew (its name beside it now,
+        "DB_PASSWORD=Tulip-Gate-8842"). Why: an earlier read may have stored it said bare ("we use
+        Tulip-Gate-8842"): a row, a window, a memory, a topic's name. Outcome: it is hidden there too,
+        changed rows are embedded again, and the daemon rewrites the digests (report.scrubbed)."""
+        fresh = self.seen.take_fresh()
+        if fresh:
+            with self.db.write():
+                report.scrubbed += store.scrub_values(self.db, fresh, hide, self.clock())
 
     def _replace_edited(self, path: str, messages: list) -> None:
         """Trigger: in a rewritten transcript, a record on the line it was stored from whose words

@@ -865,6 +865,7 @@ class Seen:
     def __init__(self, path: Path | None = None) -> None:
         self.path = path
         self.key, self.digests = secrets.token_bytes(32), set()
+        self.fresh: list[str] = []  # values added and not yet taken (take_fresh)
         try:
             lines = path.read_text(encoding="ascii").split() if path is not None and path.exists() else []
             if lines:
@@ -876,7 +877,11 @@ class Seen:
         return hmac.new(self.key, value.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()[:32]
 
     def add(self, values: Iterable[str]) -> None:
-        new = {self._digest(v) for v in values} - self.digests
+        """Know these values from now on; the ones not known before wait in ``fresh`` for the caller
+        to hide where earlier reads stored them (a value said bare first, with its name later)."""
+        by_digest = {self._digest(v): v for v in values}
+        new = set(by_digest) - self.digests
+        self.fresh += [by_digest[d] for d in sorted(new)]
         if new:
             self.digests |= new
             if self.path is not None:
@@ -887,6 +892,10 @@ class Seen:
                     os.replace(tmp, self.path)
                 except OSError:
                     pass  # a home that cannot be written (full disk): this process still knows them
+
+    def take_fresh(self) -> list[str]:
+        fresh, self.fresh = self.fresh, []
+        return fresh
 
     def found_in(self, texts: Iterable[str]) -> set[str]:
         """The earlier values that recur in these texts, as the texts hold them."""
@@ -1043,6 +1052,12 @@ def _original(escapes: list[tuple[int, int, int]], at: int) -> int:
         return at
     place, _, end = escapes[before]
     return end + at - place - 1
+
+
+def hide(text: str, values: Iterable[str]) -> str:
+    """``text`` with each of these secret values hidden where it stands as its own word, as a
+    batch hides a value it found (for rows stored before the value was known: store.scrub_values)."""
+    return _replace_values(text, sorted(set(values), key=len, reverse=True))
 
 
 def _replace_values(text: str, values: list[str]) -> str:

@@ -15,7 +15,7 @@ import hashlib
 import json
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -1009,6 +1009,58 @@ def _drop_sources(db: Database, path: str, first: int, last: int, cause: str, no
 
 def _moved(line: int, ranges: list[tuple[int, int, int]]) -> int:
     return next((line + by for lo, hi, by in ranges if lo <= line <= hi), line)
+
+
+# Where a value stored before it was known as a secret may stand: (table, text columns, whether a
+# changed row needs a new vector).
+_SCRUBBED = (
+    ("messages", ("content",), False),
+    ("chunks", ("content", "context"), True),
+    ("ideas", ("content",), True),
+    ("spans", ("name", "summary"), True),
+    ("memory_events", ("old", "new"), False),
+)
+
+
+def _containing(value: str) -> str:
+    """A LIKE pattern (escape character backslash) for text that holds `value`."""
+    return "%" + "".join("\\" + c if c in "\\%_" else c for c in value) + "%"
+
+
+def scrub_values(db: Database, values: list[str], hide: Callable[[str, list[str]], str], now: float) -> int:
+    """Hide these secret values (`hide`: redact.hide) in every row stored before they were known as
+    secrets (said bare first, with their name later: the indexer's redact.Seen found them), and drop
+    the entities they name; changed rows are embedded again. In the caller's transaction; how many
+    rows changed."""
+    changed = 0
+    likes = [_containing(v) for v in values]
+    for table, columns, embedded in _SCRUBBED:
+        where = " OR ".join(f"{c} LIKE ? ESCAPE '\\'" for c in columns for _ in likes)
+        for row in db.all(
+            f"SELECT id, {', '.join(columns)} FROM {table} WHERE {where}", likes * len(columns)
+        ):
+            new = {c: hide(row[c], values) if row[c] else row[c] for c in columns}
+            if all(new[c] == row[c] for c in columns):
+                continue
+            sets = {**new}
+            if table in ("messages", "ideas"):
+                sets["content_hash"] = content_hash(new["content"])
+            if embedded:
+                sets["needs_embedding"] = 1
+                delete_vectors(db, table, [row["id"]])
+            if table == "ideas":
+                sets["updated_at"] = now
+            db.execute(
+                f"UPDATE {table} SET {', '.join(f'{c} = ?' for c in sets)} WHERE id = ?",
+                (*sets.values(), row["id"]),
+            )
+            changed += 1
+    for value in values:
+        named = db.column("SELECT id FROM entities WHERE name LIKE ?", (f"%{value}%",))
+        db.executemany("DELETE FROM idea_entities WHERE entity_id = ?", [(e,) for e in named])
+        db.executemany("DELETE FROM entities WHERE id = ?", [(e,) for e in named])
+        changed += len(named)
+    return changed
 
 
 def fill_uuids(db: Database, path: str, uuids: dict[int, str]) -> None:
