@@ -114,3 +114,30 @@ def test_records_a_hand_edit_moved_carry_their_memories_on_both_stores(tmp_path,
     assert db_rows("SELECT count(*) FROM messages WHERE content LIKE '%bluewhale%'") == [(0,)]
     assert db_rows("SELECT source_line FROM tombstones WHERE kind = 'line'") == [(2,)]
     assert db_rows("SELECT source_line FROM chunks ORDER BY source_line") == [(1,), (3,)]
+
+
+def test_two_memories_that_differ_by_a_value_named_a_secret_later_become_one_on_both_stores(tmp_path, store):
+    """Said bare, "Tulip-Gate-8842" and "Kestrel-Moon-5521" made two memories that differ by them
+    alone; named secrets in a later read, both are hidden where they were stored, and the two, now the
+    same words, are one memory (a unique key on PostgreSQL would have failed the read) (I216)."""
+    path = write_transcript(
+        tmp_path / "claude" / "projects" / "-home-dev-projects-shop" / "s1.jsonl",
+        [
+            ("user", "We decided the staging box logs in with Tulip-Gate-8842 from now on."),
+            ("user", "We decided the staging box logs in with Kestrel-Moon-5521 from now on."),
+        ],
+        cwd="/home/dev/projects/shop",
+    )
+    cli("backfill", str(path), "--wait")
+    assert db_rows("SELECT count(*) FROM ideas WHERE content LIKE '%staging box%'") == [(2,)]
+    write_transcript(
+        path,
+        [("user", "DB_PASSWORD=Tulip-Gate-8842 and REDIS_PASSWORD=Kestrel-Moon-5521 are set.")],
+        cwd="/home/dev/projects/shop",
+        append=True,
+    )
+    cli("backfill", str(path), "--wait")
+    rows = db_rows("SELECT content FROM ideas WHERE content LIKE '%staging box%'")
+    assert rows == [("We decided the staging box logs in with [REDACTED:recurring_secret] from now on.",)]
+    for value in ("Tulip-Gate-8842", "Kestrel-Moon-5521"):
+        assert db_rows("SELECT count(*) FROM messages WHERE content LIKE ?", (f"%{value}%",)) == [(0,)]

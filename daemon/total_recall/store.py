@@ -1022,6 +1022,20 @@ _SCRUBBED = (
 )
 
 
+def _hidden_twin(db: Database, idea_id: int, chash: str) -> bool:
+    """Whether another memory of this one's project and kind, or of its line, has this text already
+    (two that differed only by a value now hidden): a unique key the new text would break."""
+    return (
+        db.one(
+            "SELECT 1 FROM ideas o JOIN ideas i ON i.id = ? WHERE o.id != i.id AND o.content_hash = ? "
+            "AND ((coalesce(o.project, '') = coalesce(i.project, '') AND o.intent = i.intent) "
+            "OR (o.file_id = i.file_id AND o.source_line = i.source_line))",
+            (idea_id, chash),
+        )
+        is not None
+    )
+
+
 def _containing(value: str) -> str:
     """A LIKE pattern (escape character backslash) for text that holds `value`."""
     return "%" + "".join("\\" + c if c in "\\%_" else c for c in value) + "%"
@@ -1045,6 +1059,10 @@ def scrub_values(db: Database, values: list[str], hide: Callable[[str, list[str]
             sets = {**new}
             if table in ("messages", "ideas"):
                 sets["content_hash"] = content_hash(new["content"])
+            if table == "ideas" and _hidden_twin(db, row["id"], sets["content_hash"]):
+                delete_ideas(db, [row["id"]], "secret hidden", now)  # its twin says the same now
+                changed += 1
+                continue
             if embedded:
                 sets["needs_embedding"] = 1
                 delete_vectors(db, table, [row["id"]])
@@ -1055,8 +1073,8 @@ def scrub_values(db: Database, values: list[str], hide: Callable[[str, list[str]
                 (*sets.values(), row["id"]),
             )
             changed += 1
-    for value in values:
-        named = db.column("SELECT id FROM entities WHERE name LIKE ?", (f"%{value}%",))
+    for like in likes:
+        named = db.column("SELECT id FROM entities WHERE name LIKE ? ESCAPE '\\'", (like,))
         db.executemany("DELETE FROM idea_entities WHERE entity_id = ?", [(e,) for e in named])
         db.executemany("DELETE FROM entities WHERE id = ?", [(e,) for e in named])
         changed += len(named)
