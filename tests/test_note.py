@@ -173,3 +173,33 @@ def test_nothing_is_noted_while_paused_nor_for_a_forgotten_session(tmp_path):
     assert late.returncode != 0 and "forgotten" in late.stderr
     assert db_rows("SELECT count(*) FROM ideas WHERE session_id = 'sess-note'") == [(0,)]
     assert path.exists()
+
+
+def test_notes_at_one_line_are_forgotten_one_at_a_time_and_outlive_the_lines_memory(tmp_path):
+    """Two notes at the line the conversation had reached, one with a lead-in the memory drops
+    ("Remember: ..."): each has its own window; forgetting one takes only it (the line and the other
+    note stay), and forgetting the line's own memory leaves both notes whole (I209)."""
+    path = _indexed_session(tmp_path)
+    first = cli_json("note", "the deploy window is friday", "--session", "sess-note")
+    second = cli_json("note", "Remember: the staging box is called kestrel-7.", "--session", "sess-note")
+    line = first["source_line"]
+    assert second["source_line"] == line
+    windows = db_rows("SELECT count(*) FROM chunks WHERE kind = 'note'")
+    assert windows == [(2,)]
+    cli_json("forget", str(second["id"]))
+    assert db_rows("SELECT count(*) FROM chunks WHERE content LIKE '%kestrel%'") == [(0,)]
+    assert db_rows("SELECT count(*) FROM tombstones WHERE kind = 'line'") == [(0,)]
+    said = db_rows(
+        "SELECT id FROM ideas WHERE file_id = (SELECT id FROM files WHERE path = ?) AND source_line = ? "
+        "AND content NOT LIKE '%friday%'",
+        (str(path), line),
+    )
+    assert said  # the line's own memory
+    cli_json("forget", str(said[0][0]))
+    kept = db_rows(
+        "SELECT i.content, count(s.idea_id) FROM ideas i JOIN idea_sources s ON s.idea_id = i.id "
+        "WHERE i.id = ? GROUP BY i.id",
+        (first["id"],),
+    )
+    assert kept == [("the deploy window is friday", 1)]
+    assert db_rows("SELECT count(*) FROM chunks WHERE kind = 'note'") == [(1,)]

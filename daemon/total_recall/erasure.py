@@ -142,7 +142,7 @@ def erase(db: Database, idea_id, session, projects, before, now, preview: int = 
         else []
     )
     cause = "user: forget id" if idea_id is not None else "user: forget scope"
-    _bury(db, ids, lines, cause, now)
+    _bury(db, ids, lines, cause, now, keep_notes=idea_id is not None)
     # A memory of the scope also said outside it now cites a line that remains, in its words.
     reworded, old_texts = _repoint(db, plan, cause, time.time())
     texts += old_texts
@@ -152,6 +152,9 @@ def erase(db: Database, idea_id, session, projects, before, now, preview: int = 
     # rows are chosen first: a merged response's row is cut by its chunks, read before they go).
     scope = None if idea_id is not None else (session, projects, before)
     other = {t: _rows_to_remove(db, t, cols, lines, scope) for t, cols in _other_tables(db)}
+    if scope is None and other.get("chunks"):
+        # A note written at a forgotten line is not that line's words: its window stays (I209).
+        other["chunks"] = [c for c in other["chunks"] if not _note_window_kept(db, c, texts)]
     quoting = _files_keeping_quotes(db, {f for f, _ in lines}, other)
     message_ids, turns = _forget_messages(db, lines, scope is not None, forgotten_before, quoting)
     for table, gone in other.items():
@@ -201,23 +204,56 @@ def erase(db: Database, idea_id, session, projects, before, now, preview: int = 
     }
 
 
+# Whether a memory was made by `note` (its insert event's cause).
+NOTED = (
+    "SELECT 1 FROM memory_events WHERE kind = 'idea' AND object_id = ? AND action = 'insert' AND cause = ?"
+)
+
+
 def _noted_lines(db: Database, idea_id: int) -> set[tuple[str, int]]:
-    """(file, line) of each note of this memory (a `note` chunk holding its words at one of its
-    sources), whose chunk is deleted here: the line is where the note was written, not what said it."""
+    """(file, line) where this memory was noted (`note`: the line the conversation had reached, not
+    what said it), whose note windows holding its words are deleted here: a note's own line, and any
+    line with a `note` window holding its words."""
+    content = db.scalar("SELECT content FROM ideas WHERE id = ?", (idea_id,)) or ""
     found = db.all(
-        f"SELECT c.id, {state.path_of('c')}, c.source_line FROM chunks c "
+        f"SELECT c.id, {state.path_of('c')}, c.source_line, c.content FROM chunks c "
         "JOIN idea_sources s ON s.file_id = c.file_id AND s.source_line = c.source_line "
-        "JOIN ideas i ON i.id = s.idea_id AND i.content = c.content WHERE s.idea_id = ? AND c.kind = 'note'",
+        "WHERE s.idea_id = ? AND c.kind = 'note'",
         (idea_id,),
     )
+    # A note's window holds what the user wrote ("Remember: X"), the memory its words ("X").
+    found = [r for r in found if content.casefold() in r["content"].casefold()]
     vectors.delete(db, "chunks", [r["id"] for r in found])
     db.executemany("DELETE FROM chunks WHERE id = ?", [(r["id"],) for r in found])
-    return {(r["source_file"], r["source_line"]) for r in found}
+    noted = {(r["source_file"], r["source_line"]) for r in found}
+    if db.one(NOTED, (idea_id, store.NOTE_CAUSE)):
+        noted |= set(
+            _lines(db, f"SELECT {state.path_of('ideas')}, source_line FROM ideas WHERE id = ?", (idea_id,))
+        )
+    return noted
 
 
-def _bury(db: Database, ids: list[int], lines: list[tuple[str, int]], cause: str, now: float) -> None:
+def _note_window_kept(db: Database, chunk_id: int, texts: list[str]) -> bool:
+    """Whether this window is a note's holding none of the forgotten memories' words."""
+    row = db.one("SELECT kind, content FROM chunks WHERE id = ?", (chunk_id,))
+    return (
+        bool(row)
+        and row["kind"] == "note"
+        and not any(t.casefold() in row["content"].casefold() for t in texts)
+    )
+
+
+def _bury(
+    db: Database,
+    ids: list[int],
+    lines: list[tuple[str, int]],
+    cause: str,
+    now: float,
+    keep_notes: bool = False,
+) -> None:
     """Tombstone the memories' content and the lines, log each forget (intent and project only),
-    delete the memories, and take the lines from every memory also said elsewhere."""
+    delete the memories, and take the lines from every memory also said elsewhere (with
+    `keep_notes`, not from a note written at one of the lines: I209)."""
     for iid in ids:
         row = db.one("SELECT content_hash, project, intent FROM ideas WHERE id = ?", (iid,))
         db.execute(
@@ -242,14 +278,24 @@ def _bury(db: Database, ids: list[int], lines: list[tuple[str, int]], cause: str
         db.execute(f"DELETE FROM ideas WHERE id IN ({_in(ids)})", ids)
     # A memory also said elsewhere stays, but no longer cites a forgotten line.
     cited = set()
+    notes = (
+        " AND NOT EXISTS (SELECT 1 FROM memory_events e WHERE e.kind = 'idea' AND e.object_id = "
+        "idea_sources.idea_id AND e.action = 'insert' AND e.cause = ?)"
+        if keep_notes
+        else ""
+    )
     for f, ln in lines:
+        params = (f, ln, *((store.NOTE_CAUSE,) if keep_notes else ()))
         cited |= set(
             db.column(
-                f"SELECT idea_id FROM idea_sources WHERE file_id = {state.FILE_ID} AND source_line = ?",
-                (f, ln),
+                f"SELECT idea_id FROM idea_sources WHERE file_id = {state.FILE_ID} "
+                f"AND source_line = ?{notes}",
+                params,
             )
         )
-        db.execute(f"DELETE FROM idea_sources WHERE file_id = {state.FILE_ID} AND source_line = ?", (f, ln))
+        db.execute(
+            f"DELETE FROM idea_sources WHERE file_id = {state.FILE_ID} AND source_line = ?{notes}", params
+        )
     db.executemany(
         "UPDATE ideas SET mention_count = max(1, (SELECT count(*) FROM idea_sources "
         "WHERE idea_id = ideas.id)) WHERE id = ?",

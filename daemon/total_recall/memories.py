@@ -895,6 +895,18 @@ def edited_at(db: Database, source_file: str, line: int, uuid: str, content_hash
     )
 
 
+def content_of(db: Database, idea_id: int) -> str:
+    return db.scalar("SELECT content FROM ideas WHERE id = ?", (idea_id,))
+
+
+def last_window(db: Database, source_file: str, line: int) -> int:
+    """The highest window number stored for this line (-1 when none)."""
+    found = db.scalar(
+        f"SELECT max(seq) FROM chunks WHERE file_id = {FILE_ID} AND source_line = ?", (source_file, line)
+    )
+    return -1 if found is None else int(found)
+
+
 def record_counts(db: Database, source_file: str) -> tuple[int, int]:
     """How many of this transcript's stored lines with a record uuid were kept, and forgotten."""
     row = db.one(

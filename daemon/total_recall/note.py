@@ -95,7 +95,7 @@ def note(
             ctx.line_times, item["source_line"] = {line: stamp}, line
             idea_id, created = store.insert_idea(db, ctx, item, None, vector)
         if created:
-            _as_chunk(db, ctx, item, stamp, vector)
+            _as_chunk(db, ctx, {**item, "content": memories.content_of(db, idea_id)}, stamp, vector)
         if pin:
             memories.set_pinned(db, idea_id, True, now)
             pinned = {"pinned": True}
@@ -235,7 +235,8 @@ def _as_chunk(db: Database, ctx: store.BatchContext, item: dict, stamp: str, vec
             "source_file": ctx.source_file,
             "source_line": item["source_line"],
             "message_line": item["source_line"],
-            "seq": 1000,
+            # each note at a line has its own window, past the line's own (note windows count from 1000)
+            "seq": max(1000, memories.last_window(db, ctx.source_file, item["source_line"]) + 1),
             "session_id": ctx.session_id,
             "project": ctx.project,
             "role": "user",
