@@ -487,6 +487,27 @@ def test_a_record_whose_words_were_edited_by_hand_is_remembered_as_it_now_reads(
     assert turns.db.scalar("SELECT count(*) FROM idea_sources WHERE source_line = 2") == 0
 
 
+def test_a_record_replaced_by_another_by_hand_takes_its_memories_with_it(turns):
+    """A line replaced by a record of its own (another uuid), and the edit undone: each time the line's
+    memories are those of the record on it, none left of the one that went (I200)."""
+    path = turns.write(turns.path("replaced"), talk("billing", 4))
+    turns.index(path)
+    original = path.read_text(encoding="utf-8")
+    lines = original.splitlines(keepends=True)
+    other = turns.write(
+        turns.path("scratch"), [("assistant", "We decided the zulu service 2 keeps no queue.")]
+    )
+    path.write_text(lines[0] + other.read_text(encoding="utf-8") + "".join(lines[2:]), encoding="utf-8")
+    turns.index(path)
+    assert [c for n, c in turns.ideas(path) if n == 2] == ["We decided the zulu service 2 keeps no queue."]
+    path.write_text(original, encoding="utf-8")
+    turns.index(path)
+    now = path.read_text(encoding="utf-8").splitlines()
+    assert all(content in now[line - 1] for line, content in turns.ideas(path))
+    assert not any("zulu" in c for _, c in turns.ideas(path))
+    turns.assert_unique(path)
+
+
 def turns_time(iso: str):
     from datetime import datetime
 

@@ -325,11 +325,14 @@ class Indexer:
         stored = memories.stored_uuids(self.db, path)
         if not stored:
             return
-        ranges = moved_ranges(stored, transcript.record_lines(fh), last_line)
-        if ranges:
+        now_at = transcript.record_lines(fh)
+        ranges, gone = moved_ranges(stored, now_at, last_line), removed_ranges(stored, now_at, last_line)
+        if ranges or gone:
             with self.db.write():
+                for first, last in gone:  # a record no longer in the file, where others now are
+                    store.drop_lines(self.db, path, first, last, "transcript rewritten", self.clock())
                 moved = store.move_lines(self.db, path, ranges, "transcript rewritten", self.clock())
-            log.info("records_moved", file=path, ranges=len(ranges), rows=moved)
+            log.info("records_moved", file=path, ranges=len(ranges), removed=len(gone), rows=moved)
 
     def _scrub_earlier(self, report: IndexReport) -> None:
         """Trigger: this read hid a secret value no earlier read knew (its name beside it now,
@@ -1010,6 +1013,22 @@ def moved_ranges(stored: list[tuple[int, str]], now_at: dict[str, int], last_lin
         else:
             ranges.append((old, last, new - old))
     return ranges
+
+
+def removed_ranges(stored: list[tuple[int, str]], now_at: dict[str, int], last_line: int) -> list[tuple]:
+    """The (first, last) line ranges of stored records no longer in the rewritten file whose lines
+    it still reaches (the records after them, or a record put in their place, are there): their rows
+    would cite lines that say something else. A record past the file's last record (a truncation)
+    keeps its rows, as before."""
+    firsts = sorted({line for line, _ in stored})
+    reach = max(now_at.values(), default=0)
+    out = []
+    for line, u in stored:
+        if u in now_at or line > reach:
+            continue
+        nxt = bisect.bisect_right(firsts, line)
+        out.append((line, firsts[nxt] - 1 if nxt < len(firsts) else max(last_line, line)))
+    return out
 
 
 def redact_metadata(messages: list[transcript.Message], fallback_session: str) -> None:
