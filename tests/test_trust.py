@@ -1375,8 +1375,8 @@ def test_a_response_begun_before_a_pause_keeps_none_of_what_it_said_during_it(tm
 
 
 def test_a_fork_of_a_forgotten_session_does_not_bring_back_its_title(tmp_path):
-    """A session's title has no uuid and no time: in a fork of a forgotten session (every record a
-    copy of a forgotten one) it is forgotten too, and no session-start digest shows it (I212)."""
+    """A session's title has no uuid and no time: in a fork of a forgotten session it is forgotten too
+    (known by its words), also when the fork goes on with lines of its own (I212)."""
     project = "/home/dev/projects/titled"
     first = folder(tmp_path, project) / "11111111-0000-4000-8000-000000000001.jsonl"
     first.parent.mkdir(parents=True)
@@ -1396,13 +1396,15 @@ def test_a_fork_of_a_forgotten_session_does_not_bring_back_its_title(tmp_path):
     fork = first.with_name("22222222-0000-4000-8000-000000000002.jsonl")
     lines = [json.loads(line) for line in first.read_text().splitlines()]
     fork.write_text("".join(json.dumps(r | {"sessionId": fork.stem}) + "\n" for r in lines))
+    stamped(fork, project, [("user", "And now something new about the garden.", now)], append=True)
     cli("backfill", str(fork), "--wait")
     assert found_in_home("Titlecanary3") == []
-    assert db_rows("SELECT skip_reason FROM messages ORDER BY source_line") == [
+    assert db_rows("SELECT skip_reason FROM messages ORDER BY source_line")[:3] == [
         ("forgotten",),
         ("forgotten",),
         ("forgotten",),
     ]
+    assert db_rows("SELECT count(*) FROM messages WHERE content LIKE '%garden%'") == [(1,)]  # its own line
 
 
 def test_resume_ends_the_pause(tmp_path, fake, store):

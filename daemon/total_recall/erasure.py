@@ -520,12 +520,17 @@ def _forget_messages(
         (f, r)
         for f, ln in lines
         for r in db.all(
-            f"SELECT id, content, uuid FROM messages WHERE file_id = {state.FILE_ID} AND source_line = ?",
+            f"SELECT id, content, uuid, skip_reason FROM messages WHERE file_id = {state.FILE_ID} "
+            "AND source_line = ?",
             (f, ln),
         )
     ]
     ids = [r["id"] for _, r in rows]
     records = {r["uuid"] for _, r in rows if r["uuid"]}
+    # A session's title has no uuid: it is known by its words (a fork copies it, I212).
+    records |= {
+        trust.title_record(r["content"]) for _, r in rows if r["skip_reason"] == "title" and r["content"]
+    }
     vectors.delete(db, "messages", ids)
     turns: dict[str, list[tuple[str, str]]] = {}
     for f, r in rows:

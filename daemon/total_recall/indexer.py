@@ -441,6 +441,12 @@ class Indexer:
                 if copied[m.uuid] != m.text:
                     m.text, m.parts = copied[m.uuid], [(m.line, copied[m.uuid])] if copied[m.uuid] else []
         titles = [m for m in messages if m.skip_reason == "title"]
+        if titles:  # a forgotten session's title, known by its words (I212)
+            known = trust.forgotten_records(self.db, [trust.title_record(m.text) for m in titles if m.text])
+            for m in titles:
+                if m.text and trust.title_record(m.text) in known:
+                    m.text, m.skip_reason, m.parts = "", "forgotten", []
+            titles = [m for m in titles if m.skip_reason == "title"]
         if titles:
             # A session's title (no uuid, no time) names what it holds: in a transcript whose every
             # record is a forgotten one's copy (a fork of a forgotten session), it is forgotten too.

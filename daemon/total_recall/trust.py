@@ -159,6 +159,14 @@ def forget_records(db: Database, uuids: list[str], now: float) -> None:
     )
 
 
+def title_record(title: str) -> str:
+    """How a forgotten session title is kept among the forgotten records: a hash of its words."""
+    return (
+        "title:"
+        + hashlib.sha256(" ".join(title.split()).casefold().encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    )
+
+
 def forgotten_records(db: Database, uuids: list[str]) -> set[str]:
     """Of these record uuids, those of lines the user forgot."""
     found: set[str] = set()
