@@ -203,3 +203,15 @@ def test_notes_at_one_line_are_forgotten_one_at_a_time_and_outlive_the_lines_mem
     )
     assert kept == [("the deploy window is friday", 1)]
     assert db_rows("SELECT count(*) FROM chunks WHERE kind = 'note'") == [(1,)]
+
+
+def test_a_note_that_names_a_secret_hides_it_where_it_was_said_bare_before(tmp_path):
+    """The conversation said "Tulip-Gate-8842" bare; a note then names it a secret: the note is
+    redacted, and so is every row that held the value before (I216)."""
+    path = tmp_path / "claude" / "projects" / "-home-dev-projects-atlas" / "sess-bare.jsonl"
+    write_transcript(path, [("user", "We decided we use Tulip-Gate-8842 as the staging login.")], cwd=PROJECT)
+    cli("backfill", str(path), "--wait")
+    stored = cli_json("note", "set API_TOKEN=Tulip-Gate-8842 in the vault", "--project", PROJECT)
+    assert "Tulip-Gate-8842" not in stored["content"]
+    for table in ("messages", "chunks", "ideas"):
+        assert db_rows(f"SELECT count(*) FROM {table} WHERE content LIKE '%Tulip-Gate-8842%'") == [(0,)]

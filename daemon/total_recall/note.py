@@ -48,9 +48,12 @@ def note(
         raise TotalRecallError(f"the note is {len(text)} characters; keep it under {MAX_NOTE_CHARS}")
     if intent not in INTENTS:
         raise TotalRecallError(f"intent takes one of {', '.join(INTENTS)}, not {intent!r}")
-    from total_recall.redact import redact
+    from total_recall.redact import Seen, hide, redact_batch
 
-    text = redact(text)
+    # As a read is redacted: a value hidden before is hidden here too, and one this note names a
+    # secret first is hidden where earlier reads stored it said bare (store.scrub_values, I216).
+    seen = Seen(config.paths().seen_secrets)
+    text = redact_batch([text], seen=seen)[0]
     session = (session or "").strip() or None  # an unexpanded/empty session id means "no session"
     now = time.time()
     # A pause covers what is remembered from then on, a note too (the MCP tool Claude calls in a paused
@@ -83,6 +86,7 @@ def note(
         "entities": _entities(text, where["project"]),
     }
     with db.write():
+        scrubbed = store.scrub_values(db, fresh, hide, now) if (fresh := seen.take_fresh()) else 0
         chash = store.content_hash(text)
         # Trigger: the user once forgot this very text and now asks to remember it. Why: an
         # explicit request is newer than the tombstone. Outcome: the tombstone goes, logged.
@@ -100,6 +104,10 @@ def note(
             memories.set_pinned(db, idea_id, True, now)
             pinned = {"pinned": True}
             store.event(db, "idea", idea_id, "pin", {"pinned": False}, pinned, store.NOTE_CAUSE, now)
+    if scrubbed:  # what the session-start digests show may have held the value
+        from total_recall import maintain
+
+        maintain.refresh_all_digests(db)
     row = memories.noted(db, idea_id)
     log.info("note_stored", id=idea_id, created=created, embedded=not row["needs_embedding"])
     result = {
