@@ -227,11 +227,12 @@ def test_an_export_of_one_project_names_no_forgotten_line_or_transcript_of_anoth
     blog = tmp_path / "claude" / "projects" / "-home-dev-projects-blog" / "sess-b.jsonl"
     write_transcript(blog, [("user", "We decided the blog moves to Hugo.")], cwd="/home/dev/projects/blog")
     cli("backfill", str(blog), "--wait")
+    cli("forget", "--session", "sess-b")
     cli("forget", "--project", "/home/dev/projects/blog")
     caddy = cli_json("search", "Caddy TLS", "--project", "atlas")[0]
     cli("forget", str(caddy["id"]))
     text = cli("export", "--project", PROJECT).stdout
-    assert "blog" not in text
+    assert "blog" not in text and "sess-b" not in text
     lines = [json.loads(line) for line in text.splitlines()]
     assert any(r.get("of") == "line" and "atlas" in r["source_file"] for r in lines)  # its own forget
 

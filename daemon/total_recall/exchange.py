@@ -71,6 +71,9 @@ def export(
             t for t in tombstones if t["kind"] != "line" or _in_projects(t["source_file"], projects)
         ]
         scopes = [r for r in scopes if r["kind"] != "file" or _in_projects(r["value"], projects)]
+        # A session is named by its transcript's file name: only those of this project's transcripts.
+        ours = {Path(r["value"]).stem for r in scopes if r["kind"] == "file"}
+        scopes = [r for r in scopes if r["kind"] != "session" or r["value"] in ours]
     paths = sorted({r["project"] for r in ideas if r["project"]})
     recorded = memories.identities_of(db, paths)
     header = {
