@@ -481,6 +481,8 @@ def test_a_record_whose_words_were_edited_by_hand_is_remembered_as_it_now_reads(
         assert at_two == [f"We decided the {word} service 2 keeps its own queue and retries every 2 seconds."]
         assert [t for t in turns.message_texts(path)[2] if t] == at_two
         assert turns.db.column("SELECT content FROM chunks WHERE source_line = 2") == at_two
+        # The next line's window no longer quotes the old words as the turn before it.
+        assert not any("billing service 2 " in c for c in turns.db.column("SELECT context FROM chunks"))
     turns.assert_unique(path)
     curate.forget(turns.db, turns.db.scalar("SELECT id FROM ideas WHERE source_line = 2"))
     assert not [c for n, c in turns.ideas(path) if n == 2]

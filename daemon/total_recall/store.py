@@ -943,6 +943,11 @@ def move_lines(db: Database, path: str, ranges: list[tuple[int, int, int]], caus
     return moved
 
 
+# How many lines after a dropped one a window may quote it from (the turn before it, past a response's
+# tool lines and results).
+CONTEXT_REACH = 50
+
+
 def drop_lines(db: Database, path: str, first: int, last: int, cause: str, now: float) -> None:
     """Lines first..last of transcript `path` hold nothing stored any more: their rows, windows and
     memories' sources go (a memory said nowhere else with them; no tombstone: they are read again).
@@ -955,6 +960,22 @@ def _drop_rows(db: Database, path: str, first: int, last: int) -> None:
     """The rows and windows of lines first..last of `path`, with their vectors; a note's window stays
     (a note cites the line it was written at, not what the line says: note._where)."""
     fid = state.FILE_ID
+    said = [
+        t
+        for t in db.column(
+            f"SELECT content FROM messages WHERE file_id = {fid} AND source_line BETWEEN ? AND ?",
+            (path, first, last),
+        )
+        if t
+    ]
+    # The windows after them that quote them as the turn before (their context) quote them no more.
+    for row in db.all(
+        f"SELECT id, context FROM chunks WHERE file_id = {fid} AND source_line > ? AND source_line <= ? "
+        "AND context != ''",
+        (path, last, last + CONTEXT_REACH),
+    ):
+        if row["context"] in {quote(t) for t in said}:
+            db.execute("UPDATE chunks SET context = '' WHERE id = ?", (row["id"],))
     for table, extra in (("chunks", " AND kind != 'note'"), ("messages", "")):
         gone = db.column(
             f"SELECT id FROM {table} WHERE file_id = {fid} AND source_line BETWEEN ? AND ?{extra}",
