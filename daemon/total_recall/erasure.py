@@ -545,9 +545,7 @@ def _forget_messages(
         if f in quoting:
             turns.setdefault(f, []).append((was, kept))
         if not kept:
-            records |= set(
-                db.column("SELECT uuid FROM messages WHERE id = ? AND uuid IS NOT NULL", (message_id,))
-            )
+            records |= set(db.column(UUID_OF, (message_id,)))
     # A session forked later copies these records with their uuids: a copy is forgotten as it
     # arrives, also when no row of the session is left (indexer._mark_copies, I202).
     trust.forget_records(db, sorted(records), time.time())
