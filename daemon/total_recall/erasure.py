@@ -204,17 +204,11 @@ def erase(db: Database, idea_id, session, projects, before, now, preview: int = 
     }
 
 
-# Whether a memory was made by `note` (its insert event's cause).
-NOTED = (
-    "SELECT 1 FROM memory_events WHERE kind = 'idea' AND object_id = ? AND action = 'insert' AND cause = ?"
-)
-
-
 def _noted_lines(db: Database, idea_id: int) -> set[tuple[str, int]]:
     """(file, line) where this memory was noted (`note`: the line the conversation had reached, not
     what said it), whose note windows holding its words are deleted here: a note's own line, and any
     line with a `note` window holding its words."""
-    content = db.scalar("SELECT content FROM ideas WHERE id = ?", (idea_id,)) or ""
+    content = memories.idea(db, idea_id)["content"]
     found = db.all(
         f"SELECT c.id, {state.path_of('c')}, c.source_line, c.content FROM chunks c "
         "JOIN idea_sources s ON s.file_id = c.file_id AND s.source_line = c.source_line "
@@ -226,7 +220,7 @@ def _noted_lines(db: Database, idea_id: int) -> set[tuple[str, int]]:
     vectors.delete(db, "chunks", [r["id"] for r in found])
     db.executemany("DELETE FROM chunks WHERE id = ?", [(r["id"],) for r in found])
     noted = {(r["source_file"], r["source_line"]) for r in found}
-    if db.one(NOTED, (idea_id, store.NOTE_CAUSE)):
+    if db.scalar(f"SELECT {store.MADE_BY_NOTE.format(idea='?')}", (idea_id,)):
         noted |= set(
             _lines(db, f"SELECT {state.path_of('ideas')}, source_line FROM ideas WHERE id = ?", (idea_id,))
         )
@@ -278,23 +272,17 @@ def _bury(
         db.execute(f"DELETE FROM ideas WHERE id IN ({_in(ids)})", ids)
     # A memory also said elsewhere stays, but no longer cites a forgotten line.
     cited = set()
-    notes = (
-        " AND NOT EXISTS (SELECT 1 FROM memory_events e WHERE e.kind = 'idea' AND e.object_id = "
-        "idea_sources.idea_id AND e.action = 'insert' AND e.cause = ?)"
-        if keep_notes
-        else ""
-    )
+    notes = " AND NOT " + store.MADE_BY_NOTE.format(idea="idea_sources.idea_id") if keep_notes else ""
     for f, ln in lines:
-        params = (f, ln, *((store.NOTE_CAUSE,) if keep_notes else ()))
         cited |= set(
             db.column(
                 f"SELECT idea_id FROM idea_sources WHERE file_id = {state.FILE_ID} "
                 f"AND source_line = ?{notes}",
-                params,
+                (f, ln),
             )
         )
         db.execute(
-            f"DELETE FROM idea_sources WHERE file_id = {state.FILE_ID} AND source_line = ?{notes}", params
+            f"DELETE FROM idea_sources WHERE file_id = {state.FILE_ID} AND source_line = ?{notes}", (f, ln)
         )
     db.executemany(
         "UPDATE ideas SET mention_count = max(1, (SELECT count(*) FROM idea_sources "
@@ -760,10 +748,9 @@ def _rederive_spans(db: Database, span_ids: list[int]) -> tuple[list[int], list[
         # What the conversation said names its topic before a note added to the session later (a
         # note's confidence of 1.0 made "Remember to buy milk" the name of a topic about a server).
         best = db.column(
-            f"SELECT content FROM ideas WHERE span_id IN ({_in(tree)}) ORDER BY EXISTS (SELECT 1 FROM "
-            "memory_events e WHERE e.kind = 'idea' AND e.object_id = ideas.id AND e.action = 'insert' "
-            "AND e.cause = ?) , confidence DESC, id LIMIT 2",
-            [*tree, store.NOTE_CAUSE],
+            f"SELECT content FROM ideas WHERE span_id IN ({_in(tree)}) "
+            f"ORDER BY {store.MADE_BY_NOTE.format(idea='ideas.id')}, confidence DESC, id LIMIT 2",
+            tree,
         )
         if row["depth"] == 0:
             db.execute("UPDATE spans SET summary = '', needs_embedding = 0 WHERE id = ?", (span_id,))

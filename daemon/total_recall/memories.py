@@ -895,10 +895,6 @@ def edited_at(db: Database, source_file: str, line: int, uuid: str, content_hash
     )
 
 
-def content_of(db: Database, idea_id: int) -> str:
-    return db.scalar("SELECT content FROM ideas WHERE id = ?", (idea_id,))
-
-
 def last_window(db: Database, source_file: str, line: int) -> int:
     """The highest window number stored for this line (-1 when none)."""
     found = db.scalar(

@@ -99,7 +99,7 @@ def note(
             ctx.line_times, item["source_line"] = {line: stamp}, line
             idea_id, created = store.insert_idea(db, ctx, item, None, vector)
         if created:
-            _as_chunk(db, ctx, {**item, "content": memories.content_of(db, idea_id)}, stamp, vector)
+            _as_chunk(db, ctx, {**item, "content": memories.idea(db, idea_id)["content"]}, stamp, vector)
         if pin:
             memories.set_pinned(db, idea_id, True, now)
             pinned = {"pinned": True}

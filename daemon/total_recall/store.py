@@ -76,6 +76,11 @@ def span_text(name: str, summary: str) -> str:
 # The cause of what `note` writes (the memory_events of a note's memory): a memory the user added, not
 # one said in the conversation (erasure names a topic by the conversation's memories first).
 NOTE_CAUSE = "user: note"
+# Whether the memory whose id is `{idea}` (an SQL expression) was made by `note`: its insert event's cause.
+MADE_BY_NOTE = (
+    "EXISTS (SELECT 1 FROM memory_events e WHERE e.kind = 'idea' AND e.object_id = {idea} "
+    f"AND e.action = 'insert' AND e.cause = '{NOTE_CAUSE}')"
+)
 
 
 @dataclass
@@ -991,11 +996,7 @@ def _drop_sources(db: Database, path: str, first: int, last: int, cause: str, no
     cites its earliest other line."""
     fid = state.FILE_ID
     # A note's source is where it was written, not what the line said: it stays (note._where).
-    not_noted = (
-        " AND NOT EXISTS (SELECT 1 FROM chunks c JOIN ideas n ON n.content = c.content WHERE c.kind = 'note' "
-        "AND c.file_id = idea_sources.file_id AND c.source_line = idea_sources.source_line "
-        "AND n.id = idea_sources.idea_id)"
-    )
+    not_noted = " AND NOT " + MADE_BY_NOTE.format(idea="idea_sources.idea_id")
     ids = db.column(
         f"SELECT DISTINCT idea_id FROM idea_sources WHERE file_id = {fid} AND source_line BETWEEN ? AND ?"
         + not_noted,
