@@ -394,8 +394,8 @@ class Indexer:
         now = self.clock()
         said = None  # the time of the last record with one: a record with none (a title) came after it
         for m in messages:
-            stamp, said = m.timestamp or said, m.timestamp or said
-            reason = "forgotten" if m.line in forgotten else trust.withheld(stamp, ranges, cutoff, now)
+            said = m.timestamp or said
+            reason = "forgotten" if m.line in forgotten else trust.withheld(said, ranges, cutoff, now)
             later = {n for n, _ in m.parts if n in forgotten}
             # A response begun before a pause and written on during it: the pieces said then go too.
             held = {
@@ -406,15 +406,9 @@ class Indexer:
                 # (as forget left the stored row: erasure._strip_merged_lines).
                 m.parts = [(n, t) for n, t in m.parts if n not in later | held]
                 m.text = "\n".join(t for _, t in m.parts)
-                reason = (
-                    None
-                    if m.parts
-                    else (
-                        "forgotten"
-                        if later
-                        else trust.withheld(m.part_times.get(max(held)), ranges, cutoff, now)
-                    )
-                )
+                if not m.parts:  # nothing left: forgotten, or withheld as its last piece was
+                    last = m.part_times.get(max(held)) if held and not later else None
+                    reason = trust.withheld(last, ranges, cutoff, now) if last else "forgotten"
             if reason:
                 m.text, m.skip_reason = "", reason
                 if getattr(m, "parts", None):  # per-line pieces of a merged response, where present
@@ -428,7 +422,7 @@ class Indexer:
         stored as skipped (`copied`); the original keeps its memories (I152). A copy of a line the
         user forgot is forgotten too: its words are not stored (I201, I202)."""
         uuids = [m.uuid for m in messages if m.uuid and m.skip_reason != "forgotten"]
-        forgotten = trust.forgotten_records(self.db, uuids) if uuids else set()
+        forgotten = memories.forgotten_records(self.db, uuids) if uuids else set()
         # A copied tool call, tool output or compaction summary as much as a prompt or a reply: its
         # words are searchable once, and forgetting the original takes the copy (copies_of).
         copied = memories.copied_uuids(self.db, path, uuids) if uuids else {}
@@ -442,7 +436,9 @@ class Indexer:
                     m.text, m.parts = copied[m.uuid], [(m.line, copied[m.uuid])] if copied[m.uuid] else []
         titles = [m for m in messages if m.skip_reason == "title"]
         if titles:  # a forgotten session's title, known by its words (I212)
-            known = trust.forgotten_records(self.db, [trust.title_record(m.text) for m in titles if m.text])
+            known = memories.forgotten_records(
+                self.db, [trust.title_record(m.text) for m in titles if m.text]
+            )
             for m in titles:
                 if m.text and trust.title_record(m.text) in known:
                     m.text, m.skip_reason, m.parts = "", "forgotten", []
@@ -1008,8 +1004,7 @@ def moved_ranges(stored: list[tuple[int, str]], now_at: dict[str, int], last_lin
     present = sorted((now_at[u], line) for line, u in stored if u in now_at)
     ranges: list[tuple[int, int, int]] = []
     for k, (new, old) in enumerate(present):
-        nxt = bisect.bisect_right(firsts, old)
-        last = firsts[nxt] - 1 if nxt < len(firsts) else max(last_line, old)
+        last = _record_end(firsts, old, last_line)
         if k + 1 < len(present):
             last = min(last, old + present[k + 1][0] - new - 1)
         if new == old or last < old:
@@ -1028,13 +1023,18 @@ def removed_ranges(stored: list[tuple[int, str]], now_at: dict[str, int], last_l
     keeps its rows, as before."""
     firsts = sorted({line for line, _ in stored})
     reach = max(now_at.values(), default=0)
-    out = []
-    for line, u in stored:
-        if u in now_at or line > reach:
-            continue
-        nxt = bisect.bisect_right(firsts, line)
-        out.append((line, firsts[nxt] - 1 if nxt < len(firsts) else max(last_line, line)))
-    return out
+    return [
+        (line, _record_end(firsts, line, last_line))
+        for line, u in stored
+        if u not in now_at and line <= reach
+    ]
+
+
+def _record_end(firsts: list[int], line: int, last_line: int) -> int:
+    """The last line of the stored record that starts at `line`: the line before the next stored
+    record's first (`firsts`, sorted), else the last line read."""
+    nxt = bisect.bisect_right(firsts, line)
+    return firsts[nxt] - 1 if nxt < len(firsts) else max(last_line, line)
 
 
 def redact_metadata(messages: list[transcript.Message], fallback_session: str) -> None:

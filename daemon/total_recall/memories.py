@@ -926,6 +926,14 @@ def stored_uuids(db: Database, source_file: str) -> list[tuple[int, str]]:
     ]
 
 
+def forgotten_records(db: Database, uuids: list[str]) -> set[str]:
+    """Of these record uuids (and title records, trust.title_record), those of lines the user forgot."""
+    found: set[str] = set()
+    for part in _chunks(uuids):
+        found.update(db.column(f"SELECT uuid FROM forgotten_records WHERE uuid IN ({marks(part)})", part))
+    return found
+
+
 def copied_uuids(db: Database, source_file: str, uuids: list[str]) -> dict[str, str]:
     """Of these record uuids, those another transcript's stored lines hold already (a forked
     session's copies of the lines it started from), each with the text its stored line holds now

@@ -122,6 +122,14 @@ _SQL_PASSWORD_CALLS = tuple(
 # (kind, pattern): the whole match is replaced unless the pattern has a "secret" group, in
 # which case only that group is; with a "key" group too, a key that configures rather than holds
 # a secret (token_ttl) or a value that is a reference ($TOKEN) is left alone.
+# A user and password said as "login admin:Secret_33" / "credentials: deploy:Hunter2!": the part after
+# the colon, hidden when it is shaped like a password (_password_shaped: "login host:8080" stays).
+_USER_PAIR = re.compile(
+    r"(?i:\b(?:log(?:in|[ \t]+in[ \t]+(?:as|with))|sign[ \t]+in[ \t]+(?:as|with)|credentials?|creds)"
+    r"(?:[ \t]+(?:is|are|was))?[ \t]*[:=]?[ \t]*)[\w.@+\-]{1,64}:(?P<secret>[^\s:/\"'`,;]{6,64})"
+    r"(?=[\s,;!?)]|[.](?:\s|\Z)|\Z)"
+)
+
 _TOKEN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     (
         "private_key",
@@ -341,19 +349,8 @@ _TOKEN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
             r"(?i:\bpin(?:[ \t]+(?:code|number))?[ \t]*(?:is|was|[:=])[ \t]*)(?P<secret>\d{4,8})(?!\d)"
         ),
     ),
-    # A user and password said as "login admin:Secret_33" / "credentials: deploy:Hunter2!": the part after
-    # the colon, when it is shaped like a password (_password_shaped: "login host:8080" stays).
-    (
-        "password",
-        re.compile(
-            r"(?i:\b(?:log(?:in|[ \t]+in[ \t]+(?:as|with))|sign[ \t]+in[ \t]+(?:as|with)|credentials?|creds)"
-            r"(?:[ \t]+(?:is|are|was))?[ \t]*[:=]?[ \t]*)[\w.@+\-]{1,64}:(?P<secret>[^\s:/\"'`,;]{6,64})"
-            r"(?=[\s,;!?)]|[.](?:\s|\Z)|\Z)"
-        ),
-    ),
+    ("password", _USER_PAIR),
 ]
-# Kinds whose value must be shaped like a password to be hidden (the login pair above).
-_USER_PAIR = _TOKEN_PATTERNS[-1][1]
 
 _LEAD = {"bearer_token": "Bb", "authorization": "Aa"}
 # Kinds whose value must be base64 of "user:password" (Docker's config.json "auth").

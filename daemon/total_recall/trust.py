@@ -121,7 +121,7 @@ def forgotten(db: Database, *, file: str | None = None, session: str | None = No
     A forgotten project is not refused whole: what it said before the forget is withheld line by
     line (``project_cutoff``), and sessions begun after it are remembered again."""
     for kind, value in (("file", file), ("session", session)):
-        if value and db.one("SELECT 1 FROM forgotten_scopes WHERE kind = ? AND value = ?", (kind, value)):
+        if value and scope_forgotten(db, kind, value):
             return kind
     return None
 
@@ -165,16 +165,6 @@ def title_record(title: str) -> str:
         "title:"
         + hashlib.sha256(" ".join(title.split()).casefold().encode("utf-8", "surrogatepass")).hexdigest()[:32]
     )
-
-
-def forgotten_records(db: Database, uuids: list[str]) -> set[str]:
-    """Of these record uuids, those of lines the user forgot."""
-    found: set[str] = set()
-    for start in range(0, len(uuids), 500):
-        part = uuids[start : start + 500]
-        marks = ", ".join("?" * len(part))
-        found.update(db.column(f"SELECT uuid FROM forgotten_records WHERE uuid IN ({marks})", part))
-    return found
 
 
 def drop_content_tombstone(db: Database, project: str | None, content_hash: str) -> int:
