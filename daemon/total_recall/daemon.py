@@ -356,11 +356,14 @@ class Daemon:
             self._record(lambda: queue.complete(self.db, claim, note))
             if not (report.missing or report.refused):
                 self._follow_subagents(claim.transcript_path, claim.session_id)
-        self._refresh_digest(claim.transcript_path)
-        if report.scrubbed:  # a secret hidden in rows of other projects too: their digests
+        if (
+            report.scrubbed
+        ):  # a secret hidden in rows of other projects too: every digest, this one's included
             from total_recall import maintain
 
             maintain.refresh_all_digests(self.store)
+        else:
+            self._refresh_digest(claim.transcript_path)
         self.status.batches += 1
         self.status.last_batch = {
             **report.__dict__,
