@@ -263,6 +263,32 @@ def test_a_line_leading_into_a_list_of_names_keeps_the_names():
     assert "The changes so far:" in said  # a list of sentences: its items say it
 
 
+def test_a_line_leading_into_a_command_keeps_the_command():
+    """ "Initialize the migration repository:" says what to do, the one-line snippet under it what to
+    run: they are one memory. Alone, the command was a fragment joined to the next step's line
+    ("flask db init Generate the initial migration script:"). A long block adds nothing to the line
+    before it."""
+    turns = conversation(
+        ("user", "How do I set up database migrations for the Flask app?"),
+        (
+            "assistant",
+            "Use Flask-Migrate for the schema changes.\n\n"
+            "1. **Initialize the migration repository**:\n   ```bash\n   flask db init\n   ```\n"
+            "2. **Generate the initial migration script**:\n"
+            '   ```bash\n   flask db migrate -m "init"\n   ```\n'
+            "3. Apply it to the database.\n```bash\nflask db upgrade\n```\n"
+            "Here's the model it reads:\n```python\nclass User(db.Model):\n    id = db.Column(db.Integer)\n"
+            "    name = db.Column(db.String)\n```\n",
+        ),
+    )
+    said = [i["content"] for i in extract(turns)["items"] if i["source_line"] == 11]
+    assert "Initialize the migration repository: flask db init" in said
+    assert 'Generate the initial migration script: flask db migrate -m "init"' in said
+    assert not [s for s in said if s.startswith("flask db init")]
+    assert "Apply it to the database. flask db upgrade" in said
+    assert "Here's the model it reads:" in said and not [s for s in said if "class User" in s]
+
+
 @pytest.mark.parametrize(
     ("text", "intent"),
     [

@@ -1276,16 +1276,25 @@ def with_list(text: str, gists: dict[str, str]) -> str:
 def sentences(content: str) -> list[str]:
     """The sentences of a message in order, markdown stripped, none over MAX_ITEM_CHARS.
 
-    Code fences are left out, except a one- or two-line snippet (usually a command), which is
-    kept as one "sentence" with its lines joined by "; ".
+    Code fences are left out, except a one- or two-line snippet (usually a command), kept with its
+    lines joined by "; " as the end of the sentence written right before it ("Initialize the
+    migration repository: flask db init"): that sentence says what the command does, the command
+    what to run, and neither is a memory alone (as a fragment of its own, a command was joined to
+    the next sentence: "flask db init Generate the initial migration script:"). With no prose
+    before it, or no room, it is a "sentence" of its own.
     """
     out: list[str] = []
     position = 0
     for fence in FENCE.finditer(content):
-        out.extend(_prose_sentences(content[position : fence.start()]))
+        prose = _prose_sentences(content[position : fence.start()])
+        out.extend(prose)
         lines = [ln.strip() for ln in fence.group(1).splitlines() if ln.strip()]
         if 0 < len(lines) <= 2 and sum(map(len, lines)) <= 200:
-            out.append("; ".join(lines))
+            snippet = "; ".join(lines)
+            if prose and len(prose[-1]) + 1 + len(snippet) <= MAX_ITEM_CHARS:
+                out[-1] = f"{out[-1]} {snippet}"
+            else:
+                out.append(snippet)
         position = fence.end()
     out.extend(_prose_sentences(content[position:]))
     return out
