@@ -937,6 +937,39 @@ def test_what_a_subagent_reported_past_its_first_lines_is_found(tmp_path):
     assert (top["source_line"], top["kind"]) == (3, "message") and "multipart ETags" in top["content"]
 
 
+def test_how_a_long_command_output_ended_is_found(tmp_path):
+    """A command's output keeps its first 500 characters and its last ~200: the exception a
+    traceback ends with, a test run's failures and counts are written last. A file read's end is
+    not kept (its end says no more than its middle)."""
+    frames = "\n".join(f'  File "/repo/atlas/loader{i}.py", line {i}, in load_{i}' for i in range(40))
+    failure = f"Traceback (most recent call last):\n{frames}\nKeyError: 'tenant_quota_bucket'"
+    listing = "\n".join(f"{i:5d}\tdef handler_{i}(event): return event" for i in range(60))
+    read_end = "\n    99\tSENTINEL_WATERMARK_OFFSET = 4096"
+    lines = [
+        _line("user", "Run the loader tests and read the handlers module.", 1),
+        _line("assistant", [_call("toolu_1", "Bash", command="pytest tests/test_loader.py")], 2, "m1"),
+        _line("user", [_result("toolu_1", failure, is_error=True)], 3),
+        _line("assistant", [_call("toolu_2", "Read", file_path="/repo/atlas/handlers.py")], 4, "m2"),
+        _line("user", [_result("toolu_2", listing + read_end)], 5),
+    ]
+    lines[2] = json.dumps(json.loads(lines[2]) | {"toolUseResult": {"stdout": "", "stderr": failure}})
+    lines[4] = json.dumps(json.loads(lines[4]) | {"toolUseResult": {"type": "text", "file": {}}})
+    _backfill(tmp_path / "claude", lines)
+    found = cli_json("search", "KeyError tenant_quota_bucket", "--project", "atlas")
+    assert found and (found[0]["source_line"], found[0]["kind"]) == (3, "message")
+    assert "KeyError: 'tenant_quota_bucket'" in found[0]["content"]
+    read = cli_json("search", "SENTINEL_WATERMARK_OFFSET", "--project", "atlas")
+    assert not [r for r in read if r.get("source_line") == 5]
+
+
+def _call(call_id: str, name: str, **tool_input) -> dict:
+    return {"type": "tool_use", "id": call_id, "name": name, "input": tool_input}
+
+
+def _result(call_id: str, content: str, **flags) -> dict:
+    return {"type": "tool_result", "tool_use_id": call_id, "content": content, **flags}
+
+
 def test_a_subagents_report_in_its_own_file_and_in_the_task_result_is_one_result_with_both_places(tmp_path):
     """Claude Code 2.x keeps a subagent's transcript in <session>/subagents/agent-<id>.jsonl; its
     last reply is the report that the parent's Task result returns too. The same text at two places

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from total_recall.redact import cut, redact, redact_batch, redact_count
+from total_recall.redact import cut, redact, redact_batch, redact_count, tail
 
 OPENAI = "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"
 GITHUB = "ghp_" + "aB3" * 12
@@ -757,6 +757,19 @@ def test_a_cut_hides_the_secret_it_crosses_whole_and_leaves_the_rest_to_the_batc
     quoted = "x" * 80 + ' PASSWORD="correct horse battery staple" and more'
     assert cut(quoted, 100, "…]") == "x" * 80 + ' PASSWORD="[REDACTED:password]…]'
     assert cut("short", 100) == "short"
+
+
+def test_a_tail_begins_on_a_line_and_hides_what_the_line_before_made_a_secret():
+    log = "".join(f"step {i} ok\n" for i in range(40))
+    # Begun at a line's start; a text of one token has no tail; a short text is itself.
+    assert tail(log + "KeyError: 'tenant'", 30) == "…step 39 ok\nKeyError: 'tenant'"
+    assert tail("x" * 500, 100) == "" and tail("all of it", 100) == "all of it"
+    # The prompt before the tail says the next line is a password; the tail alone does not.
+    prompted = log + "Enter the admin password:\nKx7mQ2vZp9-rotate\nlogin ok"
+    assert tail(prompted, 30) == "…[REDACTED:password]\nlogin ok"
+    # A secret inside the tail is left to the batch, as a cut's head is.
+    own = log + f"export GITHUB_TOKEN={GITHUB}\ndone"
+    assert tail(own, 70) == f"…export GITHUB_TOKEN={GITHUB}\ndone" and GITHUB not in redact(tail(own, 70))
 
 
 # Text as a JSON string, a repr or a URL-encoded URL holds it: an escape before a secret is a word

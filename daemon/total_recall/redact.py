@@ -801,6 +801,37 @@ def cut(text: str, limit: int, suffix: str = "…") -> str:
     return clean[:end] + suffix
 
 
+def tail(text: str, limit: int, prefix: str = "…") -> str:
+    """The end of ``text``, at most about ``limit`` characters, ``prefix`` first: begun at a line's
+    start when one is among them, else after a whitespace (no token is halved there), empty when
+    they are all one token. What comes right before it can make it a secret (a key, a "Password:"
+    line, a header): the tail is redacted with _CUT_CONTEXT characters before it, and when that
+    hides something the tail alone would not, the redacted lines are returned; else the plain tail
+    (redacted later with its batch, as ``cut`` leaves its head)."""
+    if len(text) <= limit:
+        return text.strip()
+    start = len(text) - limit + len(prefix)
+    line = text.find("\n", start - 1)
+    if line != -1:
+        start = line + 1
+    else:
+        space = _SPACE.search(text, start)
+        if not space:
+            return ""
+        start = space.end()
+    part = text[start:].strip()
+    if not part:
+        return ""
+    clean = redact(text[_token_start(text, max(start - _CUT_CONTEXT, 0)) :]).rstrip()
+    kept = redact(part)
+    if clean.endswith(kept):
+        return prefix + part
+    lines = clean.splitlines()[-len(part.splitlines()) :]
+    ended = "\n".join(lines).strip()
+    return prefix + ended if len(ended) <= 2 * limit else ""
+
+
+_SPACE = re.compile(r"\s")
 _CUT_CONTEXT = 200  # what the window holds past the cut: a quoted value's closing quote, a token
 _NEAR_BEFORE, _NEAR_AFTER = 80, 100  # the part around the cut looked at first
 _CUT_TOKEN = re.compile(r"\S{0,4096}")  # the longest token looked at whole (a JWT, a key body)

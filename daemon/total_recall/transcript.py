@@ -56,6 +56,9 @@ PROFILE_SCAN_BYTES = 4 << 20  # how far into the head we look for the session's 
 TOOL_DESCRIPTOR_CHARS = 120
 TOOL_CALL = "[tool "  # how a tool call reads as text: "[tool Bash: git status]" (indexer, search)
 TOOL_RESULT_CHARS = 500
+# A command's output (or a failed call's) past TOOL_RESULT_CHARS keeps its last characters as well: a
+# traceback's exception, a test run's failures and counts, a build's error are written last.
+TOOL_RESULT_TAIL = 200
 # A Task/Agent call's result is the subagent's final report (before Claude Code 2.1.198; later ones
 # launch subagents in the background and their answer is in the subagent's own file).
 REPORT_TOOLS = ("Task", "Agent")  # a tuple: a name of any JSON shape is compared, never hashed
@@ -1427,21 +1430,41 @@ def _tool_result_text(record: dict[str, Any], blocks: list[dict[str, Any]], repo
     the new_string was NOT written…"), whose words ranked it for questions about edits and
     rejections; the refused call is on a line before it."""
     limit = REPORT_CHARS if report else TOOL_RESULT_CHARS
-    parts = []
+    parts, bodies = [], []
     for block in blocks:
         if block.get("type") == "tool_result":
-            body = _head(_result_body(block.get("content")), limit * 2)
+            whole = _result_body(block.get("content"))
+            body = _head(whole, limit * 2)
             if block.get("is_error") is True and body.startswith(REFUSED):
                 parts.append(REFUSED_MARK)
                 continue
             parts.append(("[error] " if block.get("is_error") is True else "") + body)
+            bodies.append(whole)
     text = "\n".join(p for p in parts if p).strip()
     if not text and isinstance(record.get("toolUseResult"), str):
         text = record["toolUseResult"].strip()
+        bodies = [text]
     text = _WAKEUP_NOTE.sub(r"\1", _FILE_STATE_NOTE.sub("", _strip_context(_head(text, limit * 2))[0]))
     if report:
         text = _REPORT_RESUME_NOTE.sub(rf"\1 {RESUME_NOTE}", _REPORT_USAGE.sub("", text)).strip()
+    elif _ran_or_failed(record, blocks):
+        if sum(map(len, bodies)) > limit + TOOL_RESULT_TAIL:
+            from total_recall.redact import tail as ending  # lazy, as in _cut
+
+            end = "\n".join(b[-4 * TOOL_RESULT_TAIL :] for b in bodies if b).rstrip()[-4 * TOOL_RESULT_TAIL :]
+            tail = ending(_strip_context(end)[0], TOOL_RESULT_TAIL)
+            return f"{_cut(text, limit)}\n{tail}" if tail else _cut(text, limit)
+        return _cut(text, limit + TOOL_RESULT_TAIL)
     return _cut(text, limit)
+
+
+def _ran_or_failed(record: dict[str, Any], blocks: list[dict[str, Any]]) -> bool:
+    """A shell command's result (Claude Code's structured result has its stdout and stderr) or a
+    failed call's: their last lines say how it ended. A file read's or a search's end is no more
+    telling than any other part of it."""
+    result = record.get("toolUseResult")
+    ran = isinstance(result, dict) and ("stdout" in result or "stderr" in result)
+    return ran or any(b.get("is_error") is True for b in blocks if b.get("type") == "tool_result")
 
 
 def _cut(text: str, limit: int, suffix: str = "…") -> str:
