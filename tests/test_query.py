@@ -88,6 +88,25 @@ def test_a_question_that_names_code_is_told_apart(text, names_code):
 
 
 @pytest.mark.parametrize(
+    "text, overview",
+    [
+        ("Summarize how the login work went", True),
+        ("Can you summarise what we learned about caching?", True),
+        ("Give me a recap of the migration", True),
+        ("an overview of the deploy work", True),
+        ("What's the history of the flaky upload test?", True),
+        ("In what order did we run the migrations?", True),
+        ("List the order in which I brought up the parser bugs", True),
+        ("Where is the monthly summary report written?", False),  # a name, not a request
+        ("What does the quality alias run, and in which order?", False),  # not an order of what was said
+        ("How did we fix the flaky upload test?", False),
+    ],
+)
+def test_a_question_asking_for_an_overview_over_time_is_told_apart(text, overview):
+    assert query.analyze(text, NOW).overview is overview
+
+
+@pytest.mark.parametrize(
     "text, filters, boosts, terms",
     [
         # a question about what happened: the kind only boosts, its frame is no subject word

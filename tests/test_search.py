@@ -745,3 +745,30 @@ def test_an_empty_query_is_refused_as_the_mcp_server_and_web_view_refuse_it(quer
     `search`, the MCP server and the web view say a query is needed."""
     out = cli("search", query, check=False)
     assert out.returncode != 0 and "search needs a QUERY" in out.stderr
+
+
+def test_a_question_asking_for_an_overview_is_answered_by_its_topics(isolated_home, tmp_path):
+    """ "Summarize how the login work went" asks for the topics about it over time: each names a
+    stretch of the conversation, so up to ten of them are shown (search.OVERVIEW_SPANS), where a
+    question about one fact keeps at most two (MAX_SPAN_RESULTS) among the lines that say it."""
+    claude = tmp_path / "claude"
+    steps = [
+        "We added a login form with email and password fields to the atlas web app.",
+        "The login form now rate limits failed password attempts per email address.",
+        "Login sessions now expire after thirty minutes of inactivity on the atlas web app.",
+        "We moved login tokens to an httpOnly cookie so scripts cannot read them.",
+        "The password reset email for login now links to a one-time page.",
+    ]
+    for day, step in enumerate(steps):
+        turns = [("user", step), ("assistant", f"Done: {step.lower()} The tests for the login flow pass.")]
+        index(claude, f"login-{day}", turns, NOW - timedelta(days=30 - 5 * day))
+    index(
+        claude, "deploy", [("user", "We deploy the atlas API with Docker Compose.")], NOW - timedelta(days=2)
+    )
+
+    overview = cli_json("search", "Summarize how the login work went over time", "--project", "atlas")
+    topics = [r for r in overview if r["kind"] == "span"]
+    assert len(topics) > 2 and all("login" in f"{t['name']} {t['summary']}".lower() for t in topics)
+    fact = cli_json("search", "how long until a login session expires", "--project", "atlas")
+    assert len([r for r in fact if r["kind"] == "span"]) <= 2
+    assert next(r for r in fact if r["kind"] != "span")["content"].startswith("Login sessions now expire")

@@ -111,6 +111,18 @@ WINDOW_FRAME = frozenset(
 )
 
 
+# A question asking for an overview of a subject over time ("summarize the auth work", "a recap of
+# the migration", "in what order did we ...", "the history of the flaky test"): the topics about it,
+# each a stretch of the conversation with its name, summary and lines, answer it better than single
+# lines (search.OVERVIEW_SPANS). "Summary" as a name ("the monthly summary report") and an order not
+# of what was said ("the alias runs them in which order?") do not ask so.
+OVERVIEW = re.compile(
+    r"\b(?:summari[sz](?:e|es|ed|ing)|(?:summary|overview|recap|timeline|history) of|recap\b|"
+    r"(?:the order in which|in (?:what|which) order)\s+(?:(?:did|do|have|had)\s+)?(?:i|we|you)\b)",
+    re.I,
+)
+
+
 # "Where did we leave off?", "what was I working on?": the session before this one is the subject
 # (search.search picks it); the words that ask so are not words to match.
 LAST_SESSION = re.compile(
@@ -151,6 +163,7 @@ class Query:
     time_words: list[str] = field(default_factory=list)  # the terms that named its time ("february")
     month_only: bool = False  # its range is a month named without a year (TimeRange.month_only)
     identifier: bool = False  # it names code (IDENTIFIER): its exact words matter more than its meaning
+    overview: bool = False  # it asks for an overview of its subject over time (OVERVIEW): topics answer it
     last_session: bool = False  # it asks where the previous session ended (LAST_SESSION)
     pull_request: int | None = None  # the pull request it names (PULL_REQUEST)
     pull_request_terms: list[str] = field(default_factory=list)  # the terms that named it ("pr", "42")
@@ -359,6 +372,7 @@ def analyze(text: str, now: datetime | None = None) -> Query:
     q.time_words, q.month_only = terms_of(when.words), when.month_only
     q.speaker = speaker(text)
     q.identifier = IDENTIFIER.search(text) is not None
+    q.overview = OVERVIEW.search(text) is not None
     q.soft_window = when.day
     q.time_sensitive = (
         since is not None

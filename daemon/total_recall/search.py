@@ -68,6 +68,14 @@ IDENTIFIER_DENSE = 0.25
 CHUNK_BM25_COLUMNS = "1.0, 0.3"  # bm25() weights of chunks_fts (content, context)
 FUSION = "normalised"  # or "rrf"
 MAX_SPAN_RESULTS = 2
+# A question asking for an overview over time (query.OVERVIEW: "summarize …", "in what order did we
+# …") is answered by topics: the topic strategies weigh OVERVIEW_SPANS times more and up to
+# OVERVIEW_MAX_SPANS topics are shown. Chosen on BEAM's tune split (its 4 summary and ordering
+# questions; no other question of the five sets asks so): x8: recall@10 0.656 -> 0.710, MRR 0.752 ->
+# 0.788, recall@1 0.304 as before; x5 0.692 / 0.304 / 0.770; x12 0.710 / 0.274 / 0.705; at most 5
+# topics at x8: recall@10 0.692 (BENCHMARKS.md §4).
+OVERVIEW_SPANS = 8.0
+OVERVIEW_MAX_SPANS = 10
 MAX_PER_MESSAGE = 1
 ENTITY_MAX_LINKS = 15  # entities linked to more memories than this are too common to rank by
 SUPERSEDED_FACTOR = 0.5
@@ -348,11 +356,19 @@ def _latest_lines(ctx: SearchContext, session: str) -> list[tuple[int, float]]:
 
 def weights_for(q: querymod.Query) -> dict[str, float]:
     """The strategies' weights for this question: lexical first when it names code, meaning weighs
-    more when the words and the meaning found different lines (meaning_factor)."""
+    more when the words and the meaning found different lines (meaning_factor), topics weigh more
+    when it asks for an overview (OVERVIEW_SPANS)."""
     dense = (IDENTIFIER_DENSE if q.identifier else 1.0) * q.dense_factor
-    if dense == 1.0:
+    topics = OVERVIEW_SPANS if q.overview else 1.0
+    if dense == 1.0 and topics == 1.0:
         return WEIGHTS
-    return {s: w * dense if s in DENSE else w for s, w in WEIGHTS.items()}
+    return {
+        s: w * (dense if s in DENSE else 1.0) * (topics if s in SPAN_JOBS else 1.0)
+        for s, w in WEIGHTS.items()
+    }
+
+
+SPAN_JOBS = frozenset({"span_vec", "span_bm25"})
 
 
 # When the windows the query's words rank highest (chunk BM25) and those its meaning ranks highest
@@ -946,7 +962,8 @@ def _search(
     ranked = rescore(seen, _rank(ctx, pool, q, now, seen), q)
     words = _line_words(seen, ranked, k)
     per_line = k if q.intents else MAX_PER_MESSAGE
-    top = _select(ranked, k, words, per_line)
+    max_spans = OVERVIEW_MAX_SPANS if q.overview else MAX_SPAN_RESULTS
+    top = _select(ranked, k, words, per_line, max_spans)
     extra = expand(ctx.db, top, {c.id for c in ranked if c.kind == "idea"})
     if kinds := q.intents | q.boost_intents:
         held = {c.id for c in top if c.kind == "idea"} | {c.id for c in extra}
@@ -956,7 +973,7 @@ def _search(
         extra = [c for c in extra if c.id in extra_rows and _passes(extra_rows[c.id], q, "message_time")]
         for c in extra:  # one result per line holds for them too (_select)
             c.origin = (extra_rows[c.id]["source_file"], extra_rows[c.id]["source_line"])
-        top = _select(sorted(top + extra, key=lambda c: -c.score), k, words, per_line)
+        top = _select(sorted(top + extra, key=lambda c: -c.score), k, words, per_line, max_spans)
     return build_results(seen, order_chains(ctx.db, top), q.terms)
 
 
@@ -1342,8 +1359,9 @@ def _select(
     k: int,
     words: dict[tuple, frozenset] | None = None,
     per_line: int = MAX_PER_MESSAGE,
+    max_spans: int = MAX_SPAN_RESULTS,
 ) -> list[Candidate]:
-    """The top k, with at most MAX_SPAN_RESULTS spans and `per_line` ideas from one message, and a
+    """The top k, with at most `max_spans` spans and `per_line` ideas from one message, and a
     line saying the same text as a line above it (`words`, DUPLICATE_SHARE) kept as one of that
     line's places instead of a result of its own.
 
@@ -1355,7 +1373,7 @@ def _select(
     out, spans, per_origin, chosen = [], 0, {}, []
     for cand in ranked:
         if cand.kind == "span":
-            if spans >= MAX_SPAN_RESULTS:
+            if spans >= max_spans:
                 continue
             spans += 1
         elif cand.origin is not None:
