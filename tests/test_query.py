@@ -107,6 +107,21 @@ def test_a_question_asking_for_an_overview_over_time_is_told_apart(text, overvie
 
 
 @pytest.mark.parametrize(
+    "text, terms",
+    [
+        ("Summarize how the login work went", ["login", "work", "went"]),
+        ("In what order did we run the migrations?", ["run", "migrations"]),
+        ("What's the history of the flaky upload test?", ["flaky", "upload", "test"]),
+        ("Summarize the summary page work", ["summary", "page", "work"]),  # only the frame leaves
+    ],
+)
+def test_how_an_overview_is_asked_for_is_not_its_subject(text, terms):
+    """ "Summarize" matched every line that says "summarize" and, said by none, made the search
+    note that nothing in scope says it; the words that ask for the overview are its frame."""
+    assert query.analyze(text, NOW).terms == terms
+
+
+@pytest.mark.parametrize(
     "text, filters, boosts, terms",
     [
         # a question about what happened: the kind only boosts, its frame is no subject word

@@ -372,7 +372,11 @@ def analyze(text: str, now: datetime | None = None) -> Query:
     q.time_words, q.month_only = terms_of(when.words), when.month_only
     q.speaker = speaker(text)
     q.identifier = IDENTIFIER.search(text) is not None
-    q.overview = OVERVIEW.search(text) is not None
+    if overview := OVERVIEW.search(text):
+        q.overview = True
+        # "summarize", "the order in which": how the overview is asked for, not what it is about
+        frame = set(terms_of(overview.group(0)))
+        q.terms = [t for t in q.terms if t not in frame] or q.terms
     q.soft_window = when.day
     q.time_sensitive = (
         since is not None
