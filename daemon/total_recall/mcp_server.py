@@ -293,7 +293,8 @@ def build_server(mem: Memory | None = None):
             str,
             Field(
                 description="what to look for, in plain words; time words ('last week', "
-                "'since 2025-05-01') and kinds ('decisions about') are understood"
+                "'since 2025-05-01'), kinds ('decisions about') and overviews ('summarize the auth "
+                "work', 'in what order did we ...': answered by topics) are understood"
             ),
         ],
         project: Project = None,
