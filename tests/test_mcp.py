@@ -270,3 +270,26 @@ def test_an_unknown_project_or_intent_is_said_in_words_an_mcp_caller_can_use(tmp
         assert wrong.is_error and "intent takes one of" in _text(wrong) and "--intent" not in _text(wrong)
 
     anyio.run(_session, str(tmp_path), steps)
+
+
+def test_an_overview_over_mcp_reads_as_a_timeline(tmp_path):
+    """ "In what order did we ..." over MCP: the topics and lines in the order they were said, as the
+    CLI's text shows them, not best first."""
+    claude = tmp_path / "claude" / "projects" / "-home-dev-projects-atlas"
+    steps = [  # newest first, in file name and in what they say of the question's words
+        "We built the login features: the login form, login sessions and the login reset email.",
+        "Login sessions now expire after thirty minutes of inactivity on the atlas web app.",
+        "We added a form with email and password fields to the atlas web app.",
+    ]
+    for day, step in enumerate(steps):
+        when = START - timedelta(days=5 + 5 * day)
+        write_transcript(claude / f"login-{day}.jsonl", [("user", step)], cwd=PROJECT, start=when)
+    cli("backfill", str(claude), "--wait")
+
+    async def steps_(session: ClientSession, init):
+        query = {"query": "In what order did we build the login features?", "project": "atlas"}
+        return _text(await session.call_tool("search", query))
+
+    text = anyio.run(_session, str(tmp_path), steps_)
+    dates = [line.rsplit(", ", 1)[-1][:10] for line in text.splitlines() if line.endswith(")")]
+    assert len(set(dates)) == 3 and dates == sorted(dates)

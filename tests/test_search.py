@@ -769,6 +769,10 @@ def test_a_question_asking_for_an_overview_is_answered_by_its_topics(isolated_ho
     overview = cli_json("search", "Summarize how the login work went over time", "--project", "atlas")
     topics = [r for r in overview if r["kind"] == "span"]
     assert len(topics) > 2 and all("login" in f"{t['name']} {t['summary']}".lower() for t in topics)
+    # Shown as text, an overview reads as a timeline: its topics in the order they happened.
+    text = cli("search", "Summarize how the login work went over time", "--project", "atlas").stdout
+    dates = re.findall(r"^_session \S+ · (\d{4}-\d\d-\d\d)", text, re.M)
+    assert len(set(dates)) > 2 and dates == sorted(dates)
     fact = cli_json("search", "how long until a login session expires", "--project", "atlas")
     assert len([r for r in fact if r["kind"] == "span"]) <= 2
     assert next(r for r in fact if r["kind"] != "span")["content"].startswith("Login sessions now expire")

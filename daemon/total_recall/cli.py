@@ -334,9 +334,12 @@ def cmd_search(args) -> int:
     if args.json:
         _print(found["results"], True)
     else:
-        from total_recall import render
+        from total_recall import query, render
 
-        _print(found["results"], False, render.results_markdown)
+        # An overview over time ("summarize the auth work", "in what order did we ...") reads as a
+        # timeline: its topics in the order they happened.
+        in_time = query.OVERVIEW.search(request["query"]) is not None
+        _print(found["results"], False, lambda rs: render.results_markdown(rs, in_time=in_time))
     return 0
 
 

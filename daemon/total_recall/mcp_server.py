@@ -317,9 +317,14 @@ def build_server(mem: Memory | None = None):
     ) -> CallToolResult:
         """Search the long-term memory of past Claude Code conversations (hybrid: meaning and keywords).
         Each result has an id, intent, confidence, content, date and its transcript source as file:line."""
+        from total_recall.query import OVERVIEW
+        from total_recall.render import timeline
+
+        # An overview over time reads as a timeline (as the CLI's text shows it).
+        in_time = OVERVIEW.search(query) is not None
         return call(
             do_search,
-            lambda d: results_text(d["results"], d["notes"]),
+            lambda d: results_text(timeline(d["results"]) if in_time else d["results"], d["notes"]),
             query=query,
             project=project,
             session=session,

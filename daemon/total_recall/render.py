@@ -67,7 +67,9 @@ def said(r: dict) -> str:
     return SAID.get(r.get("message_kind") or "", f"{r.get('role') or 'someone'} said")
 
 
-def results_markdown(results: list[dict]) -> str:
+def results_markdown(results: list[dict], in_time: bool = False) -> str:
+    """The results grouped by topic within a session, best group first, or (`in_time`: an overview
+    asked for) the groups in the order they happened, each group's lines too."""
     if not results:
         return "No memories found."
     # Grouped by topic within a session: a group's heading names the session, date and project of
@@ -76,8 +78,12 @@ def results_markdown(results: list[dict]) -> str:
     for r in results:
         topic = r["span"]["name"] if r.get("span") else (r.get("name") if r["kind"] == "span" else "no topic")
         groups.setdefault((topic, r.get("session"), r.get("project")), []).append(r)
+    ordered = list(groups.items())
+    if in_time:
+        ordered = [(key, timeline(items)) for key, items in ordered]
+        ordered.sort(key=lambda group: _when(group[1][0]))
     out = []
-    for (topic, session, _), items in groups.items():
+    for (topic, session, _), items in ordered:
         first = items[0]
         # A note stored with no session belongs to none: "no session", not "session None".
         said_in = f"session {str(session)[:8]}{_titled(first)}" if session else "no session"
@@ -86,6 +92,17 @@ def results_markdown(results: list[dict]) -> str:
         for r in items:
             out.append(_line(r))
     return "\n".join(out)
+
+
+def timeline(results: list[dict]) -> list[dict]:
+    """The results in the order they were said (an overview asked for: query.OVERVIEW)."""
+    return sorted(results, key=_when)
+
+
+def _when(r: dict) -> tuple[bool, str, int]:
+    """A result's place in time: its timestamp (none last), then its line."""
+    stamp = r.get("timestamp")
+    return (not stamp, str(stamp or ""), int(r.get("source_line") or r.get("start_line") or 0))
 
 
 def _titled(r: dict) -> str:
