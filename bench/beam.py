@@ -186,9 +186,10 @@ def labelled_questions(
     items: Iterable[dict], samples: Iterable[dict], corpus: locomo.Corpus
 ) -> tuple[list[locomo.Question], dict[str, int]]:
     """Our own questions about the chats (bench/beam_qa.json, rules in bench/beam_qa.md): each names
-    its chat, 1-3 evidence message ids and, per id, the first 50 characters of that message's text
-    (leading whitespace stripped). A question whose chat is absent is left out; a fingerprint that
-    does not match its message is an error, not a miss (the labels and the data disagree)."""
+    its chat, 1-3 evidence message ids (3-8 for an overview) and, per id, the first 50 characters of
+    that message's text (leading whitespace stripped). A question whose chat is absent is left out; a
+    fingerprint that does not match its message is an error, not a miss (the labels and the data
+    disagree)."""
     texts = {(s["sample_id"], m.get("id")): clean(m.get("content")) for s in samples for m in all_messages(s)}
     kept, left_out, wrong = [], {"other_category": 0, "no_evidence": 0}, []
     for n, item in enumerate(items):
