@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -770,6 +772,30 @@ def test_a_tail_begins_on_a_line_and_hides_what_the_line_before_made_a_secret():
     # A secret inside the tail is left to the batch, as a cut's head is.
     own = log + f"export GITHUB_TOKEN={GITHUB}\ndone"
     assert tail(own, 70) == f"…export GITHUB_TOKEN={GITHUB}\ndone" and GITHUB not in redact(tail(own, 70))
+
+
+def test_a_secret_written_base64_encoded_is_hidden_whole_and_known_in_both_forms():
+    """ "echo Z2hwX2Ex… | base64 -d": the patterns read an encoded token as noise. A run of base64
+    (standard or URL-safe) that decodes to readable text holding a secret is hidden whole; the
+    encoded and the plain form are then known where either recurs. Paths, hashes, identifiers,
+    binary and encoded text holding no secret stay as they are."""
+    encoded = base64.b64encode(GITHUB.encode()).decode()
+    assert redact(f"echo {encoded} | base64 -d") == "echo [REDACTED:github_token] | base64 -d"
+    url = base64.urlsafe_b64encode(b"postgres://admin:Kx7mQ2vZp9rT@db.internal:5432/app").decode()
+    assert redact(f"the DSN is {url} in the env") == "the DSN is [REDACTED:password] in the env"
+    later = redact_batch([f"encoded: {encoded}", f"then {GITHUB} and again {encoded}"])
+    assert later == [
+        "encoded: [REDACTED:github_token]",
+        "then [REDACTED:github_token] and again [REDACTED:github_token]",
+    ]
+    plain = [
+        "commit 3f786850e387550fdab836ed7e6dc881de23001b",
+        "/home/dev/projects/atlas/loader_config_for_tests",
+        "SGVsbG8gd29ybGQsIHRoaXMgaXMgcGxhaW4gdGV4dA== means hello",  # "Hello world, this is plain text"
+        "AVeryLongIdentifierNameWithoutDigits and test_the_parser_reads_every_record",
+        "data:image/png;base64," + base64.b64encode(bytes(range(256)) * 8).decode(),
+    ]
+    assert [redact(t) for t in plain] == plain
 
 
 # Text as a JSON string, a repr or a URL-encoded URL holds it: an escape before a secret is a word

@@ -1001,6 +1001,8 @@ def _redact(text: str, decode: bool = True, command: str | None = None) -> tuple
     if decode:
         text, n = _redact_decoded(text, values)
         total += n
+        text, n = _redact_base64(text, values)
+        total += n
     if "[REDACTED:" in text:  # a pattern that stops short of its token's end leaves no tail behind
         text = _MARK_TAIL.sub(r"\1", text)
     if recurring := _recurring(values):
@@ -1045,6 +1047,65 @@ def _redact_decoded(text: str, values: dict[str, str]) -> tuple[str, int]:
         return text, 0
     out.append(text[done:])
     return "".join(out), len(out) // 2
+
+
+def _redact_base64(text: str, values: dict[str, str]) -> tuple[str, int]:
+    """Trigger: a run of base64 characters (B64_MIN to B64_MAX of them) that decodes to readable
+    text. Why: a secret written encoded ("echo Z2hwX2Ex… | base64 -d", a token pasted from a config
+    that stores it so) is noise to the patterns. Outcome: when the decoded text holds a secret, the
+    encoded run is hidden whole, and both forms are this text's values (so they are known where they
+    recur, and by later reads: Seen). Runs are found in one linear scan; most fail to decode, and
+    at most B64_READS that decode are read (a text made of encoded prose costs what that many do)."""
+    spans = []
+    reads = 0
+    for match in _B64_RUN.finditer(text):
+        decoded = _base64_text(match.group())
+        if decoded is None:
+            continue
+        reads += 1
+        if reads > B64_READS:
+            break
+        _, n, hidden = _redact(decoded, decode=False)
+        if n and hidden:
+            kind = next(iter(hidden.values()))
+            spans.append((match.start(), match.end(), kind))
+            values.setdefault(match.group(), kind)
+            for value, named in hidden.items():
+                values.setdefault(value, named)
+    if not spans:
+        return text, 0
+    out: list[str] = []
+    done = 0
+    for start, end, kind in spans:
+        out += [text[done:start], MARK.format(kind)]
+        done = end
+    out.append(text[done:])
+    return "".join(out), len(spans)
+
+
+B64_MIN, B64_MAX = 16, 4096  # a secret's encoded length: "ghp_…" is 56, a short password 16
+B64_READS = 100  # encoded runs read as text, per text
+_B64_RUN = re.compile(r"(?<![\w+/=-])[A-Za-z0-9+/_-]{16,}={0,2}(?![\w+/=-])")
+
+
+def _base64_text(run: str) -> str | None:
+    """The text a base64 run (standard or URL-safe alphabet) encodes, when it decodes to readable
+    UTF-8 of at least 8 characters; None for anything else (a path, a hash, an identifier, binary)."""
+    body = run.rstrip("=")
+    if not B64_MIN <= len(body) <= B64_MAX or len(body) % 4 == 1 or body.isalpha() or body.isdigit():
+        return None
+    urlsafe = "-" in body or "_" in body
+    if urlsafe and ("+" in body or "/" in body):
+        return None
+    try:
+        raw = base64.b64decode(
+            body + "=" * (-len(body) % 4), altchars=b"-_" if urlsafe else None, validate=True
+        )
+        plain = raw.decode("utf-8")
+    except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors
+        return None
+    readable = len(plain) >= 8 and all(c.isprintable() or c in "\n\t" for c in plain)
+    return plain if readable else None
 
 
 def _decoded(text: str) -> tuple[str, list[tuple[int, int, int]]] | None:
