@@ -289,6 +289,22 @@ def test_a_line_leading_into_a_command_keeps_the_command():
     assert "Here's the model it reads:" in said and not [s for s in said if "class User" in s]
 
 
+def test_a_message_cut_to_the_prompt_budget_gives_no_half_sentence_and_no_cut_mark():
+    """A message longer than the protocol's budget per message reaches the extractor cut, with the
+    protocol's mark ("…[truncated 773 chars]") at the end; its memories end at its last whole
+    sentence, and no memory holds the mark (before: "…and I've estimat…[truncated 773 chars]")."""
+    steps = "\n\n".join(
+        f"Step {i} moves the {i}th batch of unpaid invoices from the ledger service to the archive bucket, "
+        "then checks the totals before the nightly report runs."
+        for i in range(32)
+    )
+    obj = conversation(("assistant", steps))
+    assert obj["new_messages"][0]["content"].endswith("chars]")  # cut by the protocol, marked
+    contents = [i["content"] for i in extract(obj)["items"]]
+    assert contents and not [c for c in contents if "truncated" in c or "…" in c]
+    assert all(c.endswith(".") for c in contents)
+
+
 @pytest.mark.parametrize(
     ("text", "intent"),
     [

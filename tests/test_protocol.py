@@ -359,6 +359,20 @@ def test_overlong_text_is_cut():
     assert len(out.output["topic_update"]["name"]) <= 200
 
 
+def test_the_protocols_cut_mark_is_never_stored():
+    """An extractor that copies the mark the protocol put on a cut message ("…[truncated 773
+    chars]") writes no memory or topic holding it: the mark is ours, not what was said."""
+    out = validate_output(
+        {
+            "items": [item(content="We estimated two weeks for login…[truncated 773 chars] and the rest")],
+            "topic_update": {"name": "Login", "summary": "The estimate…[truncated 9 chars]"},
+        },
+        LINES,
+    )
+    assert out.output["items"][0]["content"] == "We estimated two weeks for login and the rest"
+    assert out.output["topic_update"]["summary"] == "The estimate"
+
+
 json_values = st.recursive(
     st.none()
     | st.booleans()

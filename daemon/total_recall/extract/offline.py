@@ -48,6 +48,7 @@ from typing import Any
 import structlog
 
 from total_recall.errors import TotalRecallError
+from total_recall.extract.protocol import CUT_MARK
 from total_recall.transcript import ASSENT_MARKS, assents
 
 log = structlog.get_logger(__name__)
@@ -2156,6 +2157,7 @@ class OfflineExtractor:
         self.embedder = embedder
 
     def extract(self, input_obj: dict) -> dict:
+        input_obj = _whole_sentences(input_obj)
         new = list(input_obj.get("new_messages") or [])
         project = ((input_obj.get("hierarchy") or {}).get("project") or {}).get("name") or ""
         units, skips = [], []
@@ -2335,6 +2337,29 @@ class OfflineExtractor:
 
 
 MERGE_CHARS = 320  # a merged context idea stays one readable statement
+
+
+def _whole_sentences(input_obj: dict) -> dict:
+    """The input with each message the protocol cut to its budget (protocol.TRUNCATION_MARK at its
+    end) ending at its last whole sentence: the mark is ours, not what was said, and the words
+    before it end mid-sentence or mid-word ("…and I've estimat…[truncated 773 chars]"), which made
+    memories of half a sentence with the mark in them."""
+    out = dict(input_obj)
+    for key in ("new_messages", "recent_messages"):
+        if input_obj.get(key):
+            out[key] = [_uncut(m) for m in input_obj[key]]
+    return out
+
+
+def _uncut(message: dict) -> dict:
+    text = str(message.get("content") or "")
+    mark = CUT_MARK.search(text)
+    if mark is None or mark.end() != len(text.rstrip()):
+        return message
+    kept = text[: mark.start()]
+    end = max(kept.rfind(c) for c in ".!?\n")
+    kept = kept[: end + 1] if end >= 0 else kept.rsplit(" ", 1)[0]
+    return {**message, "content": kept.rstrip()}
 
 
 def _merge_context(units: list[_Unit]) -> list[_Unit]:

@@ -21,6 +21,9 @@ RELATION_TYPES = ("supersedes", "builds_on", "contradicts", "answers", "relates_
 ENTITY_TYPES = ("project", "technology", "concept", "person", "file")
 
 TRUNCATION_MARK = "…[truncated {} chars]"
+# The mark as it stands in a text: ours, never something that was said (an extractor that copies it
+# from its input does not store it).
+CUT_MARK = re.compile(r"…\[truncated \d+ chars\]")
 MAX_NAME_CHARS = 200
 MAX_TEXT_CHARS = 2_000  # item content, summaries and reasons longer than this are cut
 # Bounds on what one answer may add (a runaway or hostile model must not flood the database).
@@ -420,7 +423,7 @@ def _clean(value: Any, limit: int) -> str | None:
     redacted input), then cut to ``limit``; redaction first, so validating again changes nothing."""
     from total_recall.redact import redact
 
-    return _as_text(redact(value) if isinstance(value, str) else value, limit)
+    return _as_text(redact(CUT_MARK.sub("", value)) if isinstance(value, str) else value, limit)
 
 
 def _secret_or_private(text: str) -> bool:
