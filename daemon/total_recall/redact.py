@@ -812,13 +812,7 @@ def tail(text: str, limit: int, prefix: str = "…") -> str:
         return text.strip()
     start = len(text) - limit + len(prefix)
     line = text.find("\n", start - 1)
-    if line != -1:
-        start = line + 1
-    else:
-        space = _SPACE.search(text, start)
-        if not space:
-            return ""
-        start = space.end()
+    start = line + 1 if line != -1 else _token_end(text, start) + 1  # after the whitespace ending a token
     part = text[start:].strip()
     if not part:
         return ""
@@ -831,7 +825,6 @@ def tail(text: str, limit: int, prefix: str = "…") -> str:
     return prefix + ended if len(ended) <= 2 * limit else ""
 
 
-_SPACE = re.compile(r"\s")
 _CUT_CONTEXT = 200  # what the window holds past the cut: a quoted value's closing quote, a token
 _NEAR_BEFORE, _NEAR_AFTER = 80, 100  # the part around the cut looked at first
 _CUT_TOKEN = re.compile(r"\S{0,4096}")  # the longest token looked at whole (a JWT, a key body)
@@ -1067,20 +1060,10 @@ def _redact_base64(text: str, values: dict[str, str]) -> tuple[str, int]:
             break
         _, n, hidden = _redact(decoded, decode=False)
         if n and hidden:
-            kind = next(iter(hidden.values()))
-            spans.append((match.start(), match.end(), kind))
-            values.setdefault(match.group(), kind)
+            spans.append((match.start(), match.end(), next(iter(hidden.values()))))
             for value, named in hidden.items():
                 values.setdefault(value, named)
-    if not spans:
-        return text, 0
-    out: list[str] = []
-    done = 0
-    for start, end, kind in spans:
-        out += [text[done:start], MARK.format(kind)]
-        done = end
-    out.append(text[done:])
-    return "".join(out), len(spans)
+    return _hide(text, spans, values) if spans else (text, 0)
 
 
 B64_MIN, B64_MAX = 16, 4096  # a secret's encoded length: "ghp_…" is 56, a short password 16

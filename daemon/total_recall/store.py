@@ -974,12 +974,13 @@ def _drop_rows(db: Database, path: str, first: int, last: int) -> None:
         if t
     ]
     # The windows after them that quote them as the turn before (their context) quote them no more.
+    quoted = {quote(t) for t in said}
     for row in db.all(
         f"SELECT id, context FROM chunks WHERE file_id = {fid} AND source_line > ? AND source_line <= ? "
         "AND context != ''",
         (path, last, last + CONTEXT_REACH),
     ):
-        if row["context"] in {quote(t) for t in said}:
+        if row["context"] in quoted:
             db.execute("UPDATE chunks SET context = '' WHERE id = ?", (row["id"],))
     for table, extra in (("chunks", " AND kind != 'note'"), ("messages", "")):
         gone = db.column(
