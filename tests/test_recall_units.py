@@ -1268,17 +1268,22 @@ def test_the_lines_a_forked_session_copied_count_once(tmp_path):
     assert any("SQS" in r["content"] for r in cli_json("search", "refunds queue", "--project", "atlas"))
 
 
+def forget_the_queue_choice(how: str) -> None:
+    """Forget the billing reply's RabbitMQ memory (`how` "memory") or its whole session ("session")."""
+    if how == "memory":
+        [(idea_id,)] = db_rows("SELECT id FROM ideas WHERE content LIKE '%RabbitMQ%'")
+        cli_json("forget", str(idea_id))
+    else:
+        cli_json("forget", "--session", SESSION)
+
+
 @pytest.mark.parametrize("how", ["memory", "session"])
 def test_forgetting_lines_forgets_the_copies_a_forked_session_holds_of_them(tmp_path, how):
     """The copies are the same records: forgetting the memory said on a line, or the session, takes
     the fork's copies of those lines too (no row keeps their words, a re-read does not bring them
     back), and the fork's own line stays (I152, I38)."""
     first, fork = billing_reply_and_its_fork(tmp_path / "claude")
-    if how == "memory":
-        [(idea_id,)] = db_rows("SELECT id FROM ideas WHERE content LIKE '%RabbitMQ%'")
-        cli_json("forget", str(idea_id))
-    else:
-        cli_json("forget", "--session", SESSION)
+    forget_the_queue_choice(how)
     assert db_rows("SELECT count(*) FROM messages WHERE content LIKE '%RabbitMQ%'") == [(0,)]
     assert db_rows("SELECT count(*) FROM chunks WHERE content LIKE '%RabbitMQ%'") == [(0,)]
     with memory_store() as database, database.write():  # the fork read again from its first byte
@@ -1301,11 +1306,8 @@ def test_a_session_forked_after_a_forget_holds_no_copy_of_the_forgotten_words(tm
     row, also when the forget took the whole session and left no row of it; the fork's own line is
     indexed (I201, I202)."""
     first = billing_reply(tmp_path / "claude")
-    if how == "memory":
-        [(idea_id,)] = db_rows("SELECT id FROM ideas WHERE content LIKE '%RabbitMQ%'")
-        cli_json("forget", str(idea_id))
-    else:
-        cli_json("forget", "--session", SESSION)
+    forget_the_queue_choice(how)
+    if how == "session":
         assert db_rows("SELECT count(*) FROM messages") == [(0,)]
     fork = fork_of(first)
     assert db_rows("SELECT count(*) FROM messages WHERE content LIKE '%RabbitMQ%'") == [(0,)]
